@@ -1,0 +1,20 @@
+// Command mlcompute runs the engine and submits jobs, shows nodes and invokes endpoints.
+package main
+
+import (
+	"os"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/cli"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/version"
+)
+
+func main() {
+	os.Exit(cli.Main(cli.Config{
+		Use:     "mlcompute",
+		Version: version.Version,
+		ServeArgv: func() ([]string, error) {
+			exe, err := os.Executable()
+			return []string{exe, "serve"}, err
+		},
+	}, os.Args[1:]))
+}

@@ -1,0 +1,158 @@
+// Package cli is the mlcompute command line: the operator's and user's tool. The provider
+// binary embeds the same commands under its hidden "engine" subcommand, which is how the
+// provider starts the embedded engine from its own binary.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+)
+
+// Config describes the binary the commands run in.
+type Config struct {
+	// Use is the command's name as users type it.
+	Use string
+	// ServeArgv returns the argv that runs "serve" with this binary (used to start the
+	// embedded engine); --data-dir is appended.
+	ServeArgv func() ([]string, error)
+	Version   string
+}
+
+// globals are the connection settings every command shares.
+type globals struct {
+	cfg      Config
+	dataDir  string
+	endpoint string
+	token    string
+	logLevel string
+}
+
+// NewRootCommand builds the command tree.
+func NewRootCommand(cfg Config) *cobra.Command {
+	g := &globals{cfg: cfg}
+	root := &cobra.Command{
+		Use:           cfg.Use,
+		Short:         "Run and use the mlcompute engine: compute targets, jobs and endpoints for ML",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       cfg.Version,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.dataDir, "data-dir", "", "the embedded engine's data dir (env MLCOMPUTE_HOME; default $XDG_DATA_HOME/mlcompute)")
+	pf.StringVar(&g.endpoint, "endpoint", os.Getenv("MLCOMPUTE_ENDPOINT"), "a running engine: unix:///path.sock or http(s)://host:port (env MLCOMPUTE_ENDPOINT)")
+	pf.StringVar(&g.token, "token", "", "API token for a TCP endpoint (env MLCOMPUTE_TOKEN; prefer the variable: flags show in ps)")
+	pf.StringVar(&g.logLevel, "log-level", envOr("MLCOMPUTE_LOG", "info"), "log level: trace, debug, info, warn, error (env MLCOMPUTE_LOG)")
+	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newSizesCommand(g))
+	return root
+}
+
+// Main runs the command tree with args and returns the process exit code.
+func Main(cfg Config, args []string) int {
+	root := NewRootCommand(cfg)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		var exit exitCode
+		if asExit(err, &exit) {
+			return int(exit)
+		}
+		fmt.Fprintf(os.Stderr, "Error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func (g *globals) resolvedDataDir() (string, error) {
+	if g.dataDir != "" {
+		return g.dataDir, nil
+	}
+	return daemon.DefaultDataDir()
+}
+
+func (g *globals) resolvedToken() string {
+	if g.token != "" {
+		return g.token
+	}
+	return os.Getenv("MLCOMPUTE_TOKEN")
+}
+
+func (g *globals) logger(w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "mlcompute", Level: hclog.LevelFromString(g.logLevel), Output: w})
+}
+
+// connect returns a client for the configured engine, starting the embedded one if needed.
+func (g *globals) connect(ctx context.Context) (*client.Client, error) {
+	if g.endpoint != "" {
+		return daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: g.endpoint, Token: g.resolvedToken()})
+	}
+	dir, err := g.resolvedDataDir()
+	if err != nil {
+		return nil, err
+	}
+	argv, err := g.cfg.ServeArgv()
+	if err != nil {
+		return nil, err
+	}
+	return daemon.Connect(ctx, daemon.ConnectOptions{DataDir: dir, Command: argv})
+}
+
+// existing returns a client for an engine that is already running, without starting one.
+func (g *globals) existing() (*client.Client, string, error) {
+	if g.endpoint != "" {
+		c, err := client.New(g.endpoint, g.resolvedToken(), client.WithAttempts(1))
+		return c, g.endpoint, err
+	}
+	dir, err := g.resolvedDataDir()
+	if err != nil {
+		return nil, "", err
+	}
+	l := daemon.Launcher{DataDir: dir}
+	c, err := client.New(l.Endpoint(), "", client.WithAttempts(1))
+	return c, l.Endpoint(), err
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// exitCode is an error that only carries a process exit code (the message was printed).
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func asExit(err error, target *exitCode) bool {
+	e, ok := err.(exitCode)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+func addOutputFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVarP(dst, "output", "o", "table", "output format: table or json")
+}
+
+func checkOutput(format string) error {
+	if format != "table" && format != "json" {
+		return fmt.Errorf("--output must be table or json, got %q", format)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+)
+
+type serveFlags struct {
+	listen          string
+	tokenFile       string
+	minIdleShutdown time.Duration
+	nodes           string
+	slurmPartition  string
+	locations       []string
+	capacityVCPUs   int64
+	scoringListen   string
+	idleExit        time.Duration
+}
+
+func newServeCommand(g *globals) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the engine in the foreground",
+		Long: "Run the engine in the foreground. Without --listen it serves the data dir's " +
+			"engine.sock (mode 0600). It exits by itself after --idle-exit with nothing to " +
+			"manage and no API calls, and at once when its data dir is deleted.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd.Context(), g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "", "API address: unix:///PATH or tcp://127.0.0.1:PORT (default: <data-dir>/engine.sock)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token; required to listen on TCP beyond loopback")
+	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", 15*time.Minute, "the shortest idle_time_before_shutdown an instance may ask for")
+	fl.StringVar(&f.nodes, "nodes", "local", "where nodes come from: local or slurm")
+	fl.StringVar(&f.slurmPartition, "slurm-partition", "", "Slurm partition for --nodes slurm")
+	fl.StringArrayVar(&f.locations, "location", []string{engine.DefaultLocation}, "a location this engine serves (repeatable)")
+	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
+	fl.StringVar(&f.scoringListen, "scoring-listen", "", "address of the endpoint scoring router (default: loopback, port kept in the store)")
+	fl.DurationVar(&f.idleExit, "idle-exit", daemon.DefaultIdleExit, "exit after this long with nothing to manage and no API calls (0: never)")
+	return cmd
+}
+
+func runServe(ctx context.Context, g *globals, f serveFlags) error {
+	if f.nodes != "local" {
+		return fmt.Errorf("--nodes %s is not available in this version; the supported value is local", f.nodes)
+	}
+	dir, err := g.resolvedDataDir()
+	if err != nil {
+		return err
+	}
+	token := ""
+	if f.tokenFile != "" {
+		raw, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return fmt.Errorf("reading --token-file: %w", err)
+		}
+		if token = strings.TrimSpace(string(raw)); token == "" {
+			return fmt.Errorf("--token-file %s is empty", f.tokenFile)
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = daemon.Run(ctx, daemon.Options{
+		DataDir:   dir,
+		Listen:    f.listen,
+		Token:     token,
+		Locations: f.locations,
+		Nodes:     f.nodes,
+		IdleExit:  f.idleExit,
+		Version:   g.cfg.Version,
+		Logger:    g.logger(os.Stderr),
+	})
+	if err == daemon.ErrAlreadyRunning {
+		return fmt.Errorf("%w (data dir %s); stop it with 'mlcompute shutdown'", err, dir)
+	}
+	return err
+}

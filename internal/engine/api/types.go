@@ -1,0 +1,71 @@
+// Package api holds the wire types of the engine's versioned HTTP JSON API. The server and
+// the typed client both import it, so the two can never disagree on a field name.
+package api
+
+import (
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+)
+
+// Version is the API version; every route lives under /v1.
+const Version = "v1"
+
+// IdempotencyKeyHeader carries a client-chosen key on create calls. A create retried with
+// the same key (after a dropped connection or an engine crash) returns the object the
+// first attempt made instead of failing or making a second one.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// Status describes a running engine.
+type Status struct {
+	Version     string    `json:"version"`
+	PID         int       `json:"pid"`
+	NodesDriver string    `json:"nodes_driver"`
+	Locations   []string  `json:"locations"`
+	DataDir     string    `json:"data_dir,omitempty"`
+	StartedAt   time.Time `json:"started_at"`
+}
+
+// WorkspaceSpec is what a user declares for a workspace.
+type WorkspaceSpec struct {
+	Name        string            `json:"name"`
+	Location    string            `json:"location,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	// Quotas overrides the catalog's default vCPU limit per VM family.
+	Quotas map[string]int64 `json:"quotas,omitempty"`
+}
+
+// WorkspaceUpdate replaces a workspace's mutable fields. Name and location never change.
+type WorkspaceUpdate struct {
+	Description string            `json:"description,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	Quotas      map[string]int64  `json:"quotas,omitempty"`
+}
+
+// Workspace is a workspace as the engine holds it.
+type Workspace struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name"`
+	Location    string            `json:"location"`
+	Description string            `json:"description,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	Quotas      map[string]int64  `json:"quotas,omitempty"`
+	CreatedOn   time.Time         `json:"created_on"`
+}
+
+// WorkspaceList is the body of GET /v1/workspaces.
+type WorkspaceList struct {
+	Workspaces []Workspace `json:"workspaces"`
+}
+
+// VMSize is a catalog entry; the catalog's own JSON form is the wire form.
+type VMSize = catalog.Size
+
+// SizeFilter selects catalog entries; zero values match everything.
+type SizeFilter = catalog.Filter
+
+// SizeList is the body of GET /v1/sizes and GET /v1/sizes/isolated.
+type SizeList struct {
+	Sizes []VMSize `json:"sizes"`
+}

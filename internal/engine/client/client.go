@@ -1,0 +1,288 @@
+// Package client is the typed Go client of the engine's HTTP JSON API. Every method is
+// (ctx, ...) (*T, error) over one send helper; a failed call returns *api.Error with the
+// engine's stable code, so callers branch with api.IsNotFound and friends.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+// Client talks to one engine.
+type Client struct {
+	base     string // scheme://host, without a trailing slash
+	endpoint string
+	token    string
+	http     *http.Client
+	clock    clock.Clock
+	// reconnect, when set, is called after a transport failure before the call is retried:
+	// the embedded engine's launcher restarts a crashed engine there.
+	reconnect func(context.Context) error
+	attempts  int
+}
+
+// Option adjusts a client.
+type Option func(*Client)
+
+// WithReconnect sets the hook run after a transport failure, before retrying.
+func WithReconnect(f func(context.Context) error) Option { return func(c *Client) { c.reconnect = f } }
+
+// WithClock sets the clock used for retry back-off.
+func WithClock(clk clock.Clock) Option { return func(c *Client) { c.clock = clk } }
+
+// WithAttempts sets how many times a call is tried when the transport fails (default 5).
+func WithAttempts(n int) Option { return func(c *Client) { c.attempts = n } }
+
+// New returns a client for endpoint, either unix:///path/to/engine.sock or
+// http(s)://host:port. A TCP endpoint needs a token unless it is loopback.
+func New(endpoint, token string, opts ...Option) (*Client, error) {
+	c := &Client{endpoint: endpoint, token: token, clock: clock.RealClock{}, attempts: 5}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("parsing endpoint %q: %w", endpoint, err)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	switch u.Scheme {
+	case "unix":
+		path := u.Path
+		if path == "" {
+			return nil, fmt.Errorf("endpoint %q names no socket path; use unix:///path/to/engine.sock", endpoint)
+		}
+		transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
+		c.base = "http://engine"
+	case "http", "https":
+		if u.Host == "" {
+			return nil, fmt.Errorf("endpoint %q names no host", endpoint)
+		}
+		c.base = u.Scheme + "://" + u.Host
+	default:
+		return nil, fmt.Errorf("endpoint %q: scheme must be unix, http or https", endpoint)
+	}
+	c.http = &http.Client{Transport: transport}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Endpoint is the endpoint the client was made for.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// request describes one call.
+type request struct {
+	method string
+	path   string
+	query  url.Values
+	body   any
+	header http.Header
+	// retry allows a retry after a transport failure: true for calls that are idempotent
+	// (reads, replaces, deletes, and creates that carry an idempotency key).
+	retry bool
+}
+
+// send performs a call and decodes a 2xx body into out (when out is not nil).
+func (c *Client) send(ctx context.Context, r request, out any) error {
+	var payload []byte
+	if r.body != nil {
+		var err error
+		if payload, err = json.Marshal(r.body); err != nil {
+			return fmt.Errorf("encoding request: %w", err)
+		}
+	}
+	target := c.base + r.path
+	if len(r.query) > 0 {
+		target += "?" + r.query.Encode()
+	}
+	attempts := 1
+	if r.retry {
+		attempts = c.attempts
+	}
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := c.do(ctx, r, target, payload, out)
+		if err == nil || !isTransport(err) || attempt >= attempts || ctx.Err() != nil {
+			return err
+		}
+		if c.reconnect != nil {
+			if rerr := c.reconnect(ctx); rerr != nil {
+				return fmt.Errorf("%w (reconnecting: %v)", err, rerr)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-c.clock.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+func isTransport(err error) bool {
+	var te *transportError
+	return errors.As(err, &te)
+}
+
+// IsUnreachable reports whether err means the engine could not be reached at all.
+func IsUnreachable(err error) bool { return isTransport(err) }
+
+func (c *Client) do(ctx context.Context, r request, target string, payload []byte, out any) error {
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, target, body)
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	for k, vs := range r.header {
+		req.Header[k] = vs
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return &transportError{fmt.Errorf("calling engine at %s: %w", c.endpoint, err)}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return &transportError{fmt.Errorf("reading engine response: %w", err)}
+	}
+	if resp.StatusCode >= 300 {
+		return decodeError(resp.StatusCode, raw)
+	}
+	if out == nil || len(raw) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decoding engine response: %w", err)
+	}
+	return nil
+}
+
+func decodeError(status int, raw []byte) error {
+	var body api.ErrorBody
+	if err := json.Unmarshal(raw, &body); err != nil || body.Error == nil || body.Error.Code == "" {
+		text := strings.TrimSpace(string(raw))
+		if len(text) > 200 {
+			text = text[:200] + "..."
+		}
+		return &api.Error{Code: api.CodeInternal, Status: status, Message: fmt.Sprintf("engine answered HTTP %d: %s", status, text)}
+	}
+	body.Error.Status = status
+	return body.Error
+}
+
+// newIdempotencyKey returns a random key for one logical create call.
+func newIdempotencyKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Status returns the engine's status.
+func (c *Client) Status(ctx context.Context) (*api.Status, error) {
+	var out api.Status
+	if err := c.send(ctx, request{method: "GET", path: "/v1/status", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Shutdown asks the engine to stop. It is not retried: a restarted engine must not be stopped.
+func (c *Client) Shutdown(ctx context.Context) error {
+	return c.send(ctx, request{method: "POST", path: "/v1/shutdown"}, nil)
+}
+
+// ListWorkspaces lists every workspace.
+func (c *Client) ListWorkspaces(ctx context.Context) ([]api.Workspace, error) {
+	var out api.WorkspaceList
+	if err := c.send(ctx, request{method: "GET", path: "/v1/workspaces", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Workspaces, nil
+}
+
+// CreateWorkspace creates a workspace. One idempotency key covers every retry of the call,
+// so a create that reached the engine just before it crashed is not made twice.
+func (c *Client) CreateWorkspace(ctx context.Context, spec api.WorkspaceSpec) (*api.Workspace, error) {
+	var out api.Workspace
+	h := http.Header{}
+	h.Set(api.IdempotencyKeyHeader, newIdempotencyKey())
+	if err := c.send(ctx, request{method: "POST", path: "/v1/workspaces", body: spec, header: h, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetWorkspace returns a workspace.
+func (c *Client) GetWorkspace(ctx context.Context, name string) (*api.Workspace, error) {
+	var out api.Workspace
+	if err := c.send(ctx, request{method: "GET", path: "/v1/workspaces/" + url.PathEscape(name), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UpdateWorkspace replaces a workspace's mutable fields.
+func (c *Client) UpdateWorkspace(ctx context.Context, name string, upd api.WorkspaceUpdate) (*api.Workspace, error) {
+	var out api.Workspace
+	if err := c.send(ctx, request{method: "PUT", path: "/v1/workspaces/" + url.PathEscape(name), body: upd, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteWorkspace deletes a workspace; force also deletes what it holds.
+func (c *Client) DeleteWorkspace(ctx context.Context, name string, force bool) error {
+	q := url.Values{}
+	if force {
+		q.Set("force", "true")
+	}
+	return c.send(ctx, request{method: "DELETE", path: "/v1/workspaces/" + url.PathEscape(name), query: q, retry: true}, nil)
+}
+
+// ListSizes lists the catalog entries matching f.
+func (c *Client) ListSizes(ctx context.Context, f api.SizeFilter) ([]api.VMSize, error) {
+	var out api.SizeList
+	if err := c.send(ctx, request{method: "GET", path: "/v1/sizes", query: api.EncodeSizeFilter(f), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Sizes, nil
+}
+
+// ListIsolatedSizes lists the isolated catalog entries.
+func (c *Client) ListIsolatedSizes(ctx context.Context) ([]api.VMSize, error) {
+	var out api.SizeList
+	if err := c.send(ctx, request{method: "GET", path: "/v1/sizes/isolated", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Sizes, nil
+}

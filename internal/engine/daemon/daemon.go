@@ -1,0 +1,235 @@
+// Package daemon runs an engine as a long-lived process (mlcompute serve) and starts the
+// embedded engine on demand for the provider and the CLI (Launcher, Connect).
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+	"k8s.io/utils/clock"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// File names inside a data dir.
+const (
+	SocketFile = "engine.sock"
+	LockFile   = "engine.lock"
+	LogFile    = "engine.log"
+	StoreFile  = "state.db"
+)
+
+// DefaultIdleExit is how long an engine with nothing to manage and no API calls stays up.
+const DefaultIdleExit = 10 * time.Minute
+
+// ErrAlreadyRunning means another engine holds the data dir's lock.
+var ErrAlreadyRunning = errors.New("an engine is already running for this data dir")
+
+// Options configure a daemon.
+type Options struct {
+	DataDir string
+	// Listen is unix:///path or tcp://host:port; empty means <data_dir>/engine.sock.
+	Listen string
+	// Token, when set, is required on every API call. Required for a non-loopback TCP listener.
+	Token     string
+	Locations []string
+	Nodes     string
+	// IdleExit is how long to stay up with nothing to manage and no API calls; 0 means never.
+	IdleExit time.Duration
+	Version  string
+	Logger   hclog.Logger
+	Clock    clock.WithTicker
+	// Ready, when set, receives the listening address once the API serves.
+	Ready func(addr string)
+}
+
+// Run serves the engine until ctx ends, the API asks for shutdown, the engine has been idle
+// for IdleExit, or the data dir disappears.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	log := opts.Logger.Named("daemon")
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	lock, err := acquireLock(filepath.Join(opts.DataDir, LockFile))
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+
+	st, err := store.Open(filepath.Join(opts.DataDir, StoreFile), time.Second)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	eng, err := engine.New(engine.Config{
+		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
+		NodesDriver: opts.Nodes, Version: opts.Version, DataDir: opts.DataDir,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := listen(opts)
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	var lastCall atomic.Int64
+	lastCall.Store(opts.Clock.Now().UnixNano())
+	api := server.New(server.Options{
+		Engine: eng, Logger: opts.Logger, Token: opts.Token,
+		OnRequest: func() { lastCall.Store(opts.Clock.Now().UnixNano()) },
+		Shutdown:  stop,
+	})
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("engine serving", "listen", ln.Addr().String(), "data_dir", opts.DataDir, "pid", os.Getpid())
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr().String())
+	}
+
+	w := watcher{dataDir: opts.DataDir, idleExit: opts.IdleExit, clock: opts.Clock, engine: eng, lastCall: &lastCall}
+	reason := w.wait(ctx, served)
+	log.Info("engine stopping", "reason", reason)
+
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	if ln.Addr().Network() == "unix" {
+		_ = os.Remove(ln.Addr().String())
+	}
+	return nil
+}
+
+// watcher decides when an engine should exit by itself.
+type watcher struct {
+	dataDir  string
+	idleExit time.Duration
+	clock    clock.WithTicker
+	engine   interface{ HasWork() bool }
+	lastCall *atomic.Int64
+}
+
+// wait blocks until a reason to stop, which it returns.
+func (w watcher) wait(ctx context.Context, served <-chan error) string {
+	// A one-second tick bounds how long a deleted data dir keeps an engine alive; the idle
+	// rule is measured in minutes, so the same tick serves it.
+	ticker := w.clock.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "stop requested"
+		case err := <-served:
+			return fmt.Sprintf("listener failed: %v", err)
+		case <-ticker.C():
+			if reason := w.check(); reason != "" {
+				return reason
+			}
+		}
+	}
+}
+
+// check returns a reason to stop now, or "".
+func (w watcher) check() string {
+	if _, err := os.Stat(w.dataDir); errors.Is(err, os.ErrNotExist) {
+		return "data dir deleted"
+	}
+	if w.idleExit <= 0 {
+		return ""
+	}
+	idle := w.clock.Since(time.Unix(0, w.lastCall.Load()))
+	if idle >= w.idleExit && !w.engine.HasWork() {
+		return fmt.Sprintf("idle for %s with nothing to manage", idle.Round(time.Second))
+	}
+	return ""
+}
+
+// acquireLock takes an exclusive, non-blocking flock; the kernel drops it when the process
+// dies, so a crashed engine never blocks the next one.
+func acquireLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock file: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, ErrAlreadyRunning
+		}
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// listen opens the API listener. A unix socket is made 0600 before anyone can connect
+// (the umask covers the window between bind and chmod); a TCP listener off loopback
+// needs a token.
+func listen(opts Options) (net.Listener, error) {
+	target := opts.Listen
+	if target == "" {
+		target = "unix://" + filepath.Join(opts.DataDir, SocketFile)
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("parsing listen address %q: %w", target, err)
+	}
+	switch u.Scheme {
+	case "unix":
+		// Only the lock holder reaches here, so a socket file left by a crashed engine is stale.
+		_ = os.Remove(u.Path)
+		old := unix.Umask(0o177)
+		ln, err := net.Listen("unix", u.Path)
+		unix.Umask(old)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s: %w", u.Path, err)
+		}
+		if err := os.Chmod(u.Path, 0o600); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("securing socket: %w", err)
+		}
+		return ln, nil
+	case "tcp":
+		if opts.Token == "" && !IsLoopbackHost(u.Hostname()) {
+			return nil, fmt.Errorf("refusing to listen on %s without a token: pass --token-file, or bind to 127.0.0.1", u.Host)
+		}
+		ln, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s: %w", u.Host, err)
+		}
+		return ln, nil
+	}
+	return nil, fmt.Errorf("listen address %q: scheme must be unix or tcp", target)
+}
+
+// IsLoopbackHost reports whether host is a loopback name or address.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

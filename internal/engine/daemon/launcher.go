@@ -1,0 +1,150 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+)
+
+// DefaultDataDir is $MLCOMPUTE_HOME, else $XDG_DATA_HOME/mlcompute, else
+// ~/.local/share/mlcompute.
+func DefaultDataDir() (string, error) {
+	if d := os.Getenv("MLCOMPUTE_HOME"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "mlcompute"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the default data dir: %w (set MLCOMPUTE_HOME)", err)
+	}
+	return filepath.Join(home, ".local", "share", "mlcompute"), nil
+}
+
+// Launcher starts the embedded engine of a data dir when none answers on its socket.
+type Launcher struct {
+	DataDir string
+	// Command is the argv that runs "serve" for this binary, e.g.
+	// [terraform-provider-mlcompute engine serve]; --data-dir is appended.
+	Command []string
+	// StartTimeout bounds the wait for a started engine to answer (default 20 s).
+	StartTimeout time.Duration
+	Clock        clock.Clock
+
+	mu sync.Mutex
+}
+
+// Endpoint is the embedded engine's socket as a client endpoint.
+func (l *Launcher) Endpoint() string {
+	return "unix://" + filepath.Join(l.DataDir, SocketFile)
+}
+
+// Ensure makes sure an engine answers on the data dir's socket, starting one as a detached
+// process (its own session, output in engine.log) when none does. Two callers racing here
+// may both start one; the data dir's lock lets exactly one of them serve.
+func (l *Launcher) Ensure(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	probe, err := client.New(l.Endpoint(), "", client.WithAttempts(1))
+	if err != nil {
+		return err
+	}
+	if healthy(ctx, probe) {
+		return nil
+	}
+	if err := os.MkdirAll(l.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	logPath := filepath.Join(l.DataDir, LogFile)
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening engine log: %w", err)
+	}
+	defer logFile.Close()
+	argv := append(append([]string(nil), l.Command...), "--data-dir", l.DataDir)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting embedded engine %s: %w", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	// Reap the child if it exits while we live; once we exit, init adopts it.
+	go func() { exited <- cmd.Wait() }()
+
+	clk := l.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	timeout := l.StartTimeout
+	if timeout == 0 {
+		timeout = 20 * time.Second
+	}
+	deadline := clk.Now().Add(timeout)
+	var exitErr error
+	for clk.Now().Before(deadline) {
+		if healthy(ctx, probe) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case exitErr = <-exited:
+			// The child lost the lock race (another engine is starting and will answer)
+			// or failed; either way keep polling until the deadline, and if nothing
+			// answers, report how it exited.
+			exited = nil
+			if exitErr == nil {
+				exitErr = errors.New("exited with status 0")
+			}
+		case <-clk.After(50 * time.Millisecond):
+		}
+	}
+	if exitErr != nil {
+		return fmt.Errorf("embedded engine did not start (%v); see %s", exitErr, logPath)
+	}
+	return fmt.Errorf("embedded engine did not become healthy within %s; see %s", timeout, logPath)
+}
+
+func healthy(ctx context.Context, c *client.Client) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := c.Status(ctx)
+	return err == nil || !client.IsUnreachable(err)
+}
+
+// ConnectOptions say how to reach an engine: Endpoint and Token for a running one, or
+// DataDir and Command to use (and if needed start) the embedded one.
+type ConnectOptions struct {
+	Endpoint string
+	Token    string
+	DataDir  string
+	Command  []string
+}
+
+// Connect returns a client for the engine the options name. For the embedded engine the
+// client restarts the engine by itself if it dies between or during calls.
+func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
+	if o.Endpoint != "" {
+		return client.New(o.Endpoint, o.Token)
+	}
+	if o.DataDir == "" {
+		return nil, errors.New("no endpoint and no data dir: set one of them")
+	}
+	l := &Launcher{DataDir: o.DataDir, Command: o.Command}
+	if err := l.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	return client.New(l.Endpoint(), "", client.WithReconnect(l.Ensure))
+}

@@ -1,0 +1,222 @@
+// Package server exposes the engine over the versioned HTTP JSON API. Handlers are thin:
+// check, decode, call the engine, encode. Errors become status codes in one place (writeError).
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+// Options configure a server.
+type Options struct {
+	Engine *engine.Engine
+	Logger hclog.Logger
+	// Token, when set, must be presented as "Authorization: Bearer <token>" on every call.
+	Token string
+	// OnRequest is called at the start of every API call (the daemon's idle timer).
+	OnRequest func()
+	// Shutdown is called by POST /v1/shutdown after the response is written.
+	Shutdown func()
+}
+
+// Route is one API operation; Routes is the table both the mux and the OpenAPI test read.
+type Route struct {
+	Method  string
+	Path    string
+	handler func(*Server, http.ResponseWriter, *http.Request) error
+}
+
+// Routes lists every API operation.
+var Routes = []Route{
+	{"GET", "/v1/status", (*Server).status},
+	{"POST", "/v1/shutdown", (*Server).shutdown},
+	{"GET", "/v1/workspaces", (*Server).listWorkspaces},
+	{"POST", "/v1/workspaces", (*Server).createWorkspace},
+	{"GET", "/v1/workspaces/{workspace}", (*Server).getWorkspace},
+	{"PUT", "/v1/workspaces/{workspace}", (*Server).updateWorkspace},
+	{"DELETE", "/v1/workspaces/{workspace}", (*Server).deleteWorkspace},
+	{"GET", "/v1/sizes", (*Server).listSizes},
+	{"GET", "/v1/sizes/isolated", (*Server).listIsolatedSizes},
+}
+
+// Server is an http.Handler serving the API.
+type Server struct {
+	opts Options
+	log  hclog.Logger
+	mux  *http.ServeMux
+}
+
+// New builds a server.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	s := &Server{opts: opts, log: opts.Logger.Named("api"), mux: http.NewServeMux()}
+	for _, r := range Routes {
+		s.mux.HandleFunc(r.Method+" "+r.Path, func(w http.ResponseWriter, req *http.Request) {
+			if err := r.handler(s, w, req); err != nil {
+				s.writeError(w, req, err)
+			}
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, api.Errorf(api.CodeNotFound, "", "no API operation %s %s", req.Method, req.URL.Path))
+	})
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if s.opts.OnRequest != nil {
+		s.opts.OnRequest()
+	}
+	if s.opts.Token != "" && !validBearer(req.Header.Get("Authorization"), s.opts.Token) {
+		s.writeError(w, req, api.Errorf(api.CodeUnauthorized, "token", "missing or wrong token: set the provider's token (or MLCOMPUTE_TOKEN) to the engine's token"))
+		return
+	}
+	s.mux.ServeHTTP(w, req)
+}
+
+func validBearer(header, token string) bool {
+	got, ok := strings.CutPrefix(header, "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+func (s *Server) writeError(w http.ResponseWriter, req *http.Request, err error) {
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) {
+		s.log.Error("request failed", "method", req.Method, "path", req.URL.Path, "error", err)
+		apiErr = api.Errorf(api.CodeInternal, "", "internal error: %v", err)
+	}
+	writeJSON(w, apiErr.Code.HTTPStatus(), api.ErrorBody{Error: apiErr})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func decode(req *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, req.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return api.Errorf(api.CodeInvalid, "", "malformed request body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, s.opts.Engine.Status())
+	return nil
+}
+
+func (s *Server) shutdown(w http.ResponseWriter, _ *http.Request) error {
+	if s.opts.Shutdown == nil {
+		return api.Errorf(api.CodeInvalid, "", "this engine cannot be shut down over the API")
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "shutting down"})
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	go s.opts.Shutdown()
+	return nil
+}
+
+func (s *Server) listWorkspaces(w http.ResponseWriter, req *http.Request) error {
+	list, err := s.opts.Engine.ListWorkspaces(req.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.WorkspaceList{Workspaces: nonNil(list)})
+	return nil
+}
+
+func (s *Server) createWorkspace(w http.ResponseWriter, req *http.Request) error {
+	var spec api.WorkspaceSpec
+	if err := decode(req, &spec); err != nil {
+		return err
+	}
+	ws, err := s.opts.Engine.CreateWorkspace(req.Context(), spec, req.Header.Get(api.IdempotencyKeyHeader))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, ws)
+	return nil
+}
+
+func (s *Server) getWorkspace(w http.ResponseWriter, req *http.Request) error {
+	ws, err := s.opts.Engine.GetWorkspace(req.Context(), req.PathValue("workspace"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ws)
+	return nil
+}
+
+func (s *Server) updateWorkspace(w http.ResponseWriter, req *http.Request) error {
+	var upd api.WorkspaceUpdate
+	if err := decode(req, &upd); err != nil {
+		return err
+	}
+	ws, err := s.opts.Engine.UpdateWorkspace(req.Context(), req.PathValue("workspace"), upd)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ws)
+	return nil
+}
+
+func (s *Server) deleteWorkspace(w http.ResponseWriter, req *http.Request) error {
+	force, err := boolParam(req, "force")
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Engine.DeleteWorkspace(req.Context(), req.PathValue("workspace"), force); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) listSizes(w http.ResponseWriter, req *http.Request) error {
+	f, err := api.DecodeSizeFilter(req.URL.Query())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.SizeList{Sizes: nonNil(s.opts.Engine.Sizes(f))})
+	return nil
+}
+
+func (s *Server) listIsolatedSizes(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, api.SizeList{Sizes: nonNil(s.opts.Engine.IsolatedSizes())})
+	return nil
+}
+
+func boolParam(req *http.Request, name string) (bool, error) {
+	v := req.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, api.Errorf(api.CodeInvalid, name, "%s must be true or false, got %q", name, v)
+	}
+	return b, nil
+}
+
+// nonNil makes empty lists encode as [] rather than null.
+func nonNil[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
+}

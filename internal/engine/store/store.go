@@ -1,0 +1,140 @@
+// Package store is the engine's crash-safe persistence: a bbolt database (one file, ACID
+// transactions, fsync on commit) holding JSON-encoded records in one bucket per kind.
+// Every state change is committed here before the engine acts on it, so after a crash the
+// engine can reconcile what it recorded with what is really running.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names one kind of record.
+type Bucket string
+
+const (
+	Workspaces  Bucket = "workspaces"
+	Computes    Bucket = "computes"
+	Endpoints   Bucket = "endpoints"
+	Nodes       Bucket = "nodes"
+	Jobs        Bucket = "jobs"
+	Idempotency Bucket = "idempotency"
+	Meta        Bucket = "meta"
+)
+
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Idempotency, Meta}
+
+// ErrLocked is returned by Open when another process holds the database.
+var ErrLocked = errors.New("store is locked by another process")
+
+// Store is an open database.
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) the database at path. It fails with ErrLocked after
+// lockWait when another process has it open, which is how a second engine on the same data
+// dir is refused.
+func Open(path string, lockWait time.Duration) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating store directory: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("opening %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("creating buckets: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Update runs fn in a read-write transaction, committed (and fsynced) when fn returns nil.
+func (s *Store) Update(fn func(*Tx) error) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+// View runs fn in a read-only transaction.
+func (s *Store) View(fn func(*Tx) error) error {
+	return s.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+// Tx is a transaction.
+type Tx struct {
+	tx *bolt.Tx
+}
+
+// Get decodes the record at key into v and reports whether it exists.
+func (t *Tx) Get(b Bucket, key string, v any) (bool, error) {
+	raw := t.tx.Bucket([]byte(b)).Get([]byte(key))
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("decoding %s/%s: %w", b, key, err)
+	}
+	return true, nil
+}
+
+// Put encodes v and stores it at key.
+func (t *Tx) Put(b Bucket, key string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding %s/%s: %w", b, key, err)
+	}
+	return t.tx.Bucket([]byte(b)).Put([]byte(key), raw)
+}
+
+// Delete removes key; removing a missing key is not an error.
+func (t *Tx) Delete(b Bucket, key string) error {
+	return t.tx.Bucket([]byte(b)).Delete([]byte(key))
+}
+
+// Keys lists the keys that start with prefix, in byte order.
+func (t *Tx) Keys(b Bucket, prefix string) []string {
+	var keys []string
+	c := t.tx.Bucket([]byte(b)).Cursor()
+	for k, _ := c.Seek([]byte(prefix)); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, string(k))
+	}
+	return keys
+}
+
+func hasPrefix(k []byte, prefix string) bool {
+	return len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix
+}
+
+// List decodes every record whose key starts with prefix, in key order.
+func List[T any](t *Tx, b Bucket, prefix string) ([]T, error) {
+	var out []T
+	c := t.tx.Bucket([]byte(b)).Cursor()
+	for k, raw := c.Seek([]byte(prefix)); k != nil && hasPrefix(k, prefix); k, raw = c.Next() {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("decoding %s/%s: %w", b, k, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// idempotencyRecord remembers which object a create call with a given key made.
+type idempotencyRecord struct {
+	ID string `json:"id"`
+}
+
+// CreateWorkspace creates a workspace. A retry with the same idempotency key returns the
+// workspace the first attempt created; any other create of a taken name is a conflict.
+func (e *Engine) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idempotencyKey string) (*api.Workspace, error) {
+	if spec.Location == "" {
+		spec.Location = DefaultLocation
+	}
+	if err := validation.Workspace(spec, e.locations); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	var out api.Workspace
+	err := e.store.Update(func(tx *store.Tx) error {
+		if idempotencyKey != "" {
+			var rec idempotencyRecord
+			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil || ok {
+				if ok && rec.ID != api.WorkspaceID(spec.Name) {
+					return api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", idempotencyKey, rec.ID)
+				}
+				if ok {
+					_, err = tx.Get(store.Workspaces, spec.Name, &out)
+				}
+				return err
+			}
+		}
+		if ok, err := tx.Get(store.Workspaces, spec.Name, &api.Workspace{}); err != nil {
+			return err
+		} else if ok {
+			return api.Errorf(api.CodeConflict, "name",
+				"workspace %q already exists; to manage it with Terraform, import it: terraform import mlcompute_workspace.<name> %s",
+				spec.Name, api.WorkspaceID(spec.Name))
+		}
+		out = api.Workspace{
+			ID:          api.WorkspaceID(spec.Name),
+			Name:        spec.Name,
+			Location:    spec.Location,
+			Description: spec.Description,
+			Tags:        spec.Tags,
+			Quotas:      spec.Quotas,
+			CreatedOn:   e.clock.Now().UTC(),
+		}
+		if err := tx.Put(store.Workspaces, spec.Name, out); err != nil {
+			return err
+		}
+		if idempotencyKey != "" {
+			return tx.Put(store.Idempotency, idempotencyKey, idempotencyRecord{ID: out.ID})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("workspace created", "workspace", out.Name, "location", out.Location)
+	return &out, nil
+}
+
+// GetWorkspace returns a workspace or a not_found error.
+func (e *Engine) GetWorkspace(_ context.Context, name string) (*api.Workspace, error) {
+	var ws api.Workspace
+	err := e.store.View(func(tx *store.Tx) error {
+		ok, err := tx.Get(store.Workspaces, name, &ws)
+		if err == nil && !ok {
+			return notFoundWorkspace(name)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ws, nil
+}
+
+// ListWorkspaces returns every workspace, sorted by name.
+func (e *Engine) ListWorkspaces(_ context.Context) ([]api.Workspace, error) {
+	var out []api.Workspace
+	err := e.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = store.List[api.Workspace](tx, store.Workspaces, "")
+		return err
+	})
+	return out, err
+}
+
+// UpdateWorkspace replaces a workspace's description, tags and quotas.
+func (e *Engine) UpdateWorkspace(_ context.Context, name string, upd api.WorkspaceUpdate) (*api.Workspace, error) {
+	if err := validation.Quotas(upd.Quotas); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ws api.Workspace
+	err := e.store.Update(func(tx *store.Tx) error {
+		ok, err := tx.Get(store.Workspaces, name, &ws)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return notFoundWorkspace(name)
+		}
+		ws.Description, ws.Tags, ws.Quotas = upd.Description, upd.Tags, upd.Quotas
+		return tx.Put(store.Workspaces, name, ws)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("workspace updated", "workspace", name)
+	return &ws, nil
+}
+
+// DeleteWorkspace deletes a workspace. Without force it refuses while the workspace still
+// holds computes or endpoints, and lists them. Deleting a missing workspace is not_found.
+func (e *Engine) DeleteWorkspace(_ context.Context, name string, force bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.store.Update(func(tx *store.Tx) error {
+		if ok, err := tx.Get(store.Workspaces, name, &api.Workspace{}); err != nil {
+			return err
+		} else if !ok {
+			return notFoundWorkspace(name)
+		}
+		held := heldBy(tx, name)
+		if len(held) > 0 && !force {
+			return api.Errorf(api.CodeConflict, "force_destroy",
+				"workspace %q still holds %s; delete them first, or set force_destroy = true to delete them with the workspace",
+				name, strings.Join(held, ", "))
+		}
+		// Children are records only until the compute and endpoint layers exist; those
+		// layers release nodes before their records go.
+		for _, b := range []store.Bucket{store.Computes, store.Endpoints} {
+			for _, key := range tx.Keys(b, name+"/") {
+				if err := tx.Delete(b, key); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Delete(store.Workspaces, name)
+	})
+	if err != nil {
+		return err
+	}
+	e.log.Info("workspace deleted", "workspace", name, "force", force)
+	return nil
+}
+
+// heldBy lists the IDs of the computes and endpoints in a workspace.
+func heldBy(tx *store.Tx, workspace string) []string {
+	var ids []string
+	for b, collection := range map[store.Bucket]string{store.Computes: api.CollectionComputes, store.Endpoints: api.CollectionOnlineEndpoints} {
+		for _, key := range tx.Keys(b, workspace+"/") {
+			ids = append(ids, api.ID{Workspace: workspace, Collection: collection, Name: strings.TrimPrefix(key, workspace+"/")}.String())
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// EffectiveQuota is a family's vCPU limit in a workspace: the workspace's own quota when it
+// sets one, else the catalog default (0 for families that require approval).
+func EffectiveQuota(ws *api.Workspace, family string) int64 {
+	if q, ok := ws.Quotas[family]; ok {
+		return q
+	}
+	if f, ok := catalog.LookupFamily(family); ok {
+		return f.DefaultQuota
+	}
+	return 0
+}
+
+func notFoundWorkspace(name string) error {
+	return api.Errorf(api.CodeNotFound, "", "workspace %q not found", name)
+}
