@@ -86,3 +86,8 @@ func IsConflict(err error) bool      { return CodeOf(err) == CodeConflict }
 func IsInvalid(err error) bool       { return CodeOf(err) == CodeInvalid }
 func IsQuotaExceeded(err error) bool { return CodeOf(err) == CodeQuotaExceeded }
 func IsUnauthorized(err error) bool  { return CodeOf(err) == CodeUnauthorized }
+
+// Codes lists every error code, in the order the OpenAPI document gives them.
+func Codes() []ErrorCode {
+	return []ErrorCode{CodeInvalid, CodeNotFound, CodeConflict, CodeQuotaExceeded, CodeUnauthorized, CodeUnavailable, CodeInternal}
+}

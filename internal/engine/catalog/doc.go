@@ -56,6 +56,6 @@
 // for the name and for the family, adding the family to "families" if it is new (with its
 // default quota and approval rule as above). A retired size needs retired_on and a
 // successor that is in the catalog and current. Update as_of (returned by AsOf) when you
-// re-check the data against Azure, then run the package tests: the catalog is checked when loaded, and
-// a bad entry makes the package panic at start-up and every test fail.
+// re-check the data against Azure, then run the package tests: the catalog is checked when
+// it is loaded, and a bad entry makes the package panic at start-up and every test fail.
 package catalog

@@ -88,31 +88,51 @@ func joinTypes(ts []ComputeType) string {
 }
 
 // Suggest returns the catalog size closest to an unknown name, or "" when none is close.
-// A name missing its "Standard_" prefix is matched with it; otherwise the nearest name by
-// case-insensitive edit distance wins, within a distance of a quarter of the name's length
-// (at least 2). Ties go to current sizes over retired ones, then to the first name in order.
+// A name missing its "Standard_" prefix is matched with it. Otherwise the nearest name by
+// case-insensitive edit distance wins, if within a quarter of the length of the name
+// without its prefix (at least 1); a name given without a prefix is compared with the
+// catalog's names without theirs. Ties go to current sizes over retired ones, then to the
+// first name in order.
 func Suggest(name string) string {
 	key := strings.ToLower(strings.TrimSpace(name))
 	if key == "" {
 		return ""
 	}
-	if s, ok := Lookup(name); ok {
+	if s, ok := Lookup(key); ok { // only spaces around it
 		return s.Name
 	}
-	if !strings.HasPrefix(key, "standard_") && !strings.HasPrefix(key, "basic_") {
+	bare, hasPrefix := stripPrefix(key)
+	if !hasPrefix {
 		if s, ok := Lookup("standard_" + key); ok {
 			return s.Name
 		}
 	}
-	limit := max(2, len(key)/4)
-	best, bestDist, bestRetired := "", limit+1, true
+	limit := max(1, len(bare)/4)
+	best, bestDist, bestRetired := "", limit+1, false
 	for _, s := range cat.sizes {
-		d := editDistance(key, strings.ToLower(s.Name), limit)
+		candidate := strings.ToLower(s.Name)
+		if !hasPrefix {
+			candidate, _ = stripPrefix(candidate)
+		}
+		d := editDistance(key, candidate, limit)
+		if d > limit {
+			continue
+		}
 		if d < bestDist || (d == bestDist && bestRetired && !s.Retired()) {
 			best, bestDist, bestRetired = s.Name, d, s.Retired()
 		}
 	}
 	return best
+}
+
+// stripPrefix removes the tier prefix of a lower-cased size name.
+func stripPrefix(key string) (string, bool) {
+	for _, p := range []string{"standard_", "basic_"} {
+		if rest, ok := strings.CutPrefix(key, p); ok {
+			return rest, true
+		}
+	}
+	return key, false
 }
 
 // editDistance is the Levenshtein distance between a and b, or limit+1 when it exceeds

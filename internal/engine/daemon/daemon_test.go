@@ -1,0 +1,225 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+)
+
+type fakeWork struct{ busy bool }
+
+func (f *fakeWork) HasWork() bool { return f.busy }
+
+func newWatcher(t *testing.T, idleExit time.Duration) (*watcher, *clocktesting.FakeClock, *fakeWork) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var last atomic.Int64
+	last.Store(clk.Now().UnixNano())
+	work := &fakeWork{}
+	return &watcher{dataDir: t.TempDir(), idleExit: idleExit, clock: clk, engine: work, lastCall: &last}, clk, work
+}
+
+func TestIdleExitAfterQuietPeriodWithNothingToManage(t *testing.T) {
+	w, clk, _ := newWatcher(t, 10*time.Minute)
+	clk.Step(10*time.Minute - time.Second)
+	if reason := w.check(); reason != "" {
+		t.Fatalf("stopped early: %s", reason)
+	}
+	clk.Step(time.Second)
+	if reason := w.check(); !strings.Contains(reason, "idle") {
+		t.Fatalf("reason = %q; want an idle exit at 10m", reason)
+	}
+}
+
+func TestAPICallResetsIdleTimer(t *testing.T) {
+	w, clk, _ := newWatcher(t, 10*time.Minute)
+	clk.Step(9 * time.Minute)
+	w.lastCall.Store(clk.Now().UnixNano())
+	clk.Step(9 * time.Minute)
+	if reason := w.check(); reason != "" {
+		t.Fatalf("stopped 9m after the last call: %s", reason)
+	}
+}
+
+func TestWorkKeepsEngineUp(t *testing.T) {
+	w, clk, work := newWatcher(t, 10*time.Minute)
+	work.busy = true
+	clk.Step(time.Hour)
+	if reason := w.check(); reason != "" {
+		t.Fatalf("stopped with work to manage: %s", reason)
+	}
+	work.busy = false
+	if reason := w.check(); reason == "" {
+		t.Fatal("did not stop once the work was gone")
+	}
+}
+
+func TestIdleExitZeroMeansNever(t *testing.T) {
+	w, clk, _ := newWatcher(t, 0)
+	clk.Step(1000 * time.Hour)
+	if reason := w.check(); reason != "" {
+		t.Fatalf("stopped with idle exit disabled: %s", reason)
+	}
+}
+
+func TestDeletedDataDirStopsAtOnce(t *testing.T) {
+	w, _, work := newWatcher(t, 0)
+	work.busy = true
+	if err := os.RemoveAll(w.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	if reason := w.check(); reason != "data dir deleted" {
+		t.Fatalf("reason = %q; want data dir deleted", reason)
+	}
+}
+
+func shortDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "mlcd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// startRun runs the daemon in the background and returns once it serves.
+func startRun(t *testing.T, opts Options) (done chan error, cancel context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	opts.Ready = func(addr string) { ready <- addr }
+	done = make(chan error, 1)
+	go func() { done <- Run(ctx, opts) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("daemon exited before serving: %v", err)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("daemon did not start serving")
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return done, cancel
+}
+
+func TestRunServesPrivateSocketAndHoldsLock(t *testing.T) {
+	dir := shortDir(t)
+	done, _ := startRun(t, Options{DataDir: dir, Version: "t"})
+
+	sock := filepath.Join(dir, SocketFile)
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o600 {
+		t.Fatalf("socket mode %o; want 600", mode)
+	}
+	c, _ := client.New("unix://"+sock, "")
+	st, err := c.Status(context.Background())
+	if err != nil || st.PID != os.Getpid() || st.DataDir != dir {
+		t.Fatalf("status = %+v, %v", st, err)
+	}
+
+	// A second engine on the same data dir is refused and leaves the first one serving.
+	err = Run(context.Background(), Options{DataDir: dir})
+	if !errors.Is(err, ErrAlreadyRunning) {
+		t.Fatalf("second Run = %v; want ErrAlreadyRunning", err)
+	}
+	if _, err := c.Status(context.Background()); err != nil {
+		t.Fatalf("first engine stopped answering: %v", err)
+	}
+
+	// Shutdown over the API stops it and removes the socket.
+	if err := c.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		done <- nil // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("engine did not stop after shutdown")
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket left behind: %v", err)
+	}
+}
+
+func TestTCPBeyondLoopbackNeedsToken(t *testing.T) {
+	err := Run(context.Background(), Options{DataDir: shortDir(t), Listen: "tcp://0.0.0.0:0"})
+	if err == nil || !strings.Contains(err.Error(), "without a token") {
+		t.Fatalf("Run on 0.0.0.0 without token = %v; want refusal", err)
+	}
+}
+
+func TestTCPLoopbackWithToken(t *testing.T) {
+	dir := shortDir(t)
+	var addr string
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{DataDir: dir, Listen: "tcp://127.0.0.1:0", Token: "tok", Ready: func(a string) { addr = a; close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	if _, err := mustClient(t, "http://"+addr, "").Status(ctx); err == nil {
+		t.Fatal("call without token succeeded")
+	}
+	if _, err := mustClient(t, "http://"+addr, "tok").Status(ctx); err != nil {
+		t.Fatalf("call with token: %v", err)
+	}
+	cancel()
+	<-done
+}
+
+func mustClient(t *testing.T, ep, token string) *client.Client {
+	c, err := client.New(ep, token, client.WithAttempts(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestDefaultDataDir(t *testing.T) {
+	t.Setenv("MLCOMPUTE_HOME", "/srv/mlc")
+	if d, _ := DefaultDataDir(); d != "/srv/mlc" {
+		t.Errorf("with MLCOMPUTE_HOME: %s", d)
+	}
+	t.Setenv("MLCOMPUTE_HOME", "")
+	t.Setenv("XDG_DATA_HOME", "/xdg")
+	if d, _ := DefaultDataDir(); d != "/xdg/mlcompute" {
+		t.Errorf("with XDG_DATA_HOME: %s", d)
+	}
+	t.Setenv("XDG_DATA_HOME", "")
+	t.Setenv("HOME", "/home/u")
+	if d, _ := DefaultDataDir(); d != "/home/u/.local/share/mlcompute" {
+		t.Errorf("default: %s", d)
+	}
+}
+
+func TestIsLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{"127.0.0.1": true, "::1": true, "localhost": true, "127.9.9.9": true, "10.0.0.1": false, "example.com": false, "0.0.0.0": false} {
+		if got := IsLoopbackHost(host); got != want {
+			t.Errorf("IsLoopbackHost(%q) = %v", host, got)
+		}
+	}
+}

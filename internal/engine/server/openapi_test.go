@@ -1,0 +1,129 @@
+package server_test
+
+import (
+	_ "embed"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
+)
+
+//go:embed openapi.yaml
+var openapiYAML []byte
+
+type openapiDoc struct {
+	Paths      map[string]map[string]any `yaml:"paths"`
+	Components struct {
+		Schemas map[string]struct {
+			Properties map[string]any `yaml:"properties"`
+			Enum       []string       `yaml:"enum"`
+		} `yaml:"schemas"`
+	} `yaml:"components"`
+}
+
+func loadOpenAPI(t *testing.T) openapiDoc {
+	t.Helper()
+	var doc openapiDoc
+	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {
+		t.Fatalf("openapi.yaml does not parse: %v", err)
+	}
+	return doc
+}
+
+// TestOpenAPIMatchesRoutes fails when a route is served but not documented, or documented
+// but not served.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	var documented, served []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if method == "parameters" {
+				continue
+			}
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+		}
+	}
+	for _, r := range server.Routes {
+		served = append(served, r.Method+" "+r.Path)
+	}
+	sort.Strings(documented)
+	sort.Strings(served)
+	if !slices.Equal(documented, served) {
+		t.Fatalf("openapi.yaml and server.Routes differ\ndocumented: %v\nserved:     %v", documented, served)
+	}
+}
+
+// TestOpenAPIErrorCodes keeps the documented error codes equal to the API's codes.
+func TestOpenAPIErrorCodes(t *testing.T) {
+	var raw struct {
+		Components struct {
+			Schemas struct {
+				Error struct {
+					Properties struct {
+						Code struct {
+							Enum []string `yaml:"enum"`
+						} `yaml:"code"`
+					} `yaml:"properties"`
+				} `yaml:"Error"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(openapiYAML, &raw); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, c := range api.Codes() {
+		codes = append(codes, string(c))
+	}
+	if got := raw.Components.Schemas.Error.Properties.Code.Enum; !slices.Equal(got, codes) {
+		t.Fatalf("documented codes %v; api.Codes() %v", got, codes)
+	}
+}
+
+// TestOpenAPISchemasMatchWireTypes checks each documented object's properties against the
+// JSON field names of its Go wire type.
+func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	for name, v := range map[string]any{
+		"Status":          api.Status{},
+		"WorkspaceSpec":   api.WorkspaceSpec{},
+		"WorkspaceUpdate": api.WorkspaceUpdate{},
+		"VMSize":          api.VMSize{},
+		"Error":           api.Error{},
+	} {
+		schema, ok := doc.Components.Schemas[name]
+		if !ok {
+			t.Errorf("schema %s is not documented", name)
+			continue
+		}
+		var documented []string
+		for p := range schema.Properties {
+			documented = append(documented, p)
+		}
+		sort.Strings(documented)
+		if fields := jsonFields(reflect.TypeOf(v)); !slices.Equal(documented, fields) {
+			t.Errorf("schema %s documents %v; the Go type has %v", name, documented, fields)
+		}
+	}
+}
+
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		tag := t.Field(i).Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+

@@ -1,0 +1,207 @@
+// Package e2e runs the built binaries exactly as a user would: terraform with a dev_overrides
+// CLI config drives the provider, which starts the embedded engine from its own binary; the
+// mlcompute CLI talks to the same engine. It runs with the acceptance tests (TF_ACC=1).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+)
+
+var (
+	binDir    string // holds terraform-provider-mlcompute and mlcompute, built once
+	terraform string
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TF_ACC") == "" {
+		fmt.Println("e2e: TF_ACC not set; these tests run with the acceptance tests (make testacc)")
+		os.Exit(m.Run())
+	}
+	code, err := setup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(binDir)
+	code = m.Run()
+	os.RemoveAll(binDir)
+	os.Exit(code)
+}
+
+func setup() (int, error) {
+	terraform = os.Getenv("TF_ACC_TERRAFORM_PATH")
+	if terraform == "" {
+		p, err := exec.LookPath("terraform")
+		if err != nil {
+			return 1, fmt.Errorf("no terraform: set TF_ACC_TERRAFORM_PATH")
+		}
+		terraform = p
+	}
+	var err error
+	if binDir, err = os.MkdirTemp("", "mlc-e2e-bin-"); err != nil {
+		return 1, err
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	for out, pkg := range map[string]string{"terraform-provider-mlcompute": ".", "mlcompute": "./cmd/mlcompute"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, out), pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return 1, fmt.Errorf("building %s: %v\n%s", pkg, err, b)
+		}
+	}
+	return 0, nil
+}
+
+func requireAcc(t *testing.T) {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("set TF_ACC=1 to run end-to-end tests")
+	}
+}
+
+// user is one person's machine: a data dir, a Terraform working dir and a CLI config.
+type user struct {
+	t       *testing.T
+	home    string // MLCOMPUTE_HOME
+	workDir string
+	env     []string
+}
+
+func newUser(t *testing.T) *user {
+	t.Helper()
+	requireAcc(t)
+	// Short paths: the engine's unix socket lives in the data dir (108-byte limit).
+	home, err := os.MkdirTemp("", "mlc-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &user{t: t, home: home, workDir: t.TempDir()}
+	rc := filepath.Join(u.workDir, "cli.tfrc")
+	cfg := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"mlcompute/mlcompute\" = %q\n  }\n  direct {}\n}\n", binDir)
+	if err := os.WriteFile(rc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.env = append(os.Environ(), "MLCOMPUTE_HOME="+home, "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+	t.Cleanup(func() {
+		// Deleting the data dir makes its engine exit at once: no engine outlives a test.
+		pid := u.enginePID()
+		os.RemoveAll(home)
+		if pid > 0 {
+			u.waitGone(pid, 15*time.Second)
+		}
+	})
+	return u
+}
+
+func (u *user) writeConfig(hcl string) {
+	u.t.Helper()
+	if err := os.WriteFile(filepath.Join(u.workDir, "main.tf"), []byte(hcl), 0o600); err != nil {
+		u.t.Fatal(err)
+	}
+}
+
+// run runs a command in the working dir and returns its output and exit code.
+func (u *user) run(name string, args ...string) (string, int) {
+	u.t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = u.workDir, u.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if exitErr, ok := err.(*exec.ExitError); ok {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		u.t.Fatalf("running %s: %v", name, err)
+	}
+	return out.String(), code
+}
+
+func (u *user) terraform(args ...string) (string, int) {
+	u.t.Helper()
+	return u.run(terraform, append(args, "-no-color")...)
+}
+
+func (u *user) mustTerraform(args ...string) string {
+	u.t.Helper()
+	out, code := u.terraform(args...)
+	if code != 0 {
+		u.t.Fatalf("terraform %s exited %d:\n%s", strings.Join(args, " "), code, out)
+	}
+	return out
+}
+
+func (u *user) cli(args ...string) (string, int) {
+	u.t.Helper()
+	return u.run(filepath.Join(binDir, "mlcompute"), args...)
+}
+
+// client talks to the user's embedded engine directly, without starting one.
+func (u *user) client() *client.Client {
+	c, err := client.New("unix://"+filepath.Join(u.home, "engine.sock"), "", client.WithAttempts(1))
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return c
+}
+
+func (u *user) enginePID() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := u.client().Status(ctx)
+	if err != nil {
+		return 0
+	}
+	return st.PID
+}
+
+func (u *user) workspaces() []api.Workspace {
+	u.t.Helper()
+	list, err := u.client().ListWorkspaces(context.Background())
+	if err != nil {
+		u.t.Fatalf("listing workspaces: %v", err)
+	}
+	return list
+}
+
+func (u *user) waitGone(pid int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if !processAlive(pid) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+func processAlive(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// A zombie has exited; it only waits for its parent to reap it.
+	fields := strings.Fields(string(raw))
+	return len(fields) > 2 && fields[2] != "Z"
+}
+
+func decodeJSON(t *testing.T, raw string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		t.Fatalf("decoding %q: %v", raw, err)
+	}
+}
