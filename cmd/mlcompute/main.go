@@ -12,9 +12,9 @@ func main() {
 	os.Exit(cli.Main(cli.Config{
 		Use:     "mlcompute",
 		Version: version.Version,
-		ServeArgv: func() ([]string, error) {
+		Self: func() ([]string, error) {
 			exe, err := os.Executable()
-			return []string{exe, "serve"}, err
+			return []string{exe}, err
 		},
 	}, os.Args[1:]))
 }

@@ -21,10 +21,11 @@ import (
 type Config struct {
 	// Use is the command's name as users type it.
 	Use string
-	// ServeArgv returns the argv that runs "serve" with this binary (used to start the
-	// embedded engine); --data-dir is appended.
-	ServeArgv func() ([]string, error)
-	Version   string
+	// Self returns the argv prefix that runs this command tree from this binary
+	// ([mlcompute] or [terraform-provider-mlcompute engine]): the engine is started as
+	// Self+serve and its nodes as Self+node-agent.
+	Self    func() ([]string, error)
+	Version string
 }
 
 // globals are the connection settings every command shares.
@@ -51,7 +52,7 @@ func NewRootCommand(cfg Config) *cobra.Command {
 	pf.StringVar(&g.endpoint, "endpoint", os.Getenv("MLCOMPUTE_ENDPOINT"), "a running engine: unix:///path.sock or http(s)://host:port (env MLCOMPUTE_ENDPOINT)")
 	pf.StringVar(&g.token, "token", "", "API token for a TCP endpoint (env MLCOMPUTE_TOKEN; prefer the variable: flags show in ps)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("MLCOMPUTE_LOG", "info"), "log level: trace, debug, info, warn, error (env MLCOMPUTE_LOG)")
-	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newSizesCommand(g))
+	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newSizesCommand(g), newComputeCommand(g), newJobCommand(g))
 	return root
 }
 
@@ -104,11 +105,20 @@ func (g *globals) connect(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv, err := g.cfg.ServeArgv()
+	argv, err := g.self("serve")
 	if err != nil {
 		return nil, err
 	}
 	return daemon.Connect(ctx, daemon.ConnectOptions{DataDir: dir, Command: argv})
+}
+
+// self returns the argv that runs one of this tree's commands from this binary.
+func (g *globals) self(command string) ([]string, error) {
+	prefix, err := g.cfg.Self()
+	if err != nil {
+		return nil, fmt.Errorf("finding this program's path: %w", err)
+	}
+	return append(append([]string(nil), prefix...), command), nil
 }
 
 // existing returns a client for an engine that is already running, without starting one.

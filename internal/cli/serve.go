@@ -71,9 +71,14 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 			return fmt.Errorf("--token-file %s is empty", f.tokenFile)
 		}
 	}
+	agentArgv, err := g.self("node-agent")
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
+		AgentArgv: agentArgv,
 		DataDir:   dir,
 		Listen:    f.listen,
 		Token:     token,

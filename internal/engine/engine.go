@@ -4,6 +4,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/timerqueue"
 )
 
 // DefaultLocation is the location served when the operator names none.
@@ -29,6 +32,10 @@ type Config struct {
 	NodesDriver string
 	Version     string
 	DataDir     string
+	// Driver brings nodes up and down; required for computes (Start fails without one).
+	Driver driver.Driver
+	// Snapshots keeps uploaded code snapshots for jobs.
+	Snapshots SnapshotStore
 }
 
 // Engine is the control plane. Its methods are safe for concurrent use.
@@ -42,9 +49,23 @@ type Engine struct {
 	dataDir     string
 	startedAt   time.Time
 
+	driver    driver.Driver
+	snapshots SnapshotStore
+	queue     *timerqueue.Queue
+	ctx       context.Context
+
 	// mu serialises writers so that read-check-write sequences (name taken? quota left?)
-	// see a consistent store; bbolt already serialises the commits themselves.
-	mu sync.Mutex
+	// see a consistent store; bbolt already serialises the commits themselves. The fields
+	// below it are guarded by it.
+	mu        sync.Mutex
+	backoff   map[string]time.Time // compute key -> no node creation before
+	releasing map[string]bool      // node keys with a Terminate in flight
+
+	// dirtyMu guards the reconcile work set and the delete waiters.
+	dirtyMu sync.Mutex
+	dirty   map[string]bool
+	waiters map[string][]chan struct{}
+	wake    chan struct{}
 }
 
 // New builds an engine.
@@ -61,7 +82,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.NodesDriver == "" {
 		cfg.NodesDriver = "local"
 	}
-	return &Engine{
+	e := &Engine{
 		store:       cfg.Store,
 		clock:       cfg.Clock,
 		log:         cfg.Logger.Named("engine"),
@@ -70,7 +91,17 @@ func New(cfg Config) (*Engine, error) {
 		version:     cfg.Version,
 		dataDir:     cfg.DataDir,
 		startedAt:   cfg.Clock.Now().UTC(),
-	}, nil
+		driver:      cfg.Driver,
+		snapshots:   cfg.Snapshots,
+		ctx:         context.Background(),
+		backoff:     map[string]time.Time{},
+		releasing:   map[string]bool{},
+		dirty:       map[string]bool{},
+		waiters:     map[string][]chan struct{}{},
+		wake:        make(chan struct{}, 1),
+	}
+	e.queue = timerqueue.New(cfg.Clock, e.onDeadline)
+	return e, nil
 }
 
 // Status describes the engine.
@@ -94,12 +125,15 @@ func (e *Engine) Locations() []string { return append([]string(nil), e.locations
 func (e *Engine) HasWork() bool {
 	var busy bool
 	_ = e.store.View(func(tx *store.Tx) error {
-		for _, b := range []store.Bucket{store.Nodes, store.Jobs, store.Endpoints} {
-			if len(tx.Keys(b, "")) > 0 {
-				busy = true
-			}
+		if len(tx.Keys(store.Nodes, "")) > 0 || len(tx.Keys(store.Endpoints, "")) > 0 {
+			busy = true
+			return nil
 		}
-		return nil
+		jobs, err := store.List[jobRecord](tx, store.Jobs, "")
+		for _, j := range jobs {
+			busy = busy || !api.Terminal(j.Status)
+		}
+		return err
 	})
 	return busy
 }

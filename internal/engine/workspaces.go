@@ -30,17 +30,11 @@ func (e *Engine) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idem
 
 	var out api.Workspace
 	err := e.store.Update(func(tx *store.Tx) error {
-		if idempotencyKey != "" {
-			var rec idempotencyRecord
-			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil || ok {
-				if ok && rec.ID != api.WorkspaceID(spec.Name) {
-					return api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", idempotencyKey, rec.ID)
-				}
-				if ok {
-					_, err = tx.Get(store.Workspaces, spec.Name, &out)
-				}
-				return err
+		if done, err := replayed(tx, idempotencyKey, api.WorkspaceID(spec.Name)); done || err != nil {
+			if done {
+				_, err = tx.Get(store.Workspaces, spec.Name, &out)
 			}
+			return err
 		}
 		if ok, err := tx.Get(store.Workspaces, spec.Name, &api.Workspace{}); err != nil {
 			return err
@@ -61,10 +55,7 @@ func (e *Engine) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idem
 		if err := tx.Put(store.Workspaces, spec.Name, out); err != nil {
 			return err
 		}
-		if idempotencyKey != "" {
-			return tx.Put(store.Idempotency, idempotencyKey, idempotencyRecord{ID: out.ID})
-		}
-		return nil
+		return remember(tx, idempotencyKey, out.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -127,15 +118,14 @@ func (e *Engine) UpdateWorkspace(_ context.Context, name string, upd api.Workspa
 }
 
 // DeleteWorkspace deletes a workspace. Without force it refuses while the workspace still
-// holds computes or endpoints, and lists them. Deleting a missing workspace is not_found.
-func (e *Engine) DeleteWorkspace(_ context.Context, name string, force bool) error {
+// holds computes or endpoints, and lists them; with force it deletes them first (releasing
+// every node) and then the workspace. Deleting a missing workspace is not_found.
+func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) error {
+	var computes []string
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		if ok, err := tx.Get(store.Workspaces, name, &api.Workspace{}); err != nil {
+		if _, err := getWorkspace(tx, name); err != nil {
 			return err
-		} else if !ok {
-			return notFoundWorkspace(name)
 		}
 		held := heldBy(tx, name)
 		if len(held) > 0 && !force {
@@ -143,17 +133,40 @@ func (e *Engine) DeleteWorkspace(_ context.Context, name string, force bool) err
 				"workspace %q still holds %s; delete them first, or set force_destroy = true to delete them with the workspace",
 				name, strings.Join(held, ", "))
 		}
-		// Children are records only until the compute and endpoint layers exist; those
-		// layers release nodes before their records go.
-		for _, b := range []store.Bucket{store.Computes, store.Endpoints} {
-			for _, key := range tx.Keys(b, name+"/") {
-				if err := tx.Delete(b, key); err != nil {
+		recs, err := store.List[computeRecord](tx, store.Computes, name+"/")
+		for _, rec := range recs {
+			computes = append(computes, rec.key())
+			if !rec.Deleting {
+				rec.Deleting = true
+				if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
 					return err
 				}
 			}
 		}
+		return err
+	})
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := e.waitDeleted(ctx, computes); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	err = e.store.Update(func(tx *store.Tx) error {
+		if keys := tx.Keys(store.Computes, name+"/"); len(keys) > 0 {
+			return api.Errorf(api.CodeConflict, "", "workspace %q gained computes while it was being deleted: %s", name, strings.Join(keys, ", "))
+		}
+		// Endpoint records go with the workspace; the endpoint layer stops their
+		// deployments when it sees them gone.
+		for _, key := range tx.Keys(store.Endpoints, name+"/") {
+			if err := tx.Delete(store.Endpoints, key); err != nil {
+				return err
+			}
+		}
 		return tx.Delete(store.Workspaces, name)
 	})
+	e.mu.Unlock()
 	if err != nil {
 		return err
 	}

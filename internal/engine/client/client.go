@@ -92,6 +92,8 @@ type request struct {
 	path   string
 	query  url.Values
 	body   any
+	// raw, when set, is sent as is (application/octet-stream) instead of a JSON body.
+	raw    []byte
 	header http.Header
 	// retry allows a retry after a transport failure: true for calls that are idempotent
 	// (reads, replaces, deletes, and creates that carry an idempotency key).
@@ -100,7 +102,7 @@ type request struct {
 
 // send performs a call and decodes a 2xx body into out (when out is not nil).
 func (c *Client) send(ctx context.Context, r request, out any) error {
-	var payload []byte
+	payload := r.raw
 	if r.body != nil {
 		var err error
 		if payload, err = json.Marshal(r.body); err != nil {
@@ -160,7 +162,10 @@ func (c *Client) do(ctx context.Context, r request, target string, payload []byt
 	for k, vs := range r.header {
 		req.Header[k] = vs
 	}
-	if payload != nil {
+	switch {
+	case r.raw != nil:
+		req.Header.Set("Content-Type", "application/octet-stream")
+	case payload != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
@@ -234,9 +239,7 @@ func (c *Client) ListWorkspaces(ctx context.Context) ([]api.Workspace, error) {
 // so a create that reached the engine just before it crashed is not made twice.
 func (c *Client) CreateWorkspace(ctx context.Context, spec api.WorkspaceSpec) (*api.Workspace, error) {
 	var out api.Workspace
-	h := http.Header{}
-	h.Set(api.IdempotencyKeyHeader, newIdempotencyKey())
-	if err := c.send(ctx, request{method: "POST", path: "/v1/workspaces", body: spec, header: h, retry: true}, &out); err != nil {
+	if err := c.send(ctx, request{method: "POST", path: "/v1/workspaces", body: spec, header: idempotent(), retry: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

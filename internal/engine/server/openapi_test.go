@@ -96,6 +96,15 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"WorkspaceUpdate": api.WorkspaceUpdate{},
 		"VMSize":          api.VMSize{},
 		"Error":           api.Error{},
+		"ScaleSettings":   api.ScaleSettings{},
+		"ComputeSpec":     api.ComputeSpec{},
+		"ComputeUpdate":   api.ComputeUpdate{},
+		"Node":            api.Node{},
+		"Compute":         api.Compute{},
+		"JobSpec":         api.JobSpec{},
+		"Job":             api.Job{},
+		"LogChunk":        api.LogChunk{},
+		"SnapshotRef":     api.SnapshotRef{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -126,4 +135,3 @@ func jsonFields(t reflect.Type) []string {
 	sort.Strings(out)
 	return out
 }
-

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // Options configure a server.
@@ -44,6 +45,17 @@ var Routes = []Route{
 	{"GET", "/v1/workspaces/{workspace}", (*Server).getWorkspace},
 	{"PUT", "/v1/workspaces/{workspace}", (*Server).updateWorkspace},
 	{"DELETE", "/v1/workspaces/{workspace}", (*Server).deleteWorkspace},
+	{"GET", "/v1/workspaces/{workspace}/computes", (*Server).listComputes},
+	{"POST", "/v1/workspaces/{workspace}/computes", (*Server).createCompute},
+	{"GET", "/v1/workspaces/{workspace}/computes/{compute}", (*Server).getCompute},
+	{"PUT", "/v1/workspaces/{workspace}/computes/{compute}", (*Server).updateCompute},
+	{"DELETE", "/v1/workspaces/{workspace}/computes/{compute}", (*Server).deleteCompute},
+	{"POST", "/v1/workspaces/{workspace}/snapshots", (*Server).putSnapshot},
+	{"GET", "/v1/workspaces/{workspace}/jobs", (*Server).listJobs},
+	{"POST", "/v1/workspaces/{workspace}/jobs", (*Server).submitJob},
+	{"GET", "/v1/workspaces/{workspace}/jobs/{job}", (*Server).getJob},
+	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/cancel", (*Server).cancelJob},
+	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/logs", (*Server).jobLogs},
 	{"GET", "/v1/sizes", (*Server).listSizes},
 	{"GET", "/v1/sizes/isolated", (*Server).listIsolatedSizes},
 }
@@ -190,6 +202,9 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, req *http.Request) error
 func (s *Server) listSizes(w http.ResponseWriter, req *http.Request) error {
 	f, err := api.DecodeSizeFilter(req.URL.Query())
 	if err != nil {
+		return err
+	}
+	if err := validation.SizeFilter(f); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, api.SizeList{Sizes: nonNil(s.opts.Engine.Sizes(f))})

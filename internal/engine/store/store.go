@@ -138,3 +138,9 @@ func List[T any](t *Tx, b Bucket, prefix string) ([]T, error) {
 	}
 	return out, nil
 }
+
+// NextSequence returns the next number of a bucket's counter (1, 2, ...), committed with
+// the transaction: IDs made from it sort in creation order, even with equal timestamps.
+func (t *Tx) NextSequence(b Bucket) (uint64, error) {
+	return t.tx.Bucket([]byte(b)).NextSequence()
+}

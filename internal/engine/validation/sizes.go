@@ -73,12 +73,15 @@ func sizeFamily(name string, includeRetired bool) error {
 		return nil
 	}
 	// Every size is retired: name the last retirement date (when the family was gone for
-	// good) and the successor of its first size, which the catalog guarantees is current.
-	retiredOn := ""
+	// good) and the successor of its smallest size, which the catalog guarantees is current.
+	retiredOn, smallest := "", sizes[0]
 	for _, s := range sizes {
 		retiredOn = max(retiredOn, s.RetiredOn)
+		if s.VCPUs < smallest.VCPUs {
+			smallest = s
+		}
 	}
-	successor := sizes[0].Successor
+	successor := smallest.Successor
 	succFamily := ""
 	if s, ok := catalog.Lookup(successor); ok {
 		succFamily = s.Family

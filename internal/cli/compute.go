@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+// addWorkspaceFlag adds the --workspace flag every compute and job verb takes.
+func addWorkspaceFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "workspace", os.Getenv("MLCOMPUTE_WORKSPACE"), "workspace name (env MLCOMPUTE_WORKSPACE)")
+}
+
+func requireWorkspace(ws string) error {
+	if ws == "" {
+		return fmt.Errorf("--workspace is required (or set MLCOMPUTE_WORKSPACE)")
+	}
+	return nil
+}
+
+func newComputeCommand(g *globals) *cobra.Command {
+	compute := &cobra.Command{Use: "compute", Short: "Show compute targets and their nodes"}
+	compute.AddCommand(newComputeListCommand(g), newComputeShowCommand(g))
+	return compute
+}
+
+func newComputeListCommand(g *globals) *cobra.Command {
+	var ws, output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List a workspace's computes with their node counts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireWorkspace(ws); err != nil {
+				return err
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			list, err := c.ListComputes(cmd.Context(), ws)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), api.ComputeList{Computes: list})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tTYPE\tVM_SIZE\tSTATE\tNODES\tMIN\tMAX\tIDLE\tRUNNING\tPREPARING\tLEAVING")
+			for _, cp := range list {
+				lo, hi := int64(0), int64(0)
+				if cp.ScaleSettings != nil {
+					lo, hi = cp.ScaleSettings.MinNodeCount, cp.ScaleSettings.MaxNodeCount
+				}
+				n := cp.NodeStateCounts
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", cp.Name, cp.Type, cp.VMSize, cp.State,
+					cp.CurrentNodeCount, lo, hi, n.Idle, n.Running, n.Preparing, n.Leaving)
+			}
+			return tw.Flush()
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newComputeShowCommand(g *globals) *cobra.Command {
+	var ws, output string
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a compute, its state and each node's state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireWorkspace(ws); err != nil {
+				return err
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			cp, err := c.GetCompute(cmd.Context(), ws, args[0])
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), cp)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s (%s, %s)\n", cp.ID, cp.Type, cp.VMSize)
+			fmt.Fprintf(w, "state: %s, allocation: %s, nodes: %d current, %d target\n", cp.State, cp.AllocationState, cp.CurrentNodeCount, cp.TargetNodeCount)
+			if s := cp.ScaleSettings; s != nil {
+				fmt.Fprintf(w, "scale: min %d, max %d, idle nodes released after %s\n", s.MinNodeCount, s.MaxNodeCount, s.ScaleDownNodesAfterIdleDuration)
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tSTATE\tJOB")
+			for _, n := range cp.Nodes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", n.ID, n.State, dash(n.JobID))
+			}
+			return tw.Flush()
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	addOutputFlag(cmd, &output)
+	return cmd
+}

@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
+)
+
+// logPollInterval is how often a followed job's output is fetched.
+const logPollInterval = 100 * time.Millisecond
+
+func newJobCommand(g *globals) *cobra.Command {
+	job := &cobra.Command{Use: "job", Short: "Submit and follow training jobs"}
+	job.AddCommand(newJobSubmitCommand(g), newJobListCommand(g), newJobShowCommand(g), newJobLogsCommand(g), newJobCancelCommand(g))
+	return job
+}
+
+func newJobSubmitCommand(g *globals) *cobra.Command {
+	var (
+		ws, compute, code, instanceType string
+		count                           int64
+		env                             []string
+		stream                          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit --workspace W --compute C [--code DIR] [--instance-count N] [--env K=V]... [--stream] -- COMMAND...",
+		Short: "Queue a job; the compute scales up at once. Prints the job ID, or with --stream its output",
+		Long: "Queue a job on a compute cluster (or --compute serverless --instance-type SIZE for nodes made " +
+			"for the job alone). --code uploads a snapshot of DIR, honouring .amlignore (else .gitignore), " +
+			"limited to 300 MB and 2000 files. Each of the N nodes runs COMMAND with RANK, NODE_RANK, " +
+			"WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. With --stream the command follows rank 0's " +
+			"output and exits with the job's exit code.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireWorkspace(ws); err != nil {
+				return err
+			}
+			if compute == "" {
+				return fmt.Errorf("--compute is required: a compute cluster's name, or serverless")
+			}
+			spec := api.JobSpec{Compute: compute, InstanceType: instanceType, InstanceCount: count, Command: args, Env: map[string]string{}}
+			for _, kv := range env {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--env %q must be KEY=VALUE", kv)
+				}
+				spec.Env[k] = v
+			}
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			if code != "" {
+				var archive bytes.Buffer
+				if _, err := snapshot.Pack(code, &archive, snapshot.DefaultLimits); err != nil {
+					return err
+				}
+				if spec.SnapshotID, err = c.PutSnapshot(ctx, ws, archive.Bytes()); err != nil {
+					return fmt.Errorf("uploading code: %w", err)
+				}
+			}
+			job, err := c.SubmitJob(ctx, ws, spec)
+			if err != nil {
+				return err
+			}
+			if !stream {
+				fmt.Fprintln(cmd.OutOrStdout(), job.ID)
+				return nil
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "job %s queued on %s\n", job.ID, compute)
+			final, err := follow(ctx, c, ws, job.ID, 0, cmd)
+			if err != nil {
+				return err
+			}
+			return exitWith(cmd, final)
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	f := cmd.Flags()
+	f.StringVar(&compute, "compute", "", "compute cluster name, or serverless")
+	f.StringVar(&instanceType, "instance-type", "", "VM size for --compute serverless")
+	f.StringVar(&code, "code", "", "directory to snapshot and run the command in")
+	f.Int64Var(&count, "instance-count", 1, "number of nodes")
+	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
+	f.BoolVar(&stream, "stream", false, "follow the output and exit with the job's exit code")
+	return cmd
+}
+
+// follow prints a rank's output until the job ends, then returns the job.
+func follow(ctx context.Context, c *client.Client, ws, id string, rank int, cmd *cobra.Command) (*api.Job, error) {
+	var offset int64
+	ticker := time.NewTicker(logPollInterval)
+	defer ticker.Stop()
+	for {
+		chunk, err := c.JobLogs(ctx, ws, id, rank, offset)
+		if err != nil {
+			return nil, err
+		}
+		if len(chunk.Data) > 0 {
+			if _, err := cmd.OutOrStdout().Write(chunk.Data); err != nil {
+				return nil, err
+			}
+		}
+		offset = chunk.NextOffset
+		if chunk.Complete {
+			return c.GetJob(ctx, ws, id)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// exitWith turns a finished job into the command's exit status.
+func exitWith(cmd *cobra.Command, j *api.Job) error {
+	switch {
+	case j.Status == api.JobCompleted:
+		return nil
+	case j.ExitCode != nil:
+		fmt.Fprintf(cmd.ErrOrStderr(), "job %s %s with exit code %d\n", j.ID, strings.ToLower(j.Status), *j.ExitCode)
+		return exitCode(*j.ExitCode)
+	default:
+		fmt.Fprintf(cmd.ErrOrStderr(), "job %s %s: %s\n", j.ID, strings.ToLower(j.Status), j.Error)
+		return exitCode(1)
+	}
+}
+
+func newJobListCommand(g *globals) *cobra.Command {
+	var ws, output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List a workspace's jobs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireWorkspace(ws); err != nil {
+				return err
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			jobs, err := c.ListJobs(cmd.Context(), ws)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), api.JobList{Jobs: jobs})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB\tCOMPUTE\tSTATUS\tEXIT\tNODES\tSUBMITTED")
+			for _, j := range jobs {
+				exit := "-"
+				if j.ExitCode != nil {
+					exit = fmt.Sprint(*j.ExitCode)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Compute, j.Status, exit, j.Count, j.SubmittedAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newJobShowCommand(g *globals) *cobra.Command {
+	var ws, output string
+	cmd := &cobra.Command{
+		Use:   "show JOB",
+		Short: "Show a job's status, exit code, compute and nodes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireWorkspace(ws); err != nil {
+				return err
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			j, err := c.GetJob(cmd.Context(), ws, args[0])
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), j)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "job:     %s\ncompute: %s\nstatus:  %s\n", j.ID, j.Compute, j.Status)
+			if j.ExitCode != nil {
+				fmt.Fprintf(w, "exit:    %d\n", *j.ExitCode)
+			}
+			if j.Error != "" {
+				fmt.Fprintf(w, "error:   %s\n", j.Error)
+			}
+			fmt.Fprintf(w, "nodes:   %s\ncommand: %s\n", strings.Join(j.Nodes, ", "), strings.Join(j.Command, " "))
+			return nil
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newJobLogsCommand(g *globals) *cobra.Command {
+	var (
+		ws        string
+		rank      int
+		following bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs JOB",
+		Short: "Print a job's output (rank 0 unless --rank); --follow waits for the end",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireWorkspace(ws); err != nil {
+				return err
+			}
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if following {
+				_, err := follow(cmd.Context(), c, ws, args[0], rank, cmd)
+				return err
+			}
+			chunk, err := c.JobLogs(cmd.Context(), ws, args[0], rank, 0)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(chunk.Data)
+			return err
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	cmd.Flags().IntVar(&rank, "rank", 0, "which node's output")
+	cmd.Flags().BoolVarP(&following, "follow", "f", false, "keep printing until the job ends")
+	return cmd
+}
+
+func newJobCancelCommand(g *globals) *cobra.Command {
+	var ws string
+	cmd := &cobra.Command{
+		Use:   "cancel JOB",
+		Short: "Cancel a job; its processes are killed and its nodes freed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireWorkspace(ws); err != nil {
+				return err
+			}
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			j, err := c.CancelJob(cmd.Context(), ws, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s: %s\n", j.ID, j.Status)
+			return nil
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	return cmd
+}

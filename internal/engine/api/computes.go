@@ -1,0 +1,118 @@
+package api
+
+import "time"
+
+// Compute types, as Azure Machine Learning names them.
+const (
+	TypeComputeCluster  = "ComputeCluster"
+	TypeComputeInstance = "ComputeInstance"
+	TypeAttached        = "VirtualMachine"
+)
+
+// VM priorities of a cluster.
+const (
+	PriorityDedicated   = "Dedicated"
+	PriorityLowPriority = "LowPriority"
+)
+
+// Allocation states of a cluster.
+const (
+	AllocationSteady   = "Steady"
+	AllocationResizing = "Resizing"
+)
+
+// Node states. A node is preparing while its driver brings it up (or while it waits for
+// capacity), idle or running once up, leaving while it drains or is released, unusable when
+// it died, and preempted when a Dedicated node took its capacity.
+const (
+	NodeIdle      = "idle"
+	NodeRunning   = "running"
+	NodePreparing = "preparing"
+	NodeLeaving   = "leaving"
+	NodeUnusable  = "unusable"
+	NodePreempted = "preempted"
+)
+
+// ScaleSettings bound a cluster's node count.
+type ScaleSettings struct {
+	MinNodeCount int64 `json:"min_node_count"`
+	MaxNodeCount int64 `json:"max_node_count"`
+	// ScaleDownNodesAfterIdleDuration is an ISO 8601 duration, PT0S to P7D.
+	ScaleDownNodesAfterIdleDuration string `json:"scale_down_nodes_after_idle_duration"`
+}
+
+// DefaultScaleDownAfterIdle is scale_down_nodes_after_idle_duration when none is given.
+const DefaultScaleDownAfterIdle = "PT120S"
+
+// ComputeSpec is what a user declares for a compute. Type selects the kind; fields of other
+// kinds stay empty.
+type ComputeSpec struct {
+	Name          string            `json:"name"`
+	Type          string            `json:"type"`
+	VMSize        string            `json:"vm_size,omitempty"`
+	VMPriority    string            `json:"vm_priority,omitempty"`
+	Description   string            `json:"description,omitempty"`
+	Tags          map[string]string `json:"tags,omitempty"`
+	ScaleSettings *ScaleSettings    `json:"scale_settings,omitempty"`
+}
+
+// ComputeUpdate replaces a compute's mutable fields.
+type ComputeUpdate struct {
+	Description   string            `json:"description,omitempty"`
+	Tags          map[string]string `json:"tags,omitempty"`
+	ScaleSettings *ScaleSettings    `json:"scale_settings,omitempty"`
+}
+
+// NodeStateCounts counts a cluster's nodes by state.
+type NodeStateCounts struct {
+	Idle      int64 `json:"idle"`
+	Running   int64 `json:"running"`
+	Preparing int64 `json:"preparing"`
+	Leaving   int64 `json:"leaving"`
+	Unusable  int64 `json:"unusable"`
+	Preempted int64 `json:"preempted"`
+}
+
+// Node is one node of a compute.
+type Node struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	// JobID is the job the node runs, when running.
+	JobID     string    `json:"job_id,omitempty"`
+	CreatedOn time.Time `json:"created_on"`
+	// IdleSince is when the node last became idle (zero when it is not idle).
+	IdleSince time.Time `json:"idle_since,omitempty"`
+}
+
+// Compute is a compute as the engine holds it, with its runtime state.
+type Compute struct {
+	ID          string            `json:"id"`
+	Workspace   string            `json:"workspace"`
+	Name        string            `json:"name"`
+	Type        string            `json:"type"`
+	VMSize      string            `json:"vm_size,omitempty"`
+	VMPriority  string            `json:"vm_priority,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	CreatedOn   time.Time         `json:"created_on"`
+
+	ScaleSettings    *ScaleSettings  `json:"scale_settings,omitempty"`
+	CurrentNodeCount int64           `json:"current_node_count"`
+	TargetNodeCount  int64           `json:"target_node_count"`
+	AllocationState  string          `json:"allocation_state,omitempty"`
+	NodeStateCounts  NodeStateCounts `json:"node_state_counts"`
+	// State is the compute's overall state: for clusters Succeeded, for instances one of
+	// the instance states.
+	State string `json:"state"`
+	Nodes []Node `json:"nodes"`
+}
+
+// ComputeList is the body of GET /v1/workspaces/{ws}/computes.
+type ComputeList struct {
+	Computes []Compute `json:"computes"`
+}
+
+// ComputeID is the ID of a compute.
+func ComputeID(workspace, name string) string {
+	return ID{Workspace: workspace, Collection: CollectionComputes, Name: name}.String()
+}

@@ -1,0 +1,68 @@
+package api
+
+import "time"
+
+// Job statuses.
+const (
+	JobQueued    = "Queued"
+	JobPreparing = "Preparing"
+	JobRunning   = "Running"
+	JobCompleted = "Completed"
+	JobFailed    = "Failed"
+	JobCanceled  = "Canceled"
+)
+
+// ServerlessCompute is the compute name that asks for nodes made for one job alone.
+const ServerlessCompute = "serverless"
+
+// JobSpec is a job submission. The code snapshot, when any, is uploaded first
+// (POST /v1/workspaces/{ws}/snapshots) and named by its ID.
+type JobSpec struct {
+	Compute       string            `json:"compute"`
+	InstanceType  string            `json:"instance_type,omitempty"` // serverless only
+	InstanceCount int64             `json:"instance_count,omitempty"`
+	Command       []string          `json:"command"`
+	Env           map[string]string `json:"env,omitempty"`
+	SnapshotID    string            `json:"snapshot_id,omitempty"`
+}
+
+// Job is a job as the engine holds it.
+type Job struct {
+	ID          string            `json:"id"`
+	Workspace   string            `json:"workspace"`
+	Compute     string            `json:"compute"`
+	Status      string            `json:"status"`
+	ExitCode    *int              `json:"exit_code,omitempty"`
+	Nodes       []string          `json:"nodes"`
+	Command     []string          `json:"command"`
+	Env         map[string]string `json:"env,omitempty"`
+	Count       int64             `json:"instance_count"`
+	SnapshotID  string            `json:"snapshot_id,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	SubmittedAt time.Time         `json:"submitted_at"`
+	StartedAt   *time.Time        `json:"started_at,omitempty"`
+	EndedAt     *time.Time        `json:"ended_at,omitempty"`
+}
+
+// Terminal reports whether a job status is final.
+func Terminal(status string) bool {
+	return status == JobCompleted || status == JobFailed || status == JobCanceled
+}
+
+// JobList is the body of GET /v1/workspaces/{ws}/jobs.
+type JobList struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// LogChunk is the body of GET .../jobs/{job}/logs: output from an offset.
+type LogChunk struct {
+	Data       []byte `json:"data"`
+	NextOffset int64  `json:"next_offset"`
+	// Complete is true when the job ended and this rank's output is all there.
+	Complete bool `json:"complete"`
+}
+
+// SnapshotRef is the body returned by POST .../snapshots.
+type SnapshotRef struct {
+	ID string `json:"id"`
+}

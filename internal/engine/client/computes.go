@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+func computesPath(workspace string) string {
+	return "/v1/workspaces/" + url.PathEscape(workspace) + "/computes"
+}
+
+func jobsPath(workspace string) string {
+	return "/v1/workspaces/" + url.PathEscape(workspace) + "/jobs"
+}
+
+func idempotent() http.Header {
+	h := http.Header{}
+	h.Set(api.IdempotencyKeyHeader, newIdempotencyKey())
+	return h
+}
+
+// ListComputes lists a workspace's computes.
+func (c *Client) ListComputes(ctx context.Context, workspace string) ([]api.Compute, error) {
+	var out api.ComputeList
+	if err := c.send(ctx, request{method: "GET", path: computesPath(workspace), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Computes, nil
+}
+
+// CreateCompute creates a compute; one idempotency key covers every retry.
+func (c *Client) CreateCompute(ctx context.Context, workspace string, spec api.ComputeSpec) (*api.Compute, error) {
+	var out api.Compute
+	if err := c.send(ctx, request{method: "POST", path: computesPath(workspace), body: spec, header: idempotent(), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetCompute returns a compute with its runtime state.
+func (c *Client) GetCompute(ctx context.Context, workspace, name string) (*api.Compute, error) {
+	var out api.Compute
+	if err := c.send(ctx, request{method: "GET", path: computesPath(workspace) + "/" + url.PathEscape(name), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UpdateCompute replaces a compute's description, tags and scale settings.
+func (c *Client) UpdateCompute(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
+	var out api.Compute
+	if err := c.send(ctx, request{method: "PUT", path: computesPath(workspace) + "/" + url.PathEscape(name), body: upd, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteCompute deletes a compute and returns once its nodes are released.
+func (c *Client) DeleteCompute(ctx context.Context, workspace, name string) error {
+	return c.send(ctx, request{method: "DELETE", path: computesPath(workspace) + "/" + url.PathEscape(name), retry: true}, nil)
+}
+
+// PutSnapshot uploads a gzip'd tar of a code directory and returns its ID.
+func (c *Client) PutSnapshot(ctx context.Context, workspace string, archive []byte) (string, error) {
+	var out api.SnapshotRef
+	err := c.send(ctx, request{method: "POST", path: "/v1/workspaces/" + url.PathEscape(workspace) + "/snapshots", raw: archive, retry: true}, &out)
+	return out.ID, err
+}
+
+// SubmitJob queues a job; one idempotency key covers every retry.
+func (c *Client) SubmitJob(ctx context.Context, workspace string, spec api.JobSpec) (*api.Job, error) {
+	var out api.Job
+	if err := c.send(ctx, request{method: "POST", path: jobsPath(workspace), body: spec, header: idempotent(), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListJobs lists a workspace's jobs, newest first.
+func (c *Client) ListJobs(ctx context.Context, workspace string) ([]api.Job, error) {
+	var out api.JobList
+	if err := c.send(ctx, request{method: "GET", path: jobsPath(workspace), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Jobs, nil
+}
+
+// GetJob returns a job.
+func (c *Client) GetJob(ctx context.Context, workspace, id string) (*api.Job, error) {
+	var out api.Job
+	if err := c.send(ctx, request{method: "GET", path: jobsPath(workspace) + "/" + url.PathEscape(id), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelJob cancels a job.
+func (c *Client) CancelJob(ctx context.Context, workspace, id string) (*api.Job, error) {
+	var out api.Job
+	if err := c.send(ctx, request{method: "POST", path: jobsPath(workspace) + "/" + url.PathEscape(id) + "/cancel", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// JobLogs returns a rank's output from offset.
+func (c *Client) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) (*api.LogChunk, error) {
+	q := url.Values{}
+	q.Set("rank", strconv.Itoa(rank))
+	q.Set("offset", strconv.FormatInt(offset, 10))
+	var out api.LogChunk
+	if err := c.send(ctx, request{method: "GET", path: jobsPath(workspace) + "/" + url.PathEscape(id) + "/logs", query: q, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,382 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// computeRecord is a compute as stored. Runtime state (nodes, counts) lives in node records
+// and is folded in when the compute is read.
+type computeRecord struct {
+	Workspace     string             `json:"workspace"`
+	Name          string             `json:"name"`
+	Type          string             `json:"type"`
+	VMSize        string             `json:"vm_size"`
+	VMPriority    string             `json:"vm_priority,omitempty"`
+	Description   string             `json:"description,omitempty"`
+	Tags          map[string]string  `json:"tags,omitempty"`
+	ScaleSettings *api.ScaleSettings `json:"scale_settings,omitempty"`
+	CreatedOn     time.Time          `json:"created_on"`
+	// Deleting is set (and committed) before any node is released, so a crash in the
+	// middle of a delete resumes it instead of leaking nodes.
+	Deleting bool `json:"deleting,omitempty"`
+	// Serverless marks a compute made for one job alone; it goes with the job.
+	Serverless bool   `json:"serverless,omitempty"`
+	ForJob     string `json:"for_job,omitempty"`
+}
+
+func (c computeRecord) key() string { return c.Workspace + "/" + c.Name }
+
+// idleAfter is the cluster's scale-down delay; the spec was validated on the way in.
+func (c computeRecord) idleAfter() time.Duration {
+	if c.ScaleSettings == nil {
+		return 0
+	}
+	s := c.ScaleSettings.ScaleDownNodesAfterIdleDuration
+	if s == "" {
+		s = api.DefaultScaleDownAfterIdle
+	}
+	d, _ := validation.Duration("", s, 0, validation.MaxScaleDownAfterIdle)
+	return d
+}
+
+// CreateCompute creates a compute cluster. Idempotent under the key like CreateWorkspace.
+func (e *Engine) CreateCompute(_ context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
+	if spec.Type == "" {
+		spec.Type = api.TypeComputeCluster
+	}
+	if spec.Type != api.TypeComputeCluster {
+		return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s", spec.Type, api.TypeComputeCluster)
+	}
+	size, err := validation.ComputeCluster(spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.VMPriority == "" {
+		spec.VMPriority = api.PriorityDedicated
+	}
+	settings := *spec.ScaleSettings
+	if settings.ScaleDownNodesAfterIdleDuration == "" {
+		settings.ScaleDownNodesAfterIdleDuration = api.DefaultScaleDownAfterIdle
+	}
+	rec := computeRecord{
+		Workspace: workspace, Name: spec.Name, Type: spec.Type, VMSize: size.Name, VMPriority: spec.VMPriority,
+		Description: spec.Description, Tags: spec.Tags, ScaleSettings: &settings, CreatedOn: e.clock.Now().UTC(),
+	}
+	id := api.ComputeID(workspace, spec.Name)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err = e.store.Update(func(tx *store.Tx) error {
+		ws, err := getWorkspace(tx, workspace)
+		if err != nil {
+			return err
+		}
+		if done, err := replayed(tx, idempotencyKey, id); done || err != nil {
+			return err
+		}
+		var existing computeRecord
+		if ok, err := tx.Get(store.Computes, rec.key(), &existing); err != nil {
+			return err
+		} else if ok {
+			return api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import mlcompute_compute_cluster.<name> %s", spec.Name, workspace, id)
+		}
+		if err := checkQuota(tx, ws, rec, "scale_settings.max_node_count"); err != nil {
+			return err
+		}
+		if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
+			return err
+		}
+		return remember(tx, idempotencyKey, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("compute created", "compute", rec.key(), "vm_size", rec.VMSize, "min", settings.MinNodeCount, "max", settings.MaxNodeCount)
+	e.kick(rec.key())
+	return e.GetCompute(context.Background(), workspace, spec.Name)
+}
+
+// UpdateCompute replaces a compute's description, tags and scale settings in place.
+func (e *Engine) UpdateCompute(_ context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.store.Update(func(tx *store.Tx) error {
+		ws, err := getWorkspace(tx, workspace)
+		if err != nil {
+			return err
+		}
+		rec, err := getCompute(tx, workspace, name)
+		if err != nil {
+			return err
+		}
+		if rec.Deleting {
+			return api.Errorf(api.CodeConflict, "", "compute %q is being deleted", name)
+		}
+		rec.Description, rec.Tags = upd.Description, upd.Tags
+		if upd.ScaleSettings != nil {
+			if _, err := validation.ScaleSettings(upd.ScaleSettings); err != nil {
+				return err
+			}
+			s := *upd.ScaleSettings
+			if s.ScaleDownNodesAfterIdleDuration == "" {
+				s.ScaleDownNodesAfterIdleDuration = api.DefaultScaleDownAfterIdle
+			}
+			rec.ScaleSettings = &s
+			if err := checkQuota(tx, ws, rec, "scale_settings.max_node_count"); err != nil {
+				return err
+			}
+		}
+		return tx.Put(store.Computes, rec.key(), rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("compute updated", "compute", workspace+"/"+name)
+	e.kick(workspace + "/" + name)
+	return e.GetCompute(context.Background(), workspace, name)
+}
+
+// GetCompute returns a compute with its runtime state.
+func (e *Engine) GetCompute(_ context.Context, workspace, name string) (*api.Compute, error) {
+	var out *api.Compute
+	err := e.store.View(func(tx *store.Tx) error {
+		rec, err := getCompute(tx, workspace, name)
+		if err != nil {
+			return err
+		}
+		if rec.Serverless {
+			return notFoundCompute(workspace, name)
+		}
+		out, err = e.describe(tx, rec)
+		return err
+	})
+	return out, err
+}
+
+// ListComputes returns a workspace's computes, sorted by name.
+func (e *Engine) ListComputes(_ context.Context, workspace string) ([]api.Compute, error) {
+	var out []api.Compute
+	err := e.store.View(func(tx *store.Tx) error {
+		if _, err := getWorkspace(tx, workspace); err != nil {
+			return err
+		}
+		recs, err := store.List[computeRecord](tx, store.Computes, workspace+"/")
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if rec.Serverless {
+				continue
+			}
+			c, err := e.describe(tx, rec)
+			if err != nil {
+				return err
+			}
+			out = append(out, *c)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// describe folds a compute's node records into its API form.
+func (e *Engine) describe(tx *store.Tx, rec computeRecord) (*api.Compute, error) {
+	nodes, err := store.List[nodeRecord](tx, store.Nodes, rec.key()+"/")
+	if err != nil {
+		return nil, err
+	}
+	c := &api.Compute{
+		ID: api.ComputeID(rec.Workspace, rec.Name), Workspace: rec.Workspace, Name: rec.Name, Type: rec.Type,
+		VMSize: rec.VMSize, VMPriority: rec.VMPriority, Description: rec.Description, Tags: rec.Tags,
+		CreatedOn: rec.CreatedOn, ScaleSettings: rec.ScaleSettings, Nodes: []api.Node{},
+		AllocationState: api.AllocationSteady, State: "Succeeded",
+	}
+	if rec.Deleting {
+		c.State = "Deleting"
+	}
+	for _, n := range nodes {
+		c.Nodes = append(c.Nodes, n.api())
+		switch n.State {
+		case api.NodeIdle:
+			c.NodeStateCounts.Idle++
+		case api.NodeRunning:
+			c.NodeStateCounts.Running++
+		case api.NodePreparing:
+			c.NodeStateCounts.Preparing++
+		case api.NodeLeaving:
+			c.NodeStateCounts.Leaving++
+		case api.NodeUnusable:
+			c.NodeStateCounts.Unusable++
+		case api.NodePreempted:
+			c.NodeStateCounts.Preempted++
+		}
+		if n.State == api.NodeIdle || n.State == api.NodeRunning {
+			c.CurrentNodeCount++
+		}
+		if n.State != api.NodeLeaving && n.State != api.NodeUnusable && n.State != api.NodePreempted {
+			c.TargetNodeCount++
+		}
+	}
+	if c.NodeStateCounts.Preparing > 0 || c.NodeStateCounts.Leaving > 0 {
+		c.AllocationState = api.AllocationResizing
+	}
+	return c, nil
+}
+
+// checkQuota checks that the vCPUs the workspace's computes of rec's family may use
+// (max_node_count times the size's vCPUs each, with rec replacing its stored version) fit
+// the family's quota.
+func checkQuota(tx *store.Tx, ws *api.Workspace, rec computeRecord, field string) error {
+	size, ok := catalog.Lookup(rec.VMSize)
+	if !ok {
+		return api.Errorf(api.CodeInvalid, "vm_size", "unknown VM size %q", rec.VMSize)
+	}
+	others, err := store.List[computeRecord](tx, store.Computes, ws.Name+"/")
+	if err != nil {
+		return err
+	}
+	used, holders := int64(0), []string{}
+	for _, o := range others {
+		if o.Name == rec.Name {
+			continue
+		}
+		if s, ok := catalog.Lookup(o.VMSize); ok && s.Family == size.Family {
+			used += o.maxNodes() * s.VCPUs
+			holders = append(holders, fmt.Sprintf("%s (%d vCPUs)", o.Name, o.maxNodes()*s.VCPUs))
+		}
+	}
+	want := rec.maxNodes() * size.VCPUs
+	limit := EffectiveQuota(ws, size.Family)
+	if used+want <= limit {
+		return nil
+	}
+	detail := ""
+	if len(holders) > 0 {
+		detail = fmt.Sprintf(" (already used by %s)", strings.Join(holders, ", "))
+	}
+	hint := fmt.Sprintf("raise it with quotas = { %s = %d } on the workspace", size.Family, used+want)
+	if f, _ := catalog.LookupFamily(size.Family); f.RequiresApproval && ws.Quotas[size.Family] == 0 {
+		hint = fmt.Sprintf("family %s requires approval and has no quota until one is set: add quotas = { %s = %d } to the workspace", size.Family, size.Family, used+want)
+	}
+	return api.Errorf(api.CodeQuotaExceeded, field,
+		"%s needs %d vCPUs of %s (%d nodes x %d vCPUs of %s) but workspace %q has %d of %d left%s; %s",
+		rec.Name, want, size.Family, rec.maxNodes(), size.VCPUs, size.Name, ws.Name, max(limit-used, 0), limit, detail, hint)
+}
+
+func (c computeRecord) maxNodes() int64 {
+	if c.ScaleSettings == nil {
+		return 1
+	}
+	return c.ScaleSettings.MaxNodeCount
+}
+
+func getWorkspace(tx *store.Tx, name string) (*api.Workspace, error) {
+	var ws api.Workspace
+	ok, err := tx.Get(store.Workspaces, name, &ws)
+	if err == nil && !ok {
+		return nil, notFoundWorkspace(name)
+	}
+	return &ws, err
+}
+
+func getCompute(tx *store.Tx, workspace, name string) (computeRecord, error) {
+	var rec computeRecord
+	ok, err := tx.Get(store.Computes, workspace+"/"+name, &rec)
+	if err == nil && !ok {
+		return rec, notFoundCompute(workspace, name)
+	}
+	return rec, err
+}
+
+func notFoundCompute(workspace, name string) error {
+	return api.Errorf(api.CodeNotFound, "", "compute %q not found in workspace %q", name, workspace)
+}
+
+// replayed reports whether a create with this idempotency key already happened (for id).
+func replayed(tx *store.Tx, key, id string) (bool, error) {
+	if key == "" {
+		return false, nil
+	}
+	var rec idempotencyRecord
+	ok, err := tx.Get(store.Idempotency, key, &rec)
+	if err != nil || !ok {
+		return false, err
+	}
+	if rec.ID != id {
+		return false, api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", key, rec.ID)
+	}
+	return true, nil
+}
+
+// remember records that the create with this key made id.
+func remember(tx *store.Tx, key, id string) error {
+	if key == "" {
+		return nil
+	}
+	return tx.Put(store.Idempotency, key, idempotencyRecord{ID: id})
+}
+
+// DeleteCompute cancels a compute's jobs, releases its nodes and deletes it. It returns
+// once every node is confirmed released, or with an unavailable error when ctx ends first
+// (the delete goes on and resumes after an engine restart).
+func (e *Engine) DeleteCompute(ctx context.Context, workspace, name string) error {
+	key := workspace + "/" + name
+	e.mu.Lock()
+	err := e.store.Update(func(tx *store.Tx) error {
+		rec, err := getCompute(tx, workspace, name)
+		if err != nil || rec.Serverless {
+			return notFoundCompute(workspace, name)
+		}
+		if rec.Deleting {
+			return nil
+		}
+		rec.Deleting = true
+		return tx.Put(store.Computes, key, rec)
+	})
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	e.log.Info("compute deleting", "compute", key)
+	return e.waitDeleted(ctx, []string{key})
+}
+
+// waitDeleted kicks the computes and waits until their records are gone.
+func (e *Engine) waitDeleted(ctx context.Context, keys []string) error {
+	chans := make([]chan struct{}, len(keys))
+	e.dirtyMu.Lock()
+	for i, k := range keys {
+		chans[i] = make(chan struct{})
+		e.waiters[k] = append(e.waiters[k], chans[i])
+	}
+	e.dirtyMu.Unlock()
+	for _, k := range keys {
+		e.kick(k)
+	}
+	for i, ch := range chans {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return api.Errorf(api.CodeUnavailable, "", "compute %s is still releasing its nodes; the delete goes on in the background, try again to wait for it", keys[i])
+		}
+	}
+	return nil
+}
+
+// notifyGone wakes the callers waiting for a compute's deletion.
+func (e *Engine) notifyGone(key string) {
+	e.dirtyMu.Lock()
+	for _, ch := range e.waiters[key] {
+		close(ch)
+	}
+	delete(e.waiters, key)
+	e.dirtyMu.Unlock()
+}

@@ -1,0 +1,510 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/reconcile"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// The controller turns stored intent into running nodes. Every decision is made from the
+// store by reconcile.Decide and committed before the driver is called; driver results and
+// events are committed and trigger another pass. One goroutine runs the passes; driver
+// calls run in their own goroutines so a slow node never blocks another compute.
+
+// createBackoff bounds how often a compute whose nodes fail to start retries.
+const createBackoff = 5 * time.Second
+
+// Start runs the controller until ctx ends: it adopts what a previous run left (live nodes
+// and their tasks), releases orphans, and then reconciles on every change.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.driver == nil {
+		return errors.New("engine has no node driver")
+	}
+	e.ctx = ctx
+	go e.consumeEvents(ctx)
+	if err := e.recover(ctx); err != nil {
+		return fmt.Errorf("recovering after restart: %w", err)
+	}
+	go e.loop(ctx)
+	return nil
+}
+
+// kick marks a compute for a reconcile pass.
+func (e *Engine) kick(computeKey string) {
+	e.dirtyMu.Lock()
+	e.dirty[computeKey] = true
+	e.dirtyMu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+		}
+		e.dirtyMu.Lock()
+		keys := slices.Sorted(maps.Keys(e.dirty))
+		clear(e.dirty)
+		e.dirtyMu.Unlock()
+		for _, key := range keys {
+			if err := e.reconcileCompute(ctx, key); err != nil && ctx.Err() == nil {
+				e.log.Error("reconcile failed", "compute", key, "error", err)
+			}
+		}
+	}
+}
+
+// onDeadline is the timer queue's callback: a node's idle deadline or a compute's create
+// back-off has passed.
+func (e *Engine) onDeadline(keys []string) {
+	for _, k := range keys {
+		e.kick(computeOfTimerKey(k))
+	}
+}
+
+func computeOfTimerKey(k string) string {
+	k = strings.TrimPrefix(k, "backoff/")
+	parts := strings.SplitN(k, "/", 3)
+	if len(parts) < 2 {
+		return k
+	}
+	return parts[0] + "/" + parts[1]
+}
+
+// reconcileCompute runs one pass for one compute.
+func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now().UTC()
+
+	var (
+		rec      computeRecord
+		exists   bool
+		nodes    []nodeRecord
+		jobs     []jobRecord
+		toCreate []nodeRecord
+		toStop   []nodeRecord
+		toStart  []jobRecord
+		toKill   []jobRecord
+		gone     bool
+	)
+	err := e.store.Update(func(tx *store.Tx) error {
+		var err error
+		if exists, err = tx.Get(store.Computes, key, &rec); err != nil || !exists {
+			return err
+		}
+		if nodes, err = store.List[nodeRecord](tx, store.Nodes, key+"/"); err != nil {
+			return err
+		}
+		if jobs, err = activeJobs(tx, rec); err != nil {
+			return err
+		}
+		if rec.Serverless && len(jobs) == 0 && !rec.Deleting {
+			rec.Deleting = true
+			if err := tx.Put(store.Computes, key, rec); err != nil {
+				return err
+			}
+		}
+		if rec.Deleting {
+			for _, j := range jobs {
+				j.finish(api.JobCanceled, nil, "compute deleted", now)
+				if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+					return err
+				}
+				toKill = append(toKill, j)
+			}
+			for _, n := range nodes {
+				if !n.Released {
+					n.Released, n.State = true, api.NodeLeaving
+					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+						return err
+					}
+				}
+				toStop = append(toStop, n)
+			}
+			if len(nodes) == 0 {
+				gone = true
+				return tx.Delete(store.Computes, key)
+			}
+			return nil
+		}
+
+		plan := reconcile.Decide(clusterOf(rec), nodeViews(nodes), jobViews(jobs), now)
+		byID := map[string]*nodeRecord{}
+		for i := range nodes {
+			byID[nodes[i].ID] = &nodes[i]
+		}
+		for _, id := range plan.Unplaceable {
+			for _, j := range jobs {
+				if j.ID == id {
+					j.finish(api.JobFailed, nil, fmt.Sprintf("the job needs %d nodes but compute %s has max_node_count %d", j.Count, rec.Name, rec.maxNodes()), now)
+					if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for _, id := range plan.Release {
+			n := byID[id]
+			if n == nil || n.Released {
+				continue
+			}
+			n.Released, n.State = true, api.NodeLeaving
+			if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+				return err
+			}
+			e.queue.Remove(n.key())
+			toStop = append(toStop, *n)
+		}
+		for _, id := range plan.Drain {
+			if n := byID[id]; n != nil && n.State != api.NodeLeaving {
+				n.State = api.NodeLeaving
+				if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+					return err
+				}
+			}
+		}
+		if plan.Create > 0 {
+			if until, ok := e.backoff[key]; ok && now.Before(until) {
+				e.queue.Set("backoff/"+key, until)
+			} else {
+				for range plan.Create {
+					n := nodeRecord{ID: newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
+					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+						return err
+					}
+					toCreate = append(toCreate, n)
+				}
+			}
+		}
+		for _, j := range jobs {
+			ids, ok := plan.Assign[j.ID]
+			if !ok {
+				continue
+			}
+			j.Status, j.Nodes = api.JobPreparing, ids
+			for rank, id := range ids {
+				n := byID[id]
+				n.State, n.JobID, n.Rank, n.IdleSince = api.NodeRunning, j.ID, rank, time.Time{}
+				if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+					return err
+				}
+				e.queue.Remove(n.key())
+			}
+			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+				return err
+			}
+			toStart = append(toStart, j)
+		}
+		for id, deadline := range plan.Deadlines {
+			if n := byID[id]; n != nil {
+				e.queue.Set(n.key(), deadline)
+			}
+		}
+		return nil
+	})
+	if err != nil || !exists {
+		return err
+	}
+	if gone {
+		e.log.Info("compute deleted", "compute", key)
+		e.notifyGone(key)
+		return nil
+	}
+	size, _ := catalog.Lookup(rec.VMSize)
+	for _, n := range toCreate {
+		go e.createNode(ctx, n, size)
+	}
+	for _, n := range toStop {
+		e.releaseNode(ctx, n)
+	}
+	for _, j := range toKill {
+		go e.killJob(ctx, j)
+	}
+	for _, j := range toStart {
+		go e.startJob(ctx, j)
+	}
+	return nil
+}
+
+func clusterOf(rec computeRecord) reconcile.Cluster {
+	c := reconcile.Cluster{Max: rec.maxNodes(), IdleAfter: rec.idleAfter()}
+	if rec.ScaleSettings != nil {
+		c.Min = rec.ScaleSettings.MinNodeCount
+	}
+	return c
+}
+
+func nodeViews(nodes []nodeRecord) []reconcile.Node {
+	out := make([]reconcile.Node, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, reconcile.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince})
+	}
+	return out
+}
+
+func jobViews(jobs []jobRecord) []reconcile.Job {
+	out := make([]reconcile.Job, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, reconcile.Job{ID: j.ID, Status: j.Status, Count: j.Count, SubmittedAt: j.SubmittedAt})
+	}
+	return out
+}
+
+// createNode asks the driver for a committed node and records the outcome.
+func (e *Engine) createNode(ctx context.Context, n nodeRecord, size catalog.Size) {
+	_, err := e.driver.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
+	if ctx.Err() != nil {
+		return
+	}
+	e.mu.Lock()
+	now := e.clock.Now().UTC()
+	if err != nil {
+		e.log.Error("node failed to start", "node", n.key(), "error", err)
+		e.backoff[n.Compute] = now.Add(createBackoff)
+	} else {
+		delete(e.backoff, n.Compute)
+	}
+	_ = e.updateNode(n.key(), func(cur *nodeRecord) bool {
+		if cur.State != api.NodePreparing {
+			return false
+		}
+		if err != nil {
+			cur.State, cur.Error = api.NodeUnusable, err.Error()
+		} else {
+			cur.State, cur.IdleSince = api.NodeIdle, now
+		}
+		return true
+	})
+	e.mu.Unlock()
+	if err == nil {
+		e.log.Info("node ready", "node", n.key())
+	}
+	e.kick(n.Compute)
+}
+
+// releaseNode terminates a node the store already marks released, once, and deletes its
+// record when the driver confirms it is gone.
+func (e *Engine) releaseNode(ctx context.Context, n nodeRecord) {
+	if e.releasing[n.key()] {
+		return
+	}
+	e.releasing[n.key()] = true
+	go func() {
+		err := e.driver.Terminate(ctx, n.ID)
+		e.mu.Lock()
+		delete(e.releasing, n.key())
+		if err == nil {
+			err = e.store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.key()) })
+			e.queue.Remove(n.key())
+		}
+		e.mu.Unlock()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Error("releasing node failed; will retry", "node", n.key(), "error", err)
+				e.queue.Set("backoff/"+n.key(), e.clock.Now().Add(createBackoff))
+			}
+			return
+		}
+		e.log.Info("node released", "node", n.key())
+		e.kick(n.Compute)
+	}()
+}
+
+// updateNode applies f to a stored node and commits when f reports a change. Callers hold e.mu.
+func (e *Engine) updateNode(key string, f func(*nodeRecord) bool) error {
+	return e.store.Update(func(tx *store.Tx) error {
+		var n nodeRecord
+		ok, err := tx.Get(store.Nodes, key, &n)
+		if err != nil || !ok || !f(&n) {
+			return err
+		}
+		return tx.Put(store.Nodes, key, n)
+	})
+}
+
+// consumeEvents applies driver events.
+func (e *Engine) consumeEvents(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-e.driver.Events():
+			switch ev.Kind {
+			case driver.TaskExited:
+				e.taskExited(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
+			case driver.NodeGone:
+				e.nodeGone(ev.NodeKey)
+			}
+		}
+	}
+}
+
+// nodeByID finds a stored node by its driver key.
+func (e *Engine) nodeByID(tx *store.Tx, id string) (nodeRecord, bool) {
+	nodes, _ := store.List[nodeRecord](tx, store.Nodes, "")
+	for _, n := range nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return nodeRecord{}, false
+}
+
+// nodeGone marks a node that died unusable (it is then released and replaced) and fails
+// the job that ran on it.
+func (e *Engine) nodeGone(id string) {
+	e.mu.Lock()
+	var compute string
+	_ = e.store.Update(func(tx *store.Tx) error {
+		n, ok := e.nodeByID(tx, id)
+		if !ok || n.Released {
+			return nil
+		}
+		compute = n.Compute
+		if n.JobID != "" {
+			if j, ok := getJob(tx, workspaceOf(n.Compute), n.JobID); ok && !api.Terminal(j.Status) {
+				j.finish(api.JobFailed, nil, fmt.Sprintf("node %s was lost while the job ran", n.ID), e.clock.Now().UTC())
+				if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+					return err
+				}
+				go e.killJob(e.ctx, j)
+			}
+		}
+		n.State, n.Error, n.JobID = api.NodeUnusable, "node process exited", ""
+		return tx.Put(store.Nodes, n.key(), n)
+	})
+	e.mu.Unlock()
+	if compute != "" {
+		e.log.Warn("node lost", "node", id, "compute", compute)
+		e.kick(compute)
+	}
+}
+
+func workspaceOf(computeKey string) string {
+	ws, _, _ := strings.Cut(computeKey, "/")
+	return ws
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// recover runs once at start: nodes the store records are adopted when alive, restarted
+// when they were still being created, and marked unusable when dead; nodes the driver has
+// that the store does not know are released; jobs are resumed or finished from what the
+// nodes recorded.
+func (e *Engine) recover(ctx context.Context) error {
+	var nodes []nodeRecord
+	var computes []computeRecord
+	err := e.store.View(func(tx *store.Tx) error {
+		var err error
+		if nodes, err = store.List[nodeRecord](tx, store.Nodes, ""); err != nil {
+			return err
+		}
+		computes, err = store.List[computeRecord](tx, store.Computes, "")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, n := range nodes {
+		known[n.ID] = true
+		_, err := e.driver.Describe(ctx, n.ID)
+		switch {
+		case driver.IsNotFound(err) && n.State == api.NodePreparing:
+			// Committed but maybe never created: creating again under the same key is safe.
+			size, _ := catalog.Lookup(e.vmSizeOf(computes, n.Compute))
+			go e.createNode(ctx, n, size)
+		case driver.IsNotFound(err):
+			e.nodeGone(n.ID)
+		case err != nil:
+			return fmt.Errorf("describing node %s: %w", n.ID, err)
+		case n.JobID != "" && n.State == api.NodeRunning:
+			st, err := e.driver.TaskStatus(ctx, n.ID, taskKey(n.JobID, n.Rank))
+			if err == nil && !st.Running {
+				e.taskExited(ctx, n.ID, taskKey(n.JobID, n.Rank), st.ExitCode)
+			}
+		}
+	}
+	orphans, err := e.driver.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	for _, o := range orphans {
+		if !known[o.Key] {
+			e.log.Warn("releasing orphaned node", "node", o.Key, "owner", o.Owner)
+			if err := e.driver.Terminate(ctx, o.Key); err != nil {
+				e.log.Error("releasing orphaned node failed", "node", o.Key, "error", err)
+			}
+		}
+	}
+	// Jobs caught between assignment and start are started again; StartTask is idempotent.
+	var preparing []jobRecord
+	_ = e.store.View(func(tx *store.Tx) error {
+		all, err := store.List[jobRecord](tx, store.Jobs, "")
+		for _, j := range all {
+			if j.Status == api.JobPreparing {
+				preparing = append(preparing, j)
+			}
+		}
+		return err
+	})
+	for _, j := range preparing {
+		go e.startJob(ctx, j)
+	}
+	for _, c := range computes {
+		e.kick(c.key())
+	}
+	return nil
+}
+
+func (e *Engine) vmSizeOf(computes []computeRecord, key string) string {
+	for _, c := range computes {
+		if c.key() == key {
+			return c.VMSize
+		}
+	}
+	return ""
+}
+
+func taskKey(jobID string, rank int) string { return jobID + "-" + strconv.Itoa(rank) }
+
+// jobLogPath is where a rank's output is kept once its task ended.
+func (e *Engine) jobLogPath(jobID string, rank int) string {
+	return filepath.Join(e.dataDir, "jobs", jobID, fmt.Sprintf("rank-%d.log", rank))
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

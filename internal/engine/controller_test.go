@@ -1,0 +1,428 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// rig is an engine with a running controller over a fake driver and a fake clock.
+type rig struct {
+	t      *testing.T
+	e      *Engine
+	st     *store.Store
+	drv    *fake.Driver
+	clk    *clocktesting.FakeClock
+	cancel context.CancelFunc
+	path   string
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	r := &rig{t: t, clk: clk, drv: fake.New(clk), path: path}
+	r.start()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *rig) start() {
+	r.t.Helper()
+	st, err := store.Open(r.path, time.Second)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	e, err := New(Config{Store: st, Clock: r.clk, Driver: r.drv, DataDir: filepath.Dir(r.path)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.Start(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	r.e, r.st, r.cancel = e, st, cancel
+}
+
+// stop ends the controller as a crash would: nothing is cleaned up.
+func (r *rig) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.e.queue.Stop()
+	r.st.Close()
+	r.cancel = nil
+}
+
+// eventually waits for the controller's goroutines to reach a state. It bounds the wait in
+// real time only so a broken rule fails instead of hanging; no assertion is about time.
+func (r *rig) eventually(what string, cond func() bool) {
+	r.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	r.t.Fatalf("never reached: %s", what)
+}
+
+// settle waits until the controller has nothing left in flight, so a check that something
+// did NOT happen is meaningful.
+func (r *rig) settle() {
+	r.t.Helper()
+	for range 3 {
+		r.e.kick("settle/none")
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (r *rig) workspace(name string, quotas map[string]int64) {
+	r.t.Helper()
+	if _, err := r.e.CreateWorkspace(context.Background(), api.WorkspaceSpec{Name: name, Quotas: quotas}, ""); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) cluster(ws, name string, min, max int64, idle string) {
+	r.t.Helper()
+	_, err := r.e.CreateCompute(context.Background(), ws, api.ComputeSpec{
+		Name: name, VMSize: "Standard_DS3_v2",
+		ScaleSettings: &api.ScaleSettings{MinNodeCount: min, MaxNodeCount: max, ScaleDownNodesAfterIdleDuration: idle},
+	}, "")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) compute(ws, name string) *api.Compute {
+	r.t.Helper()
+	c, err := r.e.GetCompute(context.Background(), ws, name)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+func (r *rig) submit(ws, compute string, count int64) *api.Job {
+	r.t.Helper()
+	j, err := r.e.SubmitJob(context.Background(), ws, api.JobSpec{Compute: compute, InstanceCount: count, Command: []string{"train"}}, "")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return j
+}
+
+func (r *rig) job(ws, id string) *api.Job {
+	r.t.Helper()
+	j, err := r.e.GetJob(context.Background(), ws, id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return j
+}
+
+func (r *rig) status(ws, id, want string) func() bool {
+	return func() bool { return r.job(ws, id).Status == want }
+}
+
+func countState(c *api.Compute, state string) int {
+	n := 0
+	for _, node := range c.Nodes {
+		if node.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+func TestJobScalesClusterFromZeroAndBackDownAfterIdle(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 2, "PT120S")
+	r.settle()
+	if n := len(r.drv.Nodes()); n != 0 {
+		t.Fatalf("%d nodes before any work; min is 0", n)
+	}
+
+	j := r.submit("lab", "cpu", 1)
+	r.eventually("job running on one node", r.status("lab", j.ID, api.JobRunning))
+	if n := len(r.drv.Nodes()); n != 1 {
+		t.Fatalf("%d nodes for a one-node job", n)
+	}
+	got := r.job("lab", j.ID)
+	task, ok := r.drv.Task(got.Nodes[0], got.ID+"-0")
+	if !ok || task.Spec.Env["RANK"] != "0" || task.Spec.Env["WORLD_SIZE"] != "1" || task.Spec.Env["MASTER_PORT"] == "" {
+		t.Fatalf("task %+v; want RANK 0, WORLD_SIZE 1 and a MASTER_PORT", task.Spec)
+	}
+
+	r.drv.FinishTask(got.Nodes[0], got.ID+"-0", 0)
+	r.eventually("job completed", r.status("lab", j.ID, api.JobCompleted))
+	if code := r.job("lab", j.ID).ExitCode; code == nil || *code != 0 {
+		t.Fatalf("exit code %v; want 0", code)
+	}
+	r.eventually("node idle", func() bool { return countState(r.compute("lab", "cpu"), api.NodeIdle) == 1 })
+
+	r.clk.Step(119 * time.Second)
+	r.settle()
+	if n := len(r.drv.Nodes()); n != 1 {
+		t.Fatal("node released before its idle deadline")
+	}
+	r.clk.Step(time.Second)
+	r.eventually("idle node released at its deadline", func() bool { return len(r.drv.Nodes()) == 0 })
+	r.eventually("node record gone", func() bool { return r.compute("lab", "cpu").CurrentNodeCount == 0 && len(r.compute("lab", "cpu").Nodes) == 0 })
+}
+
+func TestMinNodesKeptAndDeadNodeReplaced(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 2, 4, "PT0S")
+	r.eventually("two idle nodes", func() bool { return countState(r.compute("lab", "cpu"), api.NodeIdle) == 2 })
+
+	// Idle past the deadline does not take a cluster below its minimum.
+	r.clk.Step(time.Hour)
+	r.settle()
+	if n := len(r.drv.Nodes()); n != 2 {
+		t.Fatalf("%d nodes after an idle hour; min is 2", n)
+	}
+
+	dead := r.drv.Nodes()[0]
+	r.drv.KillNode(dead)
+	r.eventually("dead node replaced", func() bool {
+		nodes := r.drv.Nodes()
+		return len(nodes) == 2 && !slices.Contains(nodes, dead) && countState(r.compute("lab", "cpu"), api.NodeIdle) == 2
+	})
+}
+
+func TestMaxNeverExceededAndQueuedWorkWaits(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 2, "PT120S")
+	jobs := []*api.Job{r.submit("lab", "cpu", 1), r.submit("lab", "cpu", 1), r.submit("lab", "cpu", 1)}
+	r.eventually("two jobs running", func() bool {
+		return r.job("lab", jobs[0].ID).Status == api.JobRunning && r.job("lab", jobs[1].ID).Status == api.JobRunning
+	})
+	r.settle()
+	if n := len(r.drv.CallsTo("Create")); n != 2 {
+		t.Fatalf("%d nodes created for max 2", n)
+	}
+	if s := r.job("lab", jobs[2].ID).Status; s != api.JobQueued {
+		t.Fatalf("third job %s; want Queued while both nodes are busy", s)
+	}
+	first := r.job("lab", jobs[0].ID)
+	r.drv.FinishTask(first.Nodes[0], first.ID+"-0", 0)
+	r.eventually("third job runs on the freed node", r.status("lab", jobs[2].ID, api.JobRunning))
+	if n := len(r.drv.CallsTo("Create")); n != 2 {
+		t.Fatalf("%d nodes created; the freed node should have been reused", n)
+	}
+}
+
+func TestLoweringMaxDrainsBusyNodes(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 2, "PT120S")
+	a, b := r.submit("lab", "cpu", 1), r.submit("lab", "cpu", 1)
+	r.eventually("both running", func() bool {
+		return r.job("lab", a.ID).Status == api.JobRunning && r.job("lab", b.ID).Status == api.JobRunning
+	})
+	_, err := r.e.UpdateCompute(context.Background(), "lab", "cpu", api.ComputeUpdate{ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("one node leaving", func() bool { return countState(r.compute("lab", "cpu"), api.NodeLeaving) == 1 })
+	if n := len(r.drv.Nodes()); n != 2 {
+		t.Fatalf("a busy node was released before its job ended (%d nodes)", n)
+	}
+	c := r.compute("lab", "cpu")
+	var leaving api.Node
+	for _, n := range c.Nodes {
+		if n.State == api.NodeLeaving {
+			leaving = n
+		}
+	}
+	job := r.job("lab", leaving.JobID)
+	r.drv.FinishTask(leaving.ID, job.ID+"-0", 0)
+	r.eventually("drained node released after its job", func() bool { return len(r.drv.Nodes()) == 1 })
+	if s := r.job("lab", job.ID).Status; s != api.JobCompleted {
+		t.Fatalf("drained job %s; want Completed", s)
+	}
+}
+
+func TestDeleteComputeCancelsJobsAndReleasesEveryNode(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 1, 3, "PT120S")
+	running := r.submit("lab", "cpu", 2)
+	r.eventually("job running", r.status("lab", running.ID, api.JobRunning))
+	queued := r.submit("lab", "cpu", 3)
+
+	if err := r.e.DeleteCompute(context.Background(), "lab", "cpu"); err != nil {
+		t.Fatal(err)
+	}
+	// DeleteCompute returned, so every node must already be confirmed gone.
+	if n := len(r.drv.Nodes()); n != 0 {
+		t.Fatalf("%d nodes left after delete returned", n)
+	}
+	for _, id := range []string{running.ID, queued.ID} {
+		if s := r.job("lab", id).Status; s != api.JobCanceled {
+			t.Errorf("job %s is %s; want Canceled", id, s)
+		}
+	}
+	if _, err := r.e.GetCompute(context.Background(), "lab", "cpu"); !api.IsNotFound(err) {
+		t.Fatalf("compute still there: %v", err)
+	}
+}
+
+func TestSubmitRefusesMoreNodesThanMax(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 2, "PT120S")
+	_, err := r.e.SubmitJob(context.Background(), "lab", api.JobSpec{Compute: "cpu", InstanceCount: 3, Command: []string{"x"}}, "")
+	if !api.IsInvalid(err) || api.FieldOf(err) != "instance_count" || !strings.Contains(err.Error(), "max_node_count 2") {
+		t.Fatalf("err = %v; want invalid instance_count naming max_node_count 2", err)
+	}
+	if _, err := r.e.SubmitJob(context.Background(), "lab", api.JobSpec{Compute: "nope", Command: []string{"x"}}, ""); !api.IsNotFound(err) {
+		t.Fatalf("unknown compute: %v", err)
+	}
+}
+
+func TestMultiNodeJobRanksAndFailure(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 3, "PT120S")
+	j := r.submit("lab", "cpu", 3)
+	r.eventually("running on 3 nodes", r.status("lab", j.ID, api.JobRunning))
+	got := r.job("lab", j.ID)
+	if len(got.Nodes) != 3 {
+		t.Fatalf("nodes %v", got.Nodes)
+	}
+	port := ""
+	for rank, node := range got.Nodes {
+		task, ok := r.drv.Task(node, taskKey(j.ID, rank))
+		if !ok {
+			t.Fatalf("rank %d not started", rank)
+		}
+		env := task.Spec.Env
+		if env["RANK"] != strconv.Itoa(rank) || env["NODE_RANK"] != strconv.Itoa(rank) || env["WORLD_SIZE"] != "3" || env["MASTER_ADDR"] == "" {
+			t.Errorf("rank %d env %v", rank, env)
+		}
+		if port != "" && env["MASTER_PORT"] != port {
+			t.Errorf("ranks disagree on MASTER_PORT: %s vs %s", env["MASTER_PORT"], port)
+		}
+		port = env["MASTER_PORT"]
+	}
+	// One rank failing fails the job with its exit code and kills the other ranks.
+	r.drv.FinishTask(got.Nodes[1], taskKey(j.ID, 1), 3)
+	r.eventually("job failed", r.status("lab", j.ID, api.JobFailed))
+	if code := r.job("lab", j.ID).ExitCode; code == nil || *code != 3 {
+		t.Fatalf("exit code %v; want 3", code)
+	}
+	r.eventually("other ranks killed", func() bool { return len(r.drv.RunningTasks()) == 0 })
+}
+
+func TestCancelQueuedAndRunningJobs(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 1, "PT120S")
+	a, b := r.submit("lab", "cpu", 1), r.submit("lab", "cpu", 1)
+	r.eventually("first running", r.status("lab", a.ID, api.JobRunning))
+	if j, err := r.e.CancelJob(context.Background(), "lab", b.ID); err != nil || j.Status != api.JobCanceled {
+		t.Fatalf("cancel queued: %+v, %v", j, err)
+	}
+	if j, err := r.e.CancelJob(context.Background(), "lab", a.ID); err != nil || j.Status != api.JobCanceled {
+		t.Fatalf("cancel running: %+v, %v", j, err)
+	}
+	r.eventually("task killed and node idle", func() bool {
+		return len(r.drv.RunningTasks()) == 0 && countState(r.compute("lab", "cpu"), api.NodeIdle) == 1
+	})
+	if s := r.job("lab", a.ID).Status; s != api.JobCanceled {
+		t.Fatalf("a canceled job became %s when its task exited", s)
+	}
+}
+
+// TestRestartAdoptsNodesAndFinishesJobs: the engine dies while a job runs and the job
+// ends while it is down. The restarted engine adopts the node, records the job's true exit
+// code, and releases a node it has no record of.
+func TestRestartAdoptsNodesAndFinishesJobs(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 2, "PT120S")
+	j := r.submit("lab", "cpu", 1)
+	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
+	node := r.job("lab", j.ID).Nodes[0]
+
+	r.stop()
+	r.drv.FinishTask(node, taskKey(j.ID, 0), 7) // ends while no engine watches
+	r.drv.Reopen()
+	if _, err := r.drv.Create(context.Background(), fakeSpec("orphan-1", "lab/cpu")); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+
+	r.eventually("job finished with its true exit code", r.status("lab", j.ID, api.JobFailed))
+	if code := r.job("lab", j.ID).ExitCode; code == nil || *code != 7 {
+		t.Fatalf("exit code %v; want 7", code)
+	}
+	r.eventually("orphan released, adopted node kept", func() bool {
+		nodes := r.drv.Nodes()
+		return len(nodes) == 1 && nodes[0] == node
+	})
+	if n := len(r.drv.CallsTo("Create")); n != 2 { // the first node and the orphan, none by the engine after restart
+		t.Fatalf("Create called %d times; the adopted node should not be recreated", n)
+	}
+}
+
+func TestQuotaPerFamily(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", map[string]int64{"standardDSv2Family": 8})
+	// Standard_DS3_v2 has 4 vCPUs: max 2 fits a quota of 8 exactly.
+	r.cluster("lab", "aaa", 0, 2, "")
+	_, err := r.e.CreateCompute(context.Background(), "lab", api.ComputeSpec{Name: "bbb", VMSize: "Standard_DS3_v2", ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1}}, "")
+	if !api.IsQuotaExceeded(err) || !strings.Contains(err.Error(), "standardDSv2Family") || api.FieldOf(err) != "scale_settings.max_node_count" {
+		t.Fatalf("second cluster: %v; want quota_exceeded naming the family", err)
+	}
+	_, err = r.e.UpdateCompute(context.Background(), "lab", "aaa", api.ComputeUpdate{ScaleSettings: &api.ScaleSettings{MaxNodeCount: 3}})
+	if !api.IsQuotaExceeded(err) {
+		t.Fatalf("scale-up past quota: %v", err)
+	}
+	// A family that requires approval has no quota until one is set.
+	_, err = r.e.CreateCompute(context.Background(), "lab", api.ComputeSpec{Name: "gpu", VMSize: "Standard_NC6s_v3", ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1}}, "")
+	if !api.IsQuotaExceeded(err) || !strings.Contains(err.Error(), "requires approval") {
+		t.Fatalf("GPU cluster without quota: %v", err)
+	}
+}
+
+func TestForceDeleteWorkspaceReleasesNodes(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 1, 2, "")
+	r.eventually("min node up", func() bool { return len(r.drv.Nodes()) == 1 })
+	err := r.e.DeleteWorkspace(context.Background(), "lab", false)
+	if !api.IsConflict(err) || !strings.Contains(err.Error(), "/workspaces/lab/computes/cpu") {
+		t.Fatalf("delete without force: %v", err)
+	}
+	if err := r.e.DeleteWorkspace(context.Background(), "lab", true); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.drv.Nodes()); n != 0 {
+		t.Fatalf("%d nodes left after a forced workspace delete", n)
+	}
+	if r.e.HasWork() {
+		t.Fatal("engine reports work after everything was deleted")
+	}
+}
+
+func fakeSpec(key, owner string) driver.NodeSpec {
+	return driver.NodeSpec{Key: key, Owner: owner, VMSize: "Standard_DS3_v2", VCPUs: 4}
+}

@@ -1,0 +1,436 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// SnapshotStore keeps uploaded code snapshots, content-addressed.
+type SnapshotStore interface {
+	Put(r io.Reader) (id string, err error)
+	Path(id string) (string, error)
+}
+
+// jobRecord is a job as stored, keyed "<workspace>/<id>".
+type jobRecord struct {
+	api.Job
+	// ComputeKey is "<workspace>/<compute record name>" (serverless jobs get their own).
+	ComputeKey string      `json:"compute_key"`
+	RankExits  map[int]int `json:"rank_exits,omitempty"`
+	MasterPort int         `json:"master_port,omitempty"`
+}
+
+func (j jobRecord) key() string { return j.Workspace + "/" + j.ID }
+
+func (j *jobRecord) finish(status string, exitCode *int, why string, now time.Time) {
+	j.Status, j.ExitCode, j.Error, j.EndedAt = status, exitCode, why, &now
+}
+
+// activeJobs lists the compute's jobs that are not finished, oldest first.
+func activeJobs(tx *store.Tx, rec computeRecord) ([]jobRecord, error) {
+	all, err := store.List[jobRecord](tx, store.Jobs, rec.Workspace+"/")
+	if err != nil {
+		return nil, err
+	}
+	var out []jobRecord
+	for _, j := range all {
+		if j.ComputeKey == rec.key() && !api.Terminal(j.Status) {
+			out = append(out, j)
+		}
+	}
+	slices.SortFunc(out, func(a, b jobRecord) int { return a.SubmittedAt.Compare(b.SubmittedAt) })
+	return out, nil
+}
+
+func getJob(tx *store.Tx, workspace, id string) (jobRecord, bool) {
+	var j jobRecord
+	ok, err := tx.Get(store.Jobs, workspace+"/"+id, &j)
+	return j, ok && err == nil
+}
+
+func notFoundJob(workspace, id string) error {
+	return api.Errorf(api.CodeNotFound, "", "job %q not found in workspace %q", id, workspace)
+}
+
+// SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
+func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
+	if len(spec.Command) == 0 {
+		return nil, api.Errorf(api.CodeInvalid, "command", "a job needs a command")
+	}
+	if spec.InstanceCount == 0 {
+		spec.InstanceCount = 1
+	}
+	if spec.InstanceCount < 1 {
+		return nil, api.Errorf(api.CodeInvalid, "instance_count", "instance_count must be 1 or more, got %d", spec.InstanceCount)
+	}
+	if spec.SnapshotID != "" && e.snapshots != nil {
+		if _, err := e.snapshots.Path(spec.SnapshotID); err != nil {
+			return nil, api.Errorf(api.CodeInvalid, "snapshot_id", "code snapshot %q is not known to this engine; upload it first", spec.SnapshotID)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now().UTC()
+	j := jobRecord{Job: api.Job{
+		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
+		Command: spec.Command, Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
+	}}
+	err := e.store.Update(func(tx *store.Tx) error {
+		ws, err := getWorkspace(tx, workspace)
+		if err != nil {
+			return err
+		}
+		seq, err := tx.NextSequence(store.Jobs)
+		if err != nil {
+			return err
+		}
+		// Sequential IDs keep first-in-first-out order when submissions share a timestamp.
+		j.ID = fmt.Sprintf("job-%08d", seq)
+		if idempotencyKey != "" {
+			var rec idempotencyRecord
+			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil {
+				return err
+			} else if ok {
+				prior, found := getJob(tx, workspace, rec.ID)
+				if !found {
+					return api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", idempotencyKey, rec.ID)
+				}
+				j = prior
+				return nil
+			}
+		}
+		var rec computeRecord
+		if spec.Compute == api.ServerlessCompute {
+			if spec.InstanceType == "" {
+				return api.Errorf(api.CodeInvalid, "instance_type", "a serverless job needs --instance-type, a VM size such as Standard_DS3_v2")
+			}
+			size, err := validation.VMSize("instance_type", spec.InstanceType, catalog.ComputeCluster)
+			if err != nil {
+				return err
+			}
+			rec = computeRecord{
+				Workspace: workspace, Name: "serverless-" + j.ID, Type: api.TypeComputeCluster, VMSize: size.Name,
+				VMPriority: api.PriorityDedicated, CreatedOn: now, Serverless: true, ForJob: j.ID,
+				ScaleSettings: &api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: spec.InstanceCount, ScaleDownNodesAfterIdleDuration: "PT0S"},
+			}
+			if err := checkQuota(tx, ws, rec, "instance_type"); err != nil {
+				return err
+			}
+			if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
+				return err
+			}
+		} else {
+			if rec, err = getCompute(tx, workspace, spec.Compute); err != nil || rec.Serverless {
+				return notFoundCompute(workspace, spec.Compute)
+			}
+			if rec.Deleting {
+				return api.Errorf(api.CodeConflict, "compute", "compute %q is being deleted", spec.Compute)
+			}
+			if spec.InstanceCount > rec.maxNodes() {
+				return api.Errorf(api.CodeInvalid, "instance_count",
+					"the job asks for %d nodes but compute %q has max_node_count %d; lower --instance-count or raise max_node_count",
+					spec.InstanceCount, spec.Compute, rec.maxNodes())
+			}
+		}
+		j.ComputeKey = rec.key()
+		if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+			return err
+		}
+		return remember(tx, idempotencyKey, j.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("job queued", "job", j.ID, "compute", j.ComputeKey, "instance_count", j.Count)
+	e.kick(j.ComputeKey)
+	out := j.Job
+	return &out, nil
+}
+
+// GetJob returns a job.
+func (e *Engine) GetJob(_ context.Context, workspace, id string) (*api.Job, error) {
+	var out *api.Job
+	err := e.store.View(func(tx *store.Tx) error {
+		j, ok := getJob(tx, workspace, id)
+		if !ok {
+			return notFoundJob(workspace, id)
+		}
+		out = &j.Job
+		return nil
+	})
+	return out, err
+}
+
+// ListJobs returns a workspace's jobs, newest first.
+func (e *Engine) ListJobs(_ context.Context, workspace string) ([]api.Job, error) {
+	var out []api.Job
+	err := e.store.View(func(tx *store.Tx) error {
+		if _, err := getWorkspace(tx, workspace); err != nil {
+			return err
+		}
+		all, err := store.List[jobRecord](tx, store.Jobs, workspace+"/")
+		for _, j := range all {
+			out = append(out, j.Job)
+		}
+		return err
+	})
+	slices.SortFunc(out, func(a, b api.Job) int { return b.SubmittedAt.Compare(a.SubmittedAt) })
+	return out, err
+}
+
+// CancelJob cancels a job that has not finished; cancelling a finished job returns it as is.
+func (e *Engine) CancelJob(_ context.Context, workspace, id string) (*api.Job, error) {
+	e.mu.Lock()
+	var j jobRecord
+	err := e.store.Update(func(tx *store.Tx) error {
+		var ok bool
+		if j, ok = getJob(tx, workspace, id); !ok {
+			return notFoundJob(workspace, id)
+		}
+		if api.Terminal(j.Status) {
+			return nil
+		}
+		j.finish(api.JobCanceled, nil, "canceled by user", e.clock.Now().UTC())
+		return tx.Put(store.Jobs, j.key(), j)
+	})
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if len(j.Nodes) > 0 {
+		go e.killJob(e.ctx, j)
+	}
+	e.kick(j.ComputeKey)
+	return &j.Job, nil
+}
+
+// JobLogs returns a rank's output from offset, the next offset, and whether the output is
+// complete (the job ended and the rank's output was saved).
+func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {
+	j, err := e.GetJob(ctx, workspace, id)
+	if err != nil {
+		return nil, offset, false, err
+	}
+	if rank < 0 || int64(rank) >= j.Count {
+		return nil, offset, false, api.Errorf(api.CodeInvalid, "rank", "rank must be between 0 and %d", j.Count-1)
+	}
+	if raw, err := os.ReadFile(e.jobLogPath(id, rank)); err == nil {
+		if offset > int64(len(raw)) {
+			offset = int64(len(raw))
+		}
+		return raw[offset:], int64(len(raw)), api.Terminal(j.Status), nil
+	}
+	if rank < len(j.Nodes) && (j.Status == api.JobRunning || j.Status == api.JobPreparing || api.Terminal(j.Status)) {
+		data, err := e.driver.TaskOutput(ctx, j.Nodes[rank], taskKey(id, rank), offset)
+		if err == nil {
+			return data, offset + int64(len(data)), false, nil
+		}
+		if !driver.IsNotFound(err) {
+			return nil, offset, false, err
+		}
+	}
+	// Queued, or ended before its output could be saved (e.g. its node was lost).
+	return nil, offset, api.Terminal(j.Status), nil
+}
+
+// startJob starts every rank of an assigned job.
+func (e *Engine) startJob(ctx context.Context, j jobRecord) {
+	if j.MasterPort == 0 {
+		j.MasterPort = freePort()
+		e.mu.Lock()
+		_ = e.store.Update(func(tx *store.Tx) error {
+			cur, ok := getJob(tx, j.Workspace, j.ID)
+			if !ok || cur.Status != api.JobPreparing {
+				return nil
+			}
+			cur.MasterPort = j.MasterPort
+			return tx.Put(store.Jobs, cur.key(), cur)
+		})
+		e.mu.Unlock()
+	}
+	codeDir := ""
+	if j.SnapshotID != "" && e.snapshots != nil {
+		codeDir, _ = e.snapshots.Path(j.SnapshotID)
+	}
+	master, err := e.driver.Describe(ctx, j.Nodes[0])
+	for rank, node := range j.Nodes {
+		if err != nil {
+			break
+		}
+		env := map[string]string{}
+		for k, v := range j.Env {
+			env[k] = v
+		}
+		env["RANK"], env["NODE_RANK"], env["LOCAL_RANK"] = strconv.Itoa(rank), strconv.Itoa(rank), "0"
+		env["WORLD_SIZE"] = strconv.FormatInt(j.Count, 10)
+		env["MASTER_ADDR"], env["MASTER_PORT"] = master.Address, strconv.Itoa(j.MasterPort)
+		env["MLCOMPUTE_JOB_ID"] = j.ID
+		err = e.driver.StartTask(ctx, node, driver.TaskSpec{Key: taskKey(j.ID, rank), Command: j.Command, Env: env, CodeDir: codeDir})
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	e.mu.Lock()
+	_ = e.store.Update(func(tx *store.Tx) error {
+		cur, ok := getJob(tx, j.Workspace, j.ID)
+		if !ok || cur.Status != api.JobPreparing {
+			return nil
+		}
+		now := e.clock.Now().UTC()
+		if err != nil {
+			cur.finish(api.JobFailed, nil, fmt.Sprintf("starting the job: %v", err), now)
+		} else {
+			cur.Status, cur.StartedAt = api.JobRunning, &now
+		}
+		return tx.Put(store.Jobs, cur.key(), cur)
+	})
+	e.mu.Unlock()
+	if err != nil {
+		e.log.Error("job failed to start", "job", j.ID, "error", err)
+		e.killJob(ctx, j)
+		e.freeNodes(j)
+		return
+	}
+	e.log.Info("job running", "job", j.ID, "nodes", strings.Join(j.Nodes, ","))
+}
+
+// killJob kills every rank of a job; the ranks' exits then free their nodes.
+func (e *Engine) killJob(ctx context.Context, j jobRecord) {
+	for rank, node := range j.Nodes {
+		if err := e.driver.KillTask(ctx, node, taskKey(j.ID, rank)); err != nil && !driver.IsNotFound(err) {
+			e.log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
+		}
+	}
+}
+
+// freeNodes returns a job's nodes to idle when its tasks never started.
+func (e *Engine) freeNodes(j jobRecord) {
+	e.mu.Lock()
+	now := e.clock.Now().UTC()
+	for _, id := range j.Nodes {
+		_ = e.updateNode(j.ComputeKey+"/"+id, func(n *nodeRecord) bool {
+			if n.JobID != j.ID {
+				return false
+			}
+			n.JobID = ""
+			if n.State == api.NodeRunning {
+				n.State, n.IdleSince = api.NodeIdle, now
+			}
+			return true
+		})
+	}
+	e.mu.Unlock()
+	e.kick(j.ComputeKey)
+}
+
+// taskExited saves a rank's output, frees its node and finishes the job when it is done.
+func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) {
+	cut := strings.LastIndex(task, "-")
+	if cut < 0 {
+		return
+	}
+	jobID := task[:cut]
+	rank, err := strconv.Atoi(task[cut+1:])
+	if err != nil {
+		return
+	}
+	var j jobRecord
+	var found bool
+	_ = e.store.View(func(tx *store.Tx) error {
+		n, ok := e.nodeByID(tx, nodeID)
+		if ok {
+			j, found = getJob(tx, workspaceOf(n.Compute), jobID)
+		}
+		return nil
+	})
+	if !found {
+		return
+	}
+	if out, err := e.driver.TaskOutput(ctx, nodeID, task, 0); err == nil {
+		if err := writeFileAtomic(e.jobLogPath(jobID, rank), out); err != nil {
+			e.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
+		}
+	}
+	var kill bool
+	e.mu.Lock()
+	now := e.clock.Now().UTC()
+	_ = e.store.Update(func(tx *store.Tx) error {
+		cur, ok := getJob(tx, j.Workspace, jobID)
+		if !ok {
+			return nil
+		}
+		if cur.RankExits == nil {
+			cur.RankExits = map[int]int{}
+		}
+		if _, seen := cur.RankExits[rank]; seen {
+			return nil
+		}
+		cur.RankExits[rank] = code
+		if !api.Terminal(cur.Status) {
+			switch {
+			case code != 0:
+				c := code
+				cur.finish(api.JobFailed, &c, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
+				kill = true
+			case int64(len(cur.RankExits)) == cur.Count:
+				c := 0
+				cur.finish(api.JobCompleted, &c, "", now)
+			}
+		}
+		if err := tx.Put(store.Jobs, cur.key(), cur); err != nil {
+			return err
+		}
+		j = cur
+		var n nodeRecord
+		if ok, err := tx.Get(store.Nodes, cur.ComputeKey+"/"+nodeID, &n); err != nil || !ok || n.JobID != jobID {
+			return err
+		}
+		n.JobID = ""
+		if n.State == api.NodeRunning {
+			n.State, n.IdleSince = api.NodeIdle, now
+		}
+		return tx.Put(store.Nodes, n.key(), n)
+	})
+	e.mu.Unlock()
+	if kill {
+		go e.killJob(ctx, j)
+	}
+	e.log.Info("task exited", "job", jobID, "rank", rank, "exit_code", code, "status", j.Status)
+	e.kick(j.ComputeKey)
+}
+
+// freePort picks a TCP port for MASTER_PORT; local nodes share this machine's loopback.
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 29500
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// PutSnapshot stores an uploaded code snapshot and returns its ID.
+func (e *Engine) PutSnapshot(r io.Reader) (string, error) {
+	if e.snapshots == nil {
+		return "", errors.New("this engine keeps no snapshots")
+	}
+	id, err := e.snapshots.Put(r)
+	if err != nil {
+		return "", api.Errorf(api.CodeInvalid, "snapshot", "%v", err)
+	}
+	return id, nil
+}
