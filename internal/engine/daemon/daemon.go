@@ -20,7 +20,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -47,6 +49,8 @@ type Options struct {
 	Token     string
 	Locations []string
 	Nodes     string
+	// AgentArgv runs this binary's node agent (a local node); --dir is appended.
+	AgentArgv []string
 	// IdleExit is how long to stay up with nothing to manage and no API calls; 0 means never.
 	IdleExit time.Duration
 	Version  string
@@ -81,9 +85,17 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
+	nodes, err := local.New(local.Config{
+		Dir: filepath.Join(opts.DataDir, "nodes"), AgentArgv: opts.AgentArgv, Clock: opts.Clock, Logger: opts.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the local node driver: %w", err)
+	}
+	defer nodes.Close()
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
-		NodesDriver: opts.Nodes, Version: opts.Version, DataDir: opts.DataDir,
+		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
+		Driver: nodes, Snapshots: snapshot.NewStore(filepath.Join(opts.DataDir, "snapshots")),
 	})
 	if err != nil {
 		return err
@@ -95,6 +107,10 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	if err := eng.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
 
 	var lastCall atomic.Int64
 	lastCall.Store(opts.Clock.Now().UnixNano())

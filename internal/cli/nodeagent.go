@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"errors"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
+)
+
+// newNodeAgentCommand is the hidden command the local node driver starts, detached, once
+// per node: `node-agent --dir <data_dir>/nodes/<key>`. It is the node: it runs the node's
+// tasks and records their output and exit codes in the directory until SIGTERM.
+func newNodeAgentCommand(g *globals) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:    "node-agent --dir DIR",
+		Short:  "Run one local node (started by the engine's local driver)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return errors.New("--dir is required")
+			}
+			return nodeagent.Run(cmd.Context(), dir, g.logger(os.Stderr))
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the node's directory")
+	return cmd
+}

@@ -1,0 +1,489 @@
+// Package local is the default node driver: a node is a node agent process (see package
+// nodeagent) with its own directory under <data_dir>/nodes, and its tasks are that agent's
+// children. Nodes outlive the engine; a restarted engine adopts them with Describe or List.
+//
+// Watching costs nothing while nothing happens: each watched node has one goroutine asleep
+// in poll(2) on the agent's pidfd, so an agent's death (even SIGKILL) is a NodeGone event
+// the moment it happens, and each running task has one long-poll request that the agent
+// answers when the task exits, which becomes a TaskExited event with the recorded exit
+// code. Nothing polls on an interval.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
+)
+
+// Name is the driver's name as `mlcompute serve --nodes` spells it.
+const Name = "local"
+
+// Address is every local node's address.
+const Address = "127.0.0.1"
+
+const (
+	defaultStartTimeout = 30 * time.Second
+	defaultStopTimeout  = 10 * time.Second
+	eventBuffer         = 256
+	maxRetryBackoff     = 2 * time.Second
+)
+
+// Config configures New.
+type Config struct {
+	// Dir holds one directory per node (<data_dir>/nodes).
+	Dir string
+	// AgentArgv runs the node agent with this binary, e.g. [exe, "engine", "node-agent"]
+	// or [exe, "node-agent"]; "--dir <node dir>" is appended.
+	AgentArgv []string
+	Clock     clock.WithTicker
+	Logger    hclog.Logger
+	// StartTimeout bounds how long Create waits for a new agent to serve (default 30 s).
+	StartTimeout time.Duration
+	// StopTimeout is how long Terminate lets an agent stop its tasks after SIGTERM before
+	// it uses SIGKILL (default 10 s).
+	StopTimeout time.Duration
+}
+
+// Driver is the local driver. It is safe for concurrent use.
+type Driver struct {
+	dir          string
+	argv         []string
+	clk          clock.WithTicker
+	log          hclog.Logger
+	startTimeout time.Duration
+	stopTimeout  time.Duration
+
+	events chan driver.Event
+	ctx    context.Context // ends with Close; every watcher runs under it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	keys   keyedMutex // serializes Create, Describe, Terminate and recovery per node
+
+	mu      sync.Mutex
+	watches map[string]*watch
+	clients map[string]*nodeagent.Client // by node dir
+	closed  bool
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// watch is one watched node: an agent (by pid) and the tasks whose exit we wait for.
+type watch struct {
+	key    string
+	dir    string
+	pid    int
+	client *nodeagent.Client
+	ctx    context.Context // ends when the node is no longer watched
+	cancel context.CancelFunc
+	tasks  map[string]bool // guarded by Driver.mu
+}
+
+// nodeRecord is node.json, written before the agent starts.
+type nodeRecord struct {
+	Key      string    `json:"key"`
+	Owner    string    `json:"owner"`
+	VMSize   string    `json:"vm_size"`
+	VCPUs    int64     `json:"vcpus"`
+	MemoryGB float64   `json:"memory_gb"`
+	Created  time.Time `json:"created"`
+}
+
+// New returns a driver over cfg.Dir, creating it if needed.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("creating local driver: no node dir")
+	}
+	if len(cfg.AgentArgv) == 0 {
+		return nil, errors.New("creating local driver: no agent command")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving node dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating node dir: %w", err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = defaultStartTimeout
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = defaultStopTimeout
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Driver{
+		dir:          dir,
+		argv:         append([]string(nil), cfg.AgentArgv...),
+		clk:          cfg.Clock,
+		log:          cfg.Logger.Named("driver.local"),
+		startTimeout: cfg.StartTimeout,
+		stopTimeout:  cfg.StopTimeout,
+		events:       make(chan driver.Event, eventBuffer),
+		ctx:          ctx,
+		cancel:       cancel,
+		watches:      map[string]*watch{},
+		clients:      map[string]*nodeagent.Client{},
+	}, nil
+}
+
+// Name returns "local".
+func (d *Driver) Name() string { return Name }
+
+// Create starts a node agent in <Dir>/<key> (node.json first, then the agent, detached in
+// its own session with its output in agent.log) and returns once the agent serves. If a
+// live agent already serves that directory, Create returns that node: it is idempotent
+// under spec.Key. A directory whose agent died gets a new agent, which first kills
+// whatever the dead one left running. The node is watched from then on.
+func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
+	dir, err := d.nodeDir(spec.Key)
+	if err != nil {
+		return driver.NodeInfo{}, fmt.Errorf("creating node: %w", err)
+	}
+	unlock := d.keys.Lock(spec.Key)
+	defer unlock()
+	if _, err := readRecord(dir); err == nil {
+		info, err := d.adopt(ctx, spec.Key, dir)
+		if err == nil {
+			return info, nil
+		}
+		if !driver.IsNotFound(err) {
+			return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+	}
+	rec := nodeRecord{Key: spec.Key, Owner: spec.Owner, VMSize: spec.VMSize, VCPUs: spec.VCPUs, MemoryGB: spec.MemoryGB, Created: d.clk.Now().UTC()}
+	raw, _ := json.MarshalIndent(rec, "", "  ")
+	if err := nodeagent.WriteFileAtomic(filepath.Join(dir, nodeagent.NodeFile), append(raw, '\n'), 0o600); err != nil {
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+	}
+	sp, err := nodeagent.Spawn(d.argv, dir)
+	if err != nil {
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+	}
+	timer := d.clk.NewTimer(d.startTimeout)
+	defer timer.Stop()
+	select {
+	case err = <-sp.Ready:
+	case <-ctx.Done():
+		// The agent keeps starting; Create again with the same key finds it.
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, ctx.Err())
+	case <-timer.C():
+		_ = sp.Cmd.Process.Kill()
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: the node agent did not serve within %s; see %s",
+			spec.Key, d.startTimeout, filepath.Join(dir, nodeagent.LogFile))
+	}
+	info, aerr := d.adopt(ctx, spec.Key, dir)
+	if aerr != nil {
+		if err != nil {
+			// The agent exited first and nobody else serves the directory.
+			return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+		}
+		if driver.IsNotFound(aerr) {
+			// Not ErrNotFound: Create's caller would read that as "the node is gone".
+			return driver.NodeInfo{}, fmt.Errorf("creating node %s: the node agent stopped right after starting; see %s",
+				spec.Key, filepath.Join(dir, nodeagent.LogFile))
+		}
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, aerr)
+	}
+	d.log.Info("node created", "node", spec.Key, "owner", spec.Owner, "vm_size", spec.VMSize, "agent_pid", sp.Cmd.Process.Pid)
+	return info, nil
+}
+
+// Describe returns a node whose agent is alive and watches it (and its running tasks)
+// from then on; this is how a restarted engine adopts its nodes. ErrNotFound when the
+// node directory is missing or its agent is dead. Tasks that ended while nobody watched
+// do not produce events: ask TaskStatus, or call StartTask again with the same key, which
+// re-arms the watch and so yields TaskExited at once for an ended task.
+func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, error) {
+	dir, err := d.nodeDir(key)
+	if err != nil {
+		return driver.NodeInfo{}, fmt.Errorf("describing node: %w", err)
+	}
+	unlock := d.keys.Lock(key)
+	defer unlock()
+	info, err := d.adopt(ctx, key, dir)
+	if err != nil {
+		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, err)
+	}
+	return info, nil
+}
+
+// List returns the live nodes tagged with owner ("" for all), sorted by key, and watches
+// them as Describe does. Directories whose agent is dead are not listed.
+func (d *Driver) List(ctx context.Context, owner string) ([]driver.NodeInfo, error) {
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var out []driver.NodeInfo
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(d.dir, e.Name())
+		rec, err := readRecord(dir)
+		if err != nil || (owner != "" && rec.Owner != owner) {
+			continue
+		}
+		if name, err := nodeagent.DirName(rec.Key); err != nil || name != e.Name() {
+			d.log.Warn("skipping node dir whose node.json names another key", "dir", e.Name())
+			continue
+		}
+		unlock := d.keys.Lock(rec.Key)
+		info, err := d.adopt(ctx, rec.Key, dir)
+		unlock()
+		if driver.IsNotFound(err) {
+			d.log.Debug("skipping node with a dead agent", "node", rec.Key)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing nodes: %w", err)
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Terminate stops a node and returns once it is confirmed gone: it SIGTERMs the agent
+// (which kills its tasks' process groups and records their exit codes), SIGKILLs it after
+// StopTimeout, kills any task process still alive (found by its pgid file and marker),
+// waits for all of them to exit and removes the node directory. It emits no event. A node
+// whose directory is missing returns nil.
+func (d *Driver) Terminate(ctx context.Context, key string) error {
+	dir, err := d.nodeDir(key)
+	if err != nil {
+		return fmt.Errorf("terminating node: %w", err)
+	}
+	unlock := d.keys.Lock(key)
+	defer unlock()
+	d.unwatch(key)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if p := d.agentProc(ctx, dir); p != nil {
+		err := d.stopAgent(ctx, p)
+		p.Close()
+		if err != nil {
+			return fmt.Errorf("terminating node %s: %w", key, err)
+		}
+	}
+	rctx, cancel := d.withTimeout(ctx, d.stopTimeout)
+	n, err := nodeagent.RecoverDir(rctx, dir, d.log)
+	cancel()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("terminating node %s: cleaning up its tasks: %w", key, err)
+	}
+	if n > 0 {
+		d.log.Warn("killed tasks the node agent left behind", "node", key, "tasks", n)
+	}
+	if err := removeAll(dir); err != nil {
+		return fmt.Errorf("terminating node %s: removing its dir: %w", key, err)
+	}
+	d.log.Info("node terminated", "node", key)
+	return nil
+}
+
+// StartTask starts a task on a node through its agent (idempotent under spec.Key) and
+// watches it: its exit becomes a TaskExited event. Calling it again for a task that has
+// ended re-arms the watch, so the TaskExited comes again. ErrNotFound if the node is gone.
+func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.TaskSpec) error {
+	w, err := d.watched(ctx, nodeKey)
+	if err != nil {
+		return fmt.Errorf("starting task %s on node %s: %w", spec.Key, nodeKey, err)
+	}
+	codeDir := spec.CodeDir
+	if codeDir != "" {
+		if codeDir, err = filepath.Abs(codeDir); err != nil {
+			return fmt.Errorf("starting task %s: resolving code dir: %w", spec.Key, err)
+		}
+	}
+	_, err = w.client.StartTask(ctx, nodeagent.TaskRequest{Key: spec.Key, Command: spec.Command, Env: spec.Env, CodeDir: codeDir})
+	if err != nil {
+		return fmt.Errorf("starting task %s on node %s: %w", spec.Key, nodeKey, d.mapErr(w.dir, err))
+	}
+	d.mu.Lock()
+	if d.watches[nodeKey] == w {
+		d.watchTaskLocked(w, spec.Key)
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+// TaskStatus asks the node's agent for a task's state; ErrNotFound if the node or the
+// task is unknown.
+func (d *Driver) TaskStatus(ctx context.Context, nodeKey, taskKey string) (driver.TaskStatus, error) {
+	dir, err := d.nodeDir(nodeKey)
+	if err != nil {
+		return driver.TaskStatus{}, fmt.Errorf("getting task status: %w", err)
+	}
+	st, err := d.client(nodeKey, dir).Task(ctx, taskKey)
+	if err != nil {
+		return driver.TaskStatus{}, fmt.Errorf("getting status of task %s on node %s: %w", taskKey, nodeKey, d.mapErr(dir, err))
+	}
+	return driver.TaskStatus{Running: st.Running, ExitCode: st.ExitCode}, nil
+}
+
+// TaskOutput reads the task's output.log from offset straight from disk, so it works
+// whether or not the agent lives, until the node is terminated. It returns at most 1 MiB
+// per call (read again from the new offset) and nothing when there is nothing new.
+// ErrNotFound if the node or task directory does not exist.
+func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset int64) ([]byte, error) {
+	dir, err := d.nodeDir(nodeKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading task output: %w", err)
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading output of task %s: node %s: %w", taskKey, nodeKey, driver.ErrNotFound)
+	}
+	out, err := nodeagent.ReadOutput(dir, taskKey, offset)
+	if errors.Is(err, nodeagent.ErrNotFound) {
+		return nil, fmt.Errorf("reading output of task %s on node %s: %w", taskKey, nodeKey, driver.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading output of task %s on node %s: %w", taskKey, nodeKey, err)
+	}
+	return out, nil
+}
+
+// KillTask SIGKILLs a task's whole process group and returns once it has exited; its
+// TaskExited (137) follows on Events if the task is watched. Killing an ended task
+// returns nil; ErrNotFound if the node or task is unknown.
+func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
+	dir, err := d.nodeDir(nodeKey)
+	if err != nil {
+		return fmt.Errorf("killing task: %w", err)
+	}
+	if _, err := d.client(nodeKey, dir).Kill(ctx, taskKey); err != nil {
+		return fmt.Errorf("killing task %s on node %s: %w", taskKey, nodeKey, d.mapErr(dir, err))
+	}
+	return nil
+}
+
+// Events delivers NodeGone (an agent died without Terminate; the tasks it left have been
+// killed by then) and TaskExited (a watched task ended, whatever the cause, including
+// KillTask and a stopping agent). It is never closed.
+func (d *Driver) Events() <-chan driver.Event { return d.events }
+
+// Close stops every watcher and waits for them. Nodes and tasks keep running: a
+// restarted engine adopts them with Describe or List.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.watches = map[string]*watch{}
+	d.mu.Unlock()
+	d.cancel()
+	d.wg.Wait()
+	d.mu.Lock()
+	for _, c := range d.clients {
+		c.CloseIdleConnections()
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+// nodeDir maps a node key to its directory.
+func (d *Driver) nodeDir(key string) (string, error) {
+	name, err := nodeagent.DirName(key)
+	if err != nil {
+		return "", fmt.Errorf("checking node key %q: %w", key, err)
+	}
+	return filepath.Join(d.dir, name), nil
+}
+
+func readRecord(dir string) (nodeRecord, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, nodeagent.NodeFile))
+	if err != nil {
+		return nodeRecord{}, err
+	}
+	var rec nodeRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nodeRecord{}, fmt.Errorf("parsing %s: %w", nodeagent.NodeFile, err)
+	}
+	return rec, nil
+}
+
+// removeAll removes dir, first making read-only directories (kept from a code dir)
+// writable so their contents can go.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// withTimeout is context.WithTimeout on the injected clock.
+func (d *Driver) withTimeout(ctx context.Context, dur time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	t := d.clk.NewTimer(dur)
+	go func() {
+		select {
+		case <-t.C():
+			cancel()
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}()
+	return ctx, cancel
+}
+
+// keyedMutex is a mutex per key.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
+
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// Lock locks key and returns its unlock.
+func (k *keyedMutex) Lock(key string) func() {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyLock{}
+		k.m[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}

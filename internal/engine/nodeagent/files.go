@@ -1,0 +1,117 @@
+package nodeagent
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// writeFileAtomic writes data to a temporary file next to path, syncs it and renames it
+// over path, so readers see either nothing or the whole content.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("creating temp file for %s: %w", path, err)
+	}
+	name := tmp.Name()
+	defer os.Remove(name) // no-op once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return fmt.Errorf("setting mode of %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", path, err)
+	}
+	if err := os.Rename(name, path); err != nil {
+		return fmt.Errorf("renaming into %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteFileAtomic is writeFileAtomic for the driver, which writes node.json the same way.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFileAtomic(path, data, perm)
+}
+
+func writeInt(path string, v int) error {
+	return writeFileAtomic(path, []byte(strconv.Itoa(v)+"\n"), 0o600)
+}
+
+// readInt reads a file holding one decimal integer.
+func readInt(path string) (int, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return 0, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	return v, nil
+}
+
+// ReadPid returns the pid recorded in a node directory's agent.pid.
+func ReadPid(nodeDir string) (int, error) {
+	return readInt(filepath.Join(nodeDir, PidFile))
+}
+
+// sunPathMax is the longest socket path bind(2) and connect(2) take (108 bytes with NUL).
+const sunPathMax = 107
+
+// withSocketPath calls f with a path naming sock that fits in a sockaddr_un: sock itself
+// when short enough, else /proc/self/fd/<n>/<base> through an O_PATH descriptor of sock's
+// directory, which stays open while f runs. Data dirs of any length thus work.
+func withSocketPath(sock string, f func(path string) error) error {
+	if len(sock) <= sunPathMax {
+		return f(sock)
+	}
+	fd, err := unix.Open(filepath.Dir(sock), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening socket dir: %w", err)
+	}
+	defer unix.Close(fd)
+	short := "/proc/self/fd/" + strconv.Itoa(fd) + "/" + filepath.Base(sock)
+	if len(short) > sunPathMax {
+		return fmt.Errorf("socket name %s is too long", filepath.Base(sock))
+	}
+	return f(short)
+}
+
+// listenUnix listens on sock with mode 0600, replacing a stale socket file.
+func listenUnix(sock string) (net.Listener, error) {
+	if err := os.Remove(sock); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("removing stale socket: %w", err)
+	}
+	var ln net.Listener
+	err := withSocketPath(sock, func(path string) error {
+		old := unix.Umask(0o177)
+		defer unix.Umask(old)
+		var err error
+		ln, err = net.Listen("unix", path)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", sock, err)
+	}
+	// The listener unlinks by the name it was given, which for a long path is a
+	// /proc/self/fd name that no longer resolves; the agent removes sock itself.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("setting socket mode: %w", err)
+	}
+	return ln, nil
+}

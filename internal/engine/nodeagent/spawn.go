@@ -1,0 +1,116 @@
+package nodeagent
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
+)
+
+// Spawned is an agent process started by Spawn.
+type Spawned struct {
+	Cmd *exec.Cmd
+	// Ready receives nil once the agent serves its socket, or an error if it exited (or
+	// closed its end) first. It receives exactly once.
+	Ready <-chan error
+	// Done is closed once the agent has exited and been reaped; Err then tells how.
+	Done <-chan struct{}
+
+	err error
+}
+
+// Err is the agent's exit status (from Wait); valid once Done is closed.
+func (s *Spawned) Err() error {
+	<-s.Done
+	return s.err
+}
+
+// Spawn starts argv with "--dir nodeDir" appended as a detached agent: its own session
+// (so a terminal's signals never reach it), working directory nodeDir, stdin /dev/null,
+// stdout and stderr appended to nodeDir/agent.log. It returns once the process exists;
+// the agent reports on Ready when it serves, through a pipe, so nobody polls for it.
+func Spawn(argv []string, nodeDir string) (*Spawned, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("spawning node agent: empty command")
+	}
+	logFile, err := os.OpenFile(filepath.Join(nodeDir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening agent log: %w", err)
+	}
+	defer logFile.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating ready pipe: %w", err)
+	}
+	args := append(append([]string(nil), argv...), "--dir", nodeDir)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = nodeDir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{w} // fd 3 in the agent
+	cmd.Env = append(agentEnv(), ReadyFDEnv+"=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("starting node agent %s: %w", args[0], err)
+	}
+	w.Close()
+	ready := make(chan error, 1)
+	go func() {
+		defer r.Close()
+		line, err := bufio.NewReader(r).ReadString('\n')
+		if strings.TrimSpace(line) == "ready" {
+			ready <- nil
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("unexpected %q", line)
+		}
+		ready <- fmt.Errorf("node agent pid %d exited before serving (%v); see %s", cmd.Process.Pid, err, filepath.Join(nodeDir, LogFile))
+	}()
+	done := make(chan struct{})
+	sp := &Spawned{Cmd: cmd, Ready: ready, Done: done}
+	go func() {
+		sp.err = cmd.Wait()
+		close(done)
+	}()
+	return sp, nil
+}
+
+// agentEnv is this process's environment without the variables an agent must not inherit.
+func agentEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case ReadyFDEnv, "MLCOMPUTE_TOKEN", TaskMarkerEnv:
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// agentArgvMatches reports whether cmdline is an agent serving nodeDir: its arguments
+// contain "--dir nodeDir" (or "--dir=nodeDir").
+func agentArgvMatches(cmdline []string, nodeDir string) bool {
+	for i, a := range cmdline {
+		if a == "--dir="+nodeDir || (a == "--dir" && i+1 < len(cmdline) && cmdline[i+1] == nodeDir) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsAgentFor reports whether pid is a node agent serving nodeDir, judged by its command
+// line in /proc.
+func IsAgentFor(pid int, nodeDir string) bool {
+	cmdline, err := proc.Cmdline(pid)
+	return err == nil && agentArgvMatches(cmdline, nodeDir)
+}
