@@ -3,6 +3,7 @@
 package enginetest
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -32,6 +34,8 @@ type Engine struct {
 	Endpoint string
 	Clock    *clocktesting.FakeClock
 	DataDir  string
+	// Driver is the fake node driver: tests finish tasks and kill nodes through it.
+	Driver *fake.Driver
 }
 
 // Start starts an engine that stops when the test ends.
@@ -49,8 +53,14 @@ func Start(t testing.TB, opts Options) *Engine {
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
-	eng, err := engine.New(engine.Config{Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir})
+	drv := fake.New(clk)
+	eng, err := engine.New(engine.Config{Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv})
 	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := eng.Start(ctx); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "engine.sock")
@@ -62,9 +72,10 @@ func Start(t testing.TB, opts Options) *Engine {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
+		cancel()
 		_ = st.Close()
 	})
-	return &Engine{Engine: eng, Endpoint: "unix://" + sock, Clock: clk, DataDir: dir}
+	return &Engine{Engine: eng, Endpoint: "unix://" + sock, Clock: clk, DataDir: dir, Driver: drv}
 }
 
 // Client returns a client of the engine.

@@ -1,0 +1,257 @@
+// Package provider is the Terraform provider for the mlcompute engine, built on
+// terraform-plugin-framework. It maps schemas to the engine's typed client and engine
+// errors to diagnostics; every domain rule lives in the engine (internal/engine), and
+// plan-time checks call the engine's own validation functions.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+)
+
+// Environment variables the provider reads when its configuration leaves a value out.
+// The mlcompute CLI reads the same ones.
+const (
+	envEndpoint = "MLCOMPUTE_ENDPOINT"
+	envToken    = "MLCOMPUTE_TOKEN"
+	envHome     = "MLCOMPUTE_HOME"
+)
+
+var _ provider.Provider = (*mlcomputeProvider)(nil)
+
+// New returns a constructor of the provider, as providerserver.Serve and the acceptance
+// tests' provider factories want it.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider {
+		return &mlcomputeProvider{version: version}
+	}
+}
+
+// mlcomputeProvider is the mlcompute provider.
+type mlcomputeProvider struct {
+	// version is "dev" for local builds, the release version otherwise and "test" in
+	// acceptance tests.
+	version string
+}
+
+func (p *mlcomputeProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "mlcompute"
+	resp.Version = p.version
+}
+
+func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "The `mlcompute` provider declares compute targets for machine learning (workspaces, " +
+			"compute clusters and instances, attached machines and online endpoints) and makes them real on the " +
+			"mlcompute engine. Without an `endpoint` it uses an engine embedded in the provider binary, which it " +
+			"starts on the local machine when none is running.",
+		Attributes: map[string]schema.Attribute{
+			"endpoint": schema.StringAttribute{
+				MarkdownDescription: "The address of a running engine: `unix:///path/to/engine.sock` or " +
+					"`http(s)://host:port`. When neither this nor the `MLCOMPUTE_ENDPOINT` environment variable is " +
+					"set, the provider uses the embedded engine of `data_dir`, starting it if needed.",
+				Optional: true,
+			},
+			"token": schema.StringAttribute{
+				MarkdownDescription: "The engine's API token, sent as a bearer token on every call. It may also be " +
+					"set with the `MLCOMPUTE_TOKEN` environment variable. It is required when `endpoint` is an " +
+					"`http` or `https` address whose host is not loopback.",
+				Optional:  true,
+				Sensitive: true,
+			},
+			"data_dir": schema.StringAttribute{
+				MarkdownDescription: "The embedded engine's directory: its state, socket (`engine.sock`), node " +
+					"directories and log (`engine.log`). It may also be set with the `MLCOMPUTE_HOME` environment " +
+					"variable (default: `$XDG_DATA_HOME/mlcompute`, else `~/.local/share/mlcompute`). It is not " +
+					"used when `endpoint` is set.",
+				Optional: true,
+			},
+		},
+	}
+}
+
+// providerModel is the provider's configuration.
+type providerModel struct {
+	Endpoint types.String `tfsdk:"endpoint"`
+	Token    types.String `tfsdk:"token"`
+	DataDir  types.String `tfsdk:"data_dir"`
+}
+
+func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var cfg providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	for name, v := range map[string]types.String{"endpoint": cfg.Endpoint, "token": cfg.Token, "data_dir": cfg.DataDir} {
+		if v.IsUnknown() {
+			resp.Diagnostics.AddAttributeError(path.Root(name), "Unknown Provider Configuration Value",
+				fmt.Sprintf("The provider's %s depends on a value that is not known until apply, but the provider "+
+					"needs it to plan.\n\nSet %s to a value known at plan time (a literal, a variable or an "+
+					"environment variable), or apply the resources it depends on first with -target.", name, name))
+		}
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	endpoint := valueOrEnv(cfg.Endpoint, envEndpoint)
+	token := valueOrEnv(cfg.Token, envToken)
+	if token != "" {
+		ctx = tflog.MaskAllFieldValuesStrings(ctx, token)
+	}
+	var c *client.Client
+	if endpoint != "" {
+		c = p.connectEndpoint(ctx, endpoint, token, resp)
+	} else {
+		c = p.connectEmbedded(ctx, cfg.DataDir.ValueString(), resp)
+	}
+	if c == nil {
+		return
+	}
+	resp.ResourceData = c
+	resp.DataSourceData = c
+}
+
+// connectEndpoint returns a client of an engine the user runs, after checking that it
+// answers and accepts the token; it returns nil after adding an error.
+func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token string, resp *provider.ConfigureResponse) *client.Client {
+	if attr, summary, detail := checkEndpoint(endpoint, token); summary != "" {
+		resp.Diagnostics.AddAttributeError(path.Root(attr), summary, detail)
+		return nil
+	}
+	c, err := daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: endpoint, Token: token})
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid Engine Endpoint",
+			fmt.Sprintf("The provider cannot use the endpoint %q.\n\nSet endpoint (or %s) to unix:///path/to/engine.sock "+
+				"or http(s)://host:port.\n\nOriginal error: %s", endpoint, envEndpoint, err))
+		return nil
+	}
+	st, err := c.Status(ctx)
+	switch {
+	case api.IsUnauthorized(err):
+		resp.Diagnostics.AddAttributeError(path.Root("token"), "Engine Rejected Token",
+			fmt.Sprintf("The engine at %s refused the provider's token.\n\nSet token (or %s) to the token the engine "+
+				"was started with ('mlcompute serve --token-file').\n\nOriginal error: %s", endpoint, envToken, err))
+		return nil
+	case err != nil:
+		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Cannot Reach Engine",
+			fmt.Sprintf("No engine answered at %s.\n\nStart one with 'mlcompute serve', check the address, or remove "+
+				"endpoint (and %s) to use the embedded engine.\n\nOriginal error: %s", endpoint, envEndpoint, err))
+		return nil
+	}
+	tflog.Info(ctx, "connected to engine", map[string]any{"endpoint": endpoint, "engine_version": st.Version, "locations": st.Locations})
+	return c
+}
+
+// connectEmbedded returns a client of the embedded engine of dataDir (or the default data
+// dir), starting the engine from this binary when none answers; it returns nil after
+// adding an error.
+func (p *mlcomputeProvider) connectEmbedded(ctx context.Context, dataDir string, resp *provider.ConfigureResponse) *client.Client {
+	if dataDir == "" {
+		var err error
+		if dataDir, err = daemon.DefaultDataDir(); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("data_dir"), "Cannot Find Engine Data Directory",
+				fmt.Sprintf("The provider could not work out where the embedded engine keeps its data.\n\nSet data_dir "+
+					"(or %s) to a directory the provider may create and write.\n\nOriginal error: %s", envHome, err))
+			return nil
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot Start Embedded Engine",
+			fmt.Sprintf("The provider could not find its own binary, which it runs to start the embedded engine.\n\n"+
+				"Run an engine yourself with 'mlcompute serve' and set endpoint to it.\n\nOriginal error: %s", err))
+		return nil
+	}
+	tflog.Debug(ctx, "using embedded engine", map[string]any{"data_dir": dataDir})
+	c, err := daemon.Connect(ctx, daemon.ConnectOptions{DataDir: dataDir, Command: []string{exe, "engine", "serve"}})
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("data_dir"), "Cannot Start Embedded Engine",
+			fmt.Sprintf("The embedded engine of %s did not start or did not answer.\n\nCheck that the directory is "+
+				"writable and read its log, %s/%s; or run an engine yourself with 'mlcompute serve' and set endpoint "+
+				"to it.\n\nOriginal error: %s", dataDir, dataDir, daemon.LogFile, err))
+		return nil
+	}
+	tflog.Info(ctx, "connected to embedded engine", map[string]any{"endpoint": c.Endpoint(), "data_dir": dataDir})
+	return c
+}
+
+// checkEndpoint checks an endpoint's form and that a TCP endpoint off loopback has a token.
+// It returns the attribute at fault, a summary and a detail, or an empty summary.
+func checkEndpoint(endpoint, token string) (attr, summary, detail string) {
+	u, err := url.Parse(endpoint)
+	bad := func(why string) (string, string, string) {
+		return "endpoint", "Invalid Engine Endpoint", fmt.Sprintf("The endpoint %q %s.\n\nSet endpoint (or %s) to "+
+			"unix:///path/to/engine.sock or http(s)://host:port, or remove it to use the embedded engine.", endpoint, why, envEndpoint)
+	}
+	switch {
+	case err != nil:
+		return bad(fmt.Sprintf("is not a URL (%v)", err))
+	case u.Scheme == "unix":
+		if u.Path == "" {
+			return bad("names no socket path")
+		}
+		return "", "", ""
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("has the scheme " + fmt.Sprintf("%q", u.Scheme) + "; the provider speaks unix, http and https")
+	case u.Host == "":
+		return bad("names no host")
+	case token == "" && !daemon.IsLoopbackHost(u.Hostname()):
+		return "token", "Missing Engine Token", fmt.Sprintf("The endpoint %s is reachable over the network, so the "+
+			"engine requires a token and the provider has none.\n\nSet token (or %s) to the engine's token, the "+
+			"contents of the file given to 'mlcompute serve --token-file'.", endpoint, envToken)
+	}
+	return "", "", ""
+}
+
+// valueOrEnv returns a configured string, else the environment variable's value.
+func valueOrEnv(v types.String, env string) string {
+	if s := v.ValueString(); s != "" {
+		return s
+	}
+	return os.Getenv(env)
+}
+
+func (p *mlcomputeProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{
+		NewWorkspaceResource,
+	}
+}
+
+func (p *mlcomputeProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{
+		NewVMSizesDataSource,
+		NewIsolatedVMSizesDataSource,
+	}
+}
+
+// clientFrom unpacks the provider data every resource and data source gets in Configure.
+// It returns nil, and no error, before the provider is configured.
+func clientFrom(data any, diags *diag.Diagnostics) *client.Client {
+	if data == nil {
+		return nil
+	}
+	c, ok := data.(*client.Client)
+	if !ok {
+		diags.AddError("Unexpected Provider Data",
+			fmt.Sprintf("Expected *client.Client, got %T.\n\nThis is a bug in the provider; please report it.", data))
+		return nil
+	}
+	return c
+}
