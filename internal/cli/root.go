@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -78,11 +79,17 @@ func envOr(name, fallback string) string {
 	return fallback
 }
 
+// resolvedDataDir is the data dir as an absolute path: the engine's socket address is
+// built from it and must not depend on the current directory.
 func (g *globals) resolvedDataDir() (string, error) {
-	if g.dataDir != "" {
-		return g.dataDir, nil
+	dir := g.dataDir
+	if dir == "" {
+		var err error
+		if dir, err = daemon.DefaultDataDir(); err != nil {
+			return "", err
+		}
 	}
-	return daemon.DefaultDataDir()
+	return filepath.Abs(dir)
 }
 
 func (g *globals) resolvedToken() string {

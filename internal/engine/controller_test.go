@@ -181,7 +181,9 @@ func TestJobScalesClusterFromZeroAndBackDownAfterIdle(t *testing.T) {
 	}
 	r.clk.Step(time.Second)
 	r.eventually("idle node released at its deadline", func() bool { return len(r.drv.Nodes()) == 0 })
-	r.eventually("node record gone", func() bool { return r.compute("lab", "cpu").CurrentNodeCount == 0 && len(r.compute("lab", "cpu").Nodes) == 0 })
+	r.eventually("node record gone", func() bool {
+		return r.compute("lab", "cpu").CurrentNodeCount == 0 && len(r.compute("lab", "cpu").Nodes) == 0
+	})
 }
 
 func TestMinNodesKeptAndDeadNodeReplaced(t *testing.T) {

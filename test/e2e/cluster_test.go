@@ -12,7 +12,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
-const clusterConfig = `
+var clusterConfig = requiredProviders + `
 provider "mlcompute" {}
 
 resource "mlcompute_workspace" "ws" {

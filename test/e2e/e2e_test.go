@@ -13,6 +13,7 @@ import (
 
 func workspacesConfig(n int) string {
 	var b strings.Builder
+	b.WriteString(requiredProviders)
 	b.WriteString("provider \"mlcompute\" {}\n")
 	fmt.Fprintf(&b, "resource \"mlcompute_workspace\" \"ws\" {\n  count = %d\n  name = \"team-${count.index}\"\n  description = \"workspace ${count.index}\"\n  tags = { owner = \"e2e\" }\n}\n", n)
 	return b.String()

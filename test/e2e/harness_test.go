@@ -20,6 +20,15 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 )
 
+// requiredProviders opens every configuration: without it terraform would look for
+// hashicorp/mlcompute, which the dev override does not cover.
+const requiredProviders = `terraform {
+  required_providers {
+    mlcompute = { source = "mlcompute/mlcompute" }
+  }
+}
+`
+
 var (
 	binDir    string // holds terraform-provider-mlcompute and mlcompute, built once
 	terraform string

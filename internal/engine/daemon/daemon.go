@@ -70,6 +70,11 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	log := opts.Logger.Named("daemon")
+	dir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return fmt.Errorf("resolving data dir: %w", err)
+	}
+	opts.DataDir = dir
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 )
 
+// testAgentArgv names a node agent; these tests create no compute, so it never runs.
+var testAgentArgv = []string{"mlcompute", "node-agent"}
+
 type fakeWork struct{ busy bool }
 
 func (f *fakeWork) HasWork() bool { return f.busy }
@@ -93,6 +96,7 @@ func shortDir(t *testing.T) string {
 // startRun runs the daemon in the background and returns once it serves.
 func startRun(t *testing.T, opts Options) (done chan error, cancel context.CancelFunc) {
 	t.Helper()
+	opts.AgentArgv = testAgentArgv
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	opts.Ready = func(addr string) { ready <- addr }
@@ -133,7 +137,7 @@ func TestRunServesPrivateSocketAndHoldsLock(t *testing.T) {
 	}
 
 	// A second engine on the same data dir is refused and leaves the first one serving.
-	err = Run(context.Background(), Options{DataDir: dir})
+	err = Run(context.Background(), Options{DataDir: dir, AgentArgv: testAgentArgv})
 	if !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run = %v; want ErrAlreadyRunning", err)
 	}
@@ -160,7 +164,7 @@ func TestRunServesPrivateSocketAndHoldsLock(t *testing.T) {
 }
 
 func TestTCPBeyondLoopbackNeedsToken(t *testing.T) {
-	err := Run(context.Background(), Options{DataDir: shortDir(t), Listen: "tcp://0.0.0.0:0"})
+	err := Run(context.Background(), Options{DataDir: shortDir(t), Listen: "tcp://0.0.0.0:0", AgentArgv: testAgentArgv})
 	if err == nil || !strings.Contains(err.Error(), "without a token") {
 		t.Fatalf("Run on 0.0.0.0 without token = %v; want refusal", err)
 	}
@@ -174,7 +178,7 @@ func TestTCPLoopbackWithToken(t *testing.T) {
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{DataDir: dir, Listen: "tcp://127.0.0.1:0", Token: "tok", Ready: func(a string) { addr = a; close(ready) }})
+		done <- Run(ctx, Options{DataDir: dir, Listen: "tcp://127.0.0.1:0", Token: "tok", AgentArgv: testAgentArgv, Ready: func(a string) { addr = a; close(ready) }})
 	}()
 	select {
 	case <-ready:

@@ -142,7 +142,11 @@ func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("no endpoint and no data dir: set one of them")
 	}
-	l := &Launcher{DataDir: o.DataDir, Command: o.Command}
+	dir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving data dir: %w", err)
+	}
+	l := &Launcher{DataDir: dir, Command: o.Command}
 	if err := l.Ensure(ctx); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,68 @@
+# Quick start: a workspace on the embedded engine, and the GPU sizes a compute cluster
+# could use. `make demo` applies this module offline (dev_overrides, no `terraform init`).
+#
+# The engine starts by itself on first use, keeps its state under MLCOMPUTE_HOME (default
+# ~/.local/share/mlcompute), and exits after 10 idle minutes.
+
+terraform {
+  required_providers {
+    mlcompute = {
+      source = "mlcompute/mlcompute"
+    }
+  }
+}
+
+provider "mlcompute" {}
+
+variable "workspace_name" {
+  description = "Name of the workspace to create."
+  type        = string
+  default     = "quickstart"
+}
+
+resource "mlcompute_workspace" "this" {
+  name        = var.workspace_name
+  description = "Quick start workspace on the embedded engine."
+
+  tags = {
+    team    = "ml-platform"
+    purpose = "quickstart"
+  }
+
+  # vCPU limits per VM family. GPU families that need approval (like NCSv3) start at 0,
+  # so a workspace must raise them before it can use those sizes.
+  quotas = {
+    standardDSv2Family  = 32
+    standardNCSv3Family = 48
+  }
+}
+
+# GPU sizes that compute clusters can use (retired series are left out by default).
+data "mlcompute_vm_sizes" "gpu" {
+  compute_type = "ComputeCluster"
+  min_gpus     = 1
+}
+
+output "workspace_id" {
+  description = "ID of the workspace, for import and for computes in it."
+  value       = mlcompute_workspace.this.id
+}
+
+output "workspace_quotas" {
+  description = "vCPU limits per VM family set on the workspace."
+  value       = mlcompute_workspace.this.quotas
+}
+
+output "gpu_cluster_size_count" {
+  description = "How many current GPU sizes compute clusters can use."
+  value       = length(data.mlcompute_vm_sizes.gpu.sizes)
+}
+
+output "gpu_sizes_within_quota" {
+  description = "GPU sizes of which the workspace's quotas allow at least one node: name => GPUs, model, vCPUs."
+  value = {
+    for s in data.mlcompute_vm_sizes.gpu.sizes :
+    s.name => "${s.gpus} x ${s.gpu_model}, ${s.vcpus} vCPUs"
+    if lookup(mlcompute_workspace.this.quotas, s.family, 0) >= s.vcpus
+  }
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# make demo: apply examples/quickstart against the embedded engine with the provider built in
+# ./bin, offline and without `terraform init` (dev_overrides), show what the engine holds,
+# then destroy everything and stop the engine.
+#
+# Everything lives in .demo/ (git-ignored): the CLI config, a working copy of the example
+# (so its state never lands in examples/), and the engine's data dir (MLCOMPUTE_HOME).
+#
+# The demo is a list of steps (DEMO_STEPS); each step is a function step_<name>. To extend
+# it, write a function and add its name to the list.
+#
+# Environment:
+#   DEMO_EXAMPLE  module to apply (default examples/quickstart)
+#   DEMO_KEEP=1   skip destroy/shutdown and leave the workspace and engine up to explore
+#   TERRAFORM     a terraform binary to use (default: see scripts/terraform.sh)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+DEMO_STEPS=(
+	prepare
+	apply
+	outputs
+	replan
+	engine_status
+	gpu_sizes
+	destroy
+	shutdown
+)
+
+example="${DEMO_EXAMPLE:-examples/quickstart}"
+demo_dir="$root/.demo"
+work="$demo_dir/$(basename "$example")"
+bin_dir="$root/bin"
+mlc="$bin_dir/mlcompute"
+
+export MLCOMPUTE_HOME="$demo_dir/home"
+# The engine's socket lives in its data dir, and unix socket paths are limited to about
+# 104 bytes: from a deeply nested clone, use a short directory instead.
+if ((${#MLCOMPUTE_HOME} > 80)); then
+	MLCOMPUTE_HOME="${TMPDIR:-/tmp}/mlcompute-demo-$(id -u)"
+fi
+unset MLCOMPUTE_ENDPOINT MLCOMPUTE_TOKEN
+export TF_CLI_CONFIG_FILE="$demo_dir/terraformrc"
+export TF_IN_AUTOMATION=1 TF_INPUT=0 CHECKPOINT_DISABLE=1
+
+if [[ -t 1 ]]; then
+	bold=$'\033[1m' dim=$'\033[2m' reset=$'\033[0m' color_flag=()
+else
+	bold='' dim='' reset='' color_flag=(-no-color)
+fi
+
+header() { printf '\n%s==> %s%s\n' "$bold" "$*" "$reset"; }
+# show prints a command as a user would type it.
+show() { printf '%s$ %s%s\n' "$dim" "$*" "$reset"; }
+
+tf_bin=""
+terraform() {
+	show "terraform $*"
+	"$tf_bin" -chdir="$work" "$@"
+}
+mlcompute() {
+	show "mlcompute $*"
+	"$mlc" "$@"
+}
+
+for b in "$mlc" "$bin_dir/terraform-provider-mlcompute"; do
+	if [[ ! -x "$b" ]]; then
+		echo "demo: $b is missing; run 'make build' (or 'make demo')" >&2
+		exit 1
+	fi
+done
+
+step_prepare() {
+	header "Preparing .demo/ (a CLI config with dev_overrides -> ./bin, and the engine's data dir)"
+	tf_bin="$(scripts/terraform.sh)"
+	# Stop an engine a previous demo left running, then start from a clean slate.
+	if [[ -d "$MLCOMPUTE_HOME" ]]; then
+		"$mlc" shutdown >/dev/null 2>&1 || true
+	fi
+	rm -rf "$MLCOMPUTE_HOME" "$work"
+	mkdir -p "$demo_dir" "$work"
+	cp -R "$example/." "$work/"
+	cat >"$TF_CLI_CONFIG_FILE" <<CONFIG
+# Written by scripts/demo.sh: use the provider built in ./bin without terraform init.
+provider_installation {
+  dev_overrides {
+    "mlcompute/mlcompute" = "$bin_dir"
+  }
+  direct {}
+}
+CONFIG
+	local version
+	version="$("$tf_bin" version)"
+	echo "${version%%$'\n'*}; provider from ./bin; MLCOMPUTE_HOME=${MLCOMPUTE_HOME#"$root"/}"
+}
+
+step_apply() {
+	header "Applying $example (no terraform init: dev_overrides; the engine starts by itself)"
+	terraform apply -auto-approve -compact-warnings "${color_flag[@]}"
+}
+
+step_outputs() {
+	header "Outputs"
+	terraform output "${color_flag[@]}"
+}
+
+step_replan() {
+	header "Planning again: the provider reads back exactly what the engine holds"
+	local rc=0
+	terraform plan -detailed-exitcode -compact-warnings "${color_flag[@]}" || rc=$?
+	case $rc in
+	0) echo "OK: no changes after apply" ;;
+	2)
+		echo "demo: the plan after apply is not empty (see above)" >&2
+		return 1
+		;;
+	*) return $rc ;;
+	esac
+}
+
+step_engine_status() {
+	header "The embedded engine (still running after terraform exited)"
+	mlcompute status
+}
+
+step_gpu_sizes() {
+	header "GPU sizes in the catalog"
+	mlcompute sizes list --gpu
+}
+
+step_destroy() {
+	[[ "${DEMO_KEEP:-0}" == 1 ]] && return 0
+	header "Destroying"
+	terraform destroy -auto-approve -compact-warnings "${color_flag[@]}"
+}
+
+step_shutdown() {
+	if [[ "${DEMO_KEEP:-0}" == 1 ]]; then
+		header "Kept (DEMO_KEEP=1)"
+		echo "state:  .demo/$(basename "$work")/terraform.tfstate"
+		echo "engine: ./bin/mlcompute --data-dir $MLCOMPUTE_HOME status   (it exits after 10 idle minutes)"
+		echo "clean:  make clean"
+		return 0
+	fi
+	header "Stopping the engine"
+	mlcompute shutdown
+}
+
+# On failure: show the engine's log, then try to leave nothing behind.
+current=""
+on_exit() {
+	local rc=$?
+	[[ $rc == 0 ]] && return
+	echo >&2
+	echo "demo: step '$current' failed (exit $rc)" >&2
+	if [[ -f "$MLCOMPUTE_HOME/engine.log" ]]; then
+		echo "--- last lines of $MLCOMPUTE_HOME/engine.log ---" >&2
+		tail -n 30 "$MLCOMPUTE_HOME/engine.log" >&2 || true
+	fi
+	if [[ "${DEMO_KEEP:-0}" != 1 && -n "$tf_bin" && -f "$work/terraform.tfstate" ]]; then
+		echo "demo: cleaning up" >&2
+		"$tf_bin" -chdir="$work" destroy -auto-approve -no-color >/dev/null 2>&1 || true
+	fi
+	if [[ "${DEMO_KEEP:-0}" != 1 && -d "$MLCOMPUTE_HOME" ]]; then
+		"$mlc" shutdown >/dev/null 2>&1 || true
+	fi
+}
+trap on_exit EXIT
+
+start=$SECONDS
+for current in "${DEMO_STEPS[@]}"; do
+	"step_$current"
+done
+header "Demo finished in $((SECONDS - start))s"

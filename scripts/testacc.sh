@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the acceptance tests (TF_ACC=1) against a real terraform or OpenTofu binary, offline.
+#
+#   scripts/testacc.sh [terraform|tofu]
+#
+# Environment (set by the GNUmakefile, all optional):
+#   TESTACC_RUN       go test -run pattern (default ^Test(Acc|E2E): acceptance and end-to-end tests)
+#   TESTACC_PKGS      packages (default ./...)
+#   TESTACC_TIMEOUT   go test -timeout (default 20m)
+#   TESTACC_PARALLEL  go test -parallel (default 4: terraform processes on 2 cores)
+#   TESTACC_P         go test -p (default 2)
+#   TESTARGS          extra go test arguments
+#
+# The tests get a CLI config we wrote (TF_CLI_CONFIG_FILE must name an existing file:
+# a missing one breaks OpenTofu) and a throwaway MLCOMPUTE_HOME that is deleted afterwards (an
+# engine started there exits as soon as its data dir is gone).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+kind="${1:-terraform}"
+
+tf="$(scripts/terraform.sh "$kind")"
+mkdir -p .cache/testacc
+cli_config="$root/.cache/testacc/$kind.tfrc"
+printf '# Written by scripts/testacc.sh: acceptance tests install providers in-process.\n' >"$cli_config"
+
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/mlcompute-testacc.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+unset MLCOMPUTE_ENDPOINT MLCOMPUTE_TOKEN TF_CLI_ARGS TF_CLI_ARGS_plan TF_CLI_ARGS_apply TF_LOG
+export TF_ACC=1
+export TF_ACC_TERRAFORM_PATH="$tf"
+export TF_CLI_CONFIG_FILE="$cli_config"
+export CHECKPOINT_DISABLE=1
+export MLCOMPUTE_HOME="$scratch/home"
+if [[ "$kind" == tofu ]]; then
+	export TF_ACC_PROVIDER_HOST=registry.opentofu.org
+fi
+
+version="$("$tf" version)"
+echo "acceptance tests with ${version%%$'\n'*} ($tf)"
+set -x
+# shellcheck disable=SC2086 # TESTACC_PKGS and TESTARGS are lists of arguments
+go test ${TESTACC_PKGS:-./...} -run "${TESTACC_RUN:-^Test(Acc|E2E)}" -count=1 \
+	-p "${TESTACC_P:-2}" -parallel "${TESTACC_PARALLEL:-4}" -timeout "${TESTACC_TIMEOUT:-20m}" ${TESTARGS:-}

@@ -1,0 +1,344 @@
+// Command bench times the mlcompute provider through the real terraform CLI against a
+// baseline measured in the same run: terraform's built-in terraform_data resource, which
+// needs no provider process at all. It prints a table of medians and ratios and asserts
+// nothing about time.
+//
+//	go run ./tools/bench -terraform "$(scripts/terraform.sh)" -bin-dir bin
+//
+// Each case is a configuration of -n resources. Every run applies it to empty state, plans
+// again (which must show no changes) and destroys it; each operation's median over -runs
+// runs is reported. The provider comes from -bin-dir through a dev_overrides CLI config
+// (no terraform init), and the embedded engine runs in a fresh temporary MLCOMPUTE_HOME
+// that is shut down and deleted at the end.
+//
+// To add a case, append to cases: a name, the case it is compared with, and its config.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// benchCase is one configuration to time.
+type benchCase struct {
+	// Name labels the case in the table and names its working directory.
+	Name string
+	// Baseline names the case this one's ratio is computed against ("" for a baseline).
+	Baseline string
+	// Config returns the HCL of n resources.
+	Config func(n int) string
+}
+
+var cases = []benchCase{
+	{
+		Name: "terraform_data",
+		Config: func(n int) string {
+			return fmt.Sprintf(`resource "terraform_data" "bench" {
+  count = %d
+  input = "bench-${count.index}"
+}
+`, n)
+		},
+	},
+	{
+		Name:     "mlcompute_workspace",
+		Baseline: "terraform_data",
+		Config: func(n int) string {
+			return fmt.Sprintf(`terraform {
+  required_providers {
+    mlcompute = { source = "mlcompute/mlcompute" }
+  }
+}
+
+resource "mlcompute_workspace" "bench" {
+  count       = %d
+  name        = format("bench-%%03d", count.index)
+  description = "benchmark workspace"
+  tags        = { bench = "true" }
+  quotas      = { standardDSv2Family = 64 }
+}
+`, n)
+		},
+	},
+}
+
+// operation is one timed terraform command of a run, in order.
+type operation struct {
+	Name string
+	Args []string
+	// NoChanges means the command must report no changes (plan -detailed-exitcode 0).
+	NoChanges bool
+}
+
+func operations(n int) []operation {
+	return []operation{
+		{Name: fmt.Sprintf("apply (create %d)", n), Args: []string{"apply", "-auto-approve"}},
+		{Name: "plan (no changes)", Args: []string{"plan", "-detailed-exitcode"}, NoChanges: true},
+		{Name: fmt.Sprintf("destroy (%d)", n), Args: []string{"destroy", "-auto-approve"}},
+	}
+}
+
+type options struct {
+	terraform string
+	binDir    string
+	n         int
+	runs      int
+	keepDir   bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.terraform, "terraform", "terraform", "terraform (or tofu) binary")
+	flag.StringVar(&o.binDir, "bin-dir", "bin", "directory holding the built terraform-provider-mlcompute and mlcompute")
+	flag.IntVar(&o.n, "n", 100, "resources per configuration")
+	flag.IntVar(&o.runs, "runs", 3, "timed runs per case; the median is reported")
+	flag.BoolVar(&o.keepDir, "keep", false, "keep the scratch directory (configs, state, engine.log) for inspection")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// bench holds one benchmark session: a scratch dir with a CLI config and an engine home.
+type bench struct {
+	opts      options
+	terraform string
+	cli       string
+	dir       string
+	env       []string
+}
+
+func run(ctx context.Context, o options) (err error) {
+	if o.n < 1 || o.runs < 1 {
+		return errors.New("-n and -runs must be at least 1")
+	}
+	b := &bench{opts: o}
+	if b.terraform, err = exec.LookPath(o.terraform); err != nil {
+		return fmt.Errorf("finding terraform: %w", err)
+	}
+	binDir, err := filepath.Abs(o.binDir)
+	if err != nil {
+		return err
+	}
+	b.cli = filepath.Join(binDir, "mlcompute")
+	for _, name := range []string{"terraform-provider-mlcompute", "mlcompute"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			return fmt.Errorf("%w (run make build)", err)
+		}
+	}
+	if b.dir, err = os.MkdirTemp("", "mlcompute-bench-"); err != nil {
+		return err
+	}
+	cliConfig := filepath.Join(b.dir, "terraformrc")
+	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    %q = %q\n  }\n  direct {}\n}\n",
+		"mlcompute/mlcompute", binDir)
+	if err := os.WriteFile(cliConfig, []byte(rc), 0o600); err != nil {
+		return err
+	}
+	b.env = append(cleanEnv(),
+		"TF_CLI_CONFIG_FILE="+cliConfig,
+		"MLCOMPUTE_HOME="+filepath.Join(b.dir, "home"),
+		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
+	)
+	defer func() {
+		if cerr := b.cleanup(); err == nil {
+			err = cerr
+		}
+	}()
+
+	version, _ := b.output(ctx, "", b.terraform, "version")
+	fmt.Printf("%s, %d resources per configuration, median of %d runs, %d CPUs\n",
+		strings.SplitN(version, "\n", 2)[0], o.n, o.runs, runtime.NumCPU())
+
+	for _, c := range cases {
+		dir := filepath.Join(b.dir, c.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(c.Config(o.n)), 0o644); err != nil {
+			return err
+		}
+		// Warm-up, untimed: loads the binaries and, for the provider, starts the engine.
+		if _, err := b.output(ctx, dir, b.terraform, "plan", "-no-color"); err != nil {
+			return fmt.Errorf("%s: warm-up plan: %w", c.Name, err)
+		}
+	}
+
+	ops := operations(o.n)
+	// times[case][op] holds one duration per run.
+	times := make(map[string][][]time.Duration)
+	for _, c := range cases {
+		times[c.Name] = make([][]time.Duration, len(ops))
+	}
+	// Cases are interleaved within each run so that drift in machine load hits all alike.
+	for r := 1; r <= o.runs; r++ {
+		for _, c := range cases {
+			dir := filepath.Join(b.dir, c.Name)
+			var line []string
+			for i, op := range ops {
+				d, err := b.timed(ctx, dir, op)
+				if err != nil {
+					return fmt.Errorf("%s: run %d: %s: %w", c.Name, r, op.Name, err)
+				}
+				times[c.Name][i] = append(times[c.Name][i], d)
+				line = append(line, fmt.Sprintf("%s %.2fs", strings.Fields(op.Name)[0], d.Seconds()))
+			}
+			fmt.Fprintf(os.Stderr, "run %d/%d %-22s %s\n", r, o.runs, c.Name, strings.Join(line, ", "))
+		}
+	}
+	printTable(ops, times)
+	return nil
+}
+
+// timed runs one operation and returns its wall time.
+func (b *bench) timed(ctx context.Context, dir string, op operation) (time.Duration, error) {
+	args := append(append([]string(nil), op.Args...), "-no-color")
+	start := time.Now()
+	out, err := b.output(ctx, dir, b.terraform, args...)
+	elapsed := time.Since(start)
+	var exit *exec.ExitError
+	if op.NoChanges && errors.As(err, &exit) && exit.ExitCode() == 2 {
+		return 0, fmt.Errorf("expected no changes, but the plan has some:\n%s", tail(out, 40))
+	}
+	if err != nil {
+		return 0, err
+	}
+	return elapsed, nil
+}
+
+// output runs a command in dir with the bench environment and returns its combined output;
+// on failure the error carries the output's tail.
+func (b *bench) output(ctx context.Context, dir, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = b.env
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return buf.String(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, tail(buf.String(), 40))
+		}
+		return buf.String(), err
+	}
+	return buf.String(), nil
+}
+
+// cleanup destroys whatever a failed run left, stops the engine and removes the scratch
+// dir (deleting the data dir would stop the engine too; shutdown is the polite way).
+func (b *bench) cleanup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var errs []error
+	for _, c := range cases {
+		dir := filepath.Join(b.dir, c.Name)
+		if !hasResources(filepath.Join(dir, "terraform.tfstate")) {
+			continue
+		}
+		if _, err := b.output(ctx, dir, b.terraform, "destroy", "-auto-approve", "-no-color"); err != nil {
+			errs = append(errs, fmt.Errorf("cleaning up %s: %w", c.Name, err))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(b.dir, "home")); err == nil {
+		if _, err := b.output(ctx, "", b.cli, "shutdown"); err != nil {
+			errs = append(errs, fmt.Errorf("shutting the engine down: %w", err))
+		}
+	}
+	if b.opts.keepDir {
+		fmt.Fprintf(os.Stderr, "kept %s\n", b.dir)
+	} else if err := os.RemoveAll(b.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func printTable(ops []operation, times map[string][][]time.Duration) {
+	medians := make(map[string][]time.Duration)
+	for name, perOp := range times {
+		for _, ds := range perOp {
+			medians[name] = append(medians[name], median(ds))
+		}
+	}
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(w, "operation\tcase\tmedian (s)\truns (s)\tratio\tbaseline")
+	for i, op := range ops {
+		for _, c := range cases {
+			var runs []string
+			for _, d := range times[c.Name][i] {
+				runs = append(runs, fmt.Sprintf("%.2f", d.Seconds()))
+			}
+			ratio, baseline := "", ""
+			if c.Baseline != "" {
+				baseline = c.Baseline
+				if base := medians[c.Baseline][i]; base > 0 {
+					ratio = fmt.Sprintf("%.2fx", medians[c.Name][i].Seconds()/base.Seconds())
+				}
+			}
+			fmt.Fprintf(w, "%s\t%s\t%.2f\t%s\t%s\t%s\n", op.Name, c.Name, medians[c.Name][i].Seconds(),
+				strings.Join(runs, " "), ratio, baseline)
+		}
+	}
+	w.Flush()
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// cleanEnv is the environment without settings that would point the bench at another
+// engine or change terraform's behaviour.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "MLCOMPUTE_ENDPOINT", name == "MLCOMPUTE_TOKEN", name == "MLCOMPUTE_HOME",
+			name == "TF_CLI_CONFIG_FILE", name == "TF_LOG", name == "TF_LOG_PATH",
+			strings.HasPrefix(name, "TF_CLI_ARGS"), name == "TF_DATA_DIR", name == "TF_WORKSPACE":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// hasResources reports whether a state file exists and records any resource.
+func hasResources(statePath string) bool {
+	data, err := os.ReadFile(statePath)
+	return err == nil && bytes.Contains(data, []byte(`"mode": "managed"`))
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
