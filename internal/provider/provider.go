@@ -231,6 +231,7 @@ func valueOrEnv(v types.String, env string) string {
 func (p *mlcomputeProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{
 		NewWorkspaceResource,
+		NewComputeClusterResource,
 	}
 }
 

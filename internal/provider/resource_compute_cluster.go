@@ -1,0 +1,581 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/provider/validators"
+)
+
+var (
+	_ resource.Resource                   = (*computeClusterResource)(nil)
+	_ resource.ResourceWithConfigure      = (*computeClusterResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*computeClusterResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*computeClusterResource)(nil)
+	_ resource.ResourceWithImportState    = (*computeClusterResource)(nil)
+)
+
+// Default timeouts of the engine calls. Create and update return as soon as the engine has
+// recorded the change; delete waits until every node is released, which takes as long as
+// the driver needs to stop them.
+const (
+	defaultClusterCreateTimeout = 20 * time.Minute
+	defaultClusterUpdateTimeout = 20 * time.Minute
+	defaultClusterDeleteTimeout = 30 * time.Minute
+)
+
+// NewComputeClusterResource returns the mlcompute_compute_cluster resource.
+func NewComputeClusterResource() resource.Resource {
+	return &computeClusterResource{}
+}
+
+// computeClusterResource manages a compute cluster: nodes of one VM size that the engine
+// scales between min_node_count and max_node_count as jobs need them.
+type computeClusterResource struct {
+	client *client.Client
+}
+
+func (r *computeClusterResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_compute_cluster"
+}
+
+func (r *computeClusterResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	emptyStringMap := types.MapValueMust(types.StringType, map[string]attr.Value{})
+	maxIdle := validation.FormatDuration(validation.MaxScaleDownAfterIdle)
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A compute cluster is a set of nodes of one VM size in a workspace. The engine scales it " +
+			"between `min_node_count` and `max_node_count`: up at once when jobs are queued for it, and down when a " +
+			"node above the minimum has been idle for `scale_down_nodes_after_idle_duration`.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The cluster's ID, `/workspaces/{workspace}/computes/{name}`, which " +
+					"`terraform import` takes.",
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "The cluster's name, unique in its workspace (" + validation.ComputeName.Explain +
+					"; pattern `" + validation.ComputeName.Pattern.String() + "`). Jobs name their compute by it. " +
+					"Changing it replaces the cluster.",
+				Required:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators: []validator.String{
+					validators.StringFunc("Invalid Compute Name", "the name must be "+validation.ComputeName.Explain, func(name string) error {
+						return validation.ComputeName.Check("name", name)
+					}),
+				},
+			},
+			"workspace_id": workspaceIDAttribute("cluster"),
+			"vm_size": schema.StringAttribute{
+				MarkdownDescription: "The VM size of the cluster's nodes, for example `Standard_DS3_v2`. It must be a " +
+					"size of the catalog (see the `mlcompute_vm_sizes` data source) that supports `ComputeCluster` " +
+					"and is not retired; a new size is checked at plan time, and a retired one is refused with its " +
+					"retirement date and a current replacement. Sizes match case-insensitively: the engine stores the " +
+					"catalog's spelling, and the state keeps the configuration's spelling as long as it names the " +
+					"same size, so `standard_ds3_v2` plans no change. An import records the catalog's spelling; a " +
+					"configuration that spells the size in another case then plans an in-place update of the spelling " +
+					"alone. Any other change replaces the cluster.",
+				Required:      true,
+				PlanModifiers: []planmodifier.String{requiresReplaceIfOtherSize()},
+			},
+			"vm_priority": schema.StringAttribute{
+				MarkdownDescription: "The priority of the cluster's nodes: one of `" + strings.Join(validation.VMPriorities, "`, `") +
+					"`. `" + api.PriorityLowPriority + "` nodes give way to `" + api.PriorityDedicated + "` nodes when the " +
+					"engine runs out of capacity; their jobs go back to the queue. Changing it replaces the cluster " +
+					"(default: `" + validation.VMPriorities[0] + "`).",
+				Optional:      true,
+				Computed:      true,
+				Default:       stringdefault.StaticString(validation.VMPriorities[0]),
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{stringvalidator.OneOf(validation.VMPriorities...)},
+			},
+			"scale_settings": schema.SingleNestedAttribute{
+				MarkdownDescription: "How the cluster scales, for example `{ min_node_count = 0, max_node_count = 4 }`. " +
+					"Scale settings are updated in place: raising `min_node_count` starts nodes, lowering " +
+					"`max_node_count` below the current count drains nodes as their jobs finish. The workspace's " +
+					"quota for the size's family must hold `max_node_count` times the size's vCPUs, with the other " +
+					"computes of the family.",
+				Required: true,
+				Attributes: map[string]schema.Attribute{
+					"min_node_count": schema.Int64Attribute{
+						MarkdownDescription: "The number of nodes the cluster keeps at all times, 0 or more and at most " +
+							"`max_node_count`. Nodes above 0 run (and use their vCPUs) even when no job needs them, so " +
+							"plan warns about them (default: `0`).",
+						Optional: true,
+						Computed: true,
+						Default:  int64default.StaticInt64(0),
+					},
+					"max_node_count": schema.Int64Attribute{
+						MarkdownDescription: "The most nodes the cluster scales up to, 1 or more. This is what the " +
+							"workspace's quota counts.",
+						Required: true,
+					},
+					"scale_down_nodes_after_idle_duration": schema.StringAttribute{
+						MarkdownDescription: "How long a node above `min_node_count` stays after its last job ends, as an " +
+							"ISO 8601 duration from `PT0S` to `" + maxIdle + "`, for example `PT120S`, `PT15M` or `PT1H` " +
+							"(default: `" + api.DefaultScaleDownAfterIdle + "`).",
+						Optional: true,
+						Computed: true,
+						Default:  stringdefault.StaticString(api.DefaultScaleDownAfterIdle),
+						Validators: []validator.String{
+							validators.StringFunc("Invalid Idle Duration", "the value must be an ISO 8601 duration from PT0S to "+maxIdle, checkIdleDuration),
+						},
+					},
+				},
+			},
+			"description": schema.StringAttribute{
+				MarkdownDescription: "A description of the cluster. It can be changed in place (default: `\"\"`).",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(""),
+			},
+			"tags": schema.MapAttribute{
+				MarkdownDescription: "Tags of the cluster, as a map of strings. They can be changed in place. " +
+					"Leaving `tags` out and setting it to `{}` mean the same: no tags (default: `{}`).",
+				ElementType: types.StringType,
+				Optional:    true,
+				Computed:    true,
+				Default:     mapdefault.StaticValue(emptyStringMap),
+			},
+			"current_node_count": schema.Int64Attribute{
+				MarkdownDescription: "The number of nodes that are up (idle or running a job) when Terraform last read " +
+					"the cluster. Like every runtime attribute it changes as the engine scales and never causes a diff.",
+				Computed: true,
+			},
+			"target_node_count": schema.Int64Attribute{
+				MarkdownDescription: "The number of nodes the engine is scaling to: the nodes that are up or preparing.",
+				Computed:            true,
+			},
+			"allocation_state": schema.StringAttribute{
+				MarkdownDescription: "`" + api.AllocationSteady + "` when no node is preparing or leaving, `" +
+					api.AllocationResizing + "` otherwise.",
+				Computed: true,
+			},
+			"node_state_counts": schema.SingleNestedAttribute{
+				MarkdownDescription: "The cluster's nodes counted by state.",
+				Computed:            true,
+				Attributes: map[string]schema.Attribute{
+					"idle":      nodeCountAttribute("Nodes that are up and run no job."),
+					"running":   nodeCountAttribute("Nodes that run a job."),
+					"preparing": nodeCountAttribute("Nodes being started, or waiting for engine capacity."),
+					"leaving":   nodeCountAttribute("Nodes being released, or draining their job before they are."),
+					"unusable":  nodeCountAttribute("Nodes that died; the engine replaces them."),
+					"preempted": nodeCountAttribute("`LowPriority` nodes that gave their capacity to `Dedicated` nodes."),
+				},
+			},
+			"created_on": schema.StringAttribute{
+				MarkdownDescription: "When the engine created the cluster, in RFC 3339 form (UTC).",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"timeouts": timeoutsAttribute(ctx, "cluster", defaultClusterCreateTimeout, defaultClusterUpdateTimeout, defaultClusterDeleteTimeout),
+		},
+	}
+}
+
+// nodeCountAttribute is one counter of node_state_counts.
+func nodeCountAttribute(description string) schema.Int64Attribute {
+	return schema.Int64Attribute{MarkdownDescription: description, Computed: true}
+}
+
+func (r *computeClusterResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// ValidateConfig applies the engine's scale-settings rules (validation.ScaleSettings) at
+// plan time and reports each on the attribute the engine names. Each count is checked on its
+// own, so that every bad one is reported, and min <= max only when both are known and
+// valid; the idle duration is left to its attribute's validator.
+func (r *computeClusterResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var obj types.Object
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("scale_settings"), &obj)...)
+	if resp.Diagnostics.HasError() || obj.IsNull() || obj.IsUnknown() {
+		return
+	}
+	var s scaleSettingsModel
+	resp.Diagnostics.Append(obj.As(ctx, &s, basetypes.ObjectAsOptions{})...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	for _, check := range s.checks() {
+		if _, err := validation.ScaleSettings(&check); err != nil {
+			if p, ok := fieldPath(req.Config.Schema.Type(), api.FieldOf(err)); ok {
+				resp.Diagnostics.AddAttributeError(p, "Invalid Scale Settings", err.Error())
+			} else {
+				resp.Diagnostics.AddError("Invalid Scale Settings", err.Error())
+			}
+		}
+	}
+}
+
+// ModifyPlan checks a new VM size or priority (on create, or a change other than the size's
+// letter case) with the engine's own rules, against the catalog built into the provider:
+// the size must exist, support clusters, not be retired, and run at the planned priority.
+// An unchanged size is not checked again, so a cluster whose size a later catalog retires
+// can still be planned and destroyed. It also warns when the cluster keeps nodes while idle
+// (DESIGN: cost hygiene).
+func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return // a destroy
+	}
+	var plan, prior computeClusterModel // prior stays null on create
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if !req.State.Raw.IsNull() {
+		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	size, priority := plan.VMSize, plan.VMPriority
+	isNew := !strings.EqualFold(size.ValueString(), prior.VMSize.ValueString()) || !priority.Equal(prior.VMPriority)
+	if !size.IsUnknown() && !size.IsNull() && isNew {
+		if _, err := validation.VMSize("vm_size", size.ValueString(), catalog.ComputeCluster); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
+		} else if !priority.IsUnknown() {
+			// validation.ComputeCluster holds the rule on which sizes run at LowPriority; the
+			// other inputs it checks have their own validators.
+			_, err := validation.ComputeCluster(api.ComputeSpec{
+				Name: plan.Name.ValueString(), VMSize: size.ValueString(), VMPriority: priority.ValueString(),
+				ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1},
+			})
+			if api.FieldOf(err) == "vm_priority" {
+				resp.Diagnostics.AddAttributeError(path.Root("vm_priority"), "Invalid VM Priority", err.Error())
+			}
+		}
+	}
+
+	var minNodes types.Int64
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("scale_settings").AtName("min_node_count"), &minNodes)...)
+	if d := idleNodesWarning(minNodes, size); d != nil {
+		resp.Diagnostics.Append(d)
+	}
+}
+
+func (r *computeClusterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan computeClusterModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Create(ctx, defaultClusterCreateTimeout)
+	resp.Diagnostics.Append(diags...)
+	ws, wsErr := api.ParseID(plan.WorkspaceID.ValueString(), "")
+	spec := api.ComputeSpec{
+		Name:        plan.Name.ValueString(),
+		Type:        api.TypeComputeCluster,
+		VMSize:      plan.VMSize.ValueString(),
+		VMPriority:  plan.VMPriority.ValueString(),
+		Description: plan.Description.ValueString(),
+	}
+	resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &spec.Tags, false)...)
+	spec.ScaleSettings, diags = plan.scaleSettings(ctx)
+	resp.Diagnostics.Append(diags...)
+	if wsErr != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("workspace_id"), "Invalid Workspace ID", wsErr.Error())
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	action := fmt.Sprintf("create compute cluster %q in workspace %q", spec.Name, ws.Workspace)
+	c, err := r.client.CreateCompute(ctx, ws.Workspace, spec)
+	if err != nil {
+		if mayHaveCreated(ctx, err) {
+			// The engine may have created the cluster before its answer was lost. Recording
+			// the ID makes Terraform track the cluster (as tainted): the next plan reads it
+			// back, and replaces it if it exists, instead of leaving it untracked.
+			id := api.ComputeID(ws.Workspace, spec.Name)
+			resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
+			resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), spec.Name)...)
+			resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), plan.WorkspaceID)...)
+			resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("timeouts"), plan.Timeouts)...)
+		}
+		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Cluster Create Timed Out", "create", action, timeout, err) {
+			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Create Compute Cluster", action, err)
+		}
+		return
+	}
+	tflog.Info(ctx, "created compute cluster", map[string]any{"compute": c.ID, "vm_size": c.VMSize})
+
+	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *computeClusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state computeClusterModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	id, ok := stateComputeID(state.ID, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+
+	c, err := r.client.GetCompute(ctx, id.Workspace, id.Name)
+	if api.IsNotFound(err) {
+		tflog.Warn(ctx, "compute cluster deleted outside Terraform; removing it from state", map[string]any{"compute": id.String()})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Read Compute Cluster",
+			fmt.Sprintf("read compute cluster %q in workspace %q", id.Name, id.Workspace), err)
+		return
+	}
+	if c.Type != api.TypeComputeCluster {
+		resp.Diagnostics.AddError("Not A Compute Cluster",
+			fmt.Sprintf("The compute %s is a %s, not a %s.\n\nManage it with the resource of its type, or import "+
+				"the ID of a compute cluster.", id, c.Type, api.TypeComputeCluster))
+		return
+	}
+
+	resp.Diagnostics.Append(state.fromAPI(ctx, c)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *computeClusterResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan computeClusterModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Update(ctx, defaultClusterUpdateTimeout)
+	resp.Diagnostics.Append(diags...)
+	id, _ := stateComputeID(plan.ID, &resp.Diagnostics)
+	upd := api.ComputeUpdate{Description: plan.Description.ValueString()}
+	resp.Diagnostics.Append(plan.Tags.ElementsAs(ctx, &upd.Tags, false)...)
+	upd.ScaleSettings, diags = plan.scaleSettings(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	// The engine replaces every mutable field at once. A plan that changes only the spelling
+	// of vm_size or the timeouts rewrites the same values and records the new ones in state.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	action := fmt.Sprintf("update compute cluster %q in workspace %q", id.Name, id.Workspace)
+	c, err := r.client.UpdateCompute(ctx, id.Workspace, id.Name, upd)
+	if err != nil {
+		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Cluster Update Timed Out", "update", action, timeout, err) {
+			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Update Compute Cluster", action, err)
+		}
+		return
+	}
+	tflog.Info(ctx, "updated compute cluster", map[string]any{"compute": c.ID})
+
+	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *computeClusterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state computeClusterModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := state.Timeouts.Delete(ctx, defaultClusterDeleteTimeout)
+	resp.Diagnostics.Append(diags...)
+	id, _ := stateComputeID(state.ID, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	// The engine cancels the cluster's jobs and returns once every node is released.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	action := fmt.Sprintf("delete compute cluster %q in workspace %q", id.Name, id.Workspace)
+	err := r.client.DeleteCompute(ctx, id.Workspace, id.Name)
+	if api.IsNotFound(err) {
+		tflog.Debug(ctx, "compute cluster already gone", map[string]any{"compute": id.String()})
+		return
+	}
+	if err != nil {
+		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Cluster Delete Timed Out", "delete", action, timeout, err) {
+			addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Delete Compute Cluster", action, err)
+		}
+		return
+	}
+	tflog.Info(ctx, "deleted compute cluster", map[string]any{"compute": id.String()})
+}
+
+// ImportState takes a compute ID, /workspaces/{workspace}/computes/{name}; Read fills in
+// everything else from the engine, vm_size in the catalog's spelling. timeouts stays null.
+func (r *computeClusterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	id, err := api.ParseID(req.ID, api.CollectionComputes)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid Compute Cluster ID",
+			fmt.Sprintf("The import ID %q is not a compute ID.\n\nUse /workspaces/{workspace}/computes/{name}, for "+
+				"example: terraform import mlcompute_compute_cluster.example /workspaces/team-a/computes/cpu\n\n"+
+				"Original error: %s", req.ID, err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
+}
+
+// checkIdleDuration checks scale_down_nodes_after_idle_duration with the engine's bounds.
+func checkIdleDuration(s string) error {
+	_, err := validation.Duration("scale_down_nodes_after_idle_duration", s, validation.MinScaleDownAfterIdle, validation.MaxScaleDownAfterIdle)
+	return err
+}
+
+// idleNodesWarning returns the plan's cost warning for a cluster that keeps nodes while no
+// job needs them (min_node_count > 0), or nil when it keeps none or the count is unknown.
+func idleNodesWarning(minNodes types.Int64, vmSize types.String) diag.Diagnostic {
+	if minNodes.IsNull() || minNodes.IsUnknown() || minNodes.ValueInt64() <= 0 {
+		return nil
+	}
+	n, size := minNodes.ValueInt64(), "its VM size"
+	if !vmSize.IsNull() && !vmSize.IsUnknown() {
+		size = vmSize.ValueString()
+	}
+	return diag.NewAttributeWarningDiagnostic(path.Root("scale_settings").AtName("min_node_count"),
+		"Compute Cluster Keeps Idle Nodes",
+		fmt.Sprintf("min_node_count is %d, so the cluster keeps %d node(s) of %s running at all times, even when no "+
+			"job needs them: they hold their vCPUs (and, on a cloud, cost money) while idle.\n\nSet min_node_count = 0 "+
+			"to let the cluster scale to zero once its nodes have been idle for scale_down_nodes_after_idle_duration; "+
+			"keep a minimum only when jobs must start without waiting for a node.", n, n, size))
+}
+
+// computeClusterModel is the mlcompute_compute_cluster schema as Go values.
+type computeClusterModel struct {
+	ID               types.String   `tfsdk:"id"`
+	Name             types.String   `tfsdk:"name"`
+	WorkspaceID      types.String   `tfsdk:"workspace_id"`
+	VMSize           types.String   `tfsdk:"vm_size"`
+	VMPriority       types.String   `tfsdk:"vm_priority"`
+	ScaleSettings    types.Object   `tfsdk:"scale_settings"`
+	Description      types.String   `tfsdk:"description"`
+	Tags             types.Map      `tfsdk:"tags"`
+	CurrentNodeCount types.Int64    `tfsdk:"current_node_count"`
+	TargetNodeCount  types.Int64    `tfsdk:"target_node_count"`
+	AllocationState  types.String   `tfsdk:"allocation_state"`
+	NodeStateCounts  types.Object   `tfsdk:"node_state_counts"`
+	CreatedOn        types.String   `tfsdk:"created_on"`
+	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+}
+
+// scaleSettingsModel is scale_settings; its values may be unknown at plan time.
+type scaleSettingsModel struct {
+	MinNodeCount                    types.Int64  `tfsdk:"min_node_count"`
+	MaxNodeCount                    types.Int64  `tfsdk:"max_node_count"`
+	ScaleDownNodesAfterIdleDuration types.String `tfsdk:"scale_down_nodes_after_idle_duration"`
+}
+
+var scaleSettingsAttrTypes = map[string]attr.Type{
+	"min_node_count":                       types.Int64Type,
+	"max_node_count":                       types.Int64Type,
+	"scale_down_nodes_after_idle_duration": types.StringType,
+}
+
+// nodeStateCountsModel is node_state_counts.
+type nodeStateCountsModel struct {
+	Idle      int64 `tfsdk:"idle"`
+	Running   int64 `tfsdk:"running"`
+	Preparing int64 `tfsdk:"preparing"`
+	Leaving   int64 `tfsdk:"leaving"`
+	Unusable  int64 `tfsdk:"unusable"`
+	Preempted int64 `tfsdk:"preempted"`
+}
+
+var nodeStateCountsAttrTypes = map[string]attr.Type{
+	"idle": types.Int64Type, "running": types.Int64Type, "preparing": types.Int64Type,
+	"leaving": types.Int64Type, "unusable": types.Int64Type, "preempted": types.Int64Type,
+}
+
+// checks returns the scale settings to give validation.ScaleSettings, one rule each: the
+// minimum alone, the maximum alone, and min <= max when both are known and valid. An
+// unset minimum is its default, 0; the idle duration is left empty (its default), as its
+// attribute's validator checks it.
+func (s scaleSettingsModel) checks() []api.ScaleSettings {
+	var out []api.ScaleSettings
+	minKnown := !s.MinNodeCount.IsUnknown()
+	maxKnown := !s.MaxNodeCount.IsUnknown() && !s.MaxNodeCount.IsNull()
+	lo, hi := s.MinNodeCount.ValueInt64(), s.MaxNodeCount.ValueInt64()
+	if minKnown {
+		out = append(out, api.ScaleSettings{MinNodeCount: lo, MaxNodeCount: max(lo, 1)})
+	}
+	if maxKnown {
+		out = append(out, api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: hi})
+	}
+	if minKnown && maxKnown && lo >= 0 && hi >= 1 {
+		out = append(out, api.ScaleSettings{MinNodeCount: lo, MaxNodeCount: hi})
+	}
+	return out
+}
+
+// scaleSettings returns the planned scale settings for the engine.
+func (m *computeClusterModel) scaleSettings(ctx context.Context) (*api.ScaleSettings, diag.Diagnostics) {
+	var s scaleSettingsModel
+	diags := m.ScaleSettings.As(ctx, &s, basetypes.ObjectAsOptions{})
+	return &api.ScaleSettings{
+		MinNodeCount:                    s.MinNodeCount.ValueInt64(),
+		MaxNodeCount:                    s.MaxNodeCount.ValueInt64(),
+		ScaleDownNodesAfterIdleDuration: s.ScaleDownNodesAfterIdleDuration.ValueString(),
+	}, diags
+}
+
+// fromAPI sets every attribute the engine holds to the engine's value, so that state is
+// exactly what the engine has (drift shows in the next plan), except that vm_size keeps
+// the configured spelling of the same size. No tags is an empty map, never null, matching
+// the schema's default. timeouts is Terraform's alone and left as it is.
+func (m *computeClusterModel) fromAPI(ctx context.Context, c *api.Compute) diag.Diagnostics {
+	var diags, d diag.Diagnostics
+	m.ID = types.StringValue(c.ID)
+	m.Name = types.StringValue(c.Name)
+	m.WorkspaceID = types.StringValue(api.WorkspaceID(c.Workspace))
+	m.VMSize = keepSpelling(m.VMSize, c.VMSize)
+	m.VMPriority = types.StringValue(c.VMPriority)
+	m.Description = types.StringValue(c.Description)
+	m.Tags, d = types.MapValueFrom(ctx, types.StringType, nonNilMap(c.Tags))
+	diags.Append(d...)
+	settings := api.ScaleSettings{ScaleDownNodesAfterIdleDuration: api.DefaultScaleDownAfterIdle}
+	if c.ScaleSettings != nil {
+		settings = *c.ScaleSettings
+	}
+	m.ScaleSettings, d = types.ObjectValueFrom(ctx, scaleSettingsAttrTypes, scaleSettingsModel{
+		MinNodeCount:                    types.Int64Value(settings.MinNodeCount),
+		MaxNodeCount:                    types.Int64Value(settings.MaxNodeCount),
+		ScaleDownNodesAfterIdleDuration: types.StringValue(settings.ScaleDownNodesAfterIdleDuration),
+	})
+	diags.Append(d...)
+	m.CurrentNodeCount = types.Int64Value(c.CurrentNodeCount)
+	m.TargetNodeCount = types.Int64Value(c.TargetNodeCount)
+	m.AllocationState = types.StringValue(c.AllocationState)
+	n := c.NodeStateCounts
+	m.NodeStateCounts, d = types.ObjectValueFrom(ctx, nodeStateCountsAttrTypes, nodeStateCountsModel{
+		Idle: n.Idle, Running: n.Running, Preparing: n.Preparing, Leaving: n.Leaving, Unusable: n.Unusable, Preempted: n.Preempted,
+	})
+	diags.Append(d...)
+	m.CreatedOn = types.StringValue(c.CreatedOn.UTC().Format(time.RFC3339))
+	return diags
+}
