@@ -24,6 +24,8 @@ DEMO_STEPS=(
 	outputs
 	replan
 	engine_status
+	job
+	scale_down
 	gpu_sizes
 	destroy
 	shutdown
@@ -123,6 +125,38 @@ step_replan() {
 step_engine_status() {
 	header "The embedded engine (still running after terraform exited)"
 	mlcompute status
+}
+
+# cluster_nodes prints how many nodes the quickstart cluster has.
+cluster_nodes() {
+	"$mlc" compute show --workspace quickstart cpu-cluster -o json | sed -n 's/.*"current_node_count": \([0-9]*\).*/\1/p'
+}
+
+step_job() {
+	header "Submitting a 2-node job: the cluster scales up from 0 at once"
+	mlcompute compute list --workspace quickstart
+	mlcompute job submit --workspace quickstart --compute cpu-cluster --code "$example/job" --instance-count 2 --stream -- sh train.sh
+	echo
+	mlcompute compute show --workspace quickstart cpu-cluster
+}
+
+step_scale_down() {
+	header "Waiting for the idle nodes to be released (scale_down_nodes_after_idle_duration = PT10S)"
+	local began=$SECONDS nodes last=""
+	while ((SECONDS - began < 90)); do
+		nodes="$(cluster_nodes)"
+		if [[ "$nodes" != "$last" ]]; then
+			echo "after $((SECONDS - began))s: $nodes node(s)"
+			last="$nodes"
+		fi
+		if [[ "$nodes" == 0 ]]; then
+			mlcompute compute list --workspace quickstart
+			return 0
+		fi
+		sleep 0.5
+	done
+	echo "demo: the cluster did not scale back to 0 within 90s" >&2
+	return 1
 }
 
 step_gpu_sizes() {

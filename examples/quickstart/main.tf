@@ -1,5 +1,5 @@
-# Quick start: a workspace on the embedded engine, and the GPU sizes a compute cluster
-# could use. `make demo` applies this module offline (dev_overrides, no `terraform init`).
+# Quick start: a workspace on the embedded engine, a CPU compute cluster that scales from
+# zero for jobs and back to zero when idle, and the GPU sizes a compute cluster could use. `make demo` applies this module offline (dev_overrides, no `terraform init`).
 #
 # The engine starts by itself on first use, keeps its state under MLCOMPUTE_HOME (default
 # ~/.local/share/mlcompute), and exits after 10 idle minutes.
@@ -37,6 +37,21 @@ resource "mlcompute_workspace" "this" {
   }
 }
 
+# A CPU cluster that costs nothing when idle: no node until a job needs one, and idle nodes
+# are released 10 seconds after their last job (the default is PT120S).
+#   mlcompute job submit --workspace quickstart --compute cpu-cluster --code job --stream -- sh train.sh
+resource "mlcompute_compute_cluster" "cpu" {
+  name         = "cpu-cluster"
+  workspace_id = mlcompute_workspace.this.id
+  vm_size      = "Standard_DS3_v2"
+
+  scale_settings = {
+    min_node_count                       = 0
+    max_node_count                       = 2
+    scale_down_nodes_after_idle_duration = "PT10S"
+  }
+}
+
 # GPU sizes that compute clusters can use (retired series are left out by default).
 data "mlcompute_vm_sizes" "gpu" {
   compute_type = "ComputeCluster"
@@ -46,6 +61,11 @@ data "mlcompute_vm_sizes" "gpu" {
 output "workspace_id" {
   description = "ID of the workspace, for import and for computes in it."
   value       = mlcompute_workspace.this.id
+}
+
+output "cluster_id" {
+  description = "ID of the CPU cluster; jobs name it by its name, cpu-cluster."
+  value       = mlcompute_compute_cluster.cpu.id
 }
 
 output "workspace_quotas" {
