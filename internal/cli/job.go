@@ -15,8 +15,13 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 )
 
-// logPollInterval is how often a followed job's output is fetched.
-const logPollInterval = 100 * time.Millisecond
+// A followed job's output is fetched again after minLogPoll while output keeps coming, and
+// up to maxLogPoll apart while it does not: the first line of a job that just started shows
+// within milliseconds, and a quiet job costs a few calls a second.
+const (
+	minLogPoll = 10 * time.Millisecond
+	maxLogPoll = 200 * time.Millisecond
+)
 
 func newJobCommand(g *globals) *cobra.Command {
 	job := &cobra.Command{Use: "job", Short: "Submit and follow training jobs"}
@@ -99,8 +104,9 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 // follow prints a rank's output until the job ends, then returns the job.
 func follow(ctx context.Context, c *client.Client, ws, id string, rank int, cmd *cobra.Command) (*api.Job, error) {
 	var offset int64
-	ticker := time.NewTicker(logPollInterval)
-	defer ticker.Stop()
+	wait := minLogPoll
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	for {
 		chunk, err := c.JobLogs(ctx, ws, id, rank, offset)
 		if err != nil {
@@ -110,15 +116,19 @@ func follow(ctx context.Context, c *client.Client, ws, id string, rank int, cmd 
 			if _, err := cmd.OutOrStdout().Write(chunk.Data); err != nil {
 				return nil, err
 			}
+			wait = minLogPoll
+		} else {
+			wait = min(2*wait, maxLogPoll)
 		}
 		offset = chunk.NextOffset
 		if chunk.Complete {
 			return c.GetJob(ctx, ws, id)
 		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-ticker.C:
+		case <-timer.C:
 		}
 	}
 }
