@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 )
 
 // addWorkspaceFlag adds the --workspace flag every compute and job verb takes.
@@ -15,11 +17,18 @@ func addWorkspaceFlag(cmd *cobra.Command, dst *string) {
 	cmd.Flags().StringVar(dst, "workspace", os.Getenv("MLCOMPUTE_WORKSPACE"), "workspace name (env MLCOMPUTE_WORKSPACE)")
 }
 
-func requireWorkspace(ws string) error {
+// workspaceClient checks what every workspace verb shares (--workspace set, a known
+// --output when the verb has one) and connects to the engine.
+func (g *globals) workspaceClient(ctx context.Context, ws, output string) (*client.Client, error) {
 	if ws == "" {
-		return fmt.Errorf("--workspace is required (or set MLCOMPUTE_WORKSPACE)")
+		return nil, fmt.Errorf("--workspace is required (or set MLCOMPUTE_WORKSPACE)")
 	}
-	return nil
+	if output != "" {
+		if err := checkOutput(output); err != nil {
+			return nil, err
+		}
+	}
+	return g.connect(ctx)
 }
 
 func newComputeCommand(g *globals) *cobra.Command {
@@ -35,13 +44,7 @@ func newComputeListCommand(g *globals) *cobra.Command {
 		Short: "List a workspace's computes with their node counts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireWorkspace(ws); err != nil {
-				return err
-			}
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.connect(cmd.Context())
+			c, err := g.workspaceClient(cmd.Context(), ws, output)
 			if err != nil {
 				return err
 			}
@@ -78,13 +81,7 @@ func newComputeShowCommand(g *globals) *cobra.Command {
 		Short: "Show a compute, its state and each node's state",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireWorkspace(ws); err != nil {
-				return err
-			}
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.connect(cmd.Context())
+			c, err := g.workspaceClient(cmd.Context(), ws, output)
 			if err != nil {
 				return err
 			}

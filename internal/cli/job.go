@@ -46,9 +46,6 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 			"output and exits with the job's exit code.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireWorkspace(ws); err != nil {
-				return err
-			}
 			if compute == "" {
 				return fmt.Errorf("--compute is required: a compute cluster's name, or serverless")
 			}
@@ -61,7 +58,7 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 				spec.Env[k] = v
 			}
 			ctx := cmd.Context()
-			c, err := g.connect(ctx)
+			c, err := g.workspaceClient(ctx, ws, "")
 			if err != nil {
 				return err
 			}
@@ -154,13 +151,7 @@ func newJobListCommand(g *globals) *cobra.Command {
 		Short: "List a workspace's jobs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireWorkspace(ws); err != nil {
-				return err
-			}
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.connect(cmd.Context())
+			c, err := g.workspaceClient(cmd.Context(), ws, output)
 			if err != nil {
 				return err
 			}
@@ -195,13 +186,7 @@ func newJobShowCommand(g *globals) *cobra.Command {
 		Short: "Show a job's status, exit code, compute and nodes",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireWorkspace(ws); err != nil {
-				return err
-			}
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.connect(cmd.Context())
+			c, err := g.workspaceClient(cmd.Context(), ws, output)
 			if err != nil {
 				return err
 			}
@@ -240,10 +225,7 @@ func newJobLogsCommand(g *globals) *cobra.Command {
 		Short: "Print a job's output (rank 0 unless --rank); --follow waits for the end",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireWorkspace(ws); err != nil {
-				return err
-			}
-			c, err := g.connect(cmd.Context())
+			c, err := g.workspaceClient(cmd.Context(), ws, "")
 			if err != nil {
 				return err
 			}
@@ -272,10 +254,7 @@ func newJobCancelCommand(g *globals) *cobra.Command {
 		Short: "Cancel a job; its processes are killed and its nodes freed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireWorkspace(ws); err != nil {
-				return err
-			}
-			c, err := g.connect(cmd.Context())
+			c, err := g.workspaceClient(cmd.Context(), ws, "")
 			if err != nil {
 				return err
 			}
