@@ -64,11 +64,12 @@ func TestE2E_ClusterScalesForRealJobs(t *testing.T) {
 	}
 
 	code := t.TempDir()
-	script := "import os, sys\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'master', os.environ['MASTER_ADDR'] + ':' + os.environ['MASTER_PORT'])\nsys.exit(int(os.environ.get('EXIT', '0')))\n"
-	if err := os.WriteFile(filepath.Join(code, "train.py"), []byte(script), 0o644); err != nil {
+	// sh, not python: a fresh machine is only sure to have a POSIX shell.
+	script := "echo rank $RANK of $WORLD_SIZE master $MASTER_ADDR:$MASTER_PORT\nexit ${EXIT:-0}\n"
+	if err := os.WriteFile(filepath.Join(code, "train.sh"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, exit := u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "cpu", "--code", code, "--instance-count", "2", "--stream", "--", "python3", "train.py")
+	out, exit := u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "cpu", "--code", code, "--instance-count", "2", "--stream", "--", "sh", "train.sh")
 	if exit != 0 || !strings.Contains(out, "rank 0 of 2 master 127.0.0.1:") {
 		t.Fatalf("job submit --stream: exit %d:\n%s", exit, out)
 	}
@@ -80,7 +81,7 @@ func TestE2E_ClusterScalesForRealJobs(t *testing.T) {
 		t.Fatalf("plan while scaled up: exit %d:\n%s", code, out)
 	}
 
-	out, exit = u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "cpu", "--code", code, "--env", "EXIT=3", "--stream", "--", "python3", "train.py")
+	out, exit = u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "cpu", "--code", code, "--env", "EXIT=3", "--stream", "--", "sh", "train.sh")
 	if exit != 3 {
 		t.Fatalf("failing job: exit %d (want the job's own 3):\n%s", exit, out)
 	}
