@@ -54,6 +54,9 @@ func newServeCommand(g *globals) *cobra.Command {
 }
 
 func runServe(ctx context.Context, g *globals, f serveFlags) error {
+	if f.capacityVCPUs < 0 {
+		return fmt.Errorf("--capacity-vcpus must be 0 (unlimited) or more, got %d", f.capacityVCPUs)
+	}
 	if f.nodes != "local" {
 		return fmt.Errorf("--nodes %s is not available in this version; the supported value is local", f.nodes)
 	}
@@ -78,15 +81,16 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
-		AgentArgv: agentArgv,
-		DataDir:   dir,
-		Listen:    f.listen,
-		Token:     token,
-		Locations: f.locations,
-		Nodes:     f.nodes,
-		IdleExit:  f.idleExit,
-		Version:   g.cfg.Version,
-		Logger:    g.logger(os.Stderr),
+		AgentArgv:     agentArgv,
+		CapacityVCPUs: f.capacityVCPUs,
+		DataDir:       dir,
+		Listen:        f.listen,
+		Token:         token,
+		Locations:     f.locations,
+		Nodes:         f.nodes,
+		IdleExit:      f.idleExit,
+		Version:       g.cfg.Version,
+		Logger:        g.logger(os.Stderr),
 	})
 	if err == daemon.ErrAlreadyRunning {
 		return fmt.Errorf("%w (data dir %s); stop it with 'mlcompute shutdown'", err, dir)

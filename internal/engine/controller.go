@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -98,15 +97,15 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 	now := e.clock.Now().UTC()
 
 	var (
-		rec      computeRecord
-		exists   bool
-		nodes    []nodeRecord
-		jobs     []jobRecord
-		toCreate []nodeRecord
-		toStop   []nodeRecord
-		toStart  []jobRecord
-		toKill   []jobRecord
-		gone     bool
+		rec     computeRecord
+		exists  bool
+		nodes   []nodeRecord
+		jobs    []jobRecord
+		toStop  []nodeRecord
+		toStart []jobRecord
+		toKill  []jobRecord
+		adm     admission
+		gone    bool
 	)
 	err := e.store.Update(func(tx *store.Tx) error {
 		var err error
@@ -148,6 +147,14 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			}
 			return nil
 		}
+		// Every pass ends by handing out capacity, also on the early returns below.
+		defer func() {
+			a, err := e.admit(tx, now)
+			if err != nil {
+				e.log.Error("admitting nodes failed", "error", err)
+			}
+			adm = a
+		}()
 
 		plan := reconcile.Decide(clusterOf(rec), nodeViews(nodes), jobViews(jobs), now)
 		byID := map[string]*nodeRecord{}
@@ -188,12 +195,12 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			if until, ok := e.backoff[key]; ok && now.Before(until) {
 				e.queue.Set("backoff/"+key, until)
 			} else {
+				// New nodes wait in preparing until admission gives them capacity.
 				for range plan.Create {
 					n := nodeRecord{ID: newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
 					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
 						return err
 					}
-					toCreate = append(toCreate, n)
 				}
 			}
 		}
@@ -205,7 +212,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			j.Status, j.Nodes = api.JobPreparing, ids
 			for rank, id := range ids {
 				n := byID[id]
-				n.State, n.JobID, n.Rank, n.IdleSince = api.NodeRunning, j.ID, rank, time.Time{}
+				n.State, n.JobID, n.Rank, n.Task, n.IdleSince = api.NodeRunning, j.ID, rank, j.taskKey(rank), time.Time{}
 				if err := tx.Put(store.Nodes, n.key(), n); err != nil {
 					return err
 				}
@@ -231,10 +238,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 		e.notifyGone(key)
 		return nil
 	}
-	size, _ := catalog.Lookup(rec.VMSize)
-	for _, n := range toCreate {
-		go e.createNode(ctx, n, size)
-	}
+	e.act(adm)
 	for _, n := range toStop {
 		e.releaseNode(ctx, n)
 	}
@@ -327,7 +331,11 @@ func (e *Engine) releaseNode(ctx context.Context, n nodeRecord) {
 			return
 		}
 		e.log.Info("node released", "node", n.key())
-		e.kick(n.Compute)
+		if e.capacity > 0 {
+			e.kickAll() // the freed capacity may admit nodes of other computes
+		} else {
+			e.kick(n.Compute)
+		}
 	}()
 }
 
@@ -391,7 +399,7 @@ func (e *Engine) nodeGone(id string) {
 				go e.killJob(e.ctx, j)
 			}
 		}
-		n.State, n.Error, n.JobID = api.NodeUnusable, "node process exited", ""
+		n.State, n.Error, n.JobID, n.Task = api.NodeUnusable, "node process exited", "", ""
 		return tx.Put(store.Nodes, n.key(), n)
 	})
 	e.mu.Unlock()
@@ -433,6 +441,15 @@ func (e *Engine) recover(ctx context.Context) error {
 	known := map[string]bool{}
 	for _, n := range nodes {
 		known[n.ID] = true
+		if !n.Admitted {
+			continue // waiting for capacity: no driver node exists
+		}
+		if n.Preempting {
+			e.mu.Lock()
+			e.preemptNode(n)
+			e.mu.Unlock()
+			continue
+		}
 		_, err := e.driver.Describe(ctx, n.ID)
 		switch {
 		case driver.IsNotFound(err) && n.State == api.NodePreparing:
@@ -443,10 +460,10 @@ func (e *Engine) recover(ctx context.Context) error {
 			e.nodeGone(n.ID)
 		case err != nil:
 			return fmt.Errorf("describing node %s: %w", n.ID, err)
-		case n.JobID != "" && n.State == api.NodeRunning:
-			st, err := e.driver.TaskStatus(ctx, n.ID, taskKey(n.JobID, n.Rank))
+		case n.Task != "" && n.State == api.NodeRunning:
+			st, err := e.driver.TaskStatus(ctx, n.ID, n.Task)
 			if err == nil && !st.Running {
-				e.taskExited(ctx, n.ID, taskKey(n.JobID, n.Rank), st.ExitCode)
+				e.taskExited(ctx, n.ID, n.Task, st.ExitCode)
 			}
 		}
 	}
@@ -490,8 +507,6 @@ func (e *Engine) vmSizeOf(computes []computeRecord, key string) string {
 	}
 	return ""
 }
-
-func taskKey(jobID string, rank int) string { return jobID + "-" + strconv.Itoa(rank) }
 
 // jobLogPath is where a rank's output is kept once its task ended.
 func (e *Engine) jobLogPath(jobID string, rank int) string {

@@ -26,13 +26,17 @@ type rig struct {
 	clk    *clocktesting.FakeClock
 	cancel context.CancelFunc
 	path   string
+	// capacity is the engine's vCPU capacity (0: unlimited).
+	capacity int64
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWithCapacity(t, 0) }
+
+func newRigWithCapacity(t *testing.T, capacity int64) *rig {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	r := &rig{t: t, clk: clk, drv: fake.New(clk), path: path}
+	r := &rig{t: t, clk: clk, drv: fake.New(clk), path: path, capacity: capacity}
 	r.start()
 	t.Cleanup(func() { r.stop() })
 	return r
@@ -44,7 +48,7 @@ func (r *rig) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	e, err := New(Config{Store: st, Clock: r.clk, Driver: r.drv, DataDir: filepath.Dir(r.path)})
+	e, err := New(Config{Store: st, Clock: r.clk, Driver: r.drv, DataDir: filepath.Dir(r.path), CapacityVCPUs: r.capacity})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -162,12 +166,12 @@ func TestJobScalesClusterFromZeroAndBackDownAfterIdle(t *testing.T) {
 		t.Fatalf("%d nodes for a one-node job", n)
 	}
 	got := r.job("lab", j.ID)
-	task, ok := r.drv.Task(got.Nodes[0], got.ID+"-0")
+	task, ok := r.drv.Task(got.Nodes[0], r.task("lab", got.ID, 0))
 	if !ok || task.Spec.Env["RANK"] != "0" || task.Spec.Env["WORLD_SIZE"] != "1" || task.Spec.Env["MASTER_PORT"] == "" {
 		t.Fatalf("task %+v; want RANK 0, WORLD_SIZE 1 and a MASTER_PORT", task.Spec)
 	}
 
-	r.drv.FinishTask(got.Nodes[0], got.ID+"-0", 0)
+	r.drv.FinishTask(got.Nodes[0], r.task("lab", got.ID, 0), 0)
 	r.eventually("job completed", r.status("lab", j.ID, api.JobCompleted))
 	if code := r.job("lab", j.ID).ExitCode; code == nil || *code != 0 {
 		t.Fatalf("exit code %v; want 0", code)
@@ -223,7 +227,7 @@ func TestMaxNeverExceededAndQueuedWorkWaits(t *testing.T) {
 		t.Fatalf("third job %s; want Queued while both nodes are busy", s)
 	}
 	first := r.job("lab", jobs[0].ID)
-	r.drv.FinishTask(first.Nodes[0], first.ID+"-0", 0)
+	r.drv.FinishTask(first.Nodes[0], r.task("lab", first.ID, 0), 0)
 	r.eventually("third job runs on the freed node", r.status("lab", jobs[2].ID, api.JobRunning))
 	if n := len(r.drv.CallsTo("Create")); n != 2 {
 		t.Fatalf("%d nodes created; the freed node should have been reused", n)
@@ -254,7 +258,7 @@ func TestLoweringMaxDrainsBusyNodes(t *testing.T) {
 		}
 	}
 	job := r.job("lab", leaving.JobID)
-	r.drv.FinishTask(leaving.ID, job.ID+"-0", 0)
+	r.drv.FinishTask(leaving.ID, r.task("lab", job.ID, 0), 0)
 	r.eventually("drained node released after its job", func() bool { return len(r.drv.Nodes()) == 1 })
 	if s := r.job("lab", job.ID).Status; s != api.JobCompleted {
 		t.Fatalf("drained job %s; want Completed", s)
@@ -311,7 +315,7 @@ func TestMultiNodeJobRanksAndFailure(t *testing.T) {
 	}
 	port := ""
 	for rank, node := range got.Nodes {
-		task, ok := r.drv.Task(node, taskKey(j.ID, rank))
+		task, ok := r.drv.Task(node, r.task("lab", got.ID, rank))
 		if !ok {
 			t.Fatalf("rank %d not started", rank)
 		}
@@ -325,7 +329,7 @@ func TestMultiNodeJobRanksAndFailure(t *testing.T) {
 		port = env["MASTER_PORT"]
 	}
 	// One rank failing fails the job with its exit code and kills the other ranks.
-	r.drv.FinishTask(got.Nodes[1], taskKey(j.ID, 1), 3)
+	r.drv.FinishTask(got.Nodes[1], r.task("lab", got.ID, 1), 3)
 	r.eventually("job failed", r.status("lab", j.ID, api.JobFailed))
 	if code := r.job("lab", j.ID).ExitCode; code == nil || *code != 3 {
 		t.Fatalf("exit code %v; want 3", code)
@@ -363,9 +367,10 @@ func TestRestartAdoptsNodesAndFinishesJobs(t *testing.T) {
 	j := r.submit("lab", "cpu", 1)
 	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
 	node := r.job("lab", j.ID).Nodes[0]
+	task := r.task("lab", j.ID, 0)
 
 	r.stop()
-	r.drv.FinishTask(node, taskKey(j.ID, 0), 7) // ends while no engine watches
+	r.drv.FinishTask(node, task, 7) // ends while no engine watches
 	r.drv.Reopen()
 	if _, err := r.drv.Create(context.Background(), fakeSpec("orphan-1", "lab/cpu")); err != nil {
 		t.Fatal(err)
@@ -425,6 +430,94 @@ func TestForceDeleteWorkspaceReleasesNodes(t *testing.T) {
 	}
 }
 
+// task is the driver key of a rank of a job's current attempt, as the engine stores it.
+func (r *rig) task(ws, jobID string, rank int) string {
+	r.t.Helper()
+	var key string
+	_ = r.st.View(func(tx *store.Tx) error {
+		j, _ := getJob(tx, ws, jobID)
+		key = j.taskKey(rank)
+		return nil
+	})
+	return key
+}
+
 func fakeSpec(key, owner string) driver.NodeSpec {
 	return driver.NodeSpec{Key: key, Owner: owner, VMSize: "Standard_DS3_v2", VCPUs: 4}
+}
+
+func (r *rig) clusterWith(ws, name string, priority string, min, max int64, idle string) {
+	r.t.Helper()
+	_, err := r.e.CreateCompute(context.Background(), ws, api.ComputeSpec{
+		Name: name, VMSize: "Standard_DS3_v2", VMPriority: priority,
+		ScaleSettings: &api.ScaleSettings{MinNodeCount: min, MaxNodeCount: max, ScaleDownNodesAfterIdleDuration: idle},
+	}, "")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// TestNodesBeyondCapacityWaitInPreparing: with 8 vCPUs of capacity, a cluster of 4-vCPU
+// nodes asking for 3 gets 2; the third waits in preparing until capacity frees up.
+func TestNodesBeyondCapacityWaitInPreparing(t *testing.T) {
+	r := newRigWithCapacity(t, 8)
+	r.workspace("lab", nil)
+	r.cluster("lab", "first", 1, 1, "")
+	r.eventually("first cluster's node up", func() bool { return countState(r.compute("lab", "first"), api.NodeIdle) == 1 })
+	r.cluster("lab", "second", 2, 2, "")
+	r.eventually("one node up, one waiting", func() bool {
+		c := r.compute("lab", "second")
+		return countState(c, api.NodeIdle) == 1 && countState(c, api.NodePreparing) == 1
+	})
+	r.settle()
+	if n := len(r.drv.Nodes()); n != 2 {
+		t.Fatalf("%d driver nodes with capacity for 2", n)
+	}
+	if err := r.e.DeleteCompute(context.Background(), "lab", "first"); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("waiting node admitted once capacity freed", func() bool { return countState(r.compute("lab", "second"), api.NodeIdle) == 2 })
+}
+
+// TestDedicatedPreemptsLowPriority: a LowPriority 2-node job fills the capacity; a job on a
+// Dedicated cluster preempts one of its nodes. The LowPriority job goes back to the queue,
+// runs again (a new attempt) once the Dedicated work is done and its node released, and
+// exits of the killed attempt never count for the new one.
+func TestDedicatedPreemptsLowPriority(t *testing.T) {
+	r := newRigWithCapacity(t, 8)
+	r.workspace("lab", nil)
+	r.clusterWith("lab", "spot", api.PriorityLowPriority, 0, 2, "PT120S")
+	r.clusterWith("lab", "prod", api.PriorityDedicated, 0, 1, "PT0S")
+	spotJob := r.submit("lab", "spot", 2)
+	r.eventually("spot job running", r.status("lab", spotJob.ID, api.JobRunning))
+	oldTask := r.task("lab", spotJob.ID, 0)
+	oldNodes := r.job("lab", spotJob.ID).Nodes
+
+	prodJob := r.submit("lab", "prod", 1)
+	r.eventually("prod job running", r.status("lab", prodJob.ID, api.JobRunning))
+	spot := r.compute("lab", "spot")
+	if spot.NodeStateCounts.Preempted != 1 {
+		t.Fatalf("spot cluster %+v; want one preempted node", spot.NodeStateCounts)
+	}
+	if got := r.job("lab", spotJob.ID); got.Status != api.JobQueued {
+		t.Fatalf("spot job %s after preemption; want Queued", got.Status)
+	}
+	// The killed attempt's rank exits; it must not finish the requeued job.
+	r.drv.FinishTask(oldNodes[0], oldTask, 137)
+	r.settle()
+	if got := r.job("lab", spotJob.ID); got.Status != api.JobQueued {
+		t.Fatalf("an exit of the preempted attempt changed the job to %s", got.Status)
+	}
+
+	prod := r.job("lab", prodJob.ID)
+	r.drv.FinishTask(prod.Nodes[0], r.task("lab", prodJob.ID, 0), 0)
+	r.eventually("spot job running again", r.status("lab", spotJob.ID, api.JobRunning))
+	if newTask := r.task("lab", spotJob.ID, 0); newTask == oldTask {
+		t.Fatalf("the new attempt reuses the task key %s", newTask)
+	}
+	got := r.job("lab", spotJob.ID)
+	for rank, node := range got.Nodes {
+		r.drv.FinishTask(node, r.task("lab", spotJob.ID, rank), 0)
+	}
+	r.eventually("spot job completed", r.status("lab", spotJob.ID, api.JobCompleted))
 }

@@ -36,6 +36,8 @@ type Config struct {
 	Driver driver.Driver
 	// Snapshots keeps uploaded code snapshots for jobs.
 	Snapshots SnapshotStore
+	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
+	CapacityVCPUs int64
 }
 
 // Engine is the control plane. Its methods are safe for concurrent use.
@@ -51,6 +53,7 @@ type Engine struct {
 
 	driver    driver.Driver
 	snapshots SnapshotStore
+	capacity  int64
 	queue     *timerqueue.Queue
 	ctx       context.Context
 
@@ -93,6 +96,7 @@ func New(cfg Config) (*Engine, error) {
 		startedAt:   cfg.Clock.Now().UTC(),
 		driver:      cfg.Driver,
 		snapshots:   cfg.Snapshots,
+		capacity:    cfg.CapacityVCPUs,
 		ctx:         context.Background(),
 		backoff:     map[string]time.Time{},
 		releasing:   map[string]bool{},

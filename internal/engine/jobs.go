@@ -32,6 +32,28 @@ type jobRecord struct {
 	ComputeKey string      `json:"compute_key"`
 	RankExits  map[int]int `json:"rank_exits,omitempty"`
 	MasterPort int         `json:"master_port,omitempty"`
+	// Attempt counts the times the job was started; a job whose nodes were preempted goes
+	// back to the queue with the next attempt, so exits of the old attempt's tasks are
+	// recognised and ignored.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// taskKey is the driver key of one rank of one attempt of a job.
+func (j jobRecord) taskKey(rank int) string {
+	return fmt.Sprintf("%s.%d-%d", j.ID, j.Attempt, rank)
+}
+
+// parseTaskKey splits a task key into job ID, attempt and rank.
+func parseTaskKey(task string) (jobID string, attempt, rank int, ok bool) {
+	dash := strings.LastIndex(task, "-")
+	dot := strings.LastIndex(task, ".")
+	if dash < 0 || dot < 0 || dot > dash {
+		return "", 0, 0, false
+	}
+	var err1, err2 error
+	attempt, err1 = strconv.Atoi(task[dot+1 : dash])
+	rank, err2 = strconv.Atoi(task[dash+1:])
+	return task[:dot], attempt, rank, err1 == nil && err2 == nil
 }
 
 func (j jobRecord) key() string { return j.Workspace + "/" + j.ID }
@@ -234,8 +256,10 @@ func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, of
 		}
 		return raw[offset:], int64(len(raw)), api.Terminal(j.Status), nil
 	}
+	var rec jobRecord
+	_ = e.store.View(func(tx *store.Tx) error { rec, _ = getJob(tx, workspace, id); return nil })
 	if rank < len(j.Nodes) && (j.Status == api.JobRunning || j.Status == api.JobPreparing || api.Terminal(j.Status)) {
-		data, err := e.driver.TaskOutput(ctx, j.Nodes[rank], taskKey(id, rank), offset)
+		data, err := e.driver.TaskOutput(ctx, j.Nodes[rank], rec.taskKey(rank), offset)
 		if err == nil {
 			return data, offset + int64(len(data)), false, nil
 		}
@@ -279,7 +303,7 @@ func (e *Engine) startJob(ctx context.Context, j jobRecord) {
 		env["WORLD_SIZE"] = strconv.FormatInt(j.Count, 10)
 		env["MASTER_ADDR"], env["MASTER_PORT"] = master.Address, strconv.Itoa(j.MasterPort)
 		env["MLCOMPUTE_JOB_ID"] = j.ID
-		err = e.driver.StartTask(ctx, node, driver.TaskSpec{Key: taskKey(j.ID, rank), Command: j.Command, Env: env, CodeDir: codeDir})
+		err = e.driver.StartTask(ctx, node, driver.TaskSpec{Key: j.taskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir})
 	}
 	if ctx.Err() != nil {
 		return
@@ -311,7 +335,7 @@ func (e *Engine) startJob(ctx context.Context, j jobRecord) {
 // killJob kills every rank of a job; the ranks' exits then free their nodes.
 func (e *Engine) killJob(ctx context.Context, j jobRecord) {
 	for rank, node := range j.Nodes {
-		if err := e.driver.KillTask(ctx, node, taskKey(j.ID, rank)); err != nil && !driver.IsNotFound(err) {
+		if err := e.driver.KillTask(ctx, node, j.taskKey(rank)); err != nil && !driver.IsNotFound(err) {
 			e.log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
 		}
 	}
@@ -326,7 +350,7 @@ func (e *Engine) freeNodes(j jobRecord) {
 			if n.JobID != j.ID {
 				return false
 			}
-			n.JobID = ""
+			n.JobID, n.Task = "", ""
 			if n.State == api.NodeRunning {
 				n.State, n.IdleSince = api.NodeIdle, now
 			}
@@ -338,14 +362,10 @@ func (e *Engine) freeNodes(j jobRecord) {
 }
 
 // taskExited saves a rank's output, frees its node and finishes the job when it is done.
+// Exits of an earlier attempt (the job was preempted and requeued) only free their node.
 func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) {
-	cut := strings.LastIndex(task, "-")
-	if cut < 0 {
-		return
-	}
-	jobID := task[:cut]
-	rank, err := strconv.Atoi(task[cut+1:])
-	if err != nil {
+	jobID, attempt, rank, ok := parseTaskKey(task)
+	if !ok {
 		return
 	}
 	var j jobRecord
@@ -360,9 +380,12 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 	if !found {
 		return
 	}
-	if out, err := e.driver.TaskOutput(ctx, nodeID, task, 0); err == nil {
-		if err := writeFileAtomic(e.jobLogPath(jobID, rank), out); err != nil {
-			e.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
+	current := attempt == j.Attempt
+	if current {
+		if out, err := e.driver.TaskOutput(ctx, nodeID, task, 0); err == nil {
+			if err := writeFileAtomic(e.jobLogPath(jobID, rank), out); err != nil {
+				e.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
+			}
 		}
 	}
 	var kill bool
@@ -373,33 +396,34 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 		if !ok {
 			return nil
 		}
-		if cur.RankExits == nil {
-			cur.RankExits = map[int]int{}
-		}
-		if _, seen := cur.RankExits[rank]; seen {
-			return nil
-		}
-		cur.RankExits[rank] = code
-		if !api.Terminal(cur.Status) {
-			switch {
-			case code != 0:
-				c := code
-				cur.finish(api.JobFailed, &c, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
-				kill = true
-			case int64(len(cur.RankExits)) == cur.Count:
-				c := 0
-				cur.finish(api.JobCompleted, &c, "", now)
+		if current && cur.Attempt == attempt {
+			if cur.RankExits == nil {
+				cur.RankExits = map[int]int{}
 			}
-		}
-		if err := tx.Put(store.Jobs, cur.key(), cur); err != nil {
-			return err
+			if _, seen := cur.RankExits[rank]; !seen {
+				cur.RankExits[rank] = code
+				if !api.Terminal(cur.Status) {
+					switch {
+					case code != 0:
+						c := code
+						cur.finish(api.JobFailed, &c, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
+						kill = true
+					case int64(len(cur.RankExits)) == cur.Count:
+						c := 0
+						cur.finish(api.JobCompleted, &c, "", now)
+					}
+				}
+				if err := tx.Put(store.Jobs, cur.key(), cur); err != nil {
+					return err
+				}
+			}
 		}
 		j = cur
 		var n nodeRecord
-		if ok, err := tx.Get(store.Nodes, cur.ComputeKey+"/"+nodeID, &n); err != nil || !ok || n.JobID != jobID {
+		if ok, err := tx.Get(store.Nodes, cur.ComputeKey+"/"+nodeID, &n); err != nil || !ok || n.Task != task {
 			return err
 		}
-		n.JobID = ""
+		n.JobID, n.Task = "", ""
 		if n.State == api.NodeRunning {
 			n.State, n.IdleSince = api.NodeIdle, now
 		}
@@ -409,7 +433,7 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 	if kill {
 		go e.killJob(ctx, j)
 	}
-	e.log.Info("task exited", "job", jobID, "rank", rank, "exit_code", code, "status", j.Status)
+	e.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
 	e.kick(j.ComputeKey)
 }
 

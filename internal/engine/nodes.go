@@ -10,13 +10,20 @@ import (
 // driver key: it is chosen and committed before the driver is asked for the node, so a
 // crash in between is repaired by asking again with the same key.
 type nodeRecord struct {
-	ID        string    `json:"id"`
-	Compute   string    `json:"compute"` // "<workspace>/<compute>"
-	State     string    `json:"state"`
-	JobID     string    `json:"job_id,omitempty"`
-	Rank      int       `json:"rank,omitempty"`
-	CreatedOn time.Time `json:"created_on"`
-	IdleSince time.Time `json:"idle_since,omitempty"`
+	ID      string `json:"id"`
+	Compute string `json:"compute"` // "<workspace>/<compute>"
+	State   string `json:"state"`
+	JobID   string `json:"job_id,omitempty"`
+	Rank    int    `json:"rank,omitempty"`
+	// Task is the driver key of the task the node runs for JobID (job, attempt and rank).
+	Task string `json:"task,omitempty"`
+	// Admitted means the node holds capacity: the driver was (or is being) asked for it, and
+	// it holds the capacity until the driver confirms it gone.
+	Admitted bool `json:"admitted,omitempty"`
+	// Preempting is set while a preempted node's driver node is being terminated.
+	Preempting bool      `json:"preempting,omitempty"`
+	CreatedOn  time.Time `json:"created_on"`
+	IdleSince  time.Time `json:"idle_since,omitempty"`
 	// Released is set when the engine decided to release the node; the record goes once
 	// the driver confirms the node is gone.
 	Released bool   `json:"released,omitempty"`

@@ -51,6 +51,8 @@ type Options struct {
 	Nodes     string
 	// AgentArgv runs this binary's node agent (a local node); --dir is appended.
 	AgentArgv []string
+	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
+	CapacityVCPUs int64
 	// IdleExit is how long to stay up with nothing to manage and no API calls; 0 means never.
 	IdleExit time.Duration
 	Version  string
@@ -101,6 +103,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
 		Driver: nodes, Snapshots: snapshot.NewStore(filepath.Join(opts.DataDir, "snapshots")),
+		CapacityVCPUs: opts.CapacityVCPUs,
 	})
 	if err != nil {
 		return err

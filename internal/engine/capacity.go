@@ -1,0 +1,229 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// Capacity (DESIGN 4): an engine may be given a number of vCPUs to hand out
+// (mlcompute serve --capacity-vcpus). A node holds its size's vCPUs from the moment it is
+// admitted until the driver confirms it gone. A node that does not fit waits in preparing;
+// a node of a Dedicated cluster that does not fit preempts nodes of LowPriority clusters:
+// they show as preempted, their jobs go back to the queue, and they wait for capacity like
+// any other node. Waiting nodes are admitted Dedicated first, then oldest first.
+
+// admission is what one admission pass decided; the caller acts on it after the commit.
+type admission struct {
+	create  []admitted
+	preempt []nodeRecord
+	kills   []taskRef
+}
+
+type admitted struct {
+	node nodeRecord
+	size catalog.Size
+}
+
+type taskRef struct{ node, task string }
+
+// admit hands capacity to waiting nodes, preempting LowPriority nodes for Dedicated ones.
+// Callers hold e.mu and pass the transaction of their reconcile pass.
+func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
+	var out admission
+	nodes, err := store.List[nodeRecord](tx, store.Nodes, "")
+	if err != nil {
+		return out, err
+	}
+	recs, err := store.List[computeRecord](tx, store.Computes, "")
+	if err != nil {
+		return out, err
+	}
+	computes := map[string]computeRecord{}
+	for _, c := range recs {
+		computes[c.key()] = c
+	}
+	size := func(n nodeRecord) catalog.Size {
+		s, _ := catalog.Lookup(computes[n.Compute].VMSize)
+		return s
+	}
+	dedicated := func(n nodeRecord) bool { return computes[n.Compute].VMPriority != api.PriorityLowPriority }
+
+	var used, terminating int64
+	var waiting, victims []nodeRecord
+	for _, n := range nodes {
+		switch {
+		case n.Admitted:
+			used += size(n).VCPUs
+			if n.Preempting || n.Released {
+				terminating += size(n).VCPUs
+			} else if !dedicated(n) && n.State != api.NodeUnusable && n.State != api.NodeLeaving {
+				victims = append(victims, n)
+			}
+		case !n.Released && (n.State == api.NodePreparing || n.State == api.NodePreempted):
+			waiting = append(waiting, n)
+		}
+	}
+	slices.SortFunc(waiting, func(a, b nodeRecord) int {
+		if da, db := dedicated(a), dedicated(b); da != db {
+			if da {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(a.CreatedOn.Compare(b.CreatedOn), cmp.Compare(a.ID, b.ID))
+	})
+	// Idle victims first, then the newest: the least work is lost.
+	slices.SortFunc(victims, func(a, b nodeRecord) int {
+		if ia, ib := a.State == api.NodeIdle, b.State == api.NodeIdle; ia != ib {
+			if ia {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(b.CreatedOn.Compare(a.CreatedOn), cmp.Compare(b.ID, a.ID))
+	})
+
+	// projected is what will be in use once the terminations in flight complete; capacity
+	// they free is promised to the waiting nodes in order, so nothing is preempted twice.
+	projected := used - terminating
+	for _, w := range waiting {
+		need := size(w).VCPUs
+		if e.capacity == 0 || used+need <= e.capacity {
+			w.Admitted, w.State = true, api.NodePreparing
+			if err := tx.Put(store.Nodes, w.key(), w); err != nil {
+				return out, err
+			}
+			out.create = append(out.create, admitted{node: w, size: size(w)})
+			used += need
+			projected += need
+			continue
+		}
+		if !dedicated(w) {
+			continue
+		}
+		if projected+need <= e.capacity {
+			projected += need // it fits once the nodes being terminated are gone
+			continue
+		}
+		var picked []nodeRecord
+		free := int64(0)
+		for _, v := range victims {
+			if projected-free+need <= e.capacity {
+				break
+			}
+			picked = append(picked, v)
+			free += size(v).VCPUs
+		}
+		if projected-free+need > e.capacity {
+			continue // even preempting every LowPriority node would not make room
+		}
+		victims = victims[len(picked):]
+		for _, v := range picked {
+			if err := e.preemptLocked(tx, v, now, &out); err != nil {
+				return out, err
+			}
+		}
+		projected += need - free
+	}
+	return out, nil
+}
+
+// preemptLocked marks a node preempted and sends its job back to the queue with a new
+// attempt; the node's other ranks are freed and their tasks killed after the commit.
+func (e *Engine) preemptLocked(tx *store.Tx, v nodeRecord, now time.Time, out *admission) error {
+	if v.JobID != "" {
+		j, ok := getJob(tx, workspaceOf(v.Compute), v.JobID)
+		if ok && !api.Terminal(j.Status) {
+			for rank, id := range j.Nodes {
+				if id == v.ID {
+					continue
+				}
+				out.kills = append(out.kills, taskRef{node: id, task: j.taskKey(rank)})
+				var n nodeRecord
+				if found, err := tx.Get(store.Nodes, j.ComputeKey+"/"+id, &n); err != nil {
+					return err
+				} else if found && n.JobID == j.ID {
+					n.JobID, n.Task = "", ""
+					if n.State == api.NodeRunning {
+						n.State, n.IdleSince = api.NodeIdle, now
+					}
+					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+						return err
+					}
+				}
+			}
+			j.Status, j.Nodes, j.RankExits, j.StartedAt, j.MasterPort = api.JobQueued, []string{}, nil, nil, 0
+			j.Attempt++
+			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+				return err
+			}
+			e.log.Warn("job requeued: its node was preempted", "job", j.ID, "node", v.ID, "attempt", j.Attempt)
+		}
+	}
+	v.State, v.Preempting, v.JobID, v.Task, v.IdleSince = api.NodePreempted, true, "", "", time.Time{}
+	if err := tx.Put(store.Nodes, v.key(), v); err != nil {
+		return err
+	}
+	out.preempt = append(out.preempt, v)
+	return nil
+}
+
+// act carries out an admission after its commit.
+func (e *Engine) act(a admission) {
+	for _, c := range a.create {
+		go e.createNode(e.ctx, c.node, c.size)
+	}
+	for _, k := range a.kills {
+		go func() { _ = e.driver.KillTask(e.ctx, k.node, k.task) }()
+	}
+	for _, v := range a.preempt {
+		e.preemptNode(v)
+	}
+}
+
+// preemptNode terminates a preempted node once; when the driver confirms, the node stops
+// holding capacity and waits for it again.
+func (e *Engine) preemptNode(n nodeRecord) {
+	if e.releasing[n.key()] {
+		return
+	}
+	e.releasing[n.key()] = true
+	go func() {
+		err := e.driver.Terminate(e.ctx, n.ID)
+		e.mu.Lock()
+		delete(e.releasing, n.key())
+		if err == nil {
+			err = e.updateNode(n.key(), func(cur *nodeRecord) bool {
+				cur.Admitted, cur.Preempting = false, false
+				return true
+			})
+		}
+		e.mu.Unlock()
+		if err != nil {
+			if e.ctx.Err() == nil {
+				e.log.Error("preempting node failed; will retry", "node", n.key(), "error", err)
+				e.queue.Set("backoff/"+n.key(), e.clock.Now().Add(createBackoff))
+			}
+			return
+		}
+		e.log.Warn("node preempted for a Dedicated node", "node", n.key())
+		e.kickAll()
+	}()
+}
+
+// kickAll marks every compute for a pass: freed capacity may admit nodes anywhere.
+func (e *Engine) kickAll() {
+	var keys []string
+	_ = e.store.View(func(tx *store.Tx) error {
+		keys = tx.Keys(store.Computes, "")
+		return nil
+	})
+	for _, k := range keys {
+		e.kick(k)
+	}
+}
