@@ -11,6 +11,7 @@ require (
 	github.com/hashicorp/terraform-plugin-go v0.31.0
 	github.com/hashicorp/terraform-plugin-log v0.11.0
 	github.com/hashicorp/terraform-plugin-testing v1.16.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/sosodev/duration v1.4.0
 	github.com/spf13/cobra v1.10.2
 	go.etcd.io/bbolt v1.5.0

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 type serveFlags struct {
@@ -43,12 +44,12 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "", "API address: unix:///PATH or tcp://127.0.0.1:PORT (default: <data-dir>/engine.sock)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token; required to listen on TCP beyond loopback")
-	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", 15*time.Minute, "the shortest idle_time_before_shutdown an instance may ask for")
+	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", validation.DefaultMinIdleTimeBeforeShutdown, "the shortest idle_time_before_shutdown a compute instance may ask for (compute instances are not available yet)")
 	fl.StringVar(&f.nodes, "nodes", "local", "where nodes come from: local or slurm")
-	fl.StringVar(&f.slurmPartition, "slurm-partition", "", "Slurm partition for --nodes slurm")
+	fl.StringVar(&f.slurmPartition, "slurm-partition", "", "Slurm partition for --nodes slurm (the slurm driver is not available yet)")
 	fl.StringArrayVar(&f.locations, "location", []string{engine.DefaultLocation}, "a location this engine serves (repeatable)")
 	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
-	fl.StringVar(&f.scoringListen, "scoring-listen", "", "address of the endpoint scoring router (default: loopback, port kept in the store)")
+	fl.StringVar(&f.scoringListen, "scoring-listen", "", "address of the endpoint scoring router (online endpoints are not available yet)")
 	fl.DurationVar(&f.idleExit, "idle-exit", daemon.DefaultIdleExit, "exit after this long with nothing to manage and no API calls (0: never)")
 	return cmd
 }
