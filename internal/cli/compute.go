@@ -32,8 +32,11 @@ func (g *globals) workspaceClient(ctx context.Context, ws, output string) (*clie
 }
 
 func newComputeCommand(g *globals) *cobra.Command {
-	compute := &cobra.Command{Use: "compute", Short: "Show compute targets and their nodes"}
-	compute.AddCommand(newComputeListCommand(g), newComputeShowCommand(g))
+	compute := &cobra.Command{Use: "compute", Short: "Show compute targets and their nodes; start and stop instances"}
+	compute.AddCommand(newComputeListCommand(g), newComputeShowCommand(g),
+		newInstanceActionCommand(g, api.ActionStart, "Start a compute instance (its startup script runs)"),
+		newInstanceActionCommand(g, api.ActionStop, "Stop a compute instance (its jobs are canceled)"),
+		newInstanceActionCommand(g, api.ActionRestart, "Restart a compute instance on a fresh node"))
 	return compute
 }
 
@@ -108,5 +111,29 @@ func newComputeShowCommand(g *globals) *cobra.Command {
 	}
 	addWorkspaceFlag(cmd, &ws)
 	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// newInstanceActionCommand builds compute start, stop and restart.
+func newInstanceActionCommand(g *globals, action, short string) *cobra.Command {
+	var ws string
+	cmd := &cobra.Command{
+		Use:   action + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.workspaceClient(cmd.Context(), ws, "")
+			if err != nil {
+				return err
+			}
+			cp, err := c.InstanceAction(cmd.Context(), ws, args[0], action)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s (%s requested)\n", cp.ID, cp.State, action)
+			return nil
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
 	return cmd
 }

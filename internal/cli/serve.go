@@ -44,7 +44,7 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "", "API address: unix:///PATH or tcp://127.0.0.1:PORT (default: <data-dir>/engine.sock)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token; required to listen on TCP beyond loopback")
-	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", validation.DefaultMinIdleTimeBeforeShutdown, "the shortest idle_time_before_shutdown a compute instance may ask for (compute instances are not available yet)")
+	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", validation.DefaultMinIdleTimeBeforeShutdown, "the shortest idle_time_before_shutdown a compute instance may ask for")
 	fl.StringVar(&f.nodes, "nodes", "local", "where nodes come from: local or slurm")
 	fl.StringVar(&f.slurmPartition, "slurm-partition", "", "Slurm partition for --nodes slurm (the slurm driver is not available yet)")
 	fl.StringArrayVar(&f.locations, "location", []string{engine.DefaultLocation}, "a location this engine serves (repeatable)")
@@ -55,6 +55,9 @@ func newServeCommand(g *globals) *cobra.Command {
 }
 
 func runServe(ctx context.Context, g *globals, f serveFlags) error {
+	if f.minIdleShutdown < time.Second {
+		return fmt.Errorf("--min-idle-shutdown must be at least 1s, got %s", f.minIdleShutdown)
+	}
 	if f.capacityVCPUs < 0 {
 		return fmt.Errorf("--capacity-vcpus must be 0 (unlimited) or more, got %d", f.capacityVCPUs)
 	}
@@ -82,16 +85,17 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
-		AgentArgv:     agentArgv,
-		CapacityVCPUs: f.capacityVCPUs,
-		DataDir:       dir,
-		Listen:        f.listen,
-		Token:         token,
-		Locations:     f.locations,
-		Nodes:         f.nodes,
-		IdleExit:      f.idleExit,
-		Version:       g.cfg.Version,
-		Logger:        g.logger(os.Stderr),
+		AgentArgv:       agentArgv,
+		CapacityVCPUs:   f.capacityVCPUs,
+		MinIdleShutdown: f.minIdleShutdown,
+		DataDir:         dir,
+		Listen:          f.listen,
+		Token:           token,
+		Locations:       f.locations,
+		Nodes:           f.nodes,
+		IdleExit:        f.idleExit,
+		Version:         g.cfg.Version,
+		Logger:          g.logger(os.Stderr),
 	})
 	if err == daemon.ErrAlreadyRunning {
 		return fmt.Errorf("%w (data dir %s); stop it with 'mlcompute shutdown'", err, dir)

@@ -30,6 +30,8 @@ type computeRecord struct {
 	// Serverless marks a compute made for one job alone; it goes with the job.
 	Serverless bool   `json:"serverless,omitempty"`
 	ForJob     string `json:"for_job,omitempty"`
+	// Instance is set for compute instances.
+	Instance *instanceRecord `json:"instance,omitempty"`
 }
 
 func (c computeRecord) key() string { return c.Workspace + "/" + c.Name }
@@ -52,29 +54,44 @@ func (e *Engine) CreateCompute(_ context.Context, workspace string, spec api.Com
 	if spec.Type == "" {
 		spec.Type = api.TypeComputeCluster
 	}
-	if spec.Type != api.TypeComputeCluster {
-		return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s", spec.Type, api.TypeComputeCluster)
-	}
-	size, err := validation.ComputeCluster(spec)
-	if err != nil {
-		return nil, err
-	}
-	if spec.VMPriority == "" {
-		spec.VMPriority = api.PriorityDedicated
-	}
-	settings := *spec.ScaleSettings
-	if settings.ScaleDownNodesAfterIdleDuration == "" {
-		settings.ScaleDownNodesAfterIdleDuration = api.DefaultScaleDownAfterIdle
-	}
-	rec := computeRecord{
-		Workspace: workspace, Name: spec.Name, Type: spec.Type, VMSize: size.Name, VMPriority: spec.VMPriority,
-		Description: spec.Description, Tags: spec.Tags, ScaleSettings: &settings, CreatedOn: e.clock.Now().UTC(),
+	now := e.clock.Now().UTC()
+	var rec computeRecord
+	switch spec.Type {
+	case api.TypeComputeCluster:
+		size, err := validation.ComputeCluster(spec)
+		if err != nil {
+			return nil, err
+		}
+		if spec.VMPriority == "" {
+			spec.VMPriority = api.PriorityDedicated
+		}
+		settings := *spec.ScaleSettings
+		if settings.ScaleDownNodesAfterIdleDuration == "" {
+			settings.ScaleDownNodesAfterIdleDuration = api.DefaultScaleDownAfterIdle
+		}
+		rec = computeRecord{
+			Workspace: workspace, Name: spec.Name, Type: spec.Type, VMSize: size.Name, VMPriority: spec.VMPriority,
+			Description: spec.Description, Tags: spec.Tags, ScaleSettings: &settings, CreatedOn: now,
+		}
+	case api.TypeComputeInstance:
+		if err := validation.ComputeName.Check("name", spec.Name); err != nil {
+			return nil, err
+		}
+		size, err := validation.VMSize("vm_size", spec.VMSize, catalog.ComputeInstance)
+		if err != nil {
+			return nil, err
+		}
+		if rec, err = e.newInstanceRecord(spec, size, workspace, now); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s, %s", spec.Type, api.TypeComputeCluster, api.TypeComputeInstance)
 	}
 	id := api.ComputeID(workspace, spec.Name)
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	err = e.store.Update(func(tx *store.Tx) error {
+	err := e.store.Update(func(tx *store.Tx) error {
 		ws, err := getWorkspace(tx, workspace)
 		if err != nil {
 			return err
@@ -99,7 +116,7 @@ func (e *Engine) CreateCompute(_ context.Context, workspace string, spec api.Com
 	if err != nil {
 		return nil, err
 	}
-	e.log.Info("compute created", "compute", rec.key(), "vm_size", rec.VMSize, "min", settings.MinNodeCount, "max", settings.MaxNodeCount)
+	e.log.Info("compute created", "compute", rec.key(), "type", rec.Type, "vm_size", rec.VMSize)
 	e.kick(rec.key())
 	return e.GetCompute(context.Background(), workspace, spec.Name)
 }
@@ -121,6 +138,21 @@ func (e *Engine) UpdateCompute(_ context.Context, workspace, name string, upd ap
 			return api.Errorf(api.CodeConflict, "", "compute %q is being deleted", name)
 		}
 		rec.Description, rec.Tags = upd.Description, upd.Tags
+		if rec.Instance != nil {
+			if upd.ScaleSettings != nil {
+				return api.Errorf(api.CodeInvalid, "scale_settings", "compute instance %q has no scale settings", name)
+			}
+			if err := e.updateInstance(&rec, upd, e.clock.Now().UTC()); err != nil {
+				return err
+			}
+			if err := checkQuota(tx, ws, rec, "vm_size"); err != nil {
+				return err
+			}
+			return tx.Put(store.Computes, rec.key(), rec)
+		}
+		if upd.VMSize != "" && !strings.EqualFold(upd.VMSize, rec.VMSize) {
+			return api.Errorf(api.CodeInvalid, "vm_size", "a compute cluster's vm_size cannot change; replace the cluster")
+		}
 		if upd.ScaleSettings != nil {
 			if _, err := validation.ScaleSettings(upd.ScaleSettings); err != nil {
 				return err
@@ -201,6 +233,13 @@ func (e *Engine) describe(tx *store.Tx, rec computeRecord) (*api.Compute, error)
 	}
 	if rec.Deleting {
 		c.State = "Deleting"
+	}
+	if inst := rec.Instance; inst != nil {
+		settings, op := inst.Settings, inst.LastOperation
+		c.Instance, c.LastOperation, c.State, c.Error = &settings, &op, inst.State, inst.Error
+		if rec.Deleting {
+			c.State = api.InstanceDeleting
+		}
 	}
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, n.api())

@@ -82,7 +82,9 @@ func (e *Engine) onDeadline(keys []string) {
 }
 
 func computeOfTimerKey(k string) string {
-	k = strings.TrimPrefix(k, "backoff/")
+	for _, prefix := range []string{"backoff/", "sched/", "idle/", "setup/"} {
+		k = strings.TrimPrefix(k, prefix)
+	}
 	parts := strings.SplitN(k, "/", 3)
 	if len(parts) < 2 {
 		return k
@@ -105,6 +107,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 		toStart []jobRecord
 		toKill  []jobRecord
 		adm     admission
+		inst    instanceActions
 		gone    bool
 	)
 	err := e.store.Update(func(tx *store.Tx) error {
@@ -155,6 +158,13 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			}
 			adm = a
 		}()
+
+		if rec.Instance != nil {
+			if inst, err = e.reconcileInstance(tx, &rec, nodes, jobs, now); err != nil {
+				return err
+			}
+			return tx.Put(store.Computes, key, rec)
+		}
 
 		plan := reconcile.Decide(clusterOf(rec), nodeViews(nodes), jobViews(jobs), now)
 		byID := map[string]*nodeRecord{}
@@ -239,6 +249,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 		return nil
 	}
 	e.act(adm)
+	e.actInstance(ctx, inst)
 	for _, n := range toStop {
 		e.releaseNode(ctx, n)
 	}
@@ -360,11 +371,45 @@ func (e *Engine) consumeEvents(ctx context.Context) {
 		case ev := <-e.driver.Events():
 			switch ev.Kind {
 			case driver.TaskExited:
-				e.taskExited(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
+				e.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
 			case driver.NodeGone:
 				e.nodeGone(ev.NodeKey)
 			}
 		}
+	}
+}
+
+// onTaskExit routes a task's end to the setup or the job logic.
+func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
+	if strings.HasPrefix(task, "setup-") {
+		e.setupExited(ctx, node, task, code)
+		return
+	}
+	e.taskExited(ctx, node, task, code)
+}
+
+// actInstance carries out an instance pass after its commit.
+func (e *Engine) actInstance(ctx context.Context, a instanceActions) {
+	for _, n := range a.stop {
+		e.releaseNode(ctx, n)
+	}
+	for _, k := range a.kill {
+		go func() { _ = e.driver.KillTask(ctx, k.node, k.task) }()
+	}
+	for _, j := range a.cancel {
+		go e.killJob(ctx, j)
+	}
+	for _, j := range a.startJob {
+		go e.startJob(ctx, j)
+	}
+	if a.setup != nil {
+		spec, node := *a.setup, a.setupOn
+		go func() {
+			if err := e.driver.StartTask(ctx, node, spec); err != nil {
+				e.log.Error("starting setup script failed", "node", node, "error", err)
+				e.setupExited(ctx, node, spec.Key, 127)
+			}
+		}()
 	}
 }
 
@@ -463,7 +508,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		case n.Task != "" && n.State == api.NodeRunning:
 			st, err := e.driver.TaskStatus(ctx, n.ID, n.Task)
 			if err == nil && !st.Running {
-				e.taskExited(ctx, n.ID, n.Task, st.ExitCode)
+				e.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/timerqueue"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // DefaultLocation is the location served when the operator names none.
@@ -38,6 +39,9 @@ type Config struct {
 	Snapshots SnapshotStore
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
+	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
+	// (default 15 minutes, as in Azure).
+	MinIdleShutdown time.Duration
 }
 
 // Engine is the control plane. Its methods are safe for concurrent use.
@@ -54,8 +58,10 @@ type Engine struct {
 	driver    driver.Driver
 	snapshots SnapshotStore
 	capacity  int64
-	queue     *timerqueue.Queue
-	ctx       context.Context
+	// minIdleShutdown is the engine's idle-shutdown policy minimum.
+	minIdleShutdown time.Duration
+	queue           *timerqueue.Queue
+	ctx             context.Context
 
 	// mu serialises writers so that read-check-write sequences (name taken? quota left?)
 	// see a consistent store; bbolt already serialises the commits themselves. The fields
@@ -63,6 +69,7 @@ type Engine struct {
 	mu        sync.Mutex
 	backoff   map[string]time.Time // compute key -> no node creation before
 	releasing map[string]bool      // node keys with a Terminate in flight
+	sessions  map[string]int       // compute key -> open interactive sessions
 
 	// dirtyMu guards the reconcile work set and the delete waiters.
 	dirtyMu sync.Mutex
@@ -82,27 +89,32 @@ func New(cfg Config) (*Engine, error) {
 	if len(cfg.Locations) == 0 {
 		cfg.Locations = []string{DefaultLocation}
 	}
+	if cfg.MinIdleShutdown == 0 {
+		cfg.MinIdleShutdown = validation.DefaultMinIdleTimeBeforeShutdown
+	}
 	if cfg.NodesDriver == "" {
 		cfg.NodesDriver = "local"
 	}
 	e := &Engine{
-		store:       cfg.Store,
-		clock:       cfg.Clock,
-		log:         cfg.Logger.Named("engine"),
-		locations:   append([]string(nil), cfg.Locations...),
-		nodesDriver: cfg.NodesDriver,
-		version:     cfg.Version,
-		dataDir:     cfg.DataDir,
-		startedAt:   cfg.Clock.Now().UTC(),
-		driver:      cfg.Driver,
-		snapshots:   cfg.Snapshots,
-		capacity:    cfg.CapacityVCPUs,
-		ctx:         context.Background(),
-		backoff:     map[string]time.Time{},
-		releasing:   map[string]bool{},
-		dirty:       map[string]bool{},
-		waiters:     map[string][]chan struct{}{},
-		wake:        make(chan struct{}, 1),
+		minIdleShutdown: cfg.MinIdleShutdown,
+		store:           cfg.Store,
+		clock:           cfg.Clock,
+		log:             cfg.Logger.Named("engine"),
+		locations:       append([]string(nil), cfg.Locations...),
+		nodesDriver:     cfg.NodesDriver,
+		version:         cfg.Version,
+		dataDir:         cfg.DataDir,
+		startedAt:       cfg.Clock.Now().UTC(),
+		driver:          cfg.Driver,
+		snapshots:       cfg.Snapshots,
+		capacity:        cfg.CapacityVCPUs,
+		sessions:        map[string]int{},
+		ctx:             context.Background(),
+		backoff:         map[string]time.Time{},
+		releasing:       map[string]bool{},
+		dirty:           map[string]bool{},
+		waiters:         map[string][]chan struct{}{},
+		wake:            make(chan struct{}, 1),
 	}
 	e.queue = timerqueue.New(cfg.Clock, e.onDeadline)
 	return e, nil

@@ -162,6 +162,9 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 			if rec.Deleting {
 				return api.Errorf(api.CodeConflict, "compute", "compute %q is being deleted", spec.Compute)
 			}
+			if rec.Instance != nil && (rec.Instance.Desired != api.InstanceRunning || rec.Instance.State == api.InstanceSetupFailed) {
+				return api.Errorf(api.CodeConflict, "compute", "compute instance %q is %s; start it first (mlcompute compute start)", spec.Compute, rec.Instance.State)
+			}
 			if spec.InstanceCount > rec.maxNodes() {
 				return api.Errorf(api.CodeInvalid, "instance_count",
 					"the job asks for %d nodes but compute %q has max_node_count %d; lower --instance-count or raise max_node_count",

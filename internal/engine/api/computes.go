@@ -54,6 +54,8 @@ type ComputeSpec struct {
 	Description   string            `json:"description,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	ScaleSettings *ScaleSettings    `json:"scale_settings,omitempty"`
+	// Instance holds a compute instance's settings.
+	Instance *InstanceSettings `json:"instance,omitempty"`
 }
 
 // ComputeUpdate replaces a compute's mutable fields.
@@ -61,6 +63,10 @@ type ComputeUpdate struct {
 	Description   string            `json:"description,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	ScaleSettings *ScaleSettings    `json:"scale_settings,omitempty"`
+	// VMSize resizes a compute instance (stop, resize, start again if it was running);
+	// empty keeps the size.
+	VMSize   string            `json:"vm_size,omitempty"`
+	Instance *InstanceSettings `json:"instance,omitempty"`
 }
 
 // NodeStateCounts counts a cluster's nodes by state.
@@ -105,6 +111,12 @@ type Compute struct {
 	// the instance states.
 	State string `json:"state"`
 	Nodes []Node `json:"nodes"`
+
+	// Instance, LastOperation and Error describe a compute instance.
+	Instance      *InstanceSettings `json:"instance,omitempty"`
+	LastOperation *Operation        `json:"last_operation,omitempty"`
+	// Error explains a SetupFailed instance: the script that failed and its last lines.
+	Error string `json:"error,omitempty"`
 }
 
 // ComputeList is the body of GET /v1/workspaces/{ws}/computes.

@@ -118,3 +118,18 @@ func (c *Client) JobLogs(ctx context.Context, workspace, id string, rank int, of
 	}
 	return &out, nil
 }
+
+// InstanceAction starts, stops or restarts a compute instance (api.ActionStart, ...).
+func (c *Client) InstanceAction(ctx context.Context, workspace, name, action string) (*api.Compute, error) {
+	var out api.Compute
+	if err := c.send(ctx, request{method: "POST", path: computesPath(workspace) + "/" + url.PathEscape(name) + "/" + url.PathEscape(action), retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ReportActivity tells the engine an application on the instance is in use, which delays
+// its idle shutdown.
+func (c *Client) ReportActivity(ctx context.Context, workspace, name string) error {
+	return c.send(ctx, request{method: "POST", path: computesPath(workspace) + "/" + url.PathEscape(name) + "/activity", retry: true}, nil)
+}

@@ -53,6 +53,8 @@ type Options struct {
 	AgentArgv []string
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
+	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for.
+	MinIdleShutdown time.Duration
 	// IdleExit is how long to stay up with nothing to manage and no API calls; 0 means never.
 	IdleExit time.Duration
 	Version  string
@@ -103,7 +105,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
 		Driver: nodes, Snapshots: snapshot.NewStore(filepath.Join(opts.DataDir, "snapshots")),
-		CapacityVCPUs: opts.CapacityVCPUs,
+		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
 	})
 	if err != nil {
 		return err

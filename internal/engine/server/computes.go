@@ -139,3 +139,23 @@ func queryInt(req *http.Request, name string) (int64, error) {
 	}
 	return n, nil
 }
+
+// instanceAction serves POST .../computes/{compute}/start, /stop and /restart.
+func instanceAction(action string) func(*Server, http.ResponseWriter, *http.Request) error {
+	return func(s *Server, w http.ResponseWriter, req *http.Request) error {
+		c, err := s.opts.Engine.InstanceAction(req.Context(), req.PathValue("workspace"), req.PathValue("compute"), action)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, c)
+		return nil
+	}
+}
+
+func (s *Server) reportActivity(w http.ResponseWriter, req *http.Request) error {
+	if err := s.opts.Engine.ReportActivity(req.Context(), req.PathValue("workspace"), req.PathValue("compute")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

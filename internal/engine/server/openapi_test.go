@@ -91,20 +91,24 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for name, v := range map[string]any{
-		"Status":          api.Status{},
-		"WorkspaceSpec":   api.WorkspaceSpec{},
-		"WorkspaceUpdate": api.WorkspaceUpdate{},
-		"VMSize":          api.VMSize{},
-		"Error":           api.Error{},
-		"ScaleSettings":   api.ScaleSettings{},
-		"ComputeSpec":     api.ComputeSpec{},
-		"ComputeUpdate":   api.ComputeUpdate{},
-		"Node":            api.Node{},
-		"Compute":         api.Compute{},
-		"JobSpec":         api.JobSpec{},
-		"Job":             api.Job{},
-		"LogChunk":        api.LogChunk{},
-		"SnapshotRef":     api.SnapshotRef{},
+		"Status":           api.Status{},
+		"WorkspaceSpec":    api.WorkspaceSpec{},
+		"WorkspaceUpdate":  api.WorkspaceUpdate{},
+		"VMSize":           api.VMSize{},
+		"Error":            api.Error{},
+		"ScaleSettings":    api.ScaleSettings{},
+		"ComputeSpec":      api.ComputeSpec{},
+		"ComputeUpdate":    api.ComputeUpdate{},
+		"Node":             api.Node{},
+		"Compute":          api.Compute{},
+		"JobSpec":          api.JobSpec{},
+		"Job":              api.Job{},
+		"LogChunk":         api.LogChunk{},
+		"SnapshotRef":      api.SnapshotRef{},
+		"InstanceSettings": api.InstanceSettings{},
+		"Schedule":         api.Schedule{},
+		"SetupScript":      api.SetupScript{},
+		"Operation":        api.Operation{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {

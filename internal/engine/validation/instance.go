@@ -46,42 +46,17 @@ func IdleTimeBeforeShutdown(s string, policyMin time.Duration) (time.Duration, e
 	return d, nil
 }
 
-// Schedule is one entry of a compute instance's schedules, as the user declares it.
-//
-// TODO(lead): this is a wire type; move it to internal/engine/api (e.g. api.InstanceSchedule)
-// and make this an alias. It lives here only because api has no schedule type yet.
-type Schedule struct {
-	Action string `json:"action"`
-	Cron   string `json:"cron"`
-	// TimeZone is an IANA name; "" means DefaultScheduleTimeZone.
-	TimeZone string `json:"time_zone,omitempty"`
-	// Enabled defaults to true: nil means enabled, so a client that leaves it out does not
-	// silently disable the schedule.
-	Enabled *bool `json:"enabled,omitempty"`
-}
+// Schedule is one entry of a compute instance's schedules (a wire type).
+type Schedule = api.Schedule
 
 // DefaultScheduleTimeZone is a schedule's time_zone when none is given.
-const DefaultScheduleTimeZone = "UTC"
+const DefaultScheduleTimeZone = api.DefaultScheduleTimeZone
 
 // MaxSchedules is the largest number of schedules an instance may have.
 const MaxSchedules = 4
 
 // ScheduleActions lists the allowed schedule actions.
 var ScheduleActions = []string{schedule.ActionStart, schedule.ActionStop}
-
-// IsEnabled reports whether the schedule is enabled (the default).
-func (s Schedule) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
-
-// WithDefaults returns the schedule with its defaults filled in, as the engine stores it and
-// reads it back (time_zone "UTC", enabled true), so a plan right after apply is empty.
-func (s Schedule) WithDefaults() Schedule {
-	if s.TimeZone == "" {
-		s.TimeZone = DefaultScheduleTimeZone
-	}
-	enabled := s.IsEnabled()
-	s.Enabled = &enabled
-	return s
-}
 
 // CronExample is the example cron expression messages show.
 const CronExample = "0 18 * * 1-5"

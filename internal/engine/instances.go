@@ -1,0 +1,558 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/idle"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/schedule"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// A compute instance is a compute of one node that a person uses. The engine keeps its
+// desired state (Running or Stopped, set by the user, a schedule or idle shutdown) apart
+// from its arguments, so an apply that changes arguments never restarts an instance that
+// was stopped. Reconciling an instance: fire due schedules, stop it when idle, bring a node
+// up or down to match the desired state, and run the setup scripts on a fresh node
+// (creation once, startup at every start).
+
+// Setup stages of the current start.
+const (
+	stageNone     = ""
+	stageCreation = "creation"
+	stageStartup  = "startup"
+	stageDone     = "done"
+)
+
+// instanceRecord is the instance part of a compute record.
+type instanceRecord struct {
+	Settings      api.InstanceSettings `json:"settings"`
+	Desired       string               `json:"desired"` // Running or Stopped
+	State         string               `json:"state"`
+	LastOperation api.Operation        `json:"last_operation"`
+	LastActivity  time.Time            `json:"last_activity"`
+	// SchedulesSeen: firings at or before it are applied (or predate the schedule).
+	SchedulesSeen time.Time `json:"schedules_seen"`
+	CreationDone  bool      `json:"creation_done,omitempty"`
+	// StartSeq counts starts; setup task keys carry it so a stale exit is recognised.
+	StartSeq     int       `json:"start_seq"`
+	Stage        string    `json:"stage,omitempty"`
+	StageRunning bool      `json:"stage_running,omitempty"`
+	StageDue     time.Time `json:"stage_due,omitempty"` // the running script's timeout
+	Error        string    `json:"error,omitempty"`
+	Resizing     bool      `json:"resizing,omitempty"`
+}
+
+func (e *Engine) instanceIdleAfter(rec computeRecord) time.Duration {
+	d, _ := validation.IdleTimeBeforeShutdown(rec.Instance.Settings.IdleTimeBeforeShutdown, 0)
+	return d
+}
+
+func normalizeInstance(s *api.InstanceSettings) api.InstanceSettings {
+	if s == nil {
+		return api.InstanceSettings{}
+	}
+	out := *s
+	out.Schedules = nil
+	for _, sc := range s.Schedules {
+		out.Schedules = append(out.Schedules, sc.WithDefaults())
+	}
+	if ss := s.SetupScripts; ss != nil {
+		c := *ss
+		for _, p := range []**api.SetupScript{&c.CreationScript, &c.StartupScript} {
+			if *p != nil {
+				script := **p
+				if script.Timeout == "" {
+					script.Timeout = api.DefaultSetupScriptTimeout
+				}
+				*p = &script
+			}
+		}
+		out.SetupScripts = &c
+	}
+	return out
+}
+
+// validateInstance checks an instance's settings against the engine's idle policy.
+func (e *Engine) validateInstance(s api.InstanceSettings) error {
+	if _, err := validation.IdleTimeBeforeShutdown(s.IdleTimeBeforeShutdown, e.minIdleShutdown); err != nil {
+		return prefixField(err, "instance.")
+	}
+	if err := validation.Schedules(s.Schedules); err != nil {
+		return prefixField(err, "instance.")
+	}
+	if ss := s.SetupScripts; ss != nil {
+		for name, sc := range map[string]*api.SetupScript{"creation_script": ss.CreationScript, "startup_script": ss.StartupScript} {
+			if sc == nil {
+				continue
+			}
+			field := "instance.setup_scripts." + name + ".timeout"
+			if _, err := validation.Duration(field, sc.Timeout, time.Second, 24*time.Hour); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func prefixField(err error, prefix string) error {
+	if e, ok := err.(*api.Error); ok && e.Field != "" {
+		out := *e
+		out.Field = prefix + e.Field
+		return &out
+	}
+	return err
+}
+
+// newInstanceRecord makes the record of a new instance, which starts at once.
+func (e *Engine) newInstanceRecord(spec api.ComputeSpec, size catalog.Size, workspace string, now time.Time) (computeRecord, error) {
+	settings := normalizeInstance(spec.Instance)
+	if err := e.validateInstance(settings); err != nil {
+		return computeRecord{}, err
+	}
+	return computeRecord{
+		Workspace: workspace, Name: spec.Name, Type: api.TypeComputeInstance, VMSize: size.Name,
+		VMPriority: api.PriorityDedicated, Description: spec.Description, Tags: spec.Tags, CreatedOn: now,
+		Instance: &instanceRecord{
+			Settings: settings, Desired: api.InstanceRunning, State: api.InstanceCreating,
+			LastOperation: api.Operation{Name: "Create", Status: "InProgress", Trigger: api.TriggerUser, Time: now},
+			LastActivity:  now, SchedulesSeen: now,
+		},
+	}, nil
+}
+
+// updateInstance applies an update to an instance record. Callers hold e.mu.
+func (e *Engine) updateInstance(rec *computeRecord, upd api.ComputeUpdate, now time.Time) error {
+	inst := rec.Instance
+	if upd.VMSize != "" {
+		size, err := validation.VMSize("vm_size", upd.VMSize, catalog.ComputeInstance)
+		if err != nil {
+			return err
+		}
+		if size.Name != rec.VMSize {
+			rec.VMSize = size.Name
+			inst.Resizing = true
+			inst.LastOperation = api.Operation{Name: "Resize", Status: "InProgress", Trigger: api.TriggerUser, Time: now}
+		}
+	}
+	if upd.Instance != nil {
+		settings := normalizeInstance(upd.Instance)
+		if err := e.validateInstance(settings); err != nil {
+			return err
+		}
+		oldIdle := e.instanceIdleAfter(*rec)
+		newIdle, _ := validation.IdleTimeBeforeShutdown(settings.IdleTimeBeforeShutdown, 0)
+		inst.LastActivity = idle.OnSettingChange(e.activity(*rec), oldIdle, newIdle, now)
+		if fmt.Sprint(settings.Schedules) != fmt.Sprint(inst.Settings.Schedules) {
+			inst.SchedulesSeen = now // a new schedule never fires for a time before it existed
+		}
+		inst.Settings = settings
+	}
+	return nil
+}
+
+// activity is an instance's activity as the idle rule sees it.
+func (e *Engine) activity(rec computeRecord) idle.Activity {
+	a := idle.Activity{LastActivity: rec.Instance.LastActivity, OpenSessions: e.sessions[rec.key()]}
+	if rec.Instance.State == api.InstanceJobRunning {
+		a.RunningJobs = 1
+	}
+	return a
+}
+
+// InstanceAction starts, stops or restarts an instance for a user.
+func (e *Engine) InstanceAction(_ context.Context, workspace, name, action string) (*api.Compute, error) {
+	e.mu.Lock()
+	now := e.clock.Now().UTC()
+	err := e.store.Update(func(tx *store.Tx) error {
+		rec, err := getCompute(tx, workspace, name)
+		if err != nil || rec.Serverless {
+			return notFoundCompute(workspace, name)
+		}
+		if rec.Instance == nil {
+			return api.Errorf(api.CodeInvalid, "", "compute %q is a %s; only compute instances start and stop", name, rec.Type)
+		}
+		switch action {
+		case api.ActionStart:
+			e.setDesired(&rec, api.InstanceRunning, "Start", api.TriggerUser, now)
+		case api.ActionStop:
+			e.setDesired(&rec, api.InstanceStopped, "Stop", api.TriggerUser, now)
+		case api.ActionRestart:
+			// Restart: release the node (if any) and start a fresh one.
+			rec.Instance.Desired, rec.Instance.Resizing = api.InstanceRunning, true
+			rec.Instance.LastOperation = api.Operation{Name: "Restart", Status: "InProgress", Trigger: api.TriggerUser, Time: now}
+		default:
+			return api.Errorf(api.CodeInvalid, "action", "unknown action %q; allowed: start, stop, restart", action)
+		}
+		return tx.Put(store.Computes, rec.key(), rec)
+	})
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	e.kick(workspace + "/" + name)
+	return e.GetCompute(context.Background(), workspace, name)
+}
+
+// ReportActivity records activity on an instance reported by an application on it.
+func (e *Engine) ReportActivity(_ context.Context, workspace, name string) error {
+	e.mu.Lock()
+	err := e.store.Update(func(tx *store.Tx) error {
+		rec, err := getCompute(tx, workspace, name)
+		if err != nil || rec.Instance == nil {
+			return notFoundCompute(workspace, name)
+		}
+		rec.Instance.LastActivity = e.clock.Now().UTC()
+		return tx.Put(store.Computes, rec.key(), rec)
+	})
+	e.mu.Unlock()
+	if err == nil {
+		e.kick(workspace + "/" + name)
+	}
+	return err
+}
+
+// OpenSession and CloseSession count interactive sessions on an instance: an open
+// session keeps it awake, and closing one counts as activity.
+func (e *Engine) OpenSession(workspace, name string) {
+	e.mu.Lock()
+	e.sessions[workspace+"/"+name]++
+	e.mu.Unlock()
+	e.kick(workspace + "/" + name)
+}
+
+func (e *Engine) CloseSession(workspace, name string) {
+	key := workspace + "/" + name
+	e.mu.Lock()
+	if e.sessions[key] > 0 {
+		e.sessions[key]--
+	}
+	_ = e.store.Update(func(tx *store.Tx) error {
+		rec, err := getCompute(tx, workspace, name)
+		if err != nil || rec.Instance == nil {
+			return nil
+		}
+		rec.Instance.LastActivity = e.clock.Now().UTC()
+		return tx.Put(store.Computes, key, rec)
+	})
+	e.mu.Unlock()
+	e.kick(key)
+}
+
+func (e *Engine) setDesired(rec *computeRecord, desired, op, trigger string, now time.Time) {
+	inst := rec.Instance
+	if inst.Desired == desired && inst.State == desired {
+		return
+	}
+	inst.Desired = desired
+	inst.LastOperation = api.Operation{Name: op, Status: "InProgress", Trigger: trigger, Time: now}
+	if desired == api.InstanceRunning && inst.State == api.InstanceSetupFailed {
+		inst.Resizing = true // a fresh node, so the scripts run again
+	}
+}
+
+// instanceActions is what one pass over an instance decided; the caller acts after commit.
+type instanceActions struct {
+	stop     []nodeRecord
+	setup    *driver.TaskSpec
+	setupOn  string
+	kill     []taskRef
+	startJob []jobRecord
+	cancel   []jobRecord
+}
+
+// reconcileInstance decides one pass for an instance. Callers hold e.mu and the transaction.
+func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nodeRecord, jobs []jobRecord, now time.Time) (instanceActions, error) {
+	var out instanceActions
+	inst := rec.Instance
+	key := rec.key()
+
+	// Schedules: apply the latest firing due since the last pass (also one missed while
+	// the engine was down), then wait for the next.
+	entries := scheduleEntries(*rec)
+	if f, ok, err := schedule.Missed(entries, inst.SchedulesSeen, now); err == nil && ok {
+		desired, op := api.InstanceStopped, "Stop"
+		if f.Action == schedule.ActionStart {
+			desired, op = api.InstanceRunning, "Start"
+		}
+		e.setDesired(rec, desired, op, api.TriggerSchedule, now)
+		e.log.Info("schedule fired", "compute", key, "action", f.Action, "at", f.At)
+	}
+	inst.SchedulesSeen = now
+	if f, ok, err := schedule.NextFiring(entries, now); err == nil && ok {
+		e.queue.Set("sched/"+key, f.At)
+	} else {
+		e.queue.Remove("sched/" + key)
+	}
+
+	var node *nodeRecord
+	for i := range nodes {
+		if !nodes[i].Released {
+			node = &nodes[i]
+		}
+	}
+	running := node != nil && node.JobID != "" && node.JobID != "setup"
+	if node != nil && node.State == api.NodeIdle && node.IdleSince.After(inst.LastActivity) {
+		inst.LastActivity = node.IdleSince // a job just ended on it
+	}
+
+	// Idle shutdown.
+	if inst.Desired == api.InstanceRunning && inst.State == api.InstanceRunning {
+		if after := e.instanceIdleAfter(*rec); after > 0 {
+			a := e.activity(*rec)
+			if deadline, ok := idle.Deadline(a, after); ok {
+				if !now.Before(deadline) {
+					e.setDesired(rec, api.InstanceStopped, "Stop", api.TriggerIdleShutdown, now)
+					e.log.Warn("instance stopped for idleness", "compute", key, "idle_for", now.Sub(a.LastActivity).String())
+				} else {
+					e.queue.Set("idle/"+key, deadline)
+				}
+			}
+		}
+	}
+
+	release := func() error {
+		if node == nil {
+			return nil
+		}
+		if node.Task != "" {
+			out.kill = append(out.kill, taskRef{node: node.ID, task: node.Task})
+		}
+		node.Released, node.State = true, api.NodeLeaving
+		if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+			return err
+		}
+		out.stop = append(out.stop, *node)
+		return nil
+	}
+	cancelJobs := func(why string) error {
+		for _, j := range jobs {
+			j.finish(api.JobCanceled, nil, why, now)
+			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+				return err
+			}
+			out.cancel = append(out.cancel, j)
+		}
+		return nil
+	}
+
+	switch {
+	case inst.Desired == api.InstanceStopped:
+		if err := cancelJobs("compute instance stopped"); err != nil {
+			return out, err
+		}
+		if node != nil {
+			inst.State = api.InstanceStopping
+			return out, release()
+		}
+		if len(nodes) == 0 {
+			inst.State = api.InstanceStopped
+			if inst.LastOperation.Status == "InProgress" {
+				inst.LastOperation.Status = "Succeeded"
+			}
+		}
+		return out, nil
+
+	case inst.Resizing:
+		if node != nil {
+			if err := cancelJobs("compute instance restarted"); err != nil {
+				return out, err
+			}
+			inst.State = api.InstanceResizing
+			if inst.LastOperation.Name == "Restart" {
+				inst.State = api.InstanceStarting
+			}
+			return out, release()
+		}
+		if len(nodes) > 0 {
+			return out, nil // the old node is still being released
+		}
+		inst.Resizing = false
+		fallthrough
+
+	case node == nil:
+		if len(nodes) > 0 {
+			return out, nil
+		}
+		inst.StartSeq++
+		inst.Stage, inst.StageRunning, inst.Error = stageNone, false, ""
+		if inst.State != api.InstanceCreating {
+			inst.State = api.InstanceStarting
+		}
+		n := nodeRecord{ID: newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
+		return out, tx.Put(store.Nodes, n.key(), n)
+
+	case inst.State == api.InstanceSetupFailed:
+		return out, nil
+
+	case node.State == api.NodePreparing || node.State == api.NodeUnusable:
+		if node.State == api.NodeUnusable {
+			return out, release() // replaced on the next pass
+		}
+		return out, nil
+
+	case inst.Stage != stageDone:
+		if inst.StageRunning {
+			if !inst.StageDue.IsZero() && !now.Before(inst.StageDue) {
+				out.kill = append(out.kill, taskRef{node: node.ID, task: node.Task})
+			} else {
+				e.queue.Set("setup/"+key, inst.StageDue)
+			}
+			return out, nil
+		}
+		stage, script := nextStage(inst)
+		if script == nil {
+			inst.Stage = stageDone
+			inst.State, inst.LastActivity = api.InstanceRunning, now
+			inst.LastOperation.Status, inst.LastOperation.Time = "Succeeded", now
+			e.kickLater(key)
+			return out, nil
+		}
+		timeout, _ := validation.Duration("timeout", script.Timeout, time.Second, 24*time.Hour)
+		inst.Stage, inst.StageRunning, inst.StageDue = stage, true, now.Add(timeout)
+		task := fmt.Sprintf("setup-%d-%s", inst.StartSeq, stage)
+		node.State, node.JobID, node.Task = api.NodeRunning, "setup", task
+		if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+			return out, err
+		}
+		out.setup = &driver.TaskSpec{Key: task, Command: []string{"sh", "-c", script.Inline}, Env: map[string]string{"MLCOMPUTE_COMPUTE": rec.Name, "MLCOMPUTE_WORKSPACE": rec.Workspace}}
+		out.setupOn = node.ID
+		e.queue.Set("setup/"+key, inst.StageDue)
+		return out, nil
+	}
+
+	// Running: one job at a time on the instance's node.
+	if !running && node.State == api.NodeIdle {
+		for _, j := range jobs {
+			if j.Status != api.JobQueued {
+				continue
+			}
+			j.Status, j.Nodes = api.JobPreparing, []string{node.ID}
+			node.State, node.JobID, node.Rank, node.Task, node.IdleSince = api.NodeRunning, j.ID, 0, j.taskKey(0), time.Time{}
+			if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+				return out, err
+			}
+			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+				return out, err
+			}
+			out.startJob = append(out.startJob, j)
+			running = true
+			break
+		}
+	}
+	if running {
+		inst.State = api.InstanceJobRunning
+	} else {
+		inst.State = api.InstanceRunning
+	}
+	return out, nil
+}
+
+// nextStage returns the next setup script of the current start, or nil when none is left.
+func nextStage(inst *instanceRecord) (string, *api.SetupScript) {
+	ss := inst.Settings.SetupScripts
+	if ss == nil {
+		ss = &api.SetupScripts{}
+	}
+	if !inst.CreationDone && inst.Stage == stageNone {
+		if ss.CreationScript != nil {
+			return stageCreation, ss.CreationScript
+		}
+		inst.CreationDone = true
+	}
+	if inst.Stage != stageStartup && ss.StartupScript != nil {
+		return stageStartup, ss.StartupScript
+	}
+	return stageDone, nil
+}
+
+func scheduleEntries(rec computeRecord) []schedule.Entry {
+	var out []schedule.Entry
+	for i, s := range rec.Instance.Settings.Schedules {
+		out = append(out, schedule.Entry{Key: rec.key() + "/" + strconv.Itoa(i), Action: s.Action, Cron: s.Cron, TimeZone: s.TimeZone, Enabled: s.IsEnabled()})
+	}
+	return out
+}
+
+// kickLater marks a compute for another pass after this one (a state reached in this pass
+// may enable the next step, like assigning a job once the instance is Running).
+func (e *Engine) kickLater(key string) { go e.kick(key) }
+
+// setupExited records the end of a setup script.
+func (e *Engine) setupExited(ctx context.Context, nodeID, task string, code int) {
+	parts := strings.SplitN(task, "-", 3) // setup-<seq>-<stage>
+	if len(parts) != 3 {
+		return
+	}
+	seq, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return
+	}
+	stage := parts[2]
+	output, _ := e.driver.TaskOutput(ctx, nodeID, task, 0)
+	e.mu.Lock()
+	now := e.clock.Now().UTC()
+	var key string
+	_ = e.store.Update(func(tx *store.Tx) error {
+		n, ok := e.nodeByID(tx, nodeID)
+		if !ok || n.Task != task {
+			return nil
+		}
+		key = n.Compute
+		var rec computeRecord
+		if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok || rec.Instance == nil {
+			return err
+		}
+		inst := rec.Instance
+		if inst.StartSeq != seq || inst.Stage != stage {
+			return nil
+		}
+		logPath := filepath.Join(e.dataDir, "instances", rec.Workspace, rec.Name, fmt.Sprintf("%s.log", task))
+		if err := writeFileAtomic(logPath, output); err != nil {
+			e.log.Error("saving setup script output failed", "compute", key, "error", err)
+		}
+		inst.StageRunning = false
+		n.State, n.JobID, n.Task, n.IdleSince = api.NodeIdle, "", "", now
+		if code == 0 {
+			if stage == stageCreation {
+				inst.CreationDone = true
+			}
+		} else {
+			why := fmt.Sprintf("exited with status %d", code)
+			if !inst.StageDue.IsZero() && !now.Before(inst.StageDue) {
+				why = "timed out"
+			}
+			inst.State = api.InstanceSetupFailed
+			inst.Error = fmt.Sprintf("%s_script %s; its output is in %s; last lines:\n%s", stage, why, logPath, lastLines(output, 10))
+			inst.LastOperation.Status, inst.LastOperation.Time = "Failed", now
+			if stage == stageCreation {
+				inst.CreationDone = false
+			}
+		}
+		if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+			return err
+		}
+		return tx.Put(store.Computes, key, rec)
+	})
+	e.mu.Unlock()
+	if key != "" {
+		e.log.Info("setup script exited", "compute", key, "stage", stage, "exit_code", code)
+		e.kick(key)
+	}
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

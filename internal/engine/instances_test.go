@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+func (r *rig) instance(ws, name string, settings api.InstanceSettings) {
+	r.t.Helper()
+	_, err := r.e.CreateCompute(context.Background(), ws, api.ComputeSpec{
+		Name: name, Type: api.TypeComputeInstance, VMSize: "Standard_DS3_v2", Instance: &settings,
+	}, "")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) state(ws, name, want string) func() bool {
+	return func() bool { return r.compute(ws, name).State == want }
+}
+
+// finishSetup waits for the setup task of a stage and ends it.
+func (r *rig) finishSetup(stage string, code int, output string) {
+	r.t.Helper()
+	var node, task string
+	r.eventually("setup task "+stage+" running", func() bool {
+		for _, nt := range r.drv.RunningTasks() {
+			n, tk, _ := strings.Cut(nt, "/")
+			if strings.HasPrefix(tk, "setup-") && strings.HasSuffix(tk, "-"+stage) {
+				node, task = n, tk
+				return true
+			}
+		}
+		return false
+	})
+	if output != "" {
+		r.drv.AppendOutput(node, task, []byte(output))
+	}
+	r.drv.FinishTask(node, task, code)
+}
+
+func TestInstanceCreateRunsSetupScripts(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "alice", api.InstanceSettings{SetupScripts: &api.SetupScripts{
+		CreationScript: &api.SetupScript{Inline: "pip install torch"},
+		StartupScript:  &api.SetupScript{Inline: "echo hello"},
+	}})
+	if s := r.compute("lab", "alice").State; s != api.InstanceCreating {
+		t.Fatalf("state %s right after create; want Creating", s)
+	}
+	r.finishSetup("creation", 0, "")
+	r.finishSetup("startup", 0, "")
+	r.eventually("running", r.state("lab", "alice", api.InstanceRunning))
+	op := r.compute("lab", "alice").LastOperation
+	if op.Name != "Create" || op.Status != "Succeeded" || op.Trigger != api.TriggerUser {
+		t.Fatalf("last operation %+v", op)
+	}
+
+	// A restart runs the startup script again, not the creation script.
+	if _, err := r.e.InstanceAction(context.Background(), "lab", "alice", api.ActionRestart); err != nil {
+		t.Fatal(err)
+	}
+	r.finishSetup("startup", 0, "")
+	r.eventually("running after restart", r.state("lab", "alice", api.InstanceRunning))
+	for _, c := range r.drv.Calls() {
+		if c.Method == "StartTask" && strings.HasSuffix(c.Key, "setup-2-creation") {
+			t.Fatal("the creation script ran again on restart")
+		}
+	}
+}
+
+func TestInstanceSetupFailure(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "bob", api.InstanceSettings{SetupScripts: &api.SetupScripts{
+		CreationScript: &api.SetupScript{Inline: "exit 2"},
+	}})
+	r.finishSetup("creation", 2, "step 1 ok\nno space left on device\n")
+	r.eventually("setup failed", r.state("lab", "bob", api.InstanceSetupFailed))
+	c := r.compute("lab", "bob")
+	if !strings.Contains(c.Error, "creation_script exited with status 2") || !strings.Contains(c.Error, "no space left on device") {
+		t.Fatalf("error %q does not name the script and quote its output", c.Error)
+	}
+	if c.LastOperation.Status != "Failed" {
+		t.Fatalf("last operation %+v", c.LastOperation)
+	}
+}
+
+func TestIdleShutdownJobsSessionsAndReportedActivityKeepAwake(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "carol", api.InstanceSettings{IdleTimeBeforeShutdown: "PT15M"})
+	r.eventually("running", r.state("lab", "carol", api.InstanceRunning))
+
+	// A running job keeps it awake.
+	j := r.submit("lab", "carol", 1)
+	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
+	r.eventually("JobRunning", r.state("lab", "carol", api.InstanceJobRunning))
+	r.clk.Step(time.Hour)
+	r.settle()
+	if s := r.compute("lab", "carol").State; s != api.InstanceJobRunning {
+		t.Fatalf("state %s with a job running; want JobRunning", s)
+	}
+	got := r.job("lab", j.ID)
+	r.drv.FinishTask(got.Nodes[0], r.task("lab", j.ID, 0), 0)
+	r.eventually("running after the job", r.state("lab", "carol", api.InstanceRunning))
+
+	// An open session keeps it awake; closing it counts as activity.
+	r.e.OpenSession("lab", "carol")
+	r.clk.Step(time.Hour)
+	r.settle()
+	if s := r.compute("lab", "carol").State; s != api.InstanceRunning {
+		t.Fatalf("state %s with a session open; want Running", s)
+	}
+	r.e.CloseSession("lab", "carol")
+
+	// Reported activity pushes the deadline.
+	r.clk.Step(10 * time.Minute)
+	if err := r.e.ReportActivity(context.Background(), "lab", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Step(10 * time.Minute)
+	r.settle()
+	if s := r.compute("lab", "carol").State; s != api.InstanceRunning {
+		t.Fatalf("stopped 10 minutes after reported activity: %s", s)
+	}
+	r.clk.Step(5*time.Minute - time.Second)
+	r.settle()
+	if s := r.compute("lab", "carol").State; s != api.InstanceRunning {
+		t.Fatalf("stopped 1s before the idle deadline: %s", s)
+	}
+	r.clk.Step(time.Second)
+	r.eventually("stopped by idle shutdown", r.state("lab", "carol", api.InstanceStopped))
+	if op := r.compute("lab", "carol").LastOperation; op.Trigger != api.TriggerIdleShutdown || op.Name != "Stop" {
+		t.Fatalf("last operation %+v; want Stop by IdleShutdown", op)
+	}
+	if n := len(r.drv.Nodes()); n != 0 {
+		t.Fatalf("%d nodes after idle shutdown", n)
+	}
+
+	// An update of its arguments never starts it again.
+	if _, err := r.e.UpdateCompute(context.Background(), "lab", "carol", api.ComputeUpdate{Description: "changed", Instance: &api.InstanceSettings{IdleTimeBeforeShutdown: "PT15M"}}); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	if s := r.compute("lab", "carol").State; s != api.InstanceStopped {
+		t.Fatalf("an update restarted the instance: %s", s)
+	}
+}
+
+func TestShorteningIdleTimeResetsIdleClock(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "dave", api.InstanceSettings{IdleTimeBeforeShutdown: "PT1H"})
+	r.eventually("running", r.state("lab", "dave", api.InstanceRunning))
+	r.clk.Step(40 * time.Minute)
+	if _, err := r.e.UpdateCompute(context.Background(), "lab", "dave", api.ComputeUpdate{Instance: &api.InstanceSettings{IdleTimeBeforeShutdown: "PT30M"}}); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	if s := r.compute("lab", "dave").State; s != api.InstanceRunning {
+		t.Fatalf("shortening below the idle time stopped it at once: %s", s)
+	}
+	r.clk.Step(30*time.Minute - time.Second)
+	r.settle()
+	if s := r.compute("lab", "dave").State; s != api.InstanceRunning {
+		t.Fatalf("stopped before the reset clock ran out: %s", s)
+	}
+	r.clk.Step(time.Second)
+	r.eventually("stopped 30 minutes after the change", r.state("lab", "dave", api.InstanceStopped))
+}
+
+func TestIdleTimeBelowPolicyIsRefused(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	_, err := r.e.CreateCompute(context.Background(), "lab", api.ComputeSpec{
+		Name: "erin", Type: api.TypeComputeInstance, VMSize: "Standard_DS3_v2",
+		Instance: &api.InstanceSettings{IdleTimeBeforeShutdown: "PT5M"},
+	}, "")
+	if !api.IsInvalid(err) || api.FieldOf(err) != "instance.idle_time_before_shutdown" || !strings.Contains(err.Error(), "--min-idle-shutdown") {
+		t.Fatalf("err = %v (field %q); want the policy named", err, api.FieldOf(err))
+	}
+}
+
+func TestSchedulesFireAndMissedFiringAppliesOnce(t *testing.T) {
+	r := newRig(t) // the fake clock starts at 2026-03-01 12:00 UTC
+	r.workspace("lab", nil)
+	r.instance("lab", "frank", api.InstanceSettings{Schedules: []api.Schedule{
+		{Action: "Stop", Cron: "0 19 * * *"},
+		{Action: "Start", Cron: "0 8 * * *"},
+	}})
+	r.eventually("running", r.state("lab", "frank", api.InstanceRunning))
+	r.clk.Step(7*time.Hour - time.Second) // 18:59:59
+	r.settle()
+	if s := r.compute("lab", "frank").State; s != api.InstanceRunning {
+		t.Fatalf("stopped before 19:00: %s", s)
+	}
+	r.clk.Step(time.Second)
+	r.eventually("stopped at 19:00", r.state("lab", "frank", api.InstanceStopped))
+	if op := r.compute("lab", "frank").LastOperation; op.Trigger != api.TriggerSchedule {
+		t.Fatalf("last operation %+v; want trigger Schedule", op)
+	}
+	r.clk.Step(13 * time.Hour) // 08:00 next day
+	r.eventually("started at 08:00", r.state("lab", "frank", api.InstanceRunning))
+
+	// The engine is down across 19:00; when it comes back the missed Stop applies once.
+	r.stop()
+	r.clk.Step(12 * time.Hour) // 20:00
+	r.start()
+	r.eventually("missed stop applied", r.state("lab", "frank", api.InstanceStopped))
+	if op := r.compute("lab", "frank").LastOperation; op.Trigger != api.TriggerSchedule || op.Name != "Stop" {
+		t.Fatalf("last operation %+v", op)
+	}
+}
+
+func TestResizeStopsResizesAndStartsAgain(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "gina", api.InstanceSettings{})
+	r.eventually("running", r.state("lab", "gina", api.InstanceRunning))
+	first := r.drv.Nodes()[0]
+	if _, err := r.e.UpdateCompute(context.Background(), "lab", "gina", api.ComputeUpdate{VMSize: "standard_ds4_v2"}); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("running on a new node", func() bool {
+		nodes := r.drv.Nodes()
+		return r.compute("lab", "gina").State == api.InstanceRunning && len(nodes) == 1 && nodes[0] != first
+	})
+	spec, _ := r.drv.Node(r.drv.Nodes()[0])
+	if spec.VMSize != "Standard_DS4_v2" || r.compute("lab", "gina").VMSize != "Standard_DS4_v2" {
+		t.Fatalf("node size %s, compute size %s; want Standard_DS4_v2", spec.VMSize, r.compute("lab", "gina").VMSize)
+	}
+
+	// A stopped instance stays stopped through a resize.
+	if _, err := r.e.InstanceAction(context.Background(), "lab", "gina", api.ActionStop); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("stopped", r.state("lab", "gina", api.InstanceStopped))
+	if _, err := r.e.UpdateCompute(context.Background(), "lab", "gina", api.ComputeUpdate{VMSize: "Standard_DS3_v2"}); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	if s := r.compute("lab", "gina").State; s != api.InstanceStopped || len(r.drv.Nodes()) != 0 {
+		t.Fatalf("resizing a stopped instance started it: %s, %d nodes", s, len(r.drv.Nodes()))
+	}
+}
