@@ -1,0 +1,369 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// ctxKey holds the request's *attempt in the upstream request's context, so the proxy's
+// hooks and the transport see which deployment and instance serve it.
+type ctxKey struct{}
+
+// attempt is the per-request routing state. The proxy runs its hooks and the transport on
+// the handler's goroutine, so the fields need no locking.
+type attempt struct {
+	dep       *deploymentState
+	in        *instance // the instance holding the request's slot
+	suffix    string    // escaped path after the endpoint name: "/score..."
+	requestID string
+	body      trackedBody
+	hasBody   bool
+	retried   bool
+	status    int // status the client got, 0 when it went away
+}
+
+func attemptOf(ctx context.Context) *attempt {
+	a, _ := ctx.Value(ctxKey{}).(*attempt)
+	return a
+}
+
+// ServeHTTP routes one scoring request; see the package documentation.
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	h := w.Header()
+	reqID := requestID(req.Header.Get(RequestIDHeader))
+	h.Set(RequestIDHeader, reqID)
+
+	name, suffix, ok := splitScoringPath(req.URL.EscapedPath())
+	if !ok {
+		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound,
+			Message: "no scoring route here: scoring requests go to /{endpoint}/score"})
+		return
+	}
+	ep := r.table.Load().endpoints[name]
+	if ep == nil {
+		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound,
+			Message: fmt.Sprintf("endpoint %q not found", name)})
+		return
+	}
+	if !ep.authorize(req.Header.Get("Authorization")) {
+		h.Set("WWW-Authenticate", `Bearer realm="`+name+`"`)
+		writeError(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			Message: "missing or invalid credential: send Authorization: Bearer <key or token>"})
+		return
+	}
+
+	pinned := req.Header.Get(DeploymentHeader)
+	var dep *deploymentState
+	if pinned != "" {
+		if dep = ep.deployments[pinned]; dep == nil {
+			writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Deployments: ep.names,
+				Message: fmt.Sprintf("deployment %q not found in endpoint %q; its deployments are: %s",
+					pinned, name, strings.Join(ep.names, ", "))})
+			return
+		}
+	} else if dep = ep.pick(r.rand()); dep == nil {
+		writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: fmt.Sprintf("no deployment receives traffic in endpoint %q; set its traffic or pin a deployment with the %s header", name, DeploymentHeader)})
+		return
+	}
+	h.Set(DeploymentHeader, dep.name)
+	st := dep.stats
+	st.requests.Add(1)
+
+	in := dep.acquire(nil)
+	if in == nil {
+		if len(dep.ready) == 0 {
+			st.observe(http.StatusServiceUnavailable)
+			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+				Message: fmt.Sprintf("deployment %q has no ready instance", dep.name)})
+			return
+		}
+		st.rejected.Add(1)
+		st.observe(http.StatusTooManyRequests)
+		writeError(w, &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyRequests,
+			Message: fmt.Sprintf("deployment %q is busy: every ready instance is serving its max_concurrent_requests_per_instance (%d)", dep.name, dep.max)})
+		return
+	}
+
+	a := &attempt{dep: dep, in: in, suffix: suffix, requestID: reqID}
+	ctx, cancel := context.WithCancelCause(context.WithValue(req.Context(), ctxKey{}, a))
+	timer := r.clock.AfterFunc(dep.timeout, func() { cancel(errRequestTimeout) })
+	defer func() {
+		timer.Stop()
+		timedOut := errors.Is(context.Cause(ctx), errRequestTimeout)
+		cancel(nil)
+		a.in.release()
+		if timedOut {
+			st.timeouts.Add(1)
+		}
+		st.observe(a.status)
+	}()
+
+	out := req.WithContext(ctx)
+	if pinned == "" && ep.mirror != nil && ep.mirror != dep && r.rand()*100 < float64(ep.mirrorPct) {
+		r.mirror(ep.mirror, out, a)
+	}
+	if out.Body != nil && out.Body != http.NoBody {
+		a.body.rc = out.Body
+		a.hasBody = true
+		out.Body = &a.body
+	}
+	// From here the proxy owns the response headers; modifyResponse and proxyError set
+	// ours. (Forwarding a 1xx response, such as 100 Continue, clears the header map.)
+	h.Del(RequestIDHeader)
+	h.Del(DeploymentHeader)
+	r.proxy.ServeHTTP(w, out)
+}
+
+// splitScoringPath splits "/{endpoint}/score[/...]" into the endpoint and "/score[/...]".
+func splitScoringPath(p string) (name, suffix string, ok bool) {
+	if len(p) < 2 || p[0] != '/' {
+		return "", "", false
+	}
+	i := strings.IndexByte(p[1:], '/')
+	if i <= 0 {
+		return "", "", false
+	}
+	name, suffix = p[1:1+i], p[1+i:]
+	if suffix != "/score" && !strings.HasPrefix(suffix, "/score/") {
+		return "", "", false
+	}
+	return name, suffix, true
+}
+
+// authorize checks "Authorization: Bearer <credential>" against the endpoint.
+func (ep *endpointState) authorize(header string) bool {
+	tok, ok := bearerToken(header)
+	if !ok {
+		return false
+	}
+	switch ep.authMode {
+	case AuthModeKey:
+		// Compare digests: constant time in the content and the length of the keys, and
+		// both keys are always compared, so timing does not tell which one matched.
+		d := sha256.Sum256([]byte(tok))
+		match := 0
+		for i := range ep.keyDigests {
+			match |= subtle.ConstantTimeCompare(d[:], ep.keyDigests[i][:])
+		}
+		return match == 1
+	case AuthModeAMLToken:
+		return ep.verify != nil && ep.verify(tok)
+	}
+	return false
+}
+
+func bearerToken(header string) (string, bool) {
+	const prefix = "Bearer "
+	if len(header) < len(prefix) || !strings.EqualFold(header[:len(prefix)], prefix) {
+		return "", false
+	}
+	tok := strings.TrimSpace(header[len(prefix):])
+	return tok, tok != ""
+}
+
+// requestID keeps the client's request id when it is a sane token, or makes a UUID.
+func requestID(in string) string {
+	if in != "" && len(in) <= 128 {
+		ok := true
+		for i := 0; i < len(in); i++ {
+			if in[i] < 0x21 || in[i] > 0x7e {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return in
+		}
+	}
+	return newUUID()
+}
+
+// newUUID returns a random (version 4) UUID. Request ids need uniqueness, not secrecy, so
+// math/rand/v2's per-thread ChaCha8 source is enough and cheap.
+func newUUID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
+
+// setTarget points u at the instance base URL followed by the escaped request suffix.
+func setTarget(u, base *url.URL, suffix string) {
+	u.Scheme, u.Host, u.User, u.Fragment, u.RawFragment = base.Scheme, base.Host, nil, "", ""
+	basePath := strings.TrimSuffix(base.Path, "/")
+	if strings.IndexByte(suffix, '%') < 0 && base.RawPath == "" {
+		u.Path, u.RawPath = basePath+suffix, ""
+		return
+	}
+	unescaped, err := url.PathUnescape(suffix)
+	if err != nil { // EscapedPath never yields this; forward it untouched
+		unescaped = suffix
+	}
+	u.Path = basePath + unescaped
+	u.RawPath = strings.TrimSuffix(base.EscapedPath(), "/") + suffix
+}
+
+func (r *Router) newProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		Transport:      upstream{r: r},
+		ModifyResponse: modifyResponse,
+		ErrorHandler:   r.proxyError,
+		BufferPool:     bufferPool{},
+		ErrorLog:       r.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+	}
+}
+
+// rewrite builds the upstream request. The proxy already removed hop-by-hop headers
+// (and those named in Connection) and any X-Forwarded-* the client sent.
+func rewrite(pr *httputil.ProxyRequest) {
+	a := attemptOf(pr.In.Context())
+	out := pr.Out
+	setTarget(out.URL, a.in.url, a.suffix)
+	out.Host = ""
+	out.Header.Del("Authorization")
+	out.Header.Set(RequestIDHeader, a.requestID)
+	pr.SetXForwarded()
+	if a.hasBody {
+		// Lets the transport replay the body on a fresh connection when a pooled one
+		// turns out dead before anything was written.
+		out.GetBody = a.getBody
+	}
+}
+
+func (a *attempt) getBody() (io.ReadCloser, error) {
+	if a.body.read.Load() {
+		return nil, errors.New("request body already sent, cannot replay it")
+	}
+	return &a.body, nil
+}
+
+// modifyResponse records the status and sets the router's response headers, replacing
+// any the instance sent.
+func modifyResponse(res *http.Response) error {
+	a := attemptOf(res.Request.Context())
+	a.status = res.StatusCode
+	res.Header.Set(RequestIDHeader, a.requestID)
+	res.Header.Set(DeploymentHeader, a.dep.name)
+	return nil
+}
+
+// proxyError answers a request whose upstream exchange failed before a response.
+func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error) {
+	ctx := req.Context()
+	a := attemptOf(ctx)
+	h := w.Header()
+	h.Set(RequestIDHeader, a.requestID)
+	h.Set(DeploymentHeader, a.dep.name)
+	switch {
+	case errors.Is(context.Cause(ctx), errRequestTimeout):
+		a.status = http.StatusGatewayTimeout
+		writeError(w, &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
+			Message: fmt.Sprintf("deployment %q did not answer within its request timeout of %s", a.dep.name, a.dep.timeout)})
+	case ctx.Err() != nil:
+		// The client went away (or the server is shutting down): nobody reads this.
+		a.status = 0
+		a.dep.stats.canceled.Add(1)
+		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodeBadGateway, Message: "request canceled"})
+	default:
+		a.status = http.StatusBadGateway
+		r.log.Warn("instance failed", "deployment", a.dep.name, "instance", a.in.id,
+			"request_id", a.requestID, "retried", a.retried, "error", err)
+		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodeBadGateway,
+			Message: fmt.Sprintf("deployment %q: instance %q failed to answer", a.dep.name, a.in.id)})
+	}
+}
+
+// upstream is the proxy's transport: the router's transport plus one retry on another
+// instance when the chosen one cannot be connected to.
+type upstream struct{ r *Router }
+
+func (u upstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := u.r.transport.RoundTrip(req)
+	if err == nil {
+		return res, nil
+	}
+	ctx := req.Context()
+	a := attemptOf(ctx)
+	if a == nil || a.retried || ctx.Err() != nil || !isDialError(err) || a.body.read.Load() {
+		return nil, err
+	}
+	next := a.dep.acquire(a.in)
+	if next == nil {
+		return nil, err
+	}
+	failed := a.in
+	a.in, a.retried = next, true
+	failed.release()
+	a.dep.stats.retries.Add(1)
+	u.r.log.Warn("instance unreachable, retrying on another", "deployment", a.dep.name,
+		"instance", failed.id, "retry_instance", next.id, "request_id", a.requestID, "error", err)
+	retry := req.Clone(ctx)
+	setTarget(retry.URL, next.url, a.suffix)
+	retry.Host = ""
+	if a.hasBody {
+		retry.Body = &a.body
+	}
+	return u.r.transport.RoundTrip(retry)
+}
+
+// isDialError reports whether err happened while connecting, before any byte of the
+// request was written.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// trackedBody is the request body as the transport sees it: it records whether any of it
+// was read (a request is retried only when none was) and ignores Close, so the body
+// survives a failed attempt; the server closes the real body when the handler returns.
+type trackedBody struct {
+	rc   io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	if !b.read.Load() {
+		b.read.Store(true)
+	}
+	return b.rc.Read(p)
+}
+
+func (b *trackedBody) Close() error { return nil }
+
+// bufferPool recycles the proxy's copy buffers.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
