@@ -36,7 +36,8 @@ func newComputeCommand(g *globals) *cobra.Command {
 	compute.AddCommand(newComputeListCommand(g), newComputeShowCommand(g),
 		newInstanceActionCommand(g, api.ActionStart, "Start a compute instance (its startup script runs)"),
 		newInstanceActionCommand(g, api.ActionStop, "Stop a compute instance (its jobs are canceled)"),
-		newInstanceActionCommand(g, api.ActionRestart, "Restart a compute instance on a fresh node"))
+		newInstanceActionCommand(g, api.ActionRestart, "Restart a compute instance on a fresh node"),
+		newComputeExecCommand(g))
 	return compute
 }
 
@@ -131,6 +132,34 @@ func newInstanceActionCommand(g *globals, action, short string) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s (%s requested)\n", cp.ID, cp.State, action)
+			return nil
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	return cmd
+}
+
+func newComputeExecCommand(g *globals) *cobra.Command {
+	var ws string
+	cmd := &cobra.Command{
+		Use:   "exec --workspace W NAME -- COMMAND...",
+		Short: "Run a command in a session on a running compute instance; the session keeps it awake",
+		Long: "Run a command on a compute instance with this terminal's input and output, in the " +
+			"node's home directory. While the session is open the instance counts as active, so " +
+			"idle shutdown waits. The command's exit status becomes this command's.",
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.workspaceClient(cmd.Context(), ws, "")
+			if err != nil {
+				return err
+			}
+			code, err := c.Exec(cmd.Context(), ws, args[0], args[1:], cmd.InOrStdin(), cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitCode(code)
+			}
 			return nil
 		},
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -555,4 +556,42 @@ func lastLines(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Exec runs an interactive session on a running instance's node. The session counts as
+// activity from when it opens until it closes.
+func (e *Engine) Exec(ctx context.Context, workspace, name string, command []string, stdin io.Reader, output io.Writer) (int, error) {
+	if len(command) == 0 {
+		return 0, api.Errorf(api.CodeInvalid, "command", "exec needs a command")
+	}
+	var node string
+	err := e.store.View(func(tx *store.Tx) error {
+		rec, err := getCompute(tx, workspace, name)
+		if err != nil || rec.Serverless {
+			return notFoundCompute(workspace, name)
+		}
+		if rec.Instance == nil {
+			return api.Errorf(api.CodeInvalid, "", "compute %q is a %s; sessions open on compute instances", name, rec.Type)
+		}
+		if s := rec.Instance.State; s != api.InstanceRunning && s != api.InstanceJobRunning {
+			return api.Errorf(api.CodeConflict, "", "compute instance %q is %s; start it first (mlcompute compute start)", name, s)
+		}
+		nodes, err := store.List[nodeRecord](tx, store.Nodes, rec.key()+"/")
+		for _, n := range nodes {
+			if !n.Released {
+				node = n.ID
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	e.OpenSession(workspace, name)
+	defer e.CloseSession(workspace, name)
+	e.log.Info("session opened", "compute", workspace+"/"+name)
+	code, err := e.driver.Exec(ctx, node, driver.ExecSpec{Command: command, Stdin: stdin, Output: output,
+		Env: map[string]string{"MLCOMPUTE_COMPUTE": name, "MLCOMPUTE_WORKSPACE": workspace}})
+	e.log.Info("session closed", "compute", workspace+"/"+name, "exit_code", code)
+	return code, err
 }

@@ -2,9 +2,12 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
@@ -132,4 +135,70 @@ func (c *Client) InstanceAction(ctx context.Context, workspace, name, action str
 // its idle shutdown.
 func (c *Client) ReportActivity(ctx context.Context, workspace, name string) error {
 	return c.send(ctx, request{method: "POST", path: computesPath(workspace) + "/" + url.PathEscape(name) + "/activity", retry: true}, nil)
+}
+
+// Exec opens an interactive session on a compute instance: stdin is sent until it ends,
+// output is written to out, and the command's exit status is returned.
+func (c *Client) Exec(ctx context.Context, workspace, name string, command []string, stdin io.Reader, out io.Writer) (int, error) {
+	q := url.Values{"arg": command}
+	target := c.base + computesPath(workspace) + "/" + url.PathEscape(name) + "/exec?" + q.Encode()
+	req, err := http.NewRequestWithContext(ctx, "POST", target, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", api.ExecProtocol)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, &transportError{fmt.Errorf("calling engine at %s: %w", c.endpoint, err)}
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, decodeError(resp.StatusCode, raw)
+	}
+	conn, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		return 0, fmt.Errorf("engine did not upgrade the connection")
+	}
+	defer conn.Close()
+	var mu sync.Mutex
+	send := func(kind byte, p []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return api.WriteFrame(conn, kind, p)
+	}
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := stdin.Read(buf)
+			if n > 0 && send(api.FrameStdin, buf[:n]) != nil {
+				return
+			}
+			if err != nil {
+				_ = send(api.FrameStdinEOF, nil)
+				return
+			}
+		}
+	}()
+	for {
+		kind, payload, err := api.ReadFrame(conn)
+		if err != nil {
+			return 0, &transportError{fmt.Errorf("session with %s ended: %w", c.endpoint, err)}
+		}
+		switch kind {
+		case api.FrameOutput:
+			if _, err := out.Write(payload); err != nil {
+				return 0, err
+			}
+		case api.FrameExit:
+			return api.DecodeExitCode(payload), nil
+		case api.FrameError:
+			return 0, fmt.Errorf("session failed: %s", payload)
+		}
+	}
 }

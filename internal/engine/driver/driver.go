@@ -8,6 +8,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 )
 
@@ -46,6 +47,15 @@ type TaskSpec struct {
 	// CodeDir, when set, is a directory on the engine's machine whose contents are copied
 	// into the task's working directory before the command starts.
 	CodeDir string
+}
+
+// ExecSpec is an interactive command on a node: a person's session, not a job.
+type ExecSpec struct {
+	Command []string
+	Env     map[string]string
+	// Stdin feeds the command; Output receives its stdout and stderr.
+	Stdin  io.Reader
+	Output io.Writer
 }
 
 // TaskStatus is the state of a task.
@@ -106,6 +116,11 @@ type Driver interface {
 	// TaskOutput returns the task's combined output from offset on (empty when there is
 	// nothing new). The output stays readable after the task ends, until the node goes.
 	TaskOutput(ctx context.Context, nodeKey, taskKey string, offset int64) ([]byte, error)
+
+	// Exec runs an interactive command on a node and returns its exit status when it ends.
+	// When ctx ends first the command's process group is killed. ErrNotFound if the node
+	// is gone. Unlike a task it leaves no record: a session ends with its connection.
+	Exec(ctx context.Context, nodeKey string, spec ExecSpec) (int, error)
 
 	// KillTask kills a task's whole process group; killing an ended task returns nil.
 	KillTask(ctx context.Context, nodeKey, taskKey string) error

@@ -1,8 +1,14 @@
 package server
 
 import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
@@ -158,4 +164,75 @@ func (s *Server) reportActivity(w http.ResponseWriter, req *http.Request) error 
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// exec upgrades the connection to an exec session (api.ExecProtocol): the command comes
+// as repeated ?arg= values, then frames flow both ways until the command ends.
+func (s *Server) exec(w http.ResponseWriter, req *http.Request) error {
+	if !strings.EqualFold(req.Header.Get("Upgrade"), api.ExecProtocol) {
+		return api.Errorf(api.CodeInvalid, "", "exec needs the header Upgrade: %s", api.ExecProtocol)
+	}
+	command := req.URL.Query()["arg"]
+	if len(command) == 0 {
+		return api.Errorf(api.CodeInvalid, "command", "exec needs a command (?arg=...)")
+	}
+	ws, name := req.PathValue("workspace"), req.PathValue("compute")
+	if _, err := s.opts.Engine.GetCompute(req.Context(), ws, name); err != nil {
+		return err
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return fmt.Errorf("taking over the connection: %w", err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\n\r\n", api.ExecProtocol)
+	if err := rw.Flush(); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdin, feed := io.Pipe()
+	go func() {
+		// Frames from the client; a dropped connection ends the session.
+		defer cancel()
+		for {
+			kind, payload, err := api.ReadFrame(rw)
+			if err != nil {
+				feed.CloseWithError(io.ErrUnexpectedEOF)
+				return
+			}
+			switch kind {
+			case api.FrameStdin:
+				if _, err := feed.Write(payload); err != nil {
+					return
+				}
+			case api.FrameStdinEOF:
+				feed.Close()
+			}
+		}
+	}()
+	out := &lockedWriter{w: rw}
+	code, err := s.opts.Engine.Exec(ctx, ws, name, command, stdin, api.FrameWriter{W: out, Kind: api.FrameOutput})
+	if err != nil {
+		_ = api.WriteFrame(out, api.FrameError, []byte(err.Error()))
+	} else {
+		_ = api.WriteFrame(out, api.FrameExit, api.ExecExitCode(code))
+	}
+	return nil
+}
+
+// lockedWriter serialises frame writes and flushes each one.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bufio.ReadWriter
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.w.Write(p)
+	if err == nil {
+		err = l.w.Flush()
+	}
+	return n, err
 }

@@ -54,6 +54,7 @@ var Routes = []Route{
 	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/stop", instanceAction(api.ActionStop)},
 	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/restart", instanceAction(api.ActionRestart)},
 	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/activity", (*Server).reportActivity},
+	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/exec", (*Server).exec},
 	{"POST", "/v1/workspaces/{workspace}/snapshots", (*Server).putSnapshot},
 	{"GET", "/v1/workspaces/{workspace}/jobs", (*Server).listJobs},
 	{"POST", "/v1/workspaces/{workspace}/jobs", (*Server).submitJob},

@@ -8,6 +8,7 @@ package fake
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 
@@ -29,6 +30,7 @@ const (
 	MethodTaskStatus = "TaskStatus"
 	MethodTaskOutput = "TaskOutput"
 	MethodKillTask   = "KillTask"
+	MethodExec       = "Exec"
 	MethodClose      = "Close"
 )
 
@@ -483,4 +485,30 @@ func cloneSpec(s driver.TaskSpec) driver.TaskSpec {
 		s.Env = env
 	}
 	return s
+}
+
+// Exec echoes the session's stdin to its output (a stand-in for an interactive shell) and
+// returns 0 when stdin ends, or the context's error when ctx ends first.
+func (d *Driver) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec) (int, error) {
+	d.mu.Lock()
+	err := d.begin(ctx, MethodExec, nodeKey)
+	_, alive := d.nodes[nodeKey]
+	d.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if !alive {
+		return 0, fmt.Errorf("finding node %s: %w", nodeKey, driver.ErrNotFound)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(spec.Output, spec.Stdin)
+		done <- err
+	}()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case err := <-done:
+		return 0, err
+	}
 }
