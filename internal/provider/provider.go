@@ -232,6 +232,7 @@ func (p *mlcomputeProvider) Resources(context.Context) []func() resource.Resourc
 	return []func() resource.Resource{
 		NewWorkspaceResource,
 		NewComputeClusterResource,
+		NewComputeInstanceResource,
 	}
 }
 

@@ -539,7 +539,17 @@ func TestAccComputeCluster_NoDriftAfterScaling(t *testing.T) {
 				if err != nil || len(j.Nodes) != 1 {
 					t.Fatalf("job %+v, %v; want it on one node", j, err)
 				}
-				e.Driver.FinishTask(j.Nodes[0], j.ID+"-0", 0)
+				// The engine names a job's tasks; find the one running on the job's node.
+				var task string
+				for _, nt := range e.Driver.RunningTasks() {
+					if node, key, _ := strings.Cut(nt, "/"); node == j.Nodes[0] {
+						task = key
+					}
+				}
+				if task == "" {
+					t.Fatalf("no task running on node %s", j.Nodes[0])
+				}
+				e.Driver.FinishTask(j.Nodes[0], task, 0)
 				waitForCompute(t, c, "lab", "cpu", "the node idle after its job", func(got *api.Compute) bool {
 					return got.NodeStateCounts.Idle == 1
 				})

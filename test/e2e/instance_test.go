@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+var instanceConfig = requiredProviders + `
+provider "mlcompute" {}
+
+resource "mlcompute_workspace" "ws" {
+  name = "e2e-team"
+}
+
+resource "mlcompute_compute_instance" "dev" {
+  name                      = "dev-box"
+  workspace_id              = mlcompute_workspace.ws.id
+  vm_size                   = "Standard_DS3_v2"
+  idle_time_before_shutdown = "PT3S"
+  setup_scripts = {
+    startup_script = { inline = "echo started" }
+  }
+}
+`
+
+// startServe runs `mlcompute serve` for the user's data dir with extra flags, as an operator
+// would, and returns once it answers.
+func (u *user) startServe(flags ...string) {
+	u.t.Helper()
+	cmd := exec.Command(binDir+"/mlcompute", append([]string{"serve"}, flags...)...)
+	cmd.Env = u.env
+	if err := cmd.Start(); err != nil {
+		u.t.Fatal(err)
+	}
+	go cmd.Wait() // reaped when it exits (the data dir's deletion stops it)
+	u.waitFor("engine serving", 30*time.Second, func() bool { return u.enginePID() == cmd.Process.Pid })
+}
+
+// TestE2E_InstanceIdleShutdown: with the engine's policy lowered to seconds, an instance
+// stays up while a job runs on it, stops by itself once idle, and the stop is no drift.
+func TestE2E_InstanceIdleShutdown(t *testing.T) {
+	u := newUser(t)
+	u.startServe("--min-idle-shutdown", "1s")
+	u.writeConfig(instanceConfig)
+	u.mustTerraform("apply", "-auto-approve")
+	if c := u.compute("dev-box"); c.State != api.InstanceRunning {
+		t.Fatalf("instance %s after apply; want Running", c.State)
+	}
+
+	// A job that outlives the idle time keeps it awake.
+	out, code := u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "dev-box", "--stream", "--", "sh", "-c", "sleep 6; echo trained")
+	if code != 0 || !strings.Contains(out, "trained") {
+		t.Fatalf("job on the instance: exit %d: %s", code, out)
+	}
+	if c := u.compute("dev-box"); c.State != api.InstanceRunning {
+		t.Fatalf("instance %s right after a 6s job with a 3s idle time; want Running", c.State)
+	}
+
+	// An open session keeps it awake too; its input and exit status pass through.
+	session := exec.Command(binDir+"/mlcompute", "compute", "exec", "--workspace", "e2e-team", "dev-box", "--", "sh", "-c", "sleep 5; read x; echo got $x; exit 3")
+	session.Env = u.env
+	session.Stdin = strings.NewReader("hello\n")
+	raw, err := session.CombinedOutput()
+	if exitErr, ok := err.(*exec.ExitError); !ok || exitErr.ExitCode() != 3 || !strings.Contains(string(raw), "got hello") {
+		t.Fatalf("exec session: %v: %s", err, raw)
+	}
+	if c := u.compute("dev-box"); c.State != api.InstanceRunning {
+		t.Fatalf("instance %s right after a 5s session; want Running", c.State)
+	}
+
+	u.waitFor("idle shutdown", 60*time.Second, func() bool { return u.compute("dev-box").State == api.InstanceStopped })
+	c := u.compute("dev-box")
+	if c.LastOperation == nil || c.LastOperation.Trigger != api.TriggerIdleShutdown {
+		t.Fatalf("last operation %+v; want trigger IdleShutdown", c.LastOperation)
+	}
+	if out, code := u.terraform("plan", "-detailed-exitcode"); code != 0 {
+		t.Fatalf("plan after idle shutdown: exit %d:\n%s", code, out)
+	}
+	// An apply never starts an instance that idle shutdown stopped.
+	u.mustTerraform("apply", "-auto-approve")
+	if c := u.compute("dev-box"); c.State != api.InstanceStopped {
+		t.Fatalf("apply restarted the instance: %s", c.State)
+	}
+	out, code = u.cli("compute", "start", "--workspace", "e2e-team", "dev-box")
+	if code != 0 {
+		t.Fatalf("compute start: %s", out)
+	}
+	u.waitFor("running after start", 30*time.Second, func() bool { return u.compute("dev-box").State == api.InstanceRunning })
+	u.mustTerraform("destroy", "-auto-approve")
+}
