@@ -249,3 +249,25 @@ func TestResizeStopsResizesAndStartsAgain(t *testing.T) {
 		t.Fatalf("resizing a stopped instance started it: %s, %d nodes", s, len(r.drv.Nodes()))
 	}
 }
+
+func TestSetupScriptTimeout(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "hank", api.InstanceSettings{SetupScripts: &api.SetupScripts{
+		StartupScript: &api.SetupScript{Inline: "sleep 3600", Timeout: "PT10S"},
+	}})
+	r.eventually("startup script running", func() bool { return len(r.drv.RunningTasks()) == 1 })
+	r.clk.Step(10*time.Second - time.Millisecond)
+	r.settle()
+	if s := r.compute("lab", "hank").State; s != api.InstanceCreating {
+		t.Fatalf("state %s before the script's timeout; want Creating", s)
+	}
+	r.clk.Step(time.Millisecond)
+	r.eventually("setup failed by timeout", r.state("lab", "hank", api.InstanceSetupFailed))
+	if c := r.compute("lab", "hank"); !strings.Contains(c.Error, "startup_script timed out") {
+		t.Fatalf("error %q; want it to say the startup script timed out", c.Error)
+	}
+	if n := len(r.drv.RunningTasks()); n != 0 {
+		t.Fatalf("%d tasks still running after the timeout", n)
+	}
+}
