@@ -146,8 +146,21 @@ func (e *Engine) HasWork() bool {
 			return nil
 		}
 		jobs, err := store.List[jobRecord](tx, store.Jobs, "")
+		if err != nil {
+			return err
+		}
 		for _, j := range jobs {
 			busy = busy || !api.Terminal(j.Status)
+		}
+		// An enabled schedule must fire even while its instance is stopped.
+		computes, err := store.List[computeRecord](tx, store.Computes, "")
+		for _, c := range computes {
+			if c.Instance == nil {
+				continue
+			}
+			for _, sc := range c.Instance.Settings.Schedules {
+				busy = busy || sc.IsEnabled()
+			}
 		}
 		return err
 	})

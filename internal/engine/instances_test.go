@@ -271,3 +271,29 @@ func TestSetupScriptTimeout(t *testing.T) {
 		t.Fatalf("%d tasks still running after the timeout", n)
 	}
 }
+
+// TestEnabledScheduleKeepsEngineUp: an engine whose only instance is stopped still has
+// work while a schedule may start it, so it does not exit when idle.
+func TestEnabledScheduleKeepsEngineUp(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "ivan", api.InstanceSettings{Schedules: []api.Schedule{{Action: "Start", Cron: "0 8 * * 1-5"}}})
+	r.eventually("running", r.state("lab", "ivan", api.InstanceRunning))
+	if _, err := r.e.InstanceAction(context.Background(), "lab", "ivan", api.ActionStop); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("stopped", r.state("lab", "ivan", api.InstanceStopped))
+	r.eventually("node released", func() bool { return len(r.drv.Nodes()) == 0 && len(r.compute("lab", "ivan").Nodes) == 0 })
+	if !r.e.HasWork() {
+		t.Fatal("an engine with an enabled schedule reports no work: it would exit and the schedule never fire")
+	}
+	disabled := false
+	if _, err := r.e.UpdateCompute(context.Background(), "lab", "ivan", api.ComputeUpdate{Instance: &api.InstanceSettings{
+		Schedules: []api.Schedule{{Action: "Start", Cron: "0 8 * * 1-5", Enabled: &disabled}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if r.e.HasWork() {
+		t.Fatal("a stopped instance with only a disabled schedule still counts as work")
+	}
+}
