@@ -150,6 +150,13 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			}
 			return nil
 		}
+		// A node marked released whose Terminate failed (or was cut short by a crash) is
+		// released again on every pass until the driver confirms it gone.
+		for _, n := range nodes {
+			if n.Released {
+				toStop = append(toStop, n)
+			}
+		}
 		// Every pass ends by handing out capacity, also on the early returns below.
 		defer func() {
 			a, err := e.admit(tx, now)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -520,4 +521,22 @@ func TestDedicatedPreemptsLowPriority(t *testing.T) {
 		r.drv.FinishTask(node, r.task("lab", spotJob.ID, rank), 0)
 	}
 	r.eventually("spot job completed", r.status("lab", spotJob.ID, api.JobCompleted))
+}
+
+// TestFailedReleaseIsRetried: a Terminate that fails leaves the node marked released, and
+// the controller tries again until the driver confirms it gone: nothing leaks.
+func TestFailedReleaseIsRetried(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 1, "PT0S")
+	j := r.submit("lab", "cpu", 1)
+	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
+	r.drv.FailNext("Terminate", errors.New("connection reset"))
+	got := r.job("lab", j.ID)
+	r.drv.FinishTask(got.Nodes[0], r.task("lab", j.ID, 0), 0)
+	r.eventually("first terminate attempted", func() bool { return len(r.drv.CallsTo("Terminate")) >= 1 })
+	r.clk.Step(createBackoff)
+	r.eventually("node released on retry", func() bool {
+		return len(r.drv.Nodes()) == 0 && len(r.compute("lab", "cpu").Nodes) == 0
+	})
 }
