@@ -587,6 +587,10 @@ func (e *Engine) Exec(ctx context.Context, workspace, name string, command []str
 	if err != nil {
 		return 0, err
 	}
+	// A session ends with its connection or with the engine: its command never outlives both.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.ctx, cancel)()
 	e.OpenSession(workspace, name)
 	defer e.CloseSession(workspace, name)
 	e.log.Info("session opened", "compute", workspace+"/"+name)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -295,5 +296,29 @@ func TestEnabledScheduleKeepsEngineUp(t *testing.T) {
 	}
 	if r.e.HasWork() {
 		t.Fatal("a stopped instance with only a disabled schedule still counts as work")
+	}
+}
+
+// TestSessionEndsWithEngine: an open session's command is stopped when the engine stops.
+func TestSessionEndsWithEngine(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "judy", api.InstanceSettings{})
+	r.eventually("running", r.state("lab", "judy", api.InstanceRunning))
+	stdin, _ := io.Pipe() // never closed: the session would run forever
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.e.Exec(context.Background(), "lab", "judy", []string{"sh"}, stdin, io.Discard)
+		done <- err
+	}()
+	r.eventually("session open", func() bool { return len(r.drv.CallsTo("Exec")) == 1 })
+	r.cancel() // the engine stops
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("session ended without an error when the engine stopped")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session outlived the engine")
 	}
 }
