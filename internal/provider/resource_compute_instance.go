@@ -296,14 +296,7 @@ func (r *computeInstanceResource) Create(ctx context.Context, req resource.Creat
 	c, err := r.client.CreateCompute(ctx, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
-			// The engine may have created the instance before its answer was lost. Recording
-			// the ID makes Terraform track the instance (as tainted): the next plan reads it
-			// back, and replaces it if it exists, instead of leaving it untracked.
-			id := api.ComputeID(ws.Workspace, spec.Name)
-			resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
-			resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), spec.Name)...)
-			resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), plan.WorkspaceID)...)
-			resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("timeouts"), plan.Timeouts)...)
+			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)
 		}
 		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Instance Create Timed Out", "create", action, timeout, err) {
 			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Create Compute Instance", action, instanceFieldError(err))
