@@ -1,0 +1,316 @@
+package ssh
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+)
+
+// ExitLost is the exit code Status reports for a task whose wrapper died without
+// recording one (the machine rebooted, or someone killed the wrapper).
+const ExitLost = -1
+
+// MaxOutputChunk is the most Output returns in one call.
+const MaxOutputChunk = 1 << 20
+
+// killGraceSeconds is how long Kill waits after SIGTERM before SIGKILL.
+const killGraceSeconds = 10
+
+// exitMissing is the status the remote scripts exit with when the task directory is absent.
+const exitMissing = 44
+
+// RemoteTask is a command to run on the machine.
+type RemoteTask struct {
+	// Key names the task's directory, ~/.mlcompute/tasks/<Key>: letters, digits, '.', '_'
+	// and '-', not starting with '.'. Start is idempotent under it.
+	Key     string
+	Command []string
+	// Env is added to the environment the SSH server gives the login. Values may be
+	// secrets: they travel over the connection's stdin into a file only the user can read,
+	// never on a command line.
+	Env map[string]string
+	// WorkDir is where the command starts (relative to the home directory); empty means
+	// a fresh directory, ~/.mlcompute/tasks/<Key>/work.
+	WorkDir string
+}
+
+var (
+	keyRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+	envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+func checkKey(key string) error {
+	if !keyRE.MatchString(key) {
+		return fmt.Errorf("invalid task key %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.'", key)
+	}
+	return nil
+}
+
+// Start dials t and returns what Client.Start returns.
+func Start(ctx context.Context, t Target, task RemoteTask) error {
+	return withClient(ctx, t, func(c *Client) error { return c.Start(ctx, task) })
+}
+
+// Status dials t and returns what Client.Status returns.
+func Status(ctx context.Context, t Target, key string) (running bool, exitCode int, err error) {
+	err = withClient(ctx, t, func(c *Client) error {
+		running, exitCode, err = c.Status(ctx, key)
+		return err
+	})
+	return running, exitCode, err
+}
+
+// Output dials t and returns what Client.Output returns.
+func Output(ctx context.Context, t Target, key string, offset int64) (out []byte, err error) {
+	err = withClient(ctx, t, func(c *Client) error {
+		out, err = c.Output(ctx, key, offset)
+		return err
+	})
+	return out, err
+}
+
+// Kill dials t and returns what Client.Kill returns.
+func Kill(ctx context.Context, t Target, key string) error {
+	return withClient(ctx, t, func(c *Client) error { return c.Kill(ctx, key) })
+}
+
+func withClient(ctx context.Context, t Target, f func(*Client) error) error {
+	c, err := Dial(ctx, t)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(c)
+}
+
+// Start creates ~/.mlcompute/tasks/<key> on the machine and starts the task there under
+// setsid, detached from the connection, and returns once the task's pid is recorded. It
+// is idempotent under task.Key: if the directory exists, the task is not started again.
+// The machine needs a POSIX sh and setsid (util-linux or busybox).
+func (c *Client) Start(ctx context.Context, task RemoteTask) error {
+	if err := checkKey(task.Key); err != nil {
+		return fmt.Errorf("starting task: %w", err)
+	}
+	if len(task.Command) == 0 {
+		return fmt.Errorf("starting task %s: no command", task.Key)
+	}
+	var run strings.Builder
+	keys := make([]string, 0, len(task.Env))
+	for k := range task.Env {
+		if !envRE.MatchString(k) {
+			return fmt.Errorf("starting task %s: invalid environment variable name %q", task.Key, k)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&run, "export %s=%s\n", k, shellQuote(task.Env[k]))
+	}
+	if task.WorkDir != "" {
+		fmt.Fprintf(&run, "cd %s || exit 127\n", shellQuote(task.WorkDir))
+	} else {
+		run.WriteString("cd \"${0%/*}/work\" || exit 127\n")
+	}
+	run.WriteString("exec")
+	for _, a := range task.Command {
+		run.WriteString(" " + shellQuote(a))
+	}
+	run.WriteString("\n")
+
+	delim, err := heredocDelimiter(run.String())
+	if err != nil {
+		return fmt.Errorf("starting task %s: %w", task.Key, err)
+	}
+	script := strings.NewReplacer("@DELIM@", delim, "@RUN@", run.String(), "@WRAPPER@", wrapperScript).Replace(startScript)
+	_, stderr, code, err := c.run(ctx, "sh -s -- "+shellQuote(task.Key), script)
+	if err != nil {
+		return fmt.Errorf("starting task %s: %w", task.Key, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("starting task %s: remote start exited %d: %s", task.Key, code, strings.TrimSpace(string(stderr)))
+	}
+	return nil
+}
+
+// Status reads the task's state from its directory: running, or ended with an exit code
+// (128+n for a task killed by signal n, ExitLost when the wrapper died without recording
+// one). driver.ErrNotFound if the machine has no such task.
+func (c *Client) Status(ctx context.Context, key string) (running bool, exitCode int, err error) {
+	if err := checkKey(key); err != nil {
+		return false, 0, fmt.Errorf("reading task status: %w", err)
+	}
+	out, stderr, code, err := c.run(ctx, "sh -s -- "+shellQuote(key), statusScript)
+	if err != nil {
+		return false, 0, fmt.Errorf("reading status of task %s: %w", key, err)
+	}
+	switch {
+	case code == exitMissing:
+		return false, 0, fmt.Errorf("reading status of task %s: %w", key, driver.ErrNotFound)
+	case code != 0:
+		return false, 0, fmt.Errorf("reading status of task %s: remote status exited %d: %s", key, code, strings.TrimSpace(string(stderr)))
+	}
+	f := strings.Fields(string(out))
+	switch {
+	case len(f) == 1 && f[0] == "running":
+		return true, 0, nil
+	case len(f) == 1 && f[0] == "lost":
+		return false, ExitLost, nil
+	case len(f) == 2 && f[0] == "exited":
+		n, err := strconv.Atoi(f[1])
+		if err != nil {
+			return false, 0, fmt.Errorf("reading status of task %s: bad exit_code %q", key, f[1])
+		}
+		return false, n, nil
+	}
+	return false, 0, fmt.Errorf("reading status of task %s: unexpected output %q", key, out)
+}
+
+// Output returns the task's combined stdout and stderr from offset on, at most
+// MaxOutputChunk bytes; empty when there is nothing new. It stays readable after the
+// task ends. driver.ErrNotFound if the machine has no such task.
+func (c *Client) Output(ctx context.Context, key string, offset int64) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, fmt.Errorf("reading task output: %w", err)
+	}
+	if offset < 0 {
+		return nil, fmt.Errorf("reading output of task %s: negative offset %d", key, offset)
+	}
+	cmd := fmt.Sprintf("sh -s -- %s %d %d", shellQuote(key), offset+1, MaxOutputChunk)
+	out, stderr, code, err := c.run(ctx, cmd, outputScript)
+	if err != nil {
+		return nil, fmt.Errorf("reading output of task %s: %w", key, err)
+	}
+	switch {
+	case code == exitMissing:
+		return nil, fmt.Errorf("reading output of task %s: %w", key, driver.ErrNotFound)
+	case code != 0:
+		return nil, fmt.Errorf("reading output of task %s: remote read exited %d: %s", key, code, strings.TrimSpace(string(stderr)))
+	}
+	return out, nil
+}
+
+// Kill sends SIGTERM to the task's process group, SIGKILL after 10 s if anything in it
+// is left, and returns once the group is gone and its exit status is recorded (or 5 s
+// after that). Killing a task that already ended returns nil; driver.ErrNotFound if the
+// machine has no such task.
+func (c *Client) Kill(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("killing task: %w", err)
+	}
+	cmd := fmt.Sprintf("sh -s -- %s %d", shellQuote(key), killGraceSeconds*10)
+	_, stderr, code, err := c.run(ctx, cmd, killScript)
+	if err != nil {
+		return fmt.Errorf("killing task %s: %w", key, err)
+	}
+	switch {
+	case code == exitMissing:
+		return fmt.Errorf("killing task %s: %w", key, driver.ErrNotFound)
+	case code != 0:
+		return fmt.Errorf("killing task %s: remote kill exited %d: %s", key, code, strings.TrimSpace(string(stderr)))
+	}
+	return nil
+}
+
+// shellQuote quotes s for POSIX sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// heredocDelimiter returns a delimiter that is no line of body.
+func heredocDelimiter(body string) (string, error) {
+	for range 8 {
+		b := make([]byte, 8)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		d := "MLCOMPUTE_EOF_" + hex.EncodeToString(b)
+		if !strings.Contains(body, d) {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("no heredoc delimiter found")
+}
+
+// startScript runs on the machine with the key as $1. The task's directory is created
+// atomically (mkdir), so of two concurrent Starts only one launches the wrapper; both
+// wait for the pid.
+const startScript = `set -eu
+umask 077
+command -v setsid >/dev/null 2>&1 || { echo "setsid is not installed on the machine" >&2; exit 1; }
+base="$HOME/.mlcompute/tasks"
+d="$base/$1"
+mkdir -p "$base"
+if mkdir "$d" 2>/dev/null; then
+  mkdir "$d/work"
+  cat > "$d/run.sh" <<'@DELIM@'
+@RUN@@DELIM@
+  cat > "$d/wrapper.sh" <<'@DELIM@'
+@WRAPPER@@DELIM@
+  setsid sh "$d/wrapper.sh" "$d" </dev/null >/dev/null 2>&1 &
+fi
+i=0
+while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ]; do
+  i=$((i+1))
+  if [ "$i" -gt 100 ]; then echo "the task wrapper did not record a pid within 10 s; see $d" >&2; exit 1; fi
+  sleep 0.1 2>/dev/null || sleep 1
+done
+`
+
+// wrapperScript runs in its own session with the task directory as $1. The task gets a
+// session (and so a process group) of its own, whose id is the pid recorded: Kill signals
+// the group without touching the wrapper, which then records the exit status.
+const wrapperScript = `d=$1
+echo $$ > "$d/wrapper.pid.tmp" && mv -f "$d/wrapper.pid.tmp" "$d/wrapper.pid"
+setsid sh "$d/run.sh" > "$d/output.log" 2>&1 < /dev/null &
+pid=$!
+echo "$pid" > "$d/pid.tmp" && mv -f "$d/pid.tmp" "$d/pid"
+wait "$pid"
+code=$?
+echo "$code" > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
+`
+
+const statusScript = `d="$HOME/.mlcompute/tasks/$1"
+[ -d "$d" ] || exit 44
+if [ -f "$d/exit_code" ]; then echo "exited $(cat "$d/exit_code")"; exit 0; fi
+if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; then
+  if [ -f "$d/exit_code" ]; then echo "exited $(cat "$d/exit_code")"; else echo lost; fi
+  exit 0
+fi
+echo running
+`
+
+// outputScript: $1 key, $2 first byte (1-based), $3 most bytes.
+const outputScript = `d="$HOME/.mlcompute/tasks/$1"
+[ -d "$d" ] || exit 44
+[ -f "$d/output.log" ] || exit 0
+tail -c +"$2" "$d/output.log" | head -c "$3"
+`
+
+// killScript: $1 key, $2 tenths of a second to wait after SIGTERM. If the group does not
+// exist yet (the task's setsid has not run), the pid alone is signalled.
+const killScript = `d="$HOME/.mlcompute/tasks/$1"
+[ -d "$d" ] || exit 44
+[ -f "$d/exit_code" ] && exit 0
+[ -f "$d/pid" ] || exit 0
+pid=$(cat "$d/pid")
+kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || exit 0
+i=0
+while kill -0 -"$pid" 2>/dev/null; do
+  i=$((i+1))
+  if [ "$i" -gt "$2" ]; then kill -KILL -"$pid" 2>/dev/null; break; fi
+  sleep 0.1 2>/dev/null || sleep 1
+done
+i=0
+while [ ! -f "$d/exit_code" ] && [ "$i" -lt 50 ]; do
+  i=$((i+1))
+  sleep 0.1 2>/dev/null || sleep 1
+done
+exit 0
+`
