@@ -149,7 +149,12 @@ func Dial(ctx context.Context, t Target) (*Client, error) {
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return nil, &Error{Kind: KindAuthFailed, Address: addr, Username: t.Username, Err: err}
 		case !stopped || isTimeout(err):
-			return nil, &Error{Kind: KindUnreachable, Address: addr, Err: fmt.Errorf("no SSH handshake before the deadline: %w", context.Cause(ctx))}
+			// The connection's deadline (ctx's) can fire a moment before ctx reports it.
+			cause := context.Cause(ctx)
+			if cause == nil {
+				cause = context.DeadlineExceeded
+			}
+			return nil, &Error{Kind: KindUnreachable, Address: addr, Err: fmt.Errorf("no SSH handshake before the deadline: %w", cause)}
 		}
 		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
 	}
