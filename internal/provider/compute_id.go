@@ -3,15 +3,19 @@ package provider
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 )
 
 // stateComputeID parses the compute ID held in state, adding an error when it is not one
@@ -37,4 +41,53 @@ func trackPossiblyCreated(ctx context.Context, state *tfsdk.State, diags *diag.D
 	diags.Append(state.SetAttribute(ctx, path.Root("name"), name)...)
 	diags.Append(state.SetAttribute(ctx, path.Root("workspace_id"), workspaceID)...)
 	diags.Append(state.SetAttribute(ctx, path.Root("timeouts"), timeouts)...)
+}
+
+// computeKind names a kind of compute in messages and examples.
+type computeKind struct {
+	noun         string // "compute cluster"
+	title        string // "Compute Cluster"
+	resourceType string // "mlcompute_compute_cluster"
+	exampleName  string // a compute name for the import example
+}
+
+var (
+	clusterKind  = computeKind{"compute cluster", "Compute Cluster", "mlcompute_compute_cluster", "cpu"}
+	instanceKind = computeKind{"compute instance", "Compute Instance", "mlcompute_compute_instance", "alice"}
+)
+
+// deleteCompute deletes a compute within timeout. The engine cancels its jobs and returns
+// once every node is released; a compute already gone counts as deleted.
+func deleteCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostics, schemaType attr.Type, kind computeKind, id api.ID, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	action := fmt.Sprintf("delete %s %q in workspace %q", kind.noun, id.Name, id.Workspace)
+	err := c.DeleteCompute(ctx, id.Workspace, id.Name)
+	if api.IsNotFound(err) {
+		tflog.Debug(ctx, kind.noun+" already gone", map[string]any{"compute": id.String()})
+		return
+	}
+	if err != nil {
+		if !addTimeoutError(ctx, diags, kind.title+" Delete Timed Out", "delete", action, timeout, err) {
+			addEngineError(diags, schemaType, "Cannot Delete "+kind.title, action, err)
+		}
+		return
+	}
+	tflog.Info(ctx, "deleted "+kind.noun, map[string]any{"compute": id.String()})
+}
+
+// importComputeID takes a compute ID, /workspaces/{workspace}/computes/{name}, into state;
+// Read fills in everything else from the engine.
+func importComputeID(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, kind computeKind) {
+	id, err := api.ParseID(req.ID, api.CollectionComputes)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid "+kind.title+" ID",
+			fmt.Sprintf("The import ID %q is not a compute ID.\n\nUse /workspaces/{workspace}/computes/{name}, for "+
+				"example: terraform import %s.example /workspaces/team-a/computes/%s\n\n"+
+				"Original error: %s", req.ID, kind.resourceType, kind.exampleName, err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
@@ -298,4 +299,13 @@ func configureProvider(t *testing.T, attrs map[string]string) diag.Diagnostics {
 	var resp fwprovider.ConfigureResponse
 	p.Configure(ctx, fwprovider.ConfigureRequest{Config: tfsdk.Config{Schema: sresp.Schema, Raw: raw}}, &resp)
 	return resp.Diagnostics
+}
+
+// updatedInPlace checks that a step updates the resource at addr in place (never replaces
+// it) and that a plan right after the apply is empty.
+func updatedInPlace(addr string) resource.ConfigPlanChecks {
+	return resource.ConfigPlanChecks{
+		PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+		PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+	}
 }

@@ -401,38 +401,13 @@ func (r *computeClusterResource) Delete(ctx context.Context, req resource.Delete
 		return
 	}
 
-	// The engine cancels the cluster's jobs and returns once every node is released.
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	action := fmt.Sprintf("delete compute cluster %q in workspace %q", id.Name, id.Workspace)
-	err := r.client.DeleteCompute(ctx, id.Workspace, id.Name)
-	if api.IsNotFound(err) {
-		tflog.Debug(ctx, "compute cluster already gone", map[string]any{"compute": id.String()})
-		return
-	}
-	if err != nil {
-		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Cluster Delete Timed Out", "delete", action, timeout, err) {
-			addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Delete Compute Cluster", action, err)
-		}
-		return
-	}
-	tflog.Info(ctx, "deleted compute cluster", map[string]any{"compute": id.String()})
+	deleteCompute(ctx, r.client, &resp.Diagnostics, req.State.Schema.Type(), clusterKind, id, timeout)
 }
 
 // ImportState takes a compute ID, /workspaces/{workspace}/computes/{name}; Read fills in
 // everything else from the engine, vm_size in the catalog's spelling. timeouts stays null.
 func (r *computeClusterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	id, err := api.ParseID(req.ID, api.CollectionComputes)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid Compute Cluster ID",
-			fmt.Sprintf("The import ID %q is not a compute ID.\n\nUse /workspaces/{workspace}/computes/{name}, for "+
-				"example: terraform import mlcompute_compute_cluster.example /workspaces/team-a/computes/cpu\n\n"+
-				"Original error: %s", req.ID, err))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
+	importComputeID(ctx, req, resp, clusterKind)
 }
 
 // checkIdleDuration checks scale_down_nodes_after_idle_duration with the engine's bounds.

@@ -175,10 +175,7 @@ func TestAccComputeCluster_UpdateInPlace(t *testing.T) {
 	t.Parallel()
 	e, c := testAccEngine(t, enginetest.Options{})
 	createdOn := statecheck.CompareValue(compare.ValuesSame())
-	update := resource.ConfigPlanChecks{
-		PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccClusterAddr, plancheck.ResourceActionUpdate)},
-		PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-	}
+	update := updatedInPlace(testAccClusterAddr)
 	settings := func(lo, hi int64, idle string) statecheck.StateCheck {
 		return clusterValue("scale_settings", knownvalue.ObjectExact(map[string]knownvalue.Check{
 			"min_node_count":                       knownvalue.Int64Exact(lo),
@@ -859,11 +856,8 @@ func TestAccComputeCluster_QuotaExceeded(t *testing.T) {
 			ExpectError: expectError("Cannot Update Compute Cluster", "vCPU quota would be exceeded",
 				"needs 18 vCPUs of standardNCSv3Family", "quotas = { standardNCSv3Family = 18 }"),
 		}, {
-			Config: gpu(`quotas = { standardNCSv3Family = 18 }`, 3),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccClusterAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			Config:           gpu(`quotas = { standardNCSv3Family = 18 }`, 3),
+			ConfigPlanChecks: updatedInPlace(testAccClusterAddr),
 			ConfigStateChecks: []statecheck.StateCheck{
 				clusterValue("scale_settings.max_node_count", knownvalue.Int64Exact(3)),
 			},

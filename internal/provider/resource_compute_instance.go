@@ -426,39 +426,14 @@ func (r *computeInstanceResource) Delete(ctx context.Context, req resource.Delet
 		return
 	}
 
-	// The engine cancels the instance's jobs and returns once its node is released.
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	action := fmt.Sprintf("delete compute instance %q in workspace %q", id.Name, id.Workspace)
-	err := r.client.DeleteCompute(ctx, id.Workspace, id.Name)
-	if api.IsNotFound(err) {
-		tflog.Debug(ctx, "compute instance already gone", map[string]any{"compute": id.String()})
-		return
-	}
-	if err != nil {
-		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Instance Delete Timed Out", "delete", action, timeout, err) {
-			addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Delete Compute Instance", action, err)
-		}
-		return
-	}
-	tflog.Info(ctx, "deleted compute instance", map[string]any{"compute": id.String()})
+	deleteCompute(ctx, r.client, &resp.Diagnostics, req.State.Schema.Type(), instanceKind, id, timeout)
 }
 
 // ImportState takes a compute ID, /workspaces/{workspace}/computes/{name}; Read fills in
 // everything else from the engine, vm_size in the catalog's spelling, and refuses a
 // compute of another type. timeouts stays null.
 func (r *computeInstanceResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	id, err := api.ParseID(req.ID, api.CollectionComputes)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid Compute Instance ID",
-			fmt.Sprintf("The import ID %q is not a compute ID.\n\nUse /workspaces/{workspace}/computes/{name}, for "+
-				"example: terraform import mlcompute_compute_instance.example /workspaces/team-a/computes/alice\n\n"+
-				"Original error: %s", req.ID, err))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
+	importComputeID(ctx, req, resp, instanceKind)
 }
 
 // computeInstanceModel is the mlcompute_compute_instance schema as Go values.

@@ -212,10 +212,7 @@ func TestAccComputeInstance_UpdateInPlace(t *testing.T) {
 	t.Parallel()
 	e, c := testAccEngine(t, enginetest.Options{})
 	createdOn := statecheck.CompareValue(compare.ValuesSame())
-	update := resource.ConfigPlanChecks{
-		PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccInstanceAddr, plancheck.ResourceActionUpdate)},
-		PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-	}
+	update := updatedInPlace(testAccInstanceAddr)
 	engine := func(check func(*api.Compute) error) resource.TestCheckFunc {
 		return engineCompute(c, "lab", "alice", check)
 	}
@@ -403,23 +400,17 @@ func TestAccComputeInstance_SetupScripts(t *testing.T) {
 			Check: ran("setup-1-creation", "setup-1-startup"),
 		}, {
 			// New scripts take effect at the next start: nothing runs now.
-			Config: scripts("Standard_DS3_v2", "pip install torch==2.5", "PT5M"),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccInstanceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			Config:           scripts("Standard_DS3_v2", "pip install torch==2.5", "PT5M"),
+			ConfigPlanChecks: updatedInPlace(testAccInstanceAddr),
 			ConfigStateChecks: []statecheck.StateCheck{
 				scriptsValue("pip install torch==2.5", "PT5M"),
 				instanceValue("state", knownvalue.StringExact("Running")),
 			},
 			Check: ran("setup-1-creation", "setup-1-startup"),
 		}, {
-			PreConfig: func() { finishSetupScripts(t, e, setupExit{stage: "startup"}) },
-			Config:    scripts("Standard_F4s_v2", "pip install torch==2.5", "PT5M"),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccInstanceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			PreConfig:        func() { finishSetupScripts(t, e, setupExit{stage: "startup"}) },
+			Config:           scripts("Standard_F4s_v2", "pip install torch==2.5", "PT5M"),
+			ConfigPlanChecks: updatedInPlace(testAccInstanceAddr),
 			ConfigStateChecks: []statecheck.StateCheck{
 				instanceValue("vm_size", knownvalue.StringExact("Standard_F4s_v2")),
 				instanceValue("state", knownvalue.StringExact("Running")),
@@ -428,11 +419,8 @@ func TestAccComputeInstance_SetupScripts(t *testing.T) {
 			Check: ran("setup-1-creation", "setup-1-startup", "setup-2-startup"),
 		}, {
 			// Removing the scripts is an update too.
-			Config: testAccDevInstance(e.Endpoint, "Standard_F4s_v2", `  idle_time_before_shutdown = "PT1H"`),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccInstanceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			Config:           testAccDevInstance(e.Endpoint, "Standard_F4s_v2", `  idle_time_before_shutdown = "PT1H"`),
+			ConfigPlanChecks: updatedInPlace(testAccInstanceAddr),
 			ConfigStateChecks: []statecheck.StateCheck{
 				instanceValue("setup_scripts", knownvalue.Null()),
 			},
@@ -562,11 +550,8 @@ func TestAccComputeInstance_IdleShutdownNoDrift(t *testing.T) {
 			},
 			ConfigStateChecks: stoppedByIdle,
 		}, {
-			Config: config("b"),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccInstanceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			Config:            config("b"),
+			ConfigPlanChecks:  updatedInPlace(testAccInstanceAddr),
 			ConfigStateChecks: append(stoppedByIdle, instanceValue("description", knownvalue.StringExact("b"))),
 			Check:             noNodeStarted(e, c, "alice"),
 		}},
@@ -606,11 +591,8 @@ func TestAccComputeInstance_ScheduleStopNoDrift(t *testing.T) {
 			},
 			ConfigStateChecks: stoppedBySchedule,
 		}, {
-			Config: config("b"),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccInstanceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			Config:            config("b"),
+			ConfigPlanChecks:  updatedInPlace(testAccInstanceAddr),
 			ConfigStateChecks: append(stoppedBySchedule, instanceValue("description", knownvalue.StringExact("b"))),
 			Check:             noNodeStarted(e, c, "alice"),
 		}},
@@ -640,11 +622,8 @@ func TestAccComputeInstance_StoppedByUserNoDrift(t *testing.T) {
 				lastOperation("Stop", "Succeeded", "User", ""),
 			},
 		}, {
-			Config: config("Standard_DS4_v2"),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccInstanceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			Config:           config("Standard_DS4_v2"),
+			ConfigPlanChecks: updatedInPlace(testAccInstanceAddr),
 			ConfigStateChecks: []statecheck.StateCheck{
 				instanceValue("vm_size", knownvalue.StringExact("Standard_DS4_v2")),
 				instanceValue("state", knownvalue.StringExact("Stopped")),
@@ -721,11 +700,8 @@ func TestAccComputeInstance_Drift(t *testing.T) {
 			PlanOnly:           true,
 			ExpectNonEmptyPlan: true,
 		}, {
-			Config: config,
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccInstanceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			Config:           config,
+			ConfigPlanChecks: updatedInPlace(testAccInstanceAddr),
 			Check: engineCompute(c, "lab", "alice", func(got *api.Compute) error {
 				if got.Description != "" || got.Instance.IdleTimeBeforeShutdown != "PT1H" || got.Instance.Schedules[0].Cron != "0 19 * * *" {
 					return fmt.Errorf("apply did not restore the configuration: %+v %+v", got, got.Instance)

@@ -121,10 +121,7 @@ func TestAccWorkspace_UpdateInPlace(t *testing.T) {
   tags        = { team = "b", env = "dev" }
   quotas      = { standardNCSv3Family = 96, standardDSv2Family = 200 }
 `),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccWorkspaceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			ConfigPlanChecks: updatedInPlace(testAccWorkspaceAddr),
 			ConfigStateChecks: []statecheck.StateCheck{
 				stateValue("description", knownvalue.StringExact("second")),
 				stateValue("tags", knownvalue.MapExact(map[string]knownvalue.Check{"team": knownvalue.StringExact("b"), "env": knownvalue.StringExact("dev")})),
@@ -142,11 +139,8 @@ func TestAccWorkspace_UpdateInPlace(t *testing.T) {
 			}),
 		}, {
 			// Removing the optional attributes clears them in place.
-			Config: testAccWorkspaceConfig(e.Endpoint, `name = "team-b"`),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccWorkspaceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			Config:           testAccWorkspaceConfig(e.Endpoint, `name = "team-b"`),
+			ConfigPlanChecks: updatedInPlace(testAccWorkspaceAddr),
 			ConfigStateChecks: []statecheck.StateCheck{
 				stateValue("description", knownvalue.StringExact("")),
 				stateValue("tags", emptyMap),
@@ -392,10 +386,7 @@ func TestAccWorkspace_ForceDestroy(t *testing.T) {
   name          = "team-f"
   force_destroy = true
 `),
-			ConfigPlanChecks: resource.ConfigPlanChecks{
-				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccWorkspaceAddr, plancheck.ResourceActionUpdate)},
-				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-			},
+			ConfigPlanChecks: updatedInPlace(testAccWorkspaceAddr),
 			ConfigStateChecks: []statecheck.StateCheck{
 				stateValue("force_destroy", knownvalue.Bool(true)),
 			},
