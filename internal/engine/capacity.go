@@ -189,31 +189,15 @@ func (e *Engine) act(a admission) {
 // preemptNode terminates a preempted node once; when the driver confirms, the node stops
 // holding capacity and waits for it again.
 func (e *Engine) preemptNode(n nodeRecord) {
-	if e.releasing[n.key()] {
-		return
-	}
-	e.releasing[n.key()] = true
-	go func() {
-		err := e.driver.Terminate(e.ctx, n.ID)
-		e.mu.Lock()
-		delete(e.releasing, n.key())
-		if err == nil {
-			err = e.updateNode(n.key(), func(cur *nodeRecord) bool {
-				cur.Admitted, cur.Preempting = false, false
-				return true
-			})
-		}
-		e.mu.Unlock()
-		if err != nil {
-			if e.ctx.Err() == nil {
-				e.log.Error("preempting node failed; will retry", "node", n.key(), "error", err)
-				e.queue.Set("backoff/"+n.key(), e.clock.Now().Add(createBackoff))
-			}
-			return
-		}
+	e.terminateOnce(e.ctx, n, "preempting", func() error {
+		return e.updateNode(n.key(), func(cur *nodeRecord) bool {
+			cur.Admitted, cur.Preempting = false, false
+			return true
+		})
+	}, func() {
 		e.log.Warn("node preempted for a Dedicated node", "node", n.key())
 		e.kickAll()
-	}()
+	})
 }
 
 // kickAll marks every compute for a pass: freed capacity may admit nodes anywhere.

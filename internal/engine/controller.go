@@ -99,16 +99,17 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 	now := e.clock.Now().UTC()
 
 	var (
-		rec     computeRecord
-		exists  bool
-		nodes   []nodeRecord
-		jobs    []jobRecord
-		toStop  []nodeRecord
-		toStart []jobRecord
-		toKill  []jobRecord
-		adm     admission
-		inst    instanceActions
-		gone    bool
+		rec       computeRecord
+		exists    bool
+		nodes     []nodeRecord
+		jobs      []jobRecord
+		toStop    []nodeRecord
+		toStart   []jobRecord
+		toKill    []jobRecord
+		adm       admission
+		inst      instanceActions
+		toPreempt []nodeRecord
+		gone      bool
 	)
 	err := e.store.Update(func(tx *store.Tx) error {
 		var err error
@@ -150,11 +151,14 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			}
 			return nil
 		}
-		// A node marked released whose Terminate failed (or was cut short by a crash) is
-		// released again on every pass until the driver confirms it gone.
+		// A node marked released or preempting whose Terminate failed (or was cut short by a
+		// crash) is terminated again on every pass until the driver confirms it gone.
 		for _, n := range nodes {
-			if n.Released {
+			switch {
+			case n.Released:
 				toStop = append(toStop, n)
+			case n.Preempting:
+				toPreempt = append(toPreempt, n)
 			}
 		}
 		// Every pass ends by handing out capacity, also on the early returns below.
@@ -256,6 +260,9 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 		return nil
 	}
 	e.act(adm)
+	for _, n := range toPreempt {
+		e.preemptNode(n)
+	}
 	e.actInstance(ctx, inst)
 	for _, n := range toStop {
 		e.releaseNode(ctx, n)
@@ -328,6 +335,24 @@ func (e *Engine) createNode(ctx context.Context, n nodeRecord, size catalog.Size
 // releaseNode terminates a node the store already marks released, once, and deletes its
 // record when the driver confirms it is gone.
 func (e *Engine) releaseNode(ctx context.Context, n nodeRecord) {
+	e.terminateOnce(ctx, n, "releasing", func() error {
+		e.queue.Remove(n.key())
+		return e.store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.key()) })
+	}, func() {
+		e.log.Info("node released", "node", n.key())
+		if e.capacity > 0 {
+			e.kickAll() // the freed capacity may admit nodes of other computes
+		} else {
+			e.kick(n.Compute)
+		}
+	})
+}
+
+// terminateOnce asks the driver to terminate a node, one call at a time per node. When the
+// driver confirms, gone records it (under e.mu) and then after runs. On failure the node
+// keeps its mark in the store (released or preempting): every pass terminates marked nodes
+// again, and a back-off timer brings the next pass. Callers hold e.mu.
+func (e *Engine) terminateOnce(ctx context.Context, n nodeRecord, doing string, gone func() error, after func()) {
 	if e.releasing[n.key()] {
 		return
 	}
@@ -337,23 +362,17 @@ func (e *Engine) releaseNode(ctx context.Context, n nodeRecord) {
 		e.mu.Lock()
 		delete(e.releasing, n.key())
 		if err == nil {
-			err = e.store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.key()) })
-			e.queue.Remove(n.key())
+			err = gone()
 		}
 		e.mu.Unlock()
 		if err != nil {
 			if ctx.Err() == nil {
-				e.log.Error("releasing node failed; will retry", "node", n.key(), "error", err)
+				e.log.Error(doing+" node failed; will retry", "node", n.key(), "error", err)
 				e.queue.Set("backoff/"+n.key(), e.clock.Now().Add(createBackoff))
 			}
 			return
 		}
-		e.log.Info("node released", "node", n.key())
-		if e.capacity > 0 {
-			e.kickAll() // the freed capacity may admit nodes of other computes
-		} else {
-			e.kick(n.Compute)
-		}
+		after()
 	}()
 }
 

@@ -540,3 +540,25 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 		return len(r.drv.Nodes()) == 0 && len(r.compute("lab", "cpu").Nodes) == 0
 	})
 }
+
+// TestFailedPreemptionIsRetried: a preempted node whose Terminate fails keeps holding its
+// capacity until a retry confirms it gone; then the Dedicated node gets the capacity.
+func TestFailedPreemptionIsRetried(t *testing.T) {
+	r := newRigWithCapacity(t, 4)
+	r.workspace("lab", nil)
+	r.clusterWith("lab", "spot", api.PriorityLowPriority, 1, 1, "PT120S")
+	r.eventually("spot node up", func() bool { return countState(r.compute("lab", "spot"), api.NodeIdle) == 1 })
+	r.clusterWith("lab", "prod", api.PriorityDedicated, 0, 1, "PT120S")
+	r.drv.FailNext("Terminate", errors.New("connection reset"))
+	j := r.submit("lab", "prod", 1)
+	r.eventually("first terminate attempted", func() bool { return len(r.drv.CallsTo("Terminate")) >= 1 })
+	r.settle()
+	if s := r.job("lab", j.ID).Status; s != api.JobQueued {
+		t.Fatalf("prod job %s while the preempted node still holds the capacity; want Queued", s)
+	}
+	r.clk.Step(createBackoff)
+	r.eventually("prod job running after the retry", r.status("lab", j.ID, api.JobRunning))
+	if c := r.compute("lab", "spot"); c.NodeStateCounts.Preempted != 1 {
+		t.Fatalf("spot counts %+v; want one preempted node", c.NodeStateCounts)
+	}
+}
