@@ -103,9 +103,9 @@ func (e *Engine) CreateCompute(_ context.Context, workspace string, spec api.Com
 		if ok, err := tx.Get(store.Computes, rec.key(), &existing); err != nil {
 			return err
 		} else if ok {
-			return api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import mlcompute_compute_cluster.<name> %s", spec.Name, workspace, id)
+			return api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, rec.resourceType(), id)
 		}
-		if err := checkQuota(tx, ws, rec, "scale_settings.max_node_count"); err != nil {
+		if err := checkQuota(tx, ws, rec, rec.quotaField()); err != nil {
 			return err
 		}
 		if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
@@ -145,7 +145,7 @@ func (e *Engine) UpdateCompute(_ context.Context, workspace, name string, upd ap
 			if err := e.updateInstance(&rec, upd, e.clock.Now().UTC()); err != nil {
 				return err
 			}
-			if err := checkQuota(tx, ws, rec, "vm_size"); err != nil {
+			if err := checkQuota(tx, ws, rec, rec.quotaField()); err != nil {
 				return err
 			}
 			return tx.Put(store.Computes, rec.key(), rec)
@@ -162,7 +162,7 @@ func (e *Engine) UpdateCompute(_ context.Context, workspace, name string, upd ap
 				s.ScaleDownNodesAfterIdleDuration = api.DefaultScaleDownAfterIdle
 			}
 			rec.ScaleSettings = &s
-			if err := checkQuota(tx, ws, rec, "scale_settings.max_node_count"); err != nil {
+			if err := checkQuota(tx, ws, rec, rec.quotaField()); err != nil {
 				return err
 			}
 		}
@@ -308,6 +308,23 @@ func checkQuota(tx *store.Tx, ws *api.Workspace, rec computeRecord, field string
 	return api.Errorf(api.CodeQuotaExceeded, field,
 		"%s needs %d vCPUs of %s (%d nodes x %d vCPUs of %s) but workspace %q has %d of %d left%s; %s",
 		rec.Name, want, size.Family, rec.maxNodes(), size.VCPUs, size.Name, ws.Name, max(limit-used, 0), limit, detail, hint)
+}
+
+// resourceType is the Terraform resource that manages this kind of compute.
+func (c computeRecord) resourceType() string {
+	if c.Instance != nil {
+		return "mlcompute_compute_instance"
+	}
+	return "mlcompute_compute_cluster"
+}
+
+// quotaField is the input that sets how many vCPUs the compute may use: a cluster's
+// max_node_count, an instance's size.
+func (c computeRecord) quotaField() string {
+	if c.Instance != nil {
+		return "vm_size"
+	}
+	return "scale_settings.max_node_count"
 }
 
 func (c computeRecord) maxNodes() int64 {

@@ -322,3 +322,23 @@ func TestSessionEndsWithEngine(t *testing.T) {
 		t.Fatal("the session outlived the engine")
 	}
 }
+
+// TestInstanceCreateErrorsNameInstanceInputs: a quota error on an instance points at its
+// vm_size (it has no scale settings), and a taken name tells how to import an instance.
+func TestInstanceCreateErrorsNameInstanceInputs(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	_, err := r.e.CreateCompute(context.Background(), "lab", api.ComputeSpec{
+		Name: "gpu-box", Type: api.TypeComputeInstance, VMSize: "Standard_NC6s_v3",
+	}, "")
+	if !api.IsQuotaExceeded(err) || api.FieldOf(err) != "vm_size" {
+		t.Fatalf("GPU instance without quota: %v (field %q); want quota_exceeded on vm_size", err, api.FieldOf(err))
+	}
+	r.instance("lab", "kate", api.InstanceSettings{})
+	_, err = r.e.CreateCompute(context.Background(), "lab", api.ComputeSpec{
+		Name: "kate", Type: api.TypeComputeInstance, VMSize: "Standard_DS3_v2",
+	}, "")
+	if !api.IsConflict(err) || !strings.Contains(err.Error(), "terraform import mlcompute_compute_instance.") {
+		t.Fatalf("taken name: %v; want the instance import hint", err)
+	}
+}
