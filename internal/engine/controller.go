@@ -66,6 +66,10 @@ func (e *Engine) loop(ctx context.Context) {
 		clear(e.dirty)
 		e.dirtyMu.Unlock()
 		for _, key := range keys {
+			if ep, ok := strings.CutPrefix(key, endpointDirtyPrefix); ok {
+				e.reconcileEndpoint(ctx, ep)
+				continue
+			}
 			if err := e.reconcileCompute(ctx, key); err != nil && ctx.Err() == nil {
 				e.log.Error("reconcile failed", "compute", key, "error", err)
 			}
@@ -77,6 +81,9 @@ func (e *Engine) loop(ctx context.Context) {
 // back-off has passed.
 func (e *Engine) onDeadline(keys []string) {
 	for _, k := range keys {
+		if e.endpointDeadline(k) {
+			continue
+		}
 		e.kick(computeOfTimerKey(k))
 	}
 }
@@ -395,6 +402,9 @@ func (e *Engine) consumeEvents(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ev := <-e.driver.Events():
+			if e.endpointEvent(ctx, ev) {
+				continue
+			}
 			switch ev.Kind {
 			case driver.TaskExited:
 				e.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
@@ -538,6 +548,9 @@ func (e *Engine) recover(ctx context.Context) error {
 			}
 		}
 	}
+	for _, id := range e.endpointNodeIDs() {
+		known[id] = true
+	}
 	orphans, err := e.driver.List(ctx, "")
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
@@ -567,6 +580,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	for _, c := range computes {
 		e.kick(c.key())
 	}
+	e.recoverEndpoints(ctx)
 	return nil
 }
 

@@ -76,6 +76,9 @@ type Engine struct {
 	dirty   map[string]bool
 	waiters map[string][]chan struct{}
 	wake    chan struct{}
+
+	// ep is the online endpoints' runtime (endpoint_runtime.go).
+	ep *endpointRuntime
 }
 
 // New builds an engine.
@@ -117,6 +120,7 @@ func New(cfg Config) (*Engine, error) {
 		wake:            make(chan struct{}, 1),
 	}
 	e.queue = timerqueue.New(cfg.Clock, e.onDeadline)
+	e.ep = newEndpointRuntime(e)
 	return e, nil
 }
 

@@ -121,7 +121,7 @@ func (e *Engine) UpdateWorkspace(_ context.Context, name string, upd api.Workspa
 // holds computes or endpoints, and lists them; with force it deletes them first (releasing
 // every node) and then the workspace. Deleting a missing workspace is not_found.
 func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) error {
-	var computes []string
+	var computes, endpoints []string
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
 		if _, err := getWorkspace(tx, name); err != nil {
@@ -143,6 +143,19 @@ func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) e
 				}
 			}
 		}
+		if err != nil {
+			return err
+		}
+		eps, err := store.List[endpointRecord](tx, store.Endpoints, name+"/")
+		for _, rec := range eps {
+			endpoints = append(endpoints, rec.key())
+			if !rec.Deleting {
+				rec.Deleting = true
+				if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
+					return err
+				}
+			}
+		}
 		return err
 	})
 	e.mu.Unlock()
@@ -152,17 +165,16 @@ func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) e
 	if err := e.waitDeleted(ctx, computes); err != nil {
 		return err
 	}
+	if err := e.waitEndpointsDeleted(ctx, endpoints); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	err = e.store.Update(func(tx *store.Tx) error {
 		if keys := tx.Keys(store.Computes, name+"/"); len(keys) > 0 {
 			return api.Errorf(api.CodeConflict, "", "workspace %q gained computes while it was being deleted: %s", name, strings.Join(keys, ", "))
 		}
-		// Endpoint records go with the workspace; the endpoint layer stops their
-		// deployments when it sees them gone.
-		for _, key := range tx.Keys(store.Endpoints, name+"/") {
-			if err := tx.Delete(store.Endpoints, key); err != nil {
-				return err
-			}
+		if keys := tx.Keys(store.Endpoints, name+"/"); len(keys) > 0 {
+			return api.Errorf(api.CodeConflict, "", "workspace %q gained online endpoints while it was being deleted: %s", name, strings.Join(keys, ", "))
 		}
 		return tx.Delete(store.Workspaces, name)
 	})

@@ -23,6 +23,10 @@ type openapiDoc struct {
 		Schemas map[string]struct {
 			Properties map[string]any `yaml:"properties"`
 			Enum       []string       `yaml:"enum"`
+			// AllOf holds the $refs of the schemas an object embeds.
+			AllOf []struct {
+				Ref string `yaml:"$ref"`
+			} `yaml:"allOf"`
 		} `yaml:"schemas"`
 	} `yaml:"components"`
 }
@@ -91,24 +95,36 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for name, v := range map[string]any{
-		"Status":           api.Status{},
-		"WorkspaceSpec":    api.WorkspaceSpec{},
-		"WorkspaceUpdate":  api.WorkspaceUpdate{},
-		"VMSize":           api.VMSize{},
-		"Error":            api.Error{},
-		"ScaleSettings":    api.ScaleSettings{},
-		"ComputeSpec":      api.ComputeSpec{},
-		"ComputeUpdate":    api.ComputeUpdate{},
-		"Node":             api.Node{},
-		"Compute":          api.Compute{},
-		"JobSpec":          api.JobSpec{},
-		"Job":              api.Job{},
-		"LogChunk":         api.LogChunk{},
-		"SnapshotRef":      api.SnapshotRef{},
-		"InstanceSettings": api.InstanceSettings{},
-		"Schedule":         api.Schedule{},
-		"SetupScript":      api.SetupScript{},
-		"Operation":        api.Operation{},
+		"Status":                api.Status{},
+		"WorkspaceSpec":         api.WorkspaceSpec{},
+		"WorkspaceUpdate":       api.WorkspaceUpdate{},
+		"VMSize":                api.VMSize{},
+		"Error":                 api.Error{},
+		"ScaleSettings":         api.ScaleSettings{},
+		"ComputeSpec":           api.ComputeSpec{},
+		"ComputeUpdate":         api.ComputeUpdate{},
+		"Node":                  api.Node{},
+		"Compute":               api.Compute{},
+		"JobSpec":               api.JobSpec{},
+		"Job":                   api.Job{},
+		"LogChunk":              api.LogChunk{},
+		"SnapshotRef":           api.SnapshotRef{},
+		"InstanceSettings":      api.InstanceSettings{},
+		"Schedule":              api.Schedule{},
+		"SetupScript":           api.SetupScript{},
+		"Operation":             api.Operation{},
+		"Probe":                 api.Probe{},
+		"RequestSettings":       api.RequestSettings{},
+		"DeploymentSpec":        api.DeploymentSpec{},
+		"EndpointSpec":          api.EndpointSpec{},
+		"EndpointUpdate":        api.EndpointUpdate{},
+		"EndpointInstance":      api.EndpointInstance{},
+		"Deployment":            api.Deployment{},
+		"Endpoint":              api.Endpoint{},
+		"EndpointList":          api.EndpointList{},
+		"EndpointKeys":          api.EndpointKeys{},
+		"EndpointToken":         api.EndpointToken{},
+		"RegenerateKeysRequest": api.RegenerateKeysRequest{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -118,6 +134,12 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		var documented []string
 		for p := range schema.Properties {
 			documented = append(documented, p)
+		}
+		// An embedded Go struct is documented as allOf the embedded type's schema.
+		for _, ref := range schema.AllOf {
+			for p := range doc.Components.Schemas[strings.TrimPrefix(ref.Ref, "#/components/schemas/")].Properties {
+				documented = append(documented, p)
+			}
 		}
 		sort.Strings(documented)
 		if fields := jsonFields(reflect.TypeOf(v)); !slices.Equal(documented, fields) {
@@ -129,7 +151,13 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 func jsonFields(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {
-		tag := t.Field(i).Tag.Get("json")
+		f := t.Field(i)
+		if f.Anonymous && f.Tag.Get("json") == "" && f.Type.Kind() == reflect.Struct {
+			// encoding/json promotes an untagged embedded struct's fields.
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		tag := f.Tag.Get("json")
 		name, _, _ := strings.Cut(tag, ",")
 		if name == "" || name == "-" {
 			continue

@@ -1,0 +1,713 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// The endpoint runtime keeps every deployment at instance_count instances, each a node of
+// the engine's driver running the deployment's command as a task with PORT set. The rules:
+//
+//   - An instance takes traffic once its readiness probe passed success_threshold times in
+//     a row, and stops taking it after failure_threshold failures in a row.
+//   - failure_threshold liveness failures in a row, or the process exiting, restart the
+//     process on its node after a back-off (1 s doubling per consecutive failure, at most
+//     5 minutes); a lost node is created again under the same key.
+//   - A process that never becomes ready within initial_delay + period * failure_threshold
+//     counts as a failed start. failedStartsBeforeError failed starts in a row set the
+//     deployment's Error, so the endpoint reads Failed; starts go on with the back-off, and
+//     the first instance that becomes ready clears the error.
+//   - Rollout: a changed deployment (new generation) starts new instances; the old ones keep
+//     their traffic until instance_count new ones are ready, then drain: out of the router
+//     at once, terminated after the request timeout (+1 s) so requests on them finish.
+//     Lower instance counts and removed deployments drain the same way.
+//   - Delete takes the endpoint out of the router and terminates every instance at once.
+//
+// Probes and restarts are deadlines in the engine's timer queue, so the rules run on the
+// injected clock. Decisions are committed before they are acted on; the instances live in
+// the endpoint's record, so a restarted engine adopts their nodes and resumes the probes.
+
+// failedStartsBeforeError is how many failed starts in a row mark a deployment failed.
+const failedStartsBeforeError = 3
+
+// maxRestartBackoff caps the wait before a failed instance starts again.
+const maxRestartBackoff = 5 * time.Minute
+
+// drainGrace is added to the request timeout before a draining instance is terminated.
+const drainGrace = time.Second
+
+// Timer-queue key prefixes: "epk/<ws>/<name>[#<instance>]" kicks the endpoint;
+// "epp/<instance>/ready|live" runs one probe.
+const (
+	timerEndpoint = "epk/"
+	timerProbe    = "epp/"
+)
+
+// Prober performs one HTTP probe: it reports whether a GET of url answered 2xx or 3xx
+// within timeout.
+type Prober func(ctx context.Context, url string, timeout time.Duration) bool
+
+type endpointRuntime struct {
+	router *router.Router
+	base   atomic.Pointer[string]
+	secret atomic.Pointer[[]byte]
+	probe  Prober
+
+	// The maps below are guarded by Engine.mu.
+	nodes       map[string]string // instance ID -> endpoint key
+	probes      map[string]*probeState
+	starting    map[string]bool
+	terminating map[string]bool
+}
+
+// probeState counts consecutive probe results of one process (task).
+type probeState struct {
+	task                         string
+	readyOK, readyFail, liveFail int64
+}
+
+func newEndpointRuntime(e *Engine) *endpointRuntime {
+	return &endpointRuntime{
+		router:      router.New(router.Options{Logger: e.log, Clock: clockWithAfterFunc(e.clock)}),
+		probe:       httpProbe,
+		nodes:       map[string]string{},
+		probes:      map[string]*probeState{},
+		starting:    map[string]bool{},
+		terminating: map[string]bool{},
+	}
+}
+
+// httpProbe is the real probe: a GET with no proxy and no keep-alive, so a probe never
+// holds one of the instance's request slots.
+func httpProbe(ctx context.Context, url string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	req.Close = true
+	res, err := probeClient.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode >= 200 && res.StatusCode < 400
+}
+
+var probeClient = &http.Client{
+	Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// SetProber replaces the HTTP probe; tests of the rules use it with a fake driver, whose
+// nodes serve nothing.
+func (e *Engine) SetProber(p Prober) { e.ep.probe = p }
+
+// ScoringHandler is the scoring router: serve it on the scoring listener.
+func (e *Engine) ScoringHandler() http.Handler { return e.ep.router }
+
+// CloseScoring stops the router's mirror copies; call it after the scoring listener stopped.
+func (e *Engine) CloseScoring() { e.ep.router.Close() }
+
+func (e *Engine) scoringBase() string {
+	if p := e.ep.base.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// reconcileEndpoint runs one pass for one endpoint.
+func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now().UTC()
+	var (
+		rec          endpointRecord
+		exists, gone bool
+		toStart      []endpointInstance
+		toTerminate  []endpointInstance
+	)
+	err := e.store.Update(func(tx *store.Tx) error {
+		var err error
+		if exists, err = tx.Get(store.Endpoints, key, &rec); err != nil || !exists {
+			return err
+		}
+		if rec.Deleting {
+			for i := range rec.Instances {
+				rec.Instances[i].Terminating = true
+			}
+			if len(rec.Instances) == 0 {
+				gone = true
+				return tx.Delete(store.Endpoints, key)
+			}
+		} else {
+			e.planEndpoint(&rec, now)
+		}
+		for _, in := range rec.Instances {
+			switch {
+			case in.Terminating:
+				toTerminate = append(toTerminate, in)
+			case in.State == api.EndpointInstanceStarting && in.StartedAt.IsZero():
+				toStart = append(toStart, in)
+			}
+		}
+		return tx.Put(store.Endpoints, key, rec)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("reconciling online endpoint failed", "endpoint", key, "error", err)
+		}
+		return
+	}
+	if !exists || gone || rec.Deleting {
+		e.ep.router.RemoveEndpoint(nameOf(key))
+		if gone {
+			e.log.Info("online endpoint deleted", "endpoint", key)
+			e.notifyGone(endpointDirtyPrefix + key)
+		}
+	} else {
+		e.pushRouter(rec)
+	}
+	for _, in := range toStart {
+		e.ep.nodes[in.ID] = key
+		if !e.ep.starting[in.ID] {
+			e.ep.starting[in.ID] = true
+			go e.startInstance(ctx, key, rec, in)
+		}
+	}
+	for _, in := range toTerminate {
+		// A start in flight finishes first; it kicks the endpoint, and the next pass
+		// terminates the node it made.
+		if !e.ep.starting[in.ID] && !e.ep.terminating[in.ID] {
+			e.ep.terminating[in.ID] = true
+			go e.terminateInstance(ctx, key, in)
+		}
+	}
+}
+
+// planEndpoint applies the rules to a live endpoint's instances, in place.
+func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
+	key := rec.key()
+	allReady := true
+	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
+		d := rec.Deployments[name]
+		var cur []int
+		for i, in := range rec.Instances {
+			if in.Deployment == name && in.Generation == d.Generation && in.State != api.EndpointInstanceDraining && !in.Terminating {
+				cur = append(cur, i)
+			}
+		}
+		for int64(len(cur)) < d.Spec.InstanceCount {
+			rec.Instances = append(rec.Instances, endpointInstance{
+				ID: newID("ep"), Deployment: name, Generation: d.Generation, Port: e.freePort(rec.Instances),
+				Task: "serve-0", State: api.EndpointInstanceStarting,
+			})
+			cur = append(cur, len(rec.Instances)-1)
+		}
+		if extra := int64(len(cur)) - d.Spec.InstanceCount; extra > 0 {
+			// Drain the instances that are not ready first, then the newest.
+			slices.SortStableFunc(cur, func(a, b int) int {
+				ra, rb := rec.Instances[a].State == api.EndpointInstanceReady, rec.Instances[b].State == api.EndpointInstanceReady
+				if ra != rb {
+					if ra {
+						return -1
+					}
+					return 1
+				}
+				return 0
+			})
+			for _, i := range cur[len(cur)-int(extra):] {
+				e.drain(rec, i, now)
+			}
+			cur = cur[:len(cur)-int(extra)]
+		}
+		var ready int64
+		for _, i := range cur {
+			if rec.Instances[i].State == api.EndpointInstanceReady {
+				ready++
+			}
+		}
+		if ready < d.Spec.InstanceCount {
+			allReady = false
+			continue
+		}
+		// The new generation is ready: the old one stops taking traffic now.
+		for i, in := range rec.Instances {
+			if in.Deployment == name && in.Generation != d.Generation && in.State != api.EndpointInstanceDraining && !in.Terminating {
+				e.drain(rec, i, now)
+			}
+		}
+	}
+	for i, in := range rec.Instances {
+		if _, ok := rec.Deployments[in.Deployment]; !ok && in.State != api.EndpointInstanceDraining && !in.Terminating {
+			e.drain(rec, i, now)
+		}
+	}
+	for i := range rec.Instances {
+		in := &rec.Instances[i]
+		switch {
+		case in.Terminating:
+		case in.State == api.EndpointInstanceDraining:
+			if !now.Before(in.DrainUntil) {
+				in.Terminating = true
+			} else {
+				e.queue.Set(timerEndpoint+key+"#"+in.ID, in.DrainUntil)
+			}
+		case in.State == api.EndpointInstanceFailed && !in.RestartAt.IsZero():
+			if !now.Before(in.RestartAt) {
+				in.Restarts++
+				in.Task = "serve-" + strconv.FormatInt(in.Restarts, 10)
+				in.State, in.StartedAt, in.RestartAt, in.EverReady = api.EndpointInstanceStarting, time.Time{}, time.Time{}, false
+			} else {
+				e.queue.Set(timerEndpoint+key+"#"+in.ID, in.RestartAt)
+			}
+		}
+	}
+	if allReady && !rec.Provisioned {
+		rec.Provisioned = true
+		e.log.Info("online endpoint provisioned", "endpoint", key)
+	}
+}
+
+// drain takes an instance out of the router; it is terminated once its requests have had
+// the deployment's request timeout to finish.
+func (e *Engine) drain(rec *endpointRecord, i int, now time.Time) {
+	in := &rec.Instances[i]
+	timeout := time.Duration(api.DefaultRequestTimeoutMS) * time.Millisecond
+	if d, ok := rec.Deployments[in.Deployment]; ok && d.Spec.RequestSettings != nil {
+		timeout = time.Duration(d.Spec.RequestSettings.RequestTimeoutMS) * time.Millisecond
+	}
+	if in.State != api.EndpointInstanceReady {
+		// Nothing was routed to it: it can go at once.
+		timeout, in.Terminating = 0, true
+	}
+	in.State, in.DrainUntil = api.EndpointInstanceDraining, now.Add(timeout+drainGrace)
+	e.queue.Remove(timerProbe + in.ID + "/ready")
+	e.queue.Remove(timerProbe + in.ID + "/live")
+	e.log.Debug("instance draining", "endpoint", rec.key(), "instance", in.ID, "deployment", in.Deployment)
+}
+
+// freePort picks a free loopback port no other instance of the endpoint holds. The kernel
+// does not hand out a port that is bound, and ports of other endpoints are bound by their
+// running instances.
+func (e *Engine) freePort(taken []endpointInstance) int {
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			continue
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !slices.ContainsFunc(taken, func(in endpointInstance) bool { return in.Port == port }) {
+			return port
+		}
+	}
+	return 0
+}
+
+// startInstance creates the instance's node (idempotent under its key) and starts its
+// current process, then schedules its probes.
+func (e *Engine) startInstance(ctx context.Context, key string, rec endpointRecord, in endpointInstance) {
+	d := rec.Deployments[in.Deployment]
+	spec := d.Spec
+	size, _ := catalog.Lookup(spec.InstanceType)
+	info, err := e.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
+	if err == nil {
+		env := maps.Clone(spec.EnvironmentVariables)
+		if env == nil {
+			env = map[string]string{}
+		}
+		env["PORT"] = strconv.Itoa(in.Port)
+		codeDir := ""
+		if spec.SnapshotID != "" && e.snapshots != nil {
+			codeDir, _ = e.snapshots.Path(spec.SnapshotID)
+		}
+		err = e.driver.StartTask(ctx, in.ID, driver.TaskSpec{Key: in.Task, Command: spec.Command, Env: env, CodeDir: codeDir})
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	e.mu.Lock()
+	delete(e.ep.starting, in.ID)
+	now := e.clock.Now().UTC()
+	_ = e.updateEndpointInstance(key, in.ID, func(rec *endpointRecord, cur *endpointInstance) {
+		if cur.Task != in.Task || cur.Terminating || cur.State != api.EndpointInstanceStarting {
+			return
+		}
+		if err != nil {
+			e.instanceFailed(rec, cur, fmt.Sprintf("starting it failed: %v", err), now)
+			return
+		}
+		cur.Host, cur.StartedAt = info.Address, now
+		e.ep.probes[cur.ID] = &probeState{task: cur.Task}
+		d := rec.Deployments[cur.Deployment]
+		e.queue.Set(timerProbe+cur.ID+"/ready", now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
+		e.queue.Set(timerProbe+cur.ID+"/live", now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
+		e.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
+	})
+	e.mu.Unlock()
+	e.kickEndpoint(key)
+}
+
+// instanceFailed marks an instance failed, kills its process and schedules its restart.
+// Callers hold e.mu and commit rec.
+func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why string, now time.Time) {
+	if !in.EverReady {
+		in.Failures++
+	}
+	backoff := time.Second << min(in.Failures, 9)
+	if backoff > maxRestartBackoff {
+		backoff = maxRestartBackoff
+	}
+	in.State, in.RestartAt = api.EndpointInstanceFailed, now.Add(backoff)
+	delete(e.ep.probes, in.ID)
+	e.queue.Remove(timerProbe + in.ID + "/ready")
+	e.queue.Remove(timerProbe + in.ID + "/live")
+	e.queue.Set(timerEndpoint+rec.key()+"#"+in.ID, in.RestartAt)
+	if in.Failures >= failedStartsBeforeError {
+		d := rec.Deployments[in.Deployment]
+		d.Error = fmt.Sprintf("instance %s failed %d times in a row before becoming ready; last: %s", in.ID, in.Failures, why)
+		rec.Deployments[in.Deployment] = d
+	}
+	e.log.Warn("endpoint instance failed; restarting", "endpoint", rec.key(), "instance", in.ID, "reason", why, "restart_in", backoff)
+	node, task := in.ID, in.Task
+	go func() { _ = e.driver.KillTask(e.ctx, node, task) }()
+}
+
+// updateEndpointInstance applies f to one stored instance and commits, then pushes the router.
+// Callers hold e.mu.
+func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, *endpointInstance)) error {
+	var rec endpointRecord
+	var found bool
+	err := e.store.Update(func(tx *store.Tx) error {
+		ok, err := tx.Get(store.Endpoints, key, &rec)
+		if err != nil || !ok {
+			return err
+		}
+		for i := range rec.Instances {
+			if rec.Instances[i].ID == id {
+				found = true
+				f(&rec, &rec.Instances[i])
+				return tx.Put(store.Endpoints, key, rec)
+			}
+		}
+		return nil
+	})
+	if err == nil && found && !rec.Deleting {
+		e.pushRouter(rec)
+	}
+	return err
+}
+
+// terminateInstance terminates an instance's node and, once the driver confirms, removes it.
+func (e *Engine) terminateInstance(ctx context.Context, key string, in endpointInstance) {
+	err := e.driver.Terminate(ctx, in.ID)
+	e.mu.Lock()
+	delete(e.ep.terminating, in.ID)
+	if err == nil {
+		err = e.store.Update(func(tx *store.Tx) error {
+			var rec endpointRecord
+			ok, err := tx.Get(store.Endpoints, key, &rec)
+			if err != nil || !ok {
+				return err
+			}
+			rec.Instances = slices.DeleteFunc(rec.Instances, func(x endpointInstance) bool { return x.ID == in.ID })
+			return tx.Put(store.Endpoints, key, rec)
+		})
+	}
+	if err == nil {
+		delete(e.ep.nodes, in.ID)
+		delete(e.ep.probes, in.ID)
+		e.queue.Remove(timerProbe + in.ID + "/ready")
+		e.queue.Remove(timerProbe + in.ID + "/live")
+		e.queue.Remove(timerEndpoint + key + "#" + in.ID)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("terminating endpoint instance failed; will retry", "endpoint", key, "instance", in.ID, "error", err)
+			e.queue.Set(timerEndpoint+key+"#"+in.ID, e.clock.Now().Add(createBackoff))
+		}
+		return
+	}
+	e.log.Info("endpoint instance terminated", "endpoint", key, "instance", in.ID)
+	e.kickEndpoint(key)
+}
+
+// endpointDeadline handles the endpoint keys of the timer queue; false for other keys.
+func (e *Engine) endpointDeadline(k string) bool {
+	if rest, ok := strings.CutPrefix(k, timerEndpoint); ok {
+		key, _, _ := strings.Cut(rest, "#")
+		e.kickEndpoint(key)
+		return true
+	}
+	if rest, ok := strings.CutPrefix(k, timerProbe); ok {
+		id, kind, _ := strings.Cut(rest, "/")
+		e.runProbe(id, kind)
+		return true
+	}
+	return false
+}
+
+// runProbe starts one probe of an instance's current process.
+func (e *Engine) runProbe(id, kind string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key, ok := e.ep.nodes[id]
+	st := e.ep.probes[id]
+	if !ok || st == nil {
+		return
+	}
+	var in endpointInstance
+	var probe api.Probe
+	err := e.store.View(func(tx *store.Tx) error {
+		rec, err := getEndpoint(tx, workspaceOf(key), nameOf(key))
+		if err != nil {
+			return err
+		}
+		for _, x := range rec.Instances {
+			if x.ID == id {
+				in = x
+			}
+		}
+		if d, ok := rec.Deployments[in.Deployment]; ok && in.ID != "" {
+			probe = *d.Spec.ReadinessProbe
+			if kind == "live" {
+				probe = *d.Spec.LivenessProbe
+			}
+		}
+		return nil
+	})
+	if err != nil || in.ID == "" || probe.Path == "" || in.Task != st.task || in.Terminating ||
+		(in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
+		return
+	}
+	u := url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port)), Path: probe.Path}
+	timeout := validation.ParseProbe(probe).Timeout
+	go func() {
+		ok := e.ep.probe(e.ctx, u.String(), timeout)
+		e.probeResult(key, id, in.Task, kind, ok)
+	}()
+}
+
+// probeResult applies one probe result and schedules the next probe.
+func (e *Engine) probeResult(key, id, task, kind string, ok bool) {
+	if e.ctx.Err() != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.ep.probes[id]
+	if st == nil || st.task != task {
+		return
+	}
+	now := e.clock.Now().UTC()
+	var changed bool
+	_ = e.updateEndpointInstance(key, id, func(rec *endpointRecord, in *endpointInstance) {
+		if in.Task != task || in.Terminating || (in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
+			return
+		}
+		d := rec.Deployments[in.Deployment]
+		probe := *d.Spec.ReadinessProbe
+		if kind == "live" {
+			probe = *d.Spec.LivenessProbe
+		}
+		times := validation.ParseProbe(probe)
+		switch {
+		case kind == "live" && ok:
+			st.liveFail = 0
+		case kind == "live":
+			if st.liveFail++; st.liveFail >= probe.FailureThreshold {
+				e.instanceFailed(rec, in, fmt.Sprintf("liveness probe GET %s failed %d times in a row", probe.Path, st.liveFail), now)
+				changed = true
+				return
+			}
+		case ok:
+			st.readyOK, st.readyFail = st.readyOK+1, 0
+			if st.readyOK >= probe.SuccessThreshold && in.State != api.EndpointInstanceReady {
+				in.State, in.EverReady, in.Failures = api.EndpointInstanceReady, true, 0
+				if d.Error != "" {
+					d.Error = ""
+					rec.Deployments[in.Deployment] = d
+				}
+				changed = true
+				e.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment)
+			}
+		default:
+			st.readyOK, st.readyFail = 0, st.readyFail+1
+			if st.readyFail >= probe.FailureThreshold {
+				if !in.EverReady {
+					e.instanceFailed(rec, in, fmt.Sprintf("readiness probe GET %s did not pass within %s (initial_delay + period * failure_threshold)",
+						probe.Path, times.InitialDelay+times.Period*time.Duration(probe.FailureThreshold)), now)
+					changed = true
+					return
+				}
+				if in.State == api.EndpointInstanceReady {
+					in.State = api.EndpointInstanceStarting
+					changed = true
+					e.log.Warn("endpoint instance not ready", "endpoint", key, "instance", in.ID, "failures", st.readyFail)
+				}
+			}
+		}
+		e.queue.Set(timerProbe+id+"/"+kind, now.Add(times.Period))
+	})
+	if changed {
+		e.kickEndpoint(key)
+	}
+}
+
+// endpointEvent applies a driver event about an endpoint instance's node; false when the
+// node is not an endpoint instance.
+func (e *Engine) endpointEvent(ctx context.Context, ev driver.Event) bool {
+	e.mu.Lock()
+	key, ok := e.ep.nodes[ev.NodeKey]
+	e.mu.Unlock()
+	if !ok {
+		return false
+	}
+	why := "its node was lost"
+	if ev.Kind == driver.TaskExited {
+		why = fmt.Sprintf("its command exited with code %d", ev.ExitCode)
+		if out, err := e.driver.TaskOutput(ctx, ev.NodeKey, ev.TaskKey, 0); err == nil && len(out) > 0 {
+			why += "; output: " + tail(string(out), 400)
+		}
+	}
+	e.mu.Lock()
+	now := e.clock.Now().UTC()
+	_ = e.updateEndpointInstance(key, ev.NodeKey, func(rec *endpointRecord, in *endpointInstance) {
+		if in.Terminating || in.State == api.EndpointInstanceDraining || in.State == api.EndpointInstanceFailed {
+			return
+		}
+		if ev.Kind == driver.TaskExited && ev.TaskKey != in.Task {
+			return
+		}
+		if ev.Kind == driver.TaskExited && in.StartedAt.IsZero() {
+			return // the start is still being recorded; a later status check finds it
+		}
+		e.instanceFailed(rec, in, why, now)
+	})
+	e.mu.Unlock()
+	e.kickEndpoint(key)
+	return true
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func nameOf(key string) string {
+	_, name, _ := strings.Cut(key, "/")
+	return name
+}
+
+// endpointNodeIDs lists the nodes endpoint instances hold, so recovery does not take them
+// for orphans.
+func (e *Engine) endpointNodeIDs() []string {
+	var ids []string
+	_ = e.store.View(func(tx *store.Tx) error {
+		recs, err := store.List[endpointRecord](tx, store.Endpoints, "")
+		for _, rec := range recs {
+			for _, in := range rec.Instances {
+				ids = append(ids, in.ID)
+			}
+		}
+		return err
+	})
+	return ids
+}
+
+// recoverEndpoints adopts the instances a previous run left: a live process keeps its state
+// and its probes resume; a dead one is restarted; then every endpoint gets a pass, which
+// rebuilds the router table.
+func (e *Engine) recoverEndpoints(ctx context.Context) {
+	var recs []endpointRecord
+	_ = e.store.View(func(tx *store.Tx) error {
+		var err error
+		recs, err = store.List[endpointRecord](tx, store.Endpoints, "")
+		return err
+	})
+	for _, rec := range recs {
+		for _, in := range rec.Instances {
+			e.mu.Lock()
+			e.ep.nodes[in.ID] = rec.key()
+			e.mu.Unlock()
+			if in.Terminating || in.StartedAt.IsZero() || in.State == api.EndpointInstanceFailed || in.State == api.EndpointInstanceDraining {
+				continue // the pass terminates, starts or restarts it
+			}
+			alive := false
+			if _, err := e.driver.Describe(ctx, in.ID); err == nil {
+				st, err := e.driver.TaskStatus(ctx, in.ID, in.Task)
+				alive = err == nil && st.Running
+			}
+			e.mu.Lock()
+			now := e.clock.Now().UTC()
+			_ = e.updateEndpointInstance(rec.key(), in.ID, func(r *endpointRecord, cur *endpointInstance) {
+				if !alive {
+					e.instanceFailed(r, cur, "it was not running when the engine started", now)
+					return
+				}
+				e.ep.probes[cur.ID] = &probeState{task: cur.Task}
+				e.queue.Set(timerProbe+cur.ID+"/ready", now)
+				e.queue.Set(timerProbe+cur.ID+"/live", now)
+			})
+			e.mu.Unlock()
+		}
+		e.kickEndpoint(rec.key())
+	}
+}
+
+// pushRouter gives the router the endpoint's current table: the deployments with their
+// ready instances, the traffic, and the credentials.
+func (e *Engine) pushRouter(rec endpointRecord) {
+	ep := router.Endpoint{
+		Name: rec.Name, AuthMode: rec.AuthMode,
+		Keys:        [2]string{rec.Keys.PrimaryKey, rec.Keys.SecondaryKey},
+		Traffic:     map[string]int{},
+		Mirror:      map[string]int{},
+		Deployments: map[string]*router.Deployment{},
+	}
+	ws, name := rec.Workspace, rec.Name
+	ep.TokenVerifier = func(token string) bool { return e.verifyToken(ws, name, token) }
+	for k, v := range rec.Traffic {
+		ep.Traffic[k] = int(v)
+	}
+	for k, v := range rec.MirrorTraffic {
+		ep.Mirror[k] = int(v)
+	}
+	for dn, d := range rec.Deployments {
+		rd := &router.Deployment{Name: dn}
+		if rs := d.Spec.RequestSettings; rs != nil {
+			rd.MaxConcurrentPerInstance = int(rs.MaxConcurrentRequestsPerInstance)
+			rd.RequestTimeout = time.Duration(rs.RequestTimeoutMS) * time.Millisecond
+		}
+		for _, in := range rec.Instances {
+			if in.Deployment == dn && in.State == api.EndpointInstanceReady && !in.Terminating {
+				u := &url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port))}
+				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u, Ready: true})
+			}
+		}
+		ep.Deployments[dn] = rd
+	}
+	e.ep.router.SetEndpoint(ep)
+}
