@@ -14,6 +14,10 @@
 // To add a case, append to cases: a name, the case it is compared with, and its config.
 // After the table it measures scale-from-zero latency: a job submitted to a cluster at zero
 // nodes, timed to the first byte of its output, against the same command run directly.
+//
+// -mode router (also part of the default -mode all) compares the engine's scoring router
+// with nginx as a reverse proxy in front of the same model server, under the same wrk load
+// (scoring.go); it needs nginx and wrk, which make bench installs.
 package main
 
 import (
@@ -125,12 +129,24 @@ func operations(n int) []operation {
 }
 
 type options struct {
+	mode      string
 	terraform string
 	binDir    string
 	n         int
 	runs      int
 	keepDir   bool
+
+	// -mode router
+	wrk          string
+	nginx        string
+	wrkThreads   int
+	wrkConns     int
+	wrkDuration  time.Duration
+	serveBackend bool
 }
+
+// modes are the values of -mode.
+var modes = []string{"all", "terraform", "router"}
 
 func main() {
 	var o options
@@ -139,11 +155,37 @@ func main() {
 	flag.IntVar(&o.n, "n", 100, "resources per configuration")
 	flag.IntVar(&o.runs, "runs", 3, "timed runs per case; the median is reported")
 	flag.BoolVar(&o.keepDir, "keep", false, "keep the scratch directory (configs, state, engine.log) for inspection")
+	flag.StringVar(&o.mode, "mode", "all", "what to measure: "+strings.Join(modes, ", ")+
+		" (terraform: the provider against terraform_data and scale-from-zero; router: the scoring router against nginx)")
+	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary (-mode router)")
+	flag.StringVar(&o.nginx, "nginx", "nginx", "nginx binary (-mode router)")
+	flag.IntVar(&o.wrkThreads, "wrk-threads", 2, "wrk -t (-mode router)")
+	flag.IntVar(&o.wrkConns, "wrk-connections", 32, "wrk -c; also the router's and nginx's concurrency limits (-mode router)")
+	flag.DurationVar(&o.wrkDuration, "wrk-duration", 10*time.Second, "wrk -d of each timed run, whole seconds (-mode router)")
+	flag.BoolVar(&o.serveBackend, "serve-backend", false, "internal to -mode router: serve the model server on loopback until stdin closes")
 	flag.Parse()
 
+	if o.serveBackend {
+		if err := serveBackend(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: model server: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if !slices.Contains(modes, o.mode) {
+		fmt.Fprintf(os.Stderr, "bench: -mode %q: must be one of %s\n", o.mode, strings.Join(modes, ", "))
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	var err error
+	if o.mode == "all" || o.mode == "terraform" {
+		err = run(ctx, o)
+	}
+	if err == nil && (o.mode == "all" || o.mode == "router") {
+		err = runScoring(ctx, o)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}

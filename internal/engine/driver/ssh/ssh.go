@@ -8,8 +8,9 @@
 // (written to a temporary file and renamed). The task keeps running when the SSH
 // connection drops or the engine restarts, and a later connection reads everything back.
 //
-// Every call dials its own connection unless it goes through a Client from Dial. Nothing
-// here logs, and no error carries a password or private key.
+// Every call dials its own connection unless it goes through a Client from Dial. Driver
+// (driver.go) makes this a node driver for attached machines. Only Driver logs, and no log
+// line or error carries a password or private key.
 package ssh
 
 import (
@@ -17,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"strconv"
@@ -233,13 +235,18 @@ func (c *Client) Probe(ctx context.Context) (HostInfo, error) {
 // status. Secrets go through stdin, never cmd: a command line is visible to every user
 // of the machine. When ctx ends the session is closed.
 func (c *Client) run(ctx context.Context, cmd, stdin string) (stdout, stderr []byte, code int, err error) {
+	return c.runInput(ctx, cmd, strings.NewReader(stdin))
+}
+
+// runInput is run with any reader as the command's input.
+func (c *Client) runInput(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, code int, err error) {
 	s, err := c.conn.NewSession()
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("opening session: %w", err)
 	}
 	defer s.Close()
 	var out, errb bytes.Buffer
-	s.Stdin = strings.NewReader(stdin)
+	s.Stdin = stdin
 	s.Stdout = &out
 	s.Stderr = &errb
 	stop := context.AfterFunc(ctx, func() { _ = s.Close() })

@@ -39,7 +39,7 @@ func TestSSH(t *testing.T) {
 
 	t.Run("ProbeWithPassword", func(t *testing.T) {
 		t.Parallel()
-		tg := Target{Address: "127.0.0.1", Port: s.Port, Username: s.User, Password: s.Password, HostKeyFingerprint: s.Fingerprint}
+		tg := Target{Address: s.Address, Port: s.Port, Username: s.User, Password: s.Password, HostKeyFingerprint: s.Fingerprint}
 		info, err := Probe(testCtx(t), tg)
 		if err != nil {
 			t.Fatal(err)
@@ -77,7 +77,7 @@ func TestSSH(t *testing.T) {
 	t.Run("WrongPassword", func(t *testing.T) {
 		t.Parallel()
 		secret := "not-the-password-" + s.Password
-		tg := Target{Address: "127.0.0.1", Port: s.Port, Username: s.User, Password: secret}
+		tg := Target{Address: s.Address, Port: s.Port, Username: s.User, Password: secret}
 		_, err := Probe(testCtx(t), tg)
 		if !IsAuthFailed(err) {
 			t.Fatalf("got %v, want an authentication failure", err)
@@ -117,7 +117,7 @@ func TestSSH(t *testing.T) {
 	t.Run("ClosedPort", func(t *testing.T) {
 		t.Parallel()
 		tg := s.target()
-		tg.Port = freePort(t)
+		tg.Port = s.ClosedPort(t)
 		_, err := Probe(testCtx(t), tg)
 		if !IsConnectionRefused(err) {
 			t.Fatalf("got %v, want connection refused", err)
@@ -153,8 +153,7 @@ func TestSSH(t *testing.T) {
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
-		tg := s.target()
-		tg.Port = l.Addr().(*net.TCPAddr).Port
+		tg := Target{Address: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port, Username: s.User, PrivateKeyPEM: s.KeyPEM}
 		_, err = Probe(ctx, tg)
 		if !IsUnreachable(err) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want unreachable after the deadline", err)

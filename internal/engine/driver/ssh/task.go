@@ -150,6 +150,41 @@ func (c *Client) Status(ctx context.Context, key string) (running bool, exitCode
 	if err != nil {
 		return false, 0, fmt.Errorf("reading status of task %s: %w", key, err)
 	}
+	return parseStatus(key, out, stderr, code)
+}
+
+// Wait blocks until the task ends and returns what Status returns then. The waiting
+// happens on the machine (a loop that checks the task's files), so it costs one session
+// and no round trips; it returns early with an error when ctx ends or the connection drops.
+func (c *Client) Wait(ctx context.Context, key string) (running bool, exitCode int, err error) {
+	if err := checkKey(key); err != nil {
+		return false, 0, fmt.Errorf("waiting for task: %w", err)
+	}
+	out, stderr, code, err := c.run(ctx, "sh -s -- "+shellQuote(key), waitScript+statusScript)
+	if err != nil {
+		return false, 0, fmt.Errorf("waiting for task %s: %w", key, err)
+	}
+	return parseStatus(key, out, stderr, code)
+}
+
+// RunningTasks lists the keys starting with prefix of the tasks that have not ended.
+func (c *Client) RunningTasks(ctx context.Context, prefix string) ([]string, error) {
+	if prefix != "" {
+		if err := checkKey(prefix); err != nil {
+			return nil, fmt.Errorf("listing tasks: %w", err)
+		}
+	}
+	out, stderr, code, err := c.run(ctx, "sh -s -- "+shellQuote(prefix), listScript)
+	if err != nil {
+		return nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("listing tasks: remote list exited %d: %s", code, strings.TrimSpace(string(stderr)))
+	}
+	return strings.Fields(string(out)), nil
+}
+
+func parseStatus(key string, out, stderr []byte, code int) (running bool, exitCode int, err error) {
 	switch {
 	case code == exitMissing:
 		return false, 0, fmt.Errorf("reading status of task %s: %w", key, driver.ErrNotFound)
@@ -284,6 +319,26 @@ if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; t
   exit 0
 fi
 echo running
+`
+
+// waitScript runs before statusScript: it loops until the task recorded its exit status
+// or its wrapper is gone.
+const waitScript = `d="$HOME/.mlcompute/tasks/$1"
+[ -d "$d" ] || exit 44
+while [ ! -f "$d/exit_code" ]; do
+  if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; then break; fi
+  sleep 0.2 2>/dev/null || sleep 1
+done
+`
+
+// listScript: $1 a key prefix; prints the keys of tasks without an exit status.
+const listScript = `for d in "$HOME/.mlcompute/tasks/$1"*; do
+  [ -d "$d" ] || continue
+  [ -f "$d/exit_code" ] && continue
+  if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; then continue; fi
+  echo "${d##*/}"
+done
+exit 0
 `
 
 // outputScript: $1 key, $2 first byte (1-based), $3 most bytes.

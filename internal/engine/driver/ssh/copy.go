@@ -1,0 +1,80 @@
+package ssh
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// PutDir copies the contents of the local directory src into dst on the machine (a path
+// relative to the home directory), replacing what dst held. It streams a tar archive over
+// the connection, so the machine needs tar. Regular files, directories and symbolic links
+// are copied with their permission bits; anything else is skipped.
+func (c *Client) PutDir(ctx context.Context, src, dst string) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeTar(pw, src)) }()
+	defer pr.Close()
+	cmd := fmt.Sprintf(`rm -rf %[1]s && mkdir -p %[1]s && tar -x -m -f - -C %[1]s`, shellQuote(dst))
+	_, stderr, code, err := c.runInput(ctx, cmd, pr)
+	if err != nil {
+		return fmt.Errorf("copying %s to the machine: %w", src, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("copying %s to the machine: remote tar exited %d: %s", src, code, strings.TrimSpace(string(stderr)))
+	}
+	return nil
+}
+
+func writeTar(w io.Writer, src string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			if link, err = os.Readlink(path); err != nil {
+				return err
+			}
+		case !info.Mode().IsRegular() && !info.IsDir():
+			return nil
+		}
+		hdr, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}

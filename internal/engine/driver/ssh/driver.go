@@ -1,0 +1,412 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+)
+
+// Lookup returns how to reach the machine a node stands for, or driver.ErrNotFound when
+// the engine no longer holds the node. The engine backs it with its store, so secrets
+// live in one place and a rotated credential is used from the next connection on.
+type Lookup func(ctx context.Context, nodeKey string) (Target, error)
+
+// DriverConfig configures a Driver. Lookup is required.
+type DriverConfig struct {
+	Lookup Lookup
+	// Clock times keep-alives and reconnect back-off; the real clock when nil. These are
+	// transport timings, not engine rules, so they run on a real clock even in tests.
+	Clock  clock.WithTicker
+	Logger hclog.Logger
+	// KeepAlive is how often an idle connection is checked (default 5 s); a connection
+	// that does not answer within twice that is closed, so a silently dropped network
+	// is noticed and waits on it reconnect.
+	KeepAlive time.Duration
+	// DialTimeout bounds one connection attempt (default 10 s).
+	DialTimeout time.Duration
+}
+
+// Driver is the node driver of attached machines: a node is an attached machine, reached
+// over SSH with the Target the Lookup returns for its key. It never creates or removes a
+// machine. A task runs under the remote wrapper of Client.Start in
+// ~/.mlcompute/tasks/<node key>.<task key>, so tasks of different nodes (and engines)
+// sharing a machine never collide. Every started or adopted task has a watcher: a remote
+// wait on one connection per machine, which reconnects with back-off when the connection
+// drops, so TaskExited is delivered once the machine is reachable again.
+type Driver struct {
+	cfg    DriverConfig
+	ctx    context.Context
+	cancel context.CancelFunc
+	events chan driver.Event
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	conns    map[string]*Client // node key -> its machine's connection
+	watching map[string]bool    // "<node>/<task>"
+	adopted  map[string]bool    // node keys whose running tasks are watched
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// NewDriver returns a driver; Close stops its watchers and connections.
+func NewDriver(cfg DriverConfig) *Driver {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 5 * time.Second
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Driver{
+		cfg: cfg, ctx: ctx, cancel: cancel, events: make(chan driver.Event, 64),
+		conns: map[string]*Client{}, watching: map[string]bool{}, adopted: map[string]bool{},
+	}
+}
+
+// Name is "ssh".
+func (d *Driver) Name() string { return "ssh" }
+
+// remoteKey is the task's key on the machine.
+func remoteKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }
+
+// client returns the node's connection, dialing when there is none.
+func (d *Driver) client(ctx context.Context, nodeKey string) (*Client, error) {
+	t, err := d.cfg.Lookup(ctx, nodeKey)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	c := d.conns[nodeKey]
+	d.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
+	defer cancel()
+	c, err = Dial(dctx, t)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx.Err() != nil {
+		_ = c.Close()
+		return nil, errors.New("the ssh driver is closed")
+	}
+	if cur := d.conns[nodeKey]; cur != nil { // another call dialed first
+		_ = c.Close()
+		return cur, nil
+	}
+	d.conns[nodeKey] = c
+	d.wg.Add(1)
+	go d.keepAlive(nodeKey, c)
+	return c, nil
+}
+
+// drop forgets a connection that failed, so the next call dials again.
+func (d *Driver) drop(nodeKey string, c *Client) {
+	d.mu.Lock()
+	if d.conns[nodeKey] == c {
+		delete(d.conns, nodeKey)
+	}
+	d.mu.Unlock()
+	_ = c.Close()
+}
+
+// keepAlive closes c when the machine stops answering, which ends every session on it.
+func (d *Driver) keepAlive(nodeKey string, c *Client) {
+	defer d.wg.Done()
+	closed := make(chan struct{})
+	go func() { _ = c.conn.Wait(); close(closed) }()
+	ticker := d.cfg.Clock.NewTicker(d.cfg.KeepAlive)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-closed:
+			d.drop(nodeKey, c)
+			return
+		case <-d.ctx.Done():
+			_ = c.Close()
+			return
+		case <-ticker.C():
+		}
+		answered := make(chan error, 1)
+		go func() {
+			_, _, err := c.conn.SendRequest("keepalive@openssh.com", true, nil)
+			answered <- err
+		}()
+		select {
+		case err := <-answered:
+			if err == nil {
+				continue
+			}
+		case <-d.cfg.Clock.After(2 * d.cfg.KeepAlive):
+			d.cfg.Logger.Warn("attached machine stopped answering; reconnecting", "node", nodeKey, "address", c.target.hostPort())
+		case <-d.ctx.Done():
+		}
+		d.drop(nodeKey, c)
+		<-closed
+		return
+	}
+}
+
+// do runs f on the node's connection; a failure other than a missing task drops the
+// connection, so the next call starts from a fresh one.
+func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) error {
+	c, err := d.client(ctx, nodeKey)
+	if err != nil {
+		return err
+	}
+	err = f(c)
+	if err != nil && !driver.IsNotFound(err) && ctx.Err() == nil {
+		d.drop(nodeKey, c)
+	}
+	return err
+}
+
+// Create checks that the machine is reachable with the node's target (the host key as
+// pinned) and returns the node. It creates nothing: the node is the machine.
+func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
+	if err := d.do(ctx, spec.Key, func(*Client) error { return nil }); err != nil {
+		return driver.NodeInfo{}, err
+	}
+	t, err := d.cfg.Lookup(ctx, spec.Key)
+	if err != nil {
+		return driver.NodeInfo{}, err
+	}
+	return driver.NodeInfo{Key: spec.Key, Owner: spec.Owner, Address: t.Address, StartedAt: d.cfg.Clock.Now()}, nil
+}
+
+// Describe returns the node while the engine holds it, without waiting for the machine:
+// an unreachable machine is not a gone one, and an engine that restarts must not wait for
+// every machine. In the background it reconnects (with back-off) and watches the node's
+// tasks that are still running, which is how a restarted engine re-attaches to them.
+func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, error) {
+	t, err := d.cfg.Lookup(ctx, key)
+	if err != nil {
+		return driver.NodeInfo{}, err
+	}
+	d.mu.Lock()
+	adopt := !d.adopted[key] && d.ctx.Err() == nil
+	if adopt {
+		d.adopted[key] = true
+		d.wg.Add(1)
+	}
+	d.mu.Unlock()
+	if adopt {
+		go d.adopt(key)
+	}
+	return driver.NodeInfo{Key: key, Address: t.Address}, nil
+}
+
+func (d *Driver) adopt(nodeKey string) {
+	defer d.wg.Done()
+	d.retry(nodeKey, "listing running tasks", func() (bool, error) {
+		var keys []string
+		err := d.do(d.ctx, nodeKey, func(c *Client) (err error) {
+			keys, err = c.RunningTasks(d.ctx, nodeKey+".")
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		for _, k := range keys {
+			d.watch(nodeKey, strings.TrimPrefix(k, nodeKey+"."))
+		}
+		return true, nil
+	})
+}
+
+// retry calls f until it reports done, the node is gone or the driver closes, waiting
+// 200 ms, doubling up to 10 s, between failed attempts.
+func (d *Driver) retry(nodeKey, doing string, f func() (bool, error)) {
+	wait := 200 * time.Millisecond
+	for d.ctx.Err() == nil {
+		done, err := f()
+		if done || driver.IsNotFound(err) || d.ctx.Err() != nil {
+			return
+		}
+		d.cfg.Logger.Debug(doing+" failed; retrying", "node", nodeKey, "error", err, "wait", wait)
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-d.cfg.Clock.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// watch delivers TaskExited for a task once it ends, however often the connection drops
+// in between. A task whose directory disappeared is reported with ExitLost.
+func (d *Driver) watch(nodeKey, taskKey string) {
+	k := nodeKey + "/" + taskKey
+	d.mu.Lock()
+	if d.watching[k] || d.ctx.Err() != nil {
+		d.mu.Unlock()
+		return
+	}
+	d.watching[k] = true
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.wg.Done()
+		defer func() {
+			d.mu.Lock()
+			delete(d.watching, k)
+			d.mu.Unlock()
+		}()
+		d.retry(nodeKey, "waiting for task", func() (bool, error) {
+			var running bool
+			var code int
+			err := d.do(d.ctx, nodeKey, func(c *Client) (err error) {
+				running, code, err = c.Wait(d.ctx, remoteKey(nodeKey, taskKey))
+				return err
+			})
+			switch {
+			case errors.Is(err, driver.ErrNotFound):
+				if _, lerr := d.cfg.Lookup(d.ctx, nodeKey); lerr != nil {
+					return true, nil // the node is gone, and its events with it
+				}
+				code = ExitLost
+			case err != nil:
+				return false, err
+			case running:
+				return false, errors.New("the remote wait returned while the task runs")
+			}
+			select {
+			case d.events <- driver.Event{Kind: driver.TaskExited, NodeKey: nodeKey, TaskKey: taskKey, ExitCode: code}:
+			case <-d.ctx.Done():
+			}
+			return true, nil
+		})
+	}()
+}
+
+// List returns nothing: an attached machine has no nodes of its own to enumerate, so the
+// engine's records are the only list, and nothing on a machine is ever an orphan to remove.
+func (d *Driver) List(context.Context, string) ([]driver.NodeInfo, error) { return nil, nil }
+
+// Terminate detaches the node: it kills the node's running tasks (their process groups)
+// and closes the connection, and leaves everything else on the machine as it is. It never
+// fails because the machine cannot be reached: a detached machine is not the engine's to
+// wait for, so that is logged and the node counts as gone.
+func (d *Driver) Terminate(ctx context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+2*killGraceSeconds*time.Second)
+	defer cancel()
+	err := d.do(ctx, key, func(c *Client) error {
+		keys, err := c.RunningTasks(ctx, key+".")
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := c.Kill(ctx, k); err != nil && !driver.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case driver.IsNotFound(err):
+		return nil
+	case err != nil:
+		d.cfg.Logger.Warn("could not stop the tasks of a detached machine", "node", key, "error", err)
+	}
+	d.mu.Lock()
+	c := d.conns[key]
+	delete(d.adopted, key)
+	d.mu.Unlock()
+	if c != nil {
+		d.drop(key, c)
+	}
+	return nil
+}
+
+// StartTask copies spec.CodeDir (when set) to ~/.mlcompute/code/<node>.<task> on the
+// machine, starts the task there (in its own work directory otherwise) and watches it.
+// Idempotent under spec.Key: a task that exists is neither copied again nor restarted.
+func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.TaskSpec) error {
+	rkey := remoteKey(nodeKey, spec.Key)
+	err := d.do(ctx, nodeKey, func(c *Client) error {
+		task := RemoteTask{Key: rkey, Command: spec.Command, Env: spec.Env}
+		if spec.CodeDir != "" {
+			task.WorkDir = ".mlcompute/code/" + rkey
+			_, _, err := c.Status(ctx, rkey)
+			switch {
+			case driver.IsNotFound(err):
+				if err := c.PutDir(ctx, spec.CodeDir, task.WorkDir); err != nil {
+					return err
+				}
+			case err != nil:
+				return err
+			}
+		}
+		return c.Start(ctx, task)
+	})
+	if err != nil {
+		return err
+	}
+	d.watch(nodeKey, spec.Key)
+	return nil
+}
+
+// TaskStatus reads the task's state from the machine.
+func (d *Driver) TaskStatus(ctx context.Context, nodeKey, taskKey string) (driver.TaskStatus, error) {
+	var st driver.TaskStatus
+	err := d.do(ctx, nodeKey, func(c *Client) (err error) {
+		st.Running, st.ExitCode, err = c.Status(ctx, remoteKey(nodeKey, taskKey))
+		return err
+	})
+	return st, err
+}
+
+// TaskOutput reads the task's output from the machine, from offset on.
+func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset int64) ([]byte, error) {
+	var out []byte
+	err := d.do(ctx, nodeKey, func(c *Client) (err error) {
+		out, err = c.Output(ctx, remoteKey(nodeKey, taskKey), offset)
+		return err
+	})
+	return out, err
+}
+
+// Exec is not offered on attached machines: people reach their own machines with ssh.
+func (d *Driver) Exec(context.Context, string, driver.ExecSpec) (int, error) {
+	return 0, fmt.Errorf("interactive sessions are not offered on attached machines; connect with ssh")
+}
+
+// KillTask kills the task's process group on the machine.
+func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
+	return d.do(ctx, nodeKey, func(c *Client) error { return c.Kill(ctx, remoteKey(nodeKey, taskKey)) })
+}
+
+// Events delivers TaskExited for started and adopted tasks; an attached machine never
+// reports NodeGone (an unreachable machine comes back, and its tasks with it).
+func (d *Driver) Events() <-chan driver.Event { return d.events }
+
+// Close stops the watchers and closes the connections; tasks keep running on the machines.
+func (d *Driver) Close() error {
+	d.cancel()
+	d.mu.Lock()
+	conns := d.conns
+	d.conns = map[string]*Client{}
+	d.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	d.wg.Wait()
+	return nil
+}

@@ -1,0 +1,186 @@
+package ssh
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+)
+
+// targets is the store a Driver's Lookup reads in these tests.
+type targets struct {
+	mu sync.Mutex
+	m  map[string]Target
+}
+
+func (ts *targets) lookup(_ context.Context, key string) (Target, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.m[key]
+	if !ok {
+		return Target{}, driver.ErrNotFound
+	}
+	return t, nil
+}
+
+func newTestDriver(t *testing.T, ts *targets) *Driver {
+	d := NewDriver(DriverConfig{Lookup: ts.lookup, KeepAlive: 500 * time.Millisecond})
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// nextExit waits for the TaskExited of task.
+func nextExit(t *testing.T, d *Driver, task string) driver.Event {
+	t.Helper()
+	timeout := time.After(waitLimit)
+	for {
+		select {
+		case ev := <-d.Events():
+			if ev.Kind == driver.TaskExited && ev.TaskKey == task {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no exit of task %s within %s", task, waitLimit)
+		}
+	}
+}
+
+func TestDriver(t *testing.T) {
+	s := startSSHD(t)
+	ts := &targets{m: map[string]Target{"vm-a": s.target()}}
+
+	t.Run("CodeCopiedAndExitDelivered", func(t *testing.T) {
+		d := newTestDriver(t, ts)
+		info, err := d.Create(testCtx(t), driver.NodeSpec{Key: "vm-a", Owner: "ws/vm"})
+		must(t, err)
+		if info.Address != s.Address {
+			t.Fatalf("address %q, want %q", info.Address, s.Address)
+		}
+		code := t.TempDir()
+		must(t, os.MkdirAll(filepath.Join(code, "pkg"), 0o755))
+		must(t, os.WriteFile(filepath.Join(code, "pkg", "train.sh"), []byte("echo trained on $RANK; exit 4\n"), 0o644))
+		spec := driver.TaskSpec{Key: "job-1.0-0", Command: []string{"sh", "pkg/train.sh"}, Env: map[string]string{"RANK": "0"}, CodeDir: code}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		must(t, d.StartTask(testCtx(t), "vm-a", spec)) // idempotent
+		if ev := nextExit(t, d, spec.Key); ev.NodeKey != "vm-a" || ev.ExitCode != 4 {
+			t.Fatalf("event %+v, want vm-a exit 4", ev)
+		}
+		out, err := d.TaskOutput(testCtx(t), "vm-a", spec.Key, 0)
+		must(t, err)
+		if string(out) != "trained on 0\n" {
+			t.Fatalf("output %q: the task ran more than once or without its code", out)
+		}
+		if _, err := d.TaskStatus(testCtx(t), "vm-b", spec.Key); !driver.IsNotFound(err) {
+			t.Fatalf("unknown node: %v, want not found", err)
+		}
+	})
+
+	t.Run("DroppedConnectionMidTask", func(t *testing.T) {
+		d := newTestDriver(t, ts)
+		gate := filepath.Join(s.Home, "drop-go")
+		spec := driver.TaskSpec{Key: "job-2.0-0", Command: []string{"sh", "-c",
+			`echo before; while [ ! -f "$1" ]; do sleep 0.05; done; echo after; exit 6`, "sh", gate}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		// The watcher's remote wait is on the connection now; cut every connection.
+		deadline := time.Now().Add(waitLimit)
+		for s.DropConnections(t) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("no SSH connection to drop")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		must(t, os.WriteFile(gate, nil, 0o644))
+		if ev := nextExit(t, d, spec.Key); ev.ExitCode != 6 {
+			t.Fatalf("event %+v, want exit 6", ev)
+		}
+		out, err := d.TaskOutput(testCtx(t), "vm-a", spec.Key, 0)
+		must(t, err)
+		if string(out) != "before\nafter\n" {
+			t.Fatalf("output %q", out)
+		}
+	})
+
+	t.Run("NetworkDownWhileTaskEnds", func(t *testing.T) {
+		if s.Namespace == "" {
+			t.Skip("the host runs on loopback (no network namespaces): it has no link to take down")
+		}
+		d := newTestDriver(t, ts)
+		gate := filepath.Join(s.Home, "down-go")
+		spec := driver.TaskSpec{Key: "job-5.0-0", Command: []string{"sh", "-c", `while [ ! -f "$1" ]; do sleep 0.05; done; echo done; exit 5`, "sh", gate}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		s.SetLinkUp(t, false)
+		t.Cleanup(func() { s.SetLinkUp(t, true) })
+		// Nothing resets a connection over a link that is down: the keep-alive notices.
+		deadline := time.Now().Add(waitLimit)
+		for {
+			d.mu.Lock()
+			n := len(d.conns)
+			d.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the connection over the downed link was never closed")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		must(t, os.WriteFile(gate, nil, 0o644)) // the task ends while the machine is cut off
+		s.SetLinkUp(t, true)
+		if ev := nextExit(t, d, spec.Key); ev.ExitCode != 5 {
+			t.Fatalf("event %+v, want exit 5", ev)
+		}
+	})
+
+	t.Run("RestartedDriverAdoptsRunningTask", func(t *testing.T) {
+		first := NewDriver(DriverConfig{Lookup: ts.lookup})
+		gate := filepath.Join(s.Home, "adopt-go")
+		spec := driver.TaskSpec{Key: "job-3.0-0", Command: []string{"sh", "-c", `while [ ! -f "$1" ]; do sleep 0.05; done; exit 9`, "sh", gate}}
+		must(t, first.StartTask(testCtx(t), "vm-a", spec))
+		must(t, first.Close()) // the engine stops; the task runs on
+
+		second := newTestDriver(t, ts)
+		if _, err := second.Describe(testCtx(t), "vm-a"); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := second.TaskStatus(testCtx(t), "vm-a", spec.Key); err != nil || !st.Running {
+			t.Fatalf("status %+v, %v; want running", st, err)
+		}
+		must(t, os.WriteFile(gate, nil, 0o644))
+		if ev := nextExit(t, second, spec.Key); ev.ExitCode != 9 {
+			t.Fatalf("event %+v, want exit 9", ev)
+		}
+	})
+
+	t.Run("TerminateKillsTasksAndLeavesMachine", func(t *testing.T) {
+		d := newTestDriver(t, ts)
+		spec := driver.TaskSpec{Key: "job-4.0-0", Command: []string{"sleep", "300"}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		must(t, d.Terminate(testCtx(t), "vm-a"))
+		if ev := nextExit(t, d, spec.Key); ev.ExitCode != 128+int(syscall.SIGTERM) {
+			t.Fatalf("event %+v, want killed by SIGTERM", ev)
+		}
+		if _, err := os.Stat(filepath.Join(s.Home, ".mlcompute/tasks/vm-a.job-4.0-0/output.log")); err != nil {
+			t.Fatalf("the task's files were removed from the machine: %v", err)
+		}
+	})
+
+	t.Run("TerminateUnreachableMachine", func(t *testing.T) {
+		tg := s.target()
+		tg.Port = s.ClosedPort(t)
+		d := newTestDriver(t, &targets{m: map[string]Target{"vm-c": tg}})
+		if err := d.Terminate(testCtx(t), "vm-c"); err != nil {
+			t.Fatalf("detaching an unreachable machine failed: %v", err)
+		}
+		if _, err := d.Create(testCtx(t), driver.NodeSpec{Key: "vm-c"}); !IsConnectionRefused(err) {
+			t.Fatalf("create on a closed port: %v, want connection refused", err)
+		}
+		if err := d.Terminate(testCtx(t), "vm-unknown"); err != nil {
+			t.Fatalf("terminating an unknown node: %v", err)
+		}
+	})
+}

@@ -1,0 +1,441 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+)
+
+// The scoring benchmark (-mode router) sends the same wrk load over loopback to one model
+// server three ways: directly, through nginx as a reverse proxy, and through the engine's
+// scoring router, and compares throughput and latency percentiles. The model server runs
+// in its own process (this binary with -serve-backend), so the router, nginx and the
+// model server each have their own process, as in production.
+
+const (
+	scoringEndpoint   = "bench"
+	scoringDeployment = "blue"
+	// scoringPayload is the request body, the one the router's Go benchmark sends.
+	scoringPayload = `{"input_data":{"columns":["a","b","c"],"data":[[1,2,3],[4,5,6]]}}`
+	// scoringAnswer is the model server's answer to every request.
+	scoringAnswer = `{"predictions":[0.1,0.9]}`
+	// scoringWarmup is an untimed wrk run per target before the timed runs: it opens the
+	// keep-alive pools and lets the Go runtimes size their heaps.
+	scoringWarmup = 2 * time.Second
+)
+
+// wrkScript makes every wrk request a POST of scoringPayload.
+var wrkScript = fmt.Sprintf(`wrk.method = "POST"
+wrk.body = '%s'
+wrk.headers["Content-Type"] = "application/json"
+`, scoringPayload)
+
+// scoringTarget is one way of reaching the model server.
+type scoringTarget struct {
+	Name string
+	URL  string
+}
+
+// runScoring is -mode router.
+func runScoring(ctx context.Context, o options) (err error) {
+	if o.wrkThreads < 1 || o.wrkConns < o.wrkThreads {
+		return errors.New("-wrk-threads must be at least 1 and -wrk-connections at least -wrk-threads")
+	}
+	if o.wrkDuration < time.Second || o.wrkDuration%time.Second != 0 {
+		return fmt.Errorf("-wrk-duration must be whole seconds, at least 1s (got %s)", o.wrkDuration)
+	}
+	if o.runs < 1 {
+		return errors.New("-runs must be at least 1")
+	}
+	wrk, err := lookTool(o.wrk)
+	if err != nil {
+		return err
+	}
+	nginx, err := lookTool(o.nginx)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "mlcompute-bench-scoring-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if o.keepDir {
+			fmt.Fprintf(os.Stderr, "kept %s\n", dir)
+		} else if rerr := os.RemoveAll(dir); err == nil {
+			err = rerr
+		}
+	}()
+	key, err := randomKey()
+	if err != nil {
+		return err
+	}
+
+	backend, err := startBackend()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := backend.stop(); err == nil {
+			err = serr
+		}
+	}()
+
+	front, stopRouter, err := serveRouter(backend.addr, key, o.wrkConns)
+	if err != nil {
+		return err
+	}
+	defer stopRouter()
+
+	userDirective, err := nginxUser()
+	if err != nil {
+		return err
+	}
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	ngx, err := startNginx(nginx, nginxSettings{
+		Dir:        dir,
+		User:       userDirective,
+		Workers:    runtime.GOMAXPROCS(0),
+		Listen:     "127.0.0.1:" + port,
+		Backend:    backend.addr,
+		Keepalive:  o.wrkConns,
+		Path:       router.ScoringPath(scoringEndpoint),
+		Key:        key,
+		Deployment: scoringDeployment,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := ngx.stop(); err == nil {
+			err = serr
+		}
+	}()
+
+	nginxName := nginxVersion(ctx, nginx)
+	targets := []scoringTarget{
+		{Name: "backend direct", URL: "http://" + backend.addr + "/score"},
+		{Name: nginxName, URL: "http://127.0.0.1:" + port + router.ScoringPath(scoringEndpoint)},
+		{Name: "mlcompute router", URL: "http://" + front + router.ScoringPath(scoringEndpoint)},
+	}
+	for _, t := range targets {
+		if err := waitScoring(ctx, t.URL, key, ngx); err != nil {
+			return fmt.Errorf("%s: %w", t.Name, err)
+		}
+	}
+
+	script := filepath.Join(dir, "post.lua")
+	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
+		return err
+	}
+	load := wrkLoad{
+		Binary: wrk, Threads: o.wrkThreads, Connections: o.wrkConns, Duration: o.wrkDuration,
+		Script: script, Header: "Authorization: Bearer " + key,
+	}
+	for _, t := range targets {
+		if _, err := load.run(ctx, t.URL, scoringWarmup); err != nil {
+			return fmt.Errorf("%s: warm-up: %w", t.Name, err)
+		}
+	}
+
+	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs\n",
+		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU())
+	results := make([][]wrkResult, len(targets))
+	// Targets are interleaved within each run so that drift in machine load hits all alike.
+	for r := 1; r <= o.runs; r++ {
+		for i, t := range targets {
+			res, err := load.run(ctx, t.URL, o.wrkDuration)
+			if err != nil {
+				return fmt.Errorf("%s: run %d: %w", t.Name, r, err)
+			}
+			results[i] = append(results[i], res)
+			fmt.Fprintf(os.Stderr, "run %d/%d %-18s %8.0f requests/s, p50 %s, p99 %s\n", r, o.runs, t.Name,
+				res.RequestsPerSec, res.Percentile(50), res.Percentile(99))
+		}
+	}
+	printScoring(targets, results)
+	return nil
+}
+
+// printScoring prints throughput as ratios (target / direct, router / nginx) and latency
+// added over the direct path, from the medians of the runs.
+func printScoring(targets []scoringTarget, results [][]wrkResult) {
+	const direct, nginx, rtr = 0, 1, 2
+	rps := make([]float64, len(targets))
+	p50 := make([]time.Duration, len(targets))
+	p99 := make([]time.Duration, len(targets))
+	for i, rs := range results {
+		var r []float64
+		var a, b []time.Duration
+		for _, res := range rs {
+			r = append(r, res.RequestsPerSec)
+			a = append(a, res.Percentile(50))
+			b = append(b, res.Percentile(99))
+		}
+		rps[i], p50[i], p99[i] = medianFloat(r), median(a), median(b)
+	}
+
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintf(w, "throughput\trequests/s\truns (requests/s)\tvs direct\tvs %s\n", targets[nginx].Name)
+	for i, t := range targets {
+		var runs []string
+		for _, res := range results[i] {
+			runs = append(runs, fmt.Sprintf("%.0f", res.RequestsPerSec))
+		}
+		vsDirect, vsNginx := "", ""
+		if i != direct {
+			vsDirect = fmt.Sprintf("%.2fx", rps[i]/rps[direct])
+		}
+		if i == rtr {
+			vsNginx = fmt.Sprintf("%.2fx", rps[i]/rps[nginx])
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%s\t%s\t%s\n", t.Name, rps[i], strings.Join(runs, " "), vsDirect, vsNginx)
+	}
+	w.Flush()
+
+	fmt.Println()
+	w = tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(w, "latency\tp50 (us)\tp99 (us)\tadded p50 (us)\tadded p99 (us)\truns p50 (us)\truns p99 (us)")
+	for i, t := range targets {
+		var runs50, runs99 []string
+		for _, res := range results[i] {
+			runs50 = append(runs50, fmt.Sprint(res.Percentile(50).Microseconds()))
+			runs99 = append(runs99, fmt.Sprint(res.Percentile(99).Microseconds()))
+		}
+		added50, added99 := "", ""
+		if i != direct {
+			added50 = fmt.Sprintf("%+d", (p50[i] - p50[direct]).Microseconds())
+			added99 = fmt.Sprintf("%+d", (p99[i] - p99[direct]).Microseconds())
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", t.Name, p50[i].Microseconds(), p99[i].Microseconds(),
+			added50, added99, strings.Join(runs50, " "), strings.Join(runs99, " "))
+	}
+	w.Flush()
+}
+
+func medianFloat(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// serveRouter serves the scoring router on a loopback port with one endpoint (key auth)
+// whose one deployment has the backend as its one instance. Its concurrency limit is the
+// connection count, so a full wrk load never gets 429. The request timeout is left at
+// its default, as a user would: the timer it arms is part of the router's cost.
+func serveRouter(backendAddr, key string, conns int) (addr string, stop func(), err error) {
+	u, err := url.Parse("http://" + backendAddr)
+	if err != nil {
+		return "", nil, err
+	}
+	r := router.New(router.Options{Logger: hclog.NewNullLogger()})
+	r.SetEndpoint(router.Endpoint{
+		Name:     scoringEndpoint,
+		AuthMode: router.AuthModeKey,
+		Keys:     [2]string{key, ""},
+		Traffic:  map[string]int{scoringDeployment: 100},
+		Deployments: map[string]*router.Deployment{scoringDeployment: {
+			Backends:                 []router.Backend{{ID: "bench-0", URL: u, Ready: true}},
+			MaxConcurrentPerInstance: conns,
+		}},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		r.Close()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return ln.Addr().String(), func() {
+		_ = srv.Close()
+		<-done
+		r.Close()
+	}, nil
+}
+
+// waitScoring waits until url answers a scoring request with the model server's answer
+// (nginx needs a moment to start), or fails at once when nginx has exited.
+func waitScoring(ctx context.Context, url, key string, ngx *nginxProc) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(15 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		if err := ngx.failure(); err != nil {
+			return err
+		}
+		if last = scoreOnce(ctx, client, url, key); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no scoring answer within 15s: %w", last)
+}
+
+func scoreOnce(ctx context.Context, client *http.Client, url, key string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(scoringPayload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK || string(body) != scoringAnswer {
+		return fmt.Errorf("POST %s: %s %q", url, res.Status, body)
+	}
+	return nil
+}
+
+// backendProc is the model server: this binary run with -serve-backend.
+type backendProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	addr  string
+	done  chan struct{}
+	err   error
+}
+
+// startBackend starts the model server and reads the address it listens on.
+func startBackend() (*backendProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	p := &backendProc{cmd: exec.Command(self, "-serve-backend"), done: make(chan struct{})}
+	p.cmd.Stderr = os.Stderr
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the model server: %w", err)
+	}
+	line, rerr := bufio.NewReader(stdout).ReadString('\n')
+	go func() {
+		// Wait closes stdout; nothing more is read from it.
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	if rerr != nil {
+		_ = p.stop()
+		return nil, fmt.Errorf("the model server printed no address: %w", rerr)
+	}
+	p.addr = strings.TrimSpace(line)
+	return p, nil
+}
+
+// stop closes the model server's stdin, which makes it exit, and waits; it is killed if
+// it takes longer than 10s.
+func (p *backendProc) stop() error {
+	_ = p.stdin.Close()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return errors.New("the model server did not exit within 10s and was killed")
+	}
+}
+
+// serveBackend is -serve-backend: a model server that answers every request with
+// scoringAnswer over keep-alive HTTP/1.1 on a loopback port. It prints the address on
+// stdout and exits when stdin closes, so it never outlives the benchmark.
+func serveBackend(stdin io.Reader, stdout io.Writer) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, scoringAnswer)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		_ = srv.Close()
+	}()
+	if _, err := fmt.Fprintln(stdout, ln.Addr().String()); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// lookTool finds a benchmark tool; Debian installs nginx in /usr/sbin, which a non-root
+// PATH often lacks.
+func lookTool(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	if !strings.Contains(name, "/") {
+		for _, dir := range []string{"/usr/sbin", "/sbin"} {
+			if p, err := exec.LookPath(filepath.Join(dir, name)); err == nil {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s not found: make bench installs nginx and wrk (scripts/bench-deps.sh), or run apt-get install nginx wrk", name)
+}
+
+func randomKey() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}

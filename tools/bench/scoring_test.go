@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startTestBackend runs serveBackend as the benchmark's child would, over pipes, and
+// returns its address and a function that closes its stdin and returns its result.
+func startTestBackend(t *testing.T) (addr string, stop func() error) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	result := make(chan error, 1)
+	go func() { result <- serveBackend(inR, outW) }()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once bool
+	stop = func() error {
+		if once {
+			return nil
+		}
+		once = true
+		_ = inW.Close()
+		select {
+		case err := <-result:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatal("the model server did not exit after its stdin closed")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return strings.TrimSpace(line), stop
+}
+
+// The model server answers scoring requests and exits cleanly when its stdin closes, so
+// it cannot outlive a benchmark that dies.
+func TestServeBackend_AnswersAndExitsWithStdin(t *testing.T) {
+	addr, stop := startTestBackend(t)
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	if err := scoreOnce(context.Background(), client, "http://"+addr+"/score", "any"); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serveBackend returned %v after stdin closed, want nil", err)
+	}
+	if err := scoreOnce(context.Background(), client, "http://"+addr+"/score", "any"); err == nil {
+		t.Fatal("the model server still answers after stdin closed")
+	}
+}
+
+// The router is configured as the nginx config is: the endpoint's path, key auth, and the
+// model server behind it.
+func TestServeRouter_ForwardsWithKeyOnly(t *testing.T) {
+	backend, _ := startTestBackend(t)
+	front, stop, err := serveRouter(backend, "k3y", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	url := "http://" + front + "/" + scoringEndpoint + "/score"
+	if err := scoreOnce(context.Background(), client, url, "k3y"); err != nil {
+		t.Fatal(err)
+	}
+	err = scoreOnce(context.Background(), client, url, "wrong")
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a wrong key got %v, want 401", err)
+	}
+}
+
+func TestMedianFloat(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		if got := medianFloat(tc.in); got != tc.want {
+			t.Errorf("medianFloat(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
