@@ -184,8 +184,9 @@ func runScoring(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs\n",
-		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU())
+	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs, %d nginx workers, router GOMAXPROCS %d\n",
+		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU(),
+		runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0))
 	results, err := scoringRuns(ctx, loaded, targets, o.wrkDuration, o.runs)
 	if profile != nil {
 		// Only the router works in this process during the runs, so the profile is its own.
