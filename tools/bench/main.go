@@ -137,12 +137,14 @@ type options struct {
 	keepDir   bool
 
 	// -mode router
-	wrk          string
-	nginx        string
-	wrkThreads   int
-	wrkConns     int
-	wrkDuration  time.Duration
-	serveBackend bool
+	wrk              string
+	nginx            string
+	wrkThreads       int
+	wrkConns         int
+	wrkDuration      time.Duration
+	unloadedDuration time.Duration
+	cpuProfile       string
+	serveBackend     bool
 }
 
 // modes are the values of -mode.
@@ -160,8 +162,11 @@ func main() {
 	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary (-mode router)")
 	flag.StringVar(&o.nginx, "nginx", "nginx", "nginx binary (-mode router)")
 	flag.IntVar(&o.wrkThreads, "wrk-threads", 2, "wrk -t (-mode router)")
-	flag.IntVar(&o.wrkConns, "wrk-connections", 32, "wrk -c; also the router's and nginx's concurrency limits (-mode router)")
+	flag.IntVar(&o.wrkConns, "wrk-connections", 32, "wrk -c; also the router's max concurrent requests per instance and nginx's upstream keep-alive pool (-mode router)")
 	flag.DurationVar(&o.wrkDuration, "wrk-duration", 10*time.Second, "wrk -d of each timed run, whole seconds (-mode router)")
+	flag.DurationVar(&o.unloadedDuration, "unloaded-duration", 2*time.Second,
+		"wrk -d of each run of the one-request-at-a-time latency pass (wrk -t1 -c1), whole seconds; 0 skips it (-mode router)")
+	flag.StringVar(&o.cpuProfile, "router-cpuprofile", "", "write a CPU profile of the router during the loaded runs to this file (-mode router)")
 	flag.BoolVar(&o.serveBackend, "serve-backend", false, "internal to -mode router: serve the model server on loopback until stdin closes")
 	flag.Parse()
 

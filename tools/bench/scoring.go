@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -30,6 +31,11 @@ import (
 // scoring router, and compares throughput and latency percentiles. The model server runs
 // in its own process (this binary with -serve-backend), so the router, nginx and the
 // model server each have their own process, as in production.
+//
+// It takes two passes. The loaded one (-wrk-threads, -wrk-connections, -wrk-duration)
+// gives throughput and latency under a saturating load, where latency is mostly queueing.
+// The unloaded one (one connection, -unloaded-duration) gives the latency each proxy adds
+// to a single request.
 
 const (
 	scoringEndpoint   = "bench"
@@ -62,6 +68,9 @@ func runScoring(ctx context.Context, o options) (err error) {
 	}
 	if o.wrkDuration < time.Second || o.wrkDuration%time.Second != 0 {
 		return fmt.Errorf("-wrk-duration must be whole seconds, at least 1s (got %s)", o.wrkDuration)
+	}
+	if o.unloadedDuration < 0 || o.unloadedDuration%time.Second != 0 {
+		return fmt.Errorf("-unloaded-duration must be whole seconds, or 0 to skip (got %s)", o.unloadedDuration)
 	}
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")
@@ -135,13 +144,18 @@ func runScoring(ctx context.Context, o options) (err error) {
 	}()
 
 	nginxName := nginxVersion(ctx, nginx)
+	// In the order of directRow, nginxRow, routerRow.
 	targets := []scoringTarget{
 		{Name: "backend direct", URL: "http://" + backend.addr + "/score"},
 		{Name: nginxName, URL: "http://127.0.0.1:" + port + router.ScoringPath(scoringEndpoint)},
 		{Name: "mlcompute router", URL: "http://" + front + router.ScoringPath(scoringEndpoint)},
 	}
-	for _, t := range targets {
-		if err := waitScoring(ctx, t.URL, key, ngx); err != nil {
+	for i, t := range targets {
+		var exited func() error
+		if i == nginxRow {
+			exited = ngx.failure
+		}
+		if err := waitScoring(ctx, t.URL, key, exited); err != nil {
 			return fmt.Errorf("%s: %w", t.Name, err)
 		}
 	}
@@ -150,75 +164,132 @@ func runScoring(ctx context.Context, o options) (err error) {
 	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
 		return err
 	}
-	load := wrkLoad{
-		Binary: wrk, Threads: o.wrkThreads, Connections: o.wrkConns, Duration: o.wrkDuration,
+	loaded := wrkLoad{
+		Binary: wrk, Threads: o.wrkThreads, Connections: o.wrkConns,
 		Script: script, Header: "Authorization: Bearer " + key,
 	}
 	for _, t := range targets {
-		if _, err := load.run(ctx, t.URL, scoringWarmup); err != nil {
+		if _, err := loaded.run(ctx, t.URL, scoringWarmup); err != nil {
 			return fmt.Errorf("%s: warm-up: %w", t.Name, err)
 		}
 	}
 
-	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs\n",
-		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU())
-	results := make([][]wrkResult, len(targets))
-	// Targets are interleaved within each run so that drift in machine load hits all alike.
-	for r := 1; r <= o.runs; r++ {
-		for i, t := range targets {
-			res, err := load.run(ctx, t.URL, o.wrkDuration)
-			if err != nil {
-				return fmt.Errorf("%s: run %d: %w", t.Name, r, err)
-			}
-			results[i] = append(results[i], res)
-			fmt.Fprintf(os.Stderr, "run %d/%d %-18s %8.0f requests/s, p50 %s, p99 %s\n", r, o.runs, t.Name,
-				res.RequestsPerSec, res.Percentile(50), res.Percentile(99))
+	var profile *os.File
+	if o.cpuProfile != "" {
+		if profile, err = os.Create(o.cpuProfile); err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(profile); err != nil {
+			_ = profile.Close()
+			return err
 		}
 	}
-	printScoring(targets, results)
+	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs, %d nginx workers, router GOMAXPROCS %d\n",
+		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU(),
+		runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0))
+	results, err := scoringRuns(ctx, loaded, targets, o.wrkDuration, o.runs)
+	if profile != nil {
+		// Only the router works in this process during the runs, so the profile is its own.
+		pprof.StopCPUProfile()
+		if cerr := profile.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	printThroughput(targets, results)
+	printLatency("latency under that load", targets, results)
+
+	if o.unloadedDuration > 0 {
+		// One request at a time: nothing queues, so the difference from the direct path is
+		// each proxy's own cost per request, not the queueing its lower throughput causes.
+		one := loaded
+		one.Threads, one.Connections = 1, 1
+		fmt.Printf("\nscoring one request at a time: wrk -t1 -c1 -d%s --latency, median of %d runs\n",
+			o.unloadedDuration, o.runs)
+		results, err := scoringRuns(ctx, one, targets, o.unloadedDuration, o.runs)
+		if err != nil {
+			return err
+		}
+		printLatency("latency, one request at a time", targets, results)
+	}
 	return nil
 }
 
-// printScoring prints throughput as ratios (target / direct, router / nginx) and latency
-// added over the direct path, from the medians of the runs.
-func printScoring(targets []scoringTarget, results [][]wrkResult) {
-	const direct, nginx, rtr = 0, 1, 2
+// scoringRuns runs the load against every target, runs times, and returns each target's
+// results in run order.
+func scoringRuns(ctx context.Context, load wrkLoad, targets []scoringTarget, d time.Duration, runs int) ([][]wrkResult, error) {
+	results := make([][]wrkResult, len(targets))
+	// Targets are interleaved within each run so that drift in machine load hits all alike.
+	for r := 1; r <= runs; r++ {
+		for i, t := range targets {
+			res, err := load.run(ctx, t.URL, d)
+			if err != nil {
+				return nil, fmt.Errorf("%s: run %d: %w", t.Name, r, err)
+			}
+			results[i] = append(results[i], res)
+			fmt.Fprintf(os.Stderr, "run %d/%d -c%-3d %-18s %8.0f requests/s, p50 %s, p99 %s\n", r, runs,
+				load.Connections, t.Name, res.RequestsPerSec, res.Percentile(50), res.Percentile(99))
+		}
+	}
+	return results, nil
+}
+
+// The rows of the result tables, in the order of runScoring's targets.
+const (
+	directRow = iota
+	nginxRow
+	routerRow
+)
+
+// printThroughput prints each target's median requests/s and its ratio to the direct
+// path and, for the router, to nginx.
+func printThroughput(targets []scoringTarget, results [][]wrkResult) {
 	rps := make([]float64, len(targets))
-	p50 := make([]time.Duration, len(targets))
-	p99 := make([]time.Duration, len(targets))
 	for i, rs := range results {
 		var r []float64
-		var a, b []time.Duration
 		for _, res := range rs {
 			r = append(r, res.RequestsPerSec)
-			a = append(a, res.Percentile(50))
-			b = append(b, res.Percentile(99))
 		}
-		rps[i], p50[i], p99[i] = medianFloat(r), median(a), median(b)
+		rps[i] = medianFloat(r)
 	}
-
 	fmt.Println()
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintf(w, "throughput\trequests/s\truns (requests/s)\tvs direct\tvs %s\n", targets[nginx].Name)
+	fmt.Fprintf(w, "throughput\trequests/s\truns (requests/s)\tvs direct\tvs %s\n", targets[nginxRow].Name)
 	for i, t := range targets {
 		var runs []string
 		for _, res := range results[i] {
 			runs = append(runs, fmt.Sprintf("%.0f", res.RequestsPerSec))
 		}
 		vsDirect, vsNginx := "", ""
-		if i != direct {
-			vsDirect = fmt.Sprintf("%.2fx", rps[i]/rps[direct])
+		if i != directRow {
+			vsDirect = fmt.Sprintf("%.2fx", rps[i]/rps[directRow])
 		}
-		if i == rtr {
-			vsNginx = fmt.Sprintf("%.2fx", rps[i]/rps[nginx])
+		if i == routerRow {
+			vsNginx = fmt.Sprintf("%.2fx", rps[i]/rps[nginxRow])
 		}
 		fmt.Fprintf(w, "%s\t%.0f\t%s\t%s\t%s\n", t.Name, rps[i], strings.Join(runs, " "), vsDirect, vsNginx)
 	}
 	w.Flush()
+}
 
+// printLatency prints each target's median p50 and p99 and the latency it adds over the
+// direct path (its median minus the direct path's median).
+func printLatency(title string, targets []scoringTarget, results [][]wrkResult) {
+	p50 := make([]time.Duration, len(targets))
+	p99 := make([]time.Duration, len(targets))
+	for i, rs := range results {
+		var a, b []time.Duration
+		for _, res := range rs {
+			a = append(a, res.Percentile(50))
+			b = append(b, res.Percentile(99))
+		}
+		p50[i], p99[i] = median(a), median(b)
+	}
 	fmt.Println()
-	w = tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(w, "latency\tp50 (us)\tp99 (us)\tadded p50 (us)\tadded p99 (us)\truns p50 (us)\truns p99 (us)")
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintf(w, "%s\tp50 (us)\tp99 (us)\tadded p50 (us)\tadded p99 (us)\truns p50 (us)\truns p99 (us)\n", title)
 	for i, t := range targets {
 		var runs50, runs99 []string
 		for _, res := range results[i] {
@@ -226,9 +297,9 @@ func printScoring(targets []scoringTarget, results [][]wrkResult) {
 			runs99 = append(runs99, fmt.Sprint(res.Percentile(99).Microseconds()))
 		}
 		added50, added99 := "", ""
-		if i != direct {
-			added50 = fmt.Sprintf("%+d", (p50[i] - p50[direct]).Microseconds())
-			added99 = fmt.Sprintf("%+d", (p99[i] - p99[direct]).Microseconds())
+		if i != directRow {
+			added50 = fmt.Sprintf("%+d", (p50[i] - p50[directRow]).Microseconds())
+			added99 = fmt.Sprintf("%+d", (p99[i] - p99[directRow]).Microseconds())
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", t.Name, p50[i].Microseconds(), p99[i].Microseconds(),
 			added50, added99, strings.Join(runs50, " "), strings.Join(runs99, " "))
@@ -287,15 +358,18 @@ func serveRouter(backendAddr, key string, conns int) (addr string, stop func(), 
 }
 
 // waitScoring waits until url answers a scoring request with the model server's answer
-// (nginx needs a moment to start), or fails at once when nginx has exited.
-func waitScoring(ctx context.Context, url, key string, ngx *nginxProc) error {
+// (nginx needs a moment to start), or fails at once when exited, if not nil, reports that
+// the server has exited.
+func waitScoring(ctx context.Context, url, key string, exited func() error) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	defer client.CloseIdleConnections()
 	deadline := time.Now().Add(15 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
-		if err := ngx.failure(); err != nil {
-			return err
+		if exited != nil {
+			if err := exited(); err != nil {
+				return err
+			}
 		}
 		if last = scoreOnce(ctx, client, url, key); last == nil {
 			return nil

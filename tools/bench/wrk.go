@@ -147,12 +147,12 @@ type wrkLoad struct {
 	Binary      string
 	Threads     int
 	Connections int
-	Duration    time.Duration // whole seconds: wrk's -d takes s, m or h
-	Script      string        // Lua script that makes each request a POST with the payload
-	Header      string        // one extra request header, "Name: value"
+	Script      string // Lua script that makes each request a POST with the payload
+	Header      string // one extra request header, "Name: value"
 }
 
-// args returns wrk's command line for url and a run of d.
+// args returns wrk's command line for url and a run of d (whole seconds: wrk's -d takes
+// s, m or h).
 func (l wrkLoad) args(url string, d time.Duration) []string {
 	return []string{
 		"-t", strconv.Itoa(l.Threads), "-c", strconv.Itoa(l.Connections),
