@@ -133,6 +133,7 @@ func (e *Engine) Status() api.Status {
 		Locations:   append([]string(nil), e.locations...),
 		DataDir:     e.dataDir,
 		StartedAt:   e.startedAt,
+		ScoringURL:  e.scoringBase(),
 	}
 }
 
