@@ -520,3 +520,24 @@ func TestEndpointKeysAndTokens(t *testing.T) {
 		t.Fatal("an expired token verifies")
 	}
 }
+
+func TestWorkspaceForceDeleteStopsItsEndpoints(t *testing.T) {
+	r := newRig(t)
+	p := newProbes(r)
+	r.workspace("wsp", nil)
+	readyEndpoint(t, r, p, api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": testDeployment(1, "serve")}, Traffic: map[string]int64{"blue": 100}})
+	in := r.storedInstances("wsp", "scorer")[0]
+	err := r.e.DeleteWorkspace(context.Background(), "wsp", false)
+	if !api.IsConflict(err) || !strings.Contains(err.Error(), "/workspaces/wsp/onlineEndpoints/scorer") {
+		t.Fatalf("delete without force: %v; want a conflict naming the endpoint", err)
+	}
+	if err := r.e.DeleteWorkspace(context.Background(), "wsp", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.drv.Node(in.ID); ok {
+		t.Fatal("the endpoint's instance outlived its workspace")
+	}
+	if r.score("scorer", "") != http.StatusNotFound {
+		t.Fatal("the router still serves the deleted workspace's endpoint")
+	}
+}
