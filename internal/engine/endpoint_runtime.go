@@ -368,6 +368,12 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 		e.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
 	})
 	e.mu.Unlock()
+	if err == nil {
+		// An exit before the start was recorded was ignored by endpointEvent: look now.
+		if st, serr := e.driver.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
+			e.endpointEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
+		}
+	}
 	e.kickEndpoint(key)
 }
 
@@ -610,7 +616,7 @@ func (e *Engine) endpointEvent(ctx context.Context, ev driver.Event) bool {
 			return
 		}
 		if ev.Kind == driver.TaskExited && in.StartedAt.IsZero() {
-			return // the start is still being recorded; a later status check finds it
+			return // the start is still being recorded; startInstance checks the status after
 		}
 		e.instanceFailed(rec, in, why, now)
 	})
