@@ -155,6 +155,57 @@ func TestE2E_EndpointRouting(t *testing.T) {
 	}
 	t.Logf("80/20 split over 1000 requests: %v (tolerance %.0f)", counts, tolerance)
 
+	// A rollout under load drops nothing: blue's new generation starts, becomes ready and
+	// takes over while the old instances drain.
+	upd := api.EndpointUpdate{
+		Deployments: map[string]api.DeploymentSpec{
+			"blue": dep("blue", 2, 16, 5000), "green": dep("green", 1, 16, 5000), "slow": dep("slow", 1, 1, 1000),
+		},
+		Traffic: map[string]int64{"blue": 80, "green": 20},
+	}
+	upd.Deployments["blue"].EnvironmentVariables["MODEL_VERSION"] = "2"
+	oldBlue := map[int]bool{}
+	for _, r := range results {
+		if r.deployment == "blue" {
+			oldBlue[r.pid] = true
+		}
+	}
+	var rolled atomic.Bool
+	var rollout sync.WaitGroup
+	rollout.Add(1)
+	go func() {
+		defer rollout.Done()
+		if _, err := u.client().UpdateEndpoint(ctx, "e2e-serving", "split", upd); err != nil {
+			t.Errorf("updating blue: %v", err)
+			return
+		}
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			ep, err := u.client().GetEndpoint(ctx, "e2e-serving", "split")
+			if err == nil && ep.Deployments["blue"].Generation == 2 && len(ep.Deployments["blue"].Instances) == 2 && ep.ProvisioningState == api.ProvisioningSucceeded {
+				rolled.Store(true)
+				return
+			}
+		}
+		t.Error("the rollout never finished")
+	}()
+	var during []scored
+	for !rolled.Load() && !t.Failed() {
+		during = append(during, load(t, 100, 8, uri, keys.PrimaryKey, nil)...)
+	}
+	rollout.Wait()
+	for _, r := range during {
+		if r.status != 200 {
+			t.Fatalf("a request during the rollout got %d", r.status)
+		}
+	}
+	results = load(t, 200, 8, uri, keys.PrimaryKey, nil)
+	for _, r := range results {
+		if r.deployment == "blue" && oldBlue[r.pid] {
+			t.Fatalf("an old blue process (pid %d) still serves after the rollout", r.pid)
+		}
+	}
+	t.Logf("rollout under load: %d requests, all 200", len(during))
+
 	// Kill one blue instance's process mid-load: the router retries requests that cannot
 	// reach it, so at most the requests that were on it fail: no more than the 8 the
 	// workers can have in flight at all.
