@@ -141,7 +141,7 @@ func (e *Engine) Locations() []string { return append([]string(nil), e.locations
 func (e *Engine) HasWork() bool {
 	var busy bool
 	_ = e.store.View(func(tx *store.Tx) error {
-		if len(tx.Keys(store.Nodes, "")) > 0 || len(tx.Keys(store.Endpoints, "")) > 0 {
+		if busyNodes(tx) || len(tx.Keys(store.Endpoints, "")) > 0 {
 			busy = true
 			return nil
 		}
