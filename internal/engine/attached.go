@@ -252,11 +252,11 @@ func (e *Engine) updateAttached(ctx context.Context, workspace, name string, upd
 				return true, nil, err
 			}
 			next.Password, next.PrivateKey = vm.Password, vm.PrivateKey
-			info, err := e.probeAttached(ctx, next)
-			if err != nil {
+			// vcpus and memory_gb stay as read at attach time: they describe the machine,
+			// which a new credential does not change.
+			if _, err := e.probeAttached(ctx, next); err != nil {
 				return true, nil, err
 			}
-			next.VCPUs, next.MemoryGB = info.VCPUs, info.MemoryGB
 		}
 	}
 	e.mu.Lock()
