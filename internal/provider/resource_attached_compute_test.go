@@ -278,7 +278,7 @@ func TestAccAttachedCompute_JobsOnTwoHosts(t *testing.T) {
 				}
 				for _, w := range []struct {
 					id, status, host, tail string
-					code               int
+					code                   int
 				}{{j1.ID, api.JobFailed, h1.Address, "done\n", 7}, {j2.ID, api.JobCompleted, h2.Address, "", 0}} {
 					if err := waitJob(c, w.id, w.status); err != nil {
 						return err
