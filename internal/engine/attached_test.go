@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +10,18 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh/sshtest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 // These tests run the engine (fake clock, fake driver for cluster nodes) with the real ssh
@@ -236,4 +243,83 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAttachedSecretsNeverLogged runs attaches that succeed and fail, a job, a dropped
+// connection and a detach with the engine logging at trace level, and checks that no
+// password or private key reaches the log.
+func TestAttachedSecretsNeverLogged(t *testing.T) {
+	h := sshtest.Start(t)
+	var logs syncBuffer
+	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
+	must(t, err)
+	defer st.Close()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e, err := New(Config{Store: st, Clock: clk, Driver: fake.New(clk), DataDir: t.TempDir(),
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logs})})
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	must(t, e.Start(ctx))
+	defer e.queue.Stop()
+	_, err = e.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "wsa"}, "")
+	must(t, err)
+
+	attach := func(name string, vm api.VirtualMachine) error {
+		_, err := e.CreateCompute(ctx, "wsa", api.ComputeSpec{Name: name, Type: api.TypeAttached, VirtualMachine: &vm}, "")
+		return err
+	}
+	if err := attach("bad", api.VirtualMachine{Address: h.Address, SSHPort: int64(h.Port), Username: h.User, Password: "wrong-" + h.Password}); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+	must(t, attach("pw-box", api.VirtualMachine{Address: h.Address, SSHPort: int64(h.Port), Username: h.User, Password: h.Password}))
+	must(t, attach("key-box", keyVM(h)))
+	gate := filepath.Join(h.Home, "secret-gate")
+	j, err := e.SubmitJob(ctx, "wsa", api.JobSpec{Compute: "key-box", Command: gatedJob(gate, 0)}, "")
+	must(t, err)
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never reached: %s", what)
+			}
+		}
+	}
+	status := func() string { got, _ := e.GetJob(ctx, "wsa", j.ID); return got.Status }
+	wait("job running", func() bool { return status() == api.JobRunning })
+	wait("a connection to drop", func() bool { return h.DropConnections(t) > 0 })
+	must(t, os.WriteFile(gate, nil, 0o644))
+	wait("job completed", func() bool { return status() == api.JobCompleted })
+	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer dcancel()
+	must(t, e.DeleteCompute(dctx, "wsa", "pw-box"))
+	must(t, e.DeleteCompute(dctx, "wsa", "key-box"))
+
+	out := logs.String()
+	if !strings.Contains(out, "machine attached") {
+		t.Fatalf("the log lacks the attach lines, so this test checks nothing:\n%s", out)
+	}
+	keyBody := strings.Split(strings.TrimSpace(h.KeyPEM), "\n")[1]
+	for _, secret := range []string{h.Password, keyBody, "PRIVATE KEY"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("the engine's log shows a secret (%.12s...):\n%s", secret, out)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
