@@ -190,10 +190,6 @@ func TestAccAttachedCompute_Failures(t *testing.T) {
 			Config:      config(vmBody("box-a", "", h, `password = "wrong-password"`)),
 			ExpectError: expectError("Cannot Attach Machine", "authentication as user", h.User, "failed"),
 		},
-		{
-			Config:      config(vmBody("box-a", "", &closed, key)),
-			ExpectError: expectError("Cannot Attach Machine", "connection to", "was refused", "check ssh_port"),
-		},
 		// Plan-time checks, before anything connects.
 		{
 			Config:      config(vmBody("box-a", "", h, key+"\n    password = \"x\"")),
@@ -219,6 +215,16 @@ func TestAccAttachedCompute_Failures(t *testing.T) {
 			ExpectError: expectError("Cannot Attach Machine", "host "+h.Address+":22 is unreachable"),
 		})
 	}
+	// Last, a valid configuration: the test's final destroy plans with it.
+	steps = append(steps, resource.TestStep{
+		PreConfig: func() {
+			if h.Namespace != "" {
+				h.SetUnreachable(t, false)
+			}
+		},
+		Config:      config(vmBody("box-a", "", &closed, key)),
+		ExpectError: expectError("Cannot Attach Machine", "connection to", "was refused", "check ssh_port"),
+	})
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps:                    steps,

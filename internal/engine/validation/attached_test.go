@@ -38,7 +38,9 @@ func TestVirtualMachine(t *testing.T) {
 		{"Valid", func(*api.VirtualMachine) {}, "", ""},
 		{"IPv6", func(v *api.VirtualMachine) { v.Address = "fd00::5" }, "", ""},
 		{"PasswordOnly", func(v *api.VirtualMachine) { v.PrivateKey, v.Password = "", "pw" }, "", ""},
-		{"PinnedKey", func(v *api.VirtualMachine) { v.HostKeyFingerprint = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU" }, "", ""},
+		{"PinnedKey", func(v *api.VirtualMachine) {
+			v.HostKeyFingerprint = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
+		}, "", ""},
 		{"NoAddress", func(v *api.VirtualMachine) { v.Address = "" }, "virtual_machine.address", "required"},
 		{"AddressWithPort", func(v *api.VirtualMachine) { v.Address = "host:22" }, "virtual_machine.address", "set ssh_port"},
 		{"AddressWithUser", func(v *api.VirtualMachine) { v.Address = "ml@host" }, "virtual_machine.address", "without user@"},
