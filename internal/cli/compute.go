@@ -66,8 +66,13 @@ func newComputeListCommand(g *globals) *cobra.Command {
 				if cp.ScaleSettings != nil {
 					lo, hi = cp.ScaleSettings.MinNodeCount, cp.ScaleSettings.MaxNodeCount
 				}
+				size := cp.VMSize
+				if vm := cp.VirtualMachine; vm != nil {
+					lo, hi = 1, 1 // the machine itself: one node that never scales
+					size = fmt.Sprintf("%s@%s (%d vCPUs)", vm.Username, vm.Address, vm.VCPUs)
+				}
 				n := cp.NodeStateCounts
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", cp.Name, cp.Type, cp.VMSize, cp.State,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", cp.Name, cp.Type, size, cp.State,
 					cp.CurrentNodeCount, lo, hi, n.Idle, n.Running, n.Preparing, n.Leaving)
 			}
 			return tw.Flush()
@@ -97,7 +102,12 @@ func newComputeShowCommand(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), cp)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s (%s, %s)\n", cp.ID, cp.Type, cp.VMSize)
+			if vm := cp.VirtualMachine; vm != nil {
+				fmt.Fprintf(w, "%s (%s, %s@%s port %d)\n", cp.ID, cp.Type, vm.Username, vm.Address, vm.SSHPort)
+				fmt.Fprintf(w, "machine: %d vCPUs, %.2f GiB memory, host key %s\n", vm.VCPUs, vm.MemoryGB, vm.HostKeyFingerprint)
+			} else {
+				fmt.Fprintf(w, "%s (%s, %s)\n", cp.ID, cp.Type, cp.VMSize)
+			}
 			fmt.Fprintf(w, "state: %s, allocation: %s, nodes: %d current, %d target\n", cp.State, cp.AllocationState, cp.CurrentNodeCount, cp.TargetNodeCount)
 			if s := cp.ScaleSettings; s != nil {
 				fmt.Fprintf(w, "scale: min %d, max %d, idle nodes released after %s\n", s.MinNodeCount, s.MaxNodeCount, s.ScaleDownNodesAfterIdleDuration)

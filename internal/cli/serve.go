@@ -49,7 +49,7 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.slurmPartition, "slurm-partition", "", "Slurm partition for --nodes slurm (the slurm driver is not available yet)")
 	fl.StringArrayVar(&f.locations, "location", []string{engine.DefaultLocation}, "a location this engine serves (repeatable)")
 	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
-	fl.StringVar(&f.scoringListen, "scoring-listen", "", "address of the endpoint scoring router (online endpoints are not available yet)")
+	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
 	fl.DurationVar(&f.idleExit, "idle-exit", daemon.DefaultIdleExit, "exit after this long with nothing to manage and no API calls (0: never)")
 	return cmd
 }
@@ -90,6 +90,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		MinIdleShutdown: f.minIdleShutdown,
 		DataDir:         dir,
 		Listen:          f.listen,
+		ScoringListen:   f.scoringListen,
 		Token:           token,
 		Locations:       f.locations,
 		Nodes:           f.nodes,

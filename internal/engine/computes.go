@@ -32,6 +32,8 @@ type computeRecord struct {
 	ForJob     string `json:"for_job,omitempty"`
 	// Instance is set for compute instances.
 	Instance *instanceRecord `json:"instance,omitempty"`
+	// Attached is set for attached machines (attached.go).
+	Attached *attachedRecord `json:"attached,omitempty"`
 }
 
 func (c computeRecord) key() string { return c.Workspace + "/" + c.Name }
@@ -50,7 +52,7 @@ func (c computeRecord) idleAfter() time.Duration {
 }
 
 // CreateCompute creates a compute cluster. Idempotent under the key like CreateWorkspace.
-func (e *Engine) CreateCompute(_ context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
+func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
 	if spec.Type == "" {
 		spec.Type = api.TypeComputeCluster
 	}
@@ -84,8 +86,10 @@ func (e *Engine) CreateCompute(_ context.Context, workspace string, spec api.Com
 		if rec, err = e.newInstanceRecord(spec, size, workspace, now); err != nil {
 			return nil, err
 		}
+	case api.TypeAttached:
+		return e.createAttached(ctx, workspace, spec, idempotencyKey)
 	default:
-		return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s, %s", spec.Type, api.TypeComputeCluster, api.TypeComputeInstance)
+		return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s, %s, %s", spec.Type, api.TypeComputeCluster, api.TypeComputeInstance, api.TypeAttached)
 	}
 	id := api.ComputeID(workspace, spec.Name)
 
@@ -122,7 +126,10 @@ func (e *Engine) CreateCompute(_ context.Context, workspace string, spec api.Com
 }
 
 // UpdateCompute replaces a compute's description, tags and scale settings in place.
-func (e *Engine) UpdateCompute(_ context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
+func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
+	if handled, c, err := e.updateAttached(ctx, workspace, name, upd); handled {
+		return c, err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	err := e.store.Update(func(tx *store.Tx) error {
@@ -241,6 +248,9 @@ func (e *Engine) describe(tx *store.Tx, rec computeRecord) (*api.Compute, error)
 			c.State = api.InstanceDeleting
 		}
 	}
+	if rec.Attached != nil {
+		c.VirtualMachine, c.ScaleSettings = rec.Attached.api(), nil
+	}
 	for _, n := range nodes {
 		c.Nodes = append(c.Nodes, n.api())
 		switch n.State {
@@ -314,6 +324,9 @@ func checkQuota(tx *store.Tx, ws *api.Workspace, rec computeRecord, field string
 func (c computeRecord) resourceType() string {
 	if c.Instance != nil {
 		return "mlcompute_compute_instance"
+	}
+	if c.Attached != nil {
+		return "mlcompute_attached_compute"
 	}
 	return "mlcompute_compute_cluster"
 }

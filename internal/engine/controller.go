@@ -35,6 +35,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine has no node driver")
 	}
 	e.ctx = ctx
+	e.driver = e.withAttached(ctx, e.driver)
 	go e.consumeEvents(ctx)
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("recovering after restart: %w", err)
@@ -225,7 +226,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			} else {
 				// New nodes wait in preparing until admission gives them capacity.
 				for range plan.Create {
-					n := nodeRecord{ID: newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
+					n := nodeRecord{ID: newID(rec.nodeIDPrefix()), Compute: key, State: api.NodePreparing, CreatedOn: now}
 					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
 						return err
 					}

@@ -67,13 +67,15 @@ type endpointRuntime struct {
 	router *router.Router
 	base   atomic.Pointer[string]
 	secret atomic.Pointer[[]byte]
-	probe  Prober
+	probe  atomic.Pointer[Prober]
 
 	// The maps below are guarded by Engine.mu.
 	nodes       map[string]string // instance ID -> endpoint key
 	probes      map[string]*probeState
 	starting    map[string]bool
 	terminating map[string]bool
+	// kills are processes of failed instances, killed once the failure is committed.
+	kills [][2]string
 }
 
 // probeState counts consecutive probe results of one process (task).
@@ -83,15 +85,18 @@ type probeState struct {
 }
 
 func newEndpointRuntime(e *Engine) *endpointRuntime {
-	return &endpointRuntime{
+	rt := &endpointRuntime{
 		router:      router.New(router.Options{Logger: e.log, Clock: clockWithAfterFunc(e.clock)}),
-		probe:       httpProbe,
 		nodes:       map[string]string{},
 		probes:      map[string]*probeState{},
 		starting:    map[string]bool{},
 		terminating: map[string]bool{},
 	}
+	rt.probe.Store(ptr(Prober(httpProbe)))
+	return rt
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // httpProbe is the real probe: a GET with no proxy and no keep-alive, so a probe never
 // holds one of the instance's request slots.
@@ -118,7 +123,7 @@ var probeClient = &http.Client{
 
 // SetProber replaces the HTTP probe; tests of the rules use it with a fake driver, whose
 // nodes serve nothing.
-func (e *Engine) SetProber(p Prober) { e.ep.probe = p }
+func (e *Engine) SetProber(p Prober) { e.ep.probe.Store(&p) }
 
 // ScoringHandler is the scoring router: serve it on the scoring listener.
 func (e *Engine) ScoringHandler() http.Handler { return e.ep.router }
@@ -363,6 +368,12 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 		e.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
 	})
 	e.mu.Unlock()
+	if err == nil {
+		// An exit before the start was recorded was ignored by endpointEvent: look now.
+		if st, serr := e.driver.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
+			e.endpointEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
+		}
+	}
 	e.kickEndpoint(key)
 }
 
@@ -387,8 +398,8 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 		rec.Deployments[in.Deployment] = d
 	}
 	e.log.Warn("endpoint instance failed; restarting", "endpoint", rec.key(), "instance", in.ID, "reason", why, "restart_in", backoff)
-	node, task := in.ID, in.Task
-	go func() { _ = e.driver.KillTask(e.ctx, node, task) }()
+	// Killed after the commit, by updateEndpointInstance.
+	e.ep.kills = append(e.ep.kills, [2]string{in.ID, in.Task})
 }
 
 // updateEndpointInstance applies f to one stored instance and commits, then pushes the router.
@@ -413,6 +424,10 @@ func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, 
 	if err == nil && found && !rec.Deleting {
 		e.pushRouter(rec)
 	}
+	for _, k := range e.ep.kills {
+		go func() { _ = e.driver.KillTask(e.ctx, k[0], k[1]) }()
+	}
+	e.ep.kills = nil
 	return err
 }
 
@@ -501,14 +516,16 @@ func (e *Engine) runProbe(id, kind string) {
 	}
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port)), Path: probe.Path}
 	timeout := validation.ParseProbe(probe).Timeout
+	// The period counts from this probe's start, so a slow probe does not slow the next.
+	started := e.clock.Now().UTC()
 	go func() {
-		ok := e.ep.probe(e.ctx, u.String(), timeout)
-		e.probeResult(key, id, in.Task, kind, ok)
+		ok := (*e.ep.probe.Load())(e.ctx, u.String(), timeout)
+		e.probeResult(key, id, in.Task, kind, started, ok)
 	}()
 }
 
 // probeResult applies one probe result and schedules the next probe.
-func (e *Engine) probeResult(key, id, task, kind string, ok bool) {
+func (e *Engine) probeResult(key, id, task, kind string, started time.Time, ok bool) {
 	if e.ctx.Err() != nil {
 		return
 	}
@@ -566,7 +583,7 @@ func (e *Engine) probeResult(key, id, task, kind string, ok bool) {
 				}
 			}
 		}
-		e.queue.Set(timerProbe+id+"/"+kind, now.Add(times.Period))
+		e.queue.Set(timerProbe+id+"/"+kind, started.Add(times.Period))
 	})
 	if changed {
 		e.kickEndpoint(key)
@@ -599,7 +616,7 @@ func (e *Engine) endpointEvent(ctx context.Context, ev driver.Event) bool {
 			return
 		}
 		if ev.Kind == driver.TaskExited && in.StartedAt.IsZero() {
-			return // the start is still being recorded; a later status check finds it
+			return // the start is still being recorded; startInstance checks the status after
 		}
 		e.instanceFailed(rec, in, why, now)
 	})

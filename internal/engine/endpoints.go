@@ -190,6 +190,7 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 	if upd.AuthMode == "" {
 		upd.AuthMode = api.AuthModeKey
 	}
+	var committed *endpointRecord
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
 		rec, err := getEndpoint(tx, workspace, name)
@@ -205,8 +206,17 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 		}
 		rec.AuthMode, rec.Description, rec.Tags = upd.AuthMode, upd.Description, upd.Tags
 		rec.Deployments, rec.Traffic, rec.MirrorTraffic = deployments, upd.Traffic, upd.MirrorTraffic
-		return tx.Put(store.Endpoints, rec.key(), rec)
+		if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
+			return err
+		}
+		committed = &rec
+		return nil
 	})
+	if committed != nil {
+		// Traffic, auth and request settings apply when the call returns; new
+		// instances join once ready.
+		e.pushRouter(*committed)
+	}
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -313,6 +323,7 @@ func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyT
 		return nil, err
 	}
 	var keys api.EndpointKeys
+	var committed *endpointRecord
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
 		rec, err := getEndpoint(tx, workspace, name)
@@ -325,8 +336,18 @@ func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyT
 			rec.Keys.SecondaryKey = newKey()
 		}
 		keys = rec.Keys
-		return tx.Put(store.Endpoints, rec.key(), rec)
+		if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
+			return err
+		}
+		if !rec.Deleting {
+			committed = &rec
+		}
+		return nil
 	})
+	if committed != nil {
+		// The old key stops working when the call returns.
+		e.pushRouter(*committed)
+	}
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err

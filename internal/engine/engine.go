@@ -133,6 +133,7 @@ func (e *Engine) Status() api.Status {
 		Locations:   append([]string(nil), e.locations...),
 		DataDir:     e.dataDir,
 		StartedAt:   e.startedAt,
+		ScoringURL:  e.scoringBase(),
 	}
 }
 
@@ -145,7 +146,7 @@ func (e *Engine) Locations() []string { return append([]string(nil), e.locations
 func (e *Engine) HasWork() bool {
 	var busy bool
 	_ = e.store.View(func(tx *store.Tx) error {
-		if len(tx.Keys(store.Nodes, "")) > 0 || len(tx.Keys(store.Endpoints, "")) > 0 {
+		if busyNodes(tx) || len(tx.Keys(store.Endpoints, "")) > 0 {
 			busy = true
 			return nil
 		}

@@ -165,6 +165,10 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 			if rec.Instance != nil && (rec.Instance.Desired != api.InstanceRunning || rec.Instance.State == api.InstanceSetupFailed) {
 				return api.Errorf(api.CodeConflict, "compute", "compute instance %q is %s; start it first (mlcompute compute start)", spec.Compute, rec.Instance.State)
 			}
+			if rec.Attached != nil && spec.InstanceCount > 1 {
+				return api.Errorf(api.CodeInvalid, "instance_count",
+					"attached compute %q is one machine, so a job on it runs with instance_count 1 (asked: %d); attach more machines and submit a job to each", spec.Compute, spec.InstanceCount)
+			}
 			if spec.InstanceCount > rec.maxNodes() {
 				return api.Errorf(api.CodeInvalid, "instance_count",
 					"the job asks for %d nodes but compute %q has max_node_count %d; lower --instance-count or raise max_node_count",

@@ -233,6 +233,7 @@ func (p *mlcomputeProvider) Resources(context.Context) []func() resource.Resourc
 		NewWorkspaceResource,
 		NewComputeClusterResource,
 		NewComputeInstanceResource,
+		NewAttachedComputeResource,
 	}
 }
 

@@ -30,7 +30,7 @@ const requiredProviders = `terraform {
 `
 
 var (
-	binDir    string // holds terraform-provider-mlcompute and mlcompute, built once
+	binDir    string // holds terraform-provider-mlcompute, mlcompute and the test scorer, built once
 	terraform string
 )
 
@@ -65,7 +65,7 @@ func setup() (int, error) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	for out, pkg := range map[string]string{"terraform-provider-mlcompute": ".", "mlcompute": "./cmd/mlcompute"} {
+	for out, pkg := range map[string]string{"terraform-provider-mlcompute": ".", "mlcompute": "./cmd/mlcompute", "scorer": "./test/e2e/scorer"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, out), pkg)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {

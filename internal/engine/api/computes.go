@@ -56,6 +56,8 @@ type ComputeSpec struct {
 	ScaleSettings *ScaleSettings    `json:"scale_settings,omitempty"`
 	// Instance holds a compute instance's settings.
 	Instance *InstanceSettings `json:"instance,omitempty"`
+	// VirtualMachine is the machine an attached compute (TypeAttached) stands for.
+	VirtualMachine *VirtualMachine `json:"virtual_machine,omitempty"`
 }
 
 // ComputeUpdate replaces a compute's mutable fields.
@@ -67,6 +69,9 @@ type ComputeUpdate struct {
 	// empty keeps the size.
 	VMSize   string            `json:"vm_size,omitempty"`
 	Instance *InstanceSettings `json:"instance,omitempty"`
+	// VirtualMachine rotates an attached machine's password or private key; its other
+	// fields must stay as they are.
+	VirtualMachine *VirtualMachine `json:"virtual_machine,omitempty"`
 }
 
 // NodeStateCounts counts a cluster's nodes by state.
@@ -117,6 +122,8 @@ type Compute struct {
 	LastOperation *Operation        `json:"last_operation,omitempty"`
 	// Error explains a SetupFailed instance: the script that failed and its last lines.
 	Error string `json:"error,omitempty"`
+	// VirtualMachine describes an attached machine, without its password or private key.
+	VirtualMachine *VirtualMachine `json:"virtual_machine,omitempty"`
 }
 
 // ComputeList is the body of GET /v1/workspaces/{ws}/computes.

@@ -24,6 +24,8 @@ type Status struct {
 	Locations   []string  `json:"locations"`
 	DataDir     string    `json:"data_dir,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
+	// ScoringURL is the base URL of the online endpoints' scoring router, when it listens.
+	ScoringURL string `json:"scoring_url,omitempty"`
 }
 
 // WorkspaceSpec is what a user declares for a workspace.

@@ -45,6 +45,9 @@ type Options struct {
 	DataDir string
 	// Listen is unix:///path or tcp://host:port; empty means <data_dir>/engine.sock.
 	Listen string
+	// ScoringListen is host:port of the online endpoints' scoring router; empty means the
+	// address of the first start (kept in the store), at first a free loopback port.
+	ScoringListen string
 	// Token, when set, is required on every API call. Required for a non-loopback TCP listener.
 	Token     string
 	Locations []string
@@ -111,16 +114,31 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 
+	scoringLn, err := eng.ListenScoring(opts.ScoringListen)
+	if err != nil {
+		return err
+	}
+	scoring := &http.Server{Handler: eng.ScoringHandler(), ReadHeaderTimeout: 10 * time.Second}
+	defer func() {
+		// In-flight scoring requests get the same grace as API calls.
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = scoring.Shutdown(shutdownCtx)
+		eng.CloseScoring()
+	}()
 	ln, err := listen(opts)
 	if err != nil {
+		scoringLn.Close()
 		return err
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if err := eng.Start(ctx); err != nil {
 		ln.Close()
+		scoringLn.Close()
 		return err
 	}
+	go func() { _ = scoring.Serve(scoringLn) }()
 
 	var lastCall atomic.Int64
 	lastCall.Store(opts.Clock.Now().UnixNano())

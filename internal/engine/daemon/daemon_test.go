@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,4 +227,49 @@ func TestIsLoopbackHost(t *testing.T) {
 			t.Errorf("IsLoopbackHost(%q) = %v", host, got)
 		}
 	}
+}
+
+func TestScoringAddressKeptAcrossRestarts(t *testing.T) {
+	dir := shortDir(t)
+	status := func() string {
+		c, _ := client.New("unix://"+filepath.Join(dir, SocketFile), "")
+		st, err := c.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.ScoringURL
+	}
+	_, cancel := startRun(t, Options{DataDir: dir})
+	first := status()
+	if !strings.HasPrefix(first, "http://127.0.0.1:") || strings.HasSuffix(first, ":0") {
+		t.Fatalf("scoring URL %q; want a loopback port", first)
+	}
+	// The router answers on it: an unknown endpoint is 404 in the router's JSON envelope.
+	res, err := http.Post(first+"/nothing/score", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Fatalf("scoring an unknown endpoint: %d; want 404", res.StatusCode)
+	}
+	cancel()
+	waitGone(t, dir)
+	startRun(t, Options{DataDir: dir})
+	if again := status(); again != first {
+		t.Fatalf("scoring URL after restart %q; want %q kept", again, first)
+	}
+}
+
+// waitGone waits until the data dir's engine released its lock.
+func waitGone(t *testing.T, dir string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		f, err := acquireLock(filepath.Join(dir, LockFile))
+		if err == nil {
+			f.Close()
+			return
+		}
+	}
+	t.Fatal("engine did not stop")
 }

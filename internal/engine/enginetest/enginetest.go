@@ -12,12 +12,16 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -25,6 +29,13 @@ import (
 type Options struct {
 	Locations []string
 	Token     string
+	// AgentArgv, when set, gives the engine the real local driver: every node is a node
+	// agent started with this command (plus "--dir DIR"), e.g. [test binary, "engine",
+	// "node-agent"] from a test binary whose TestMain dispatches to cli.Main. Online
+	// endpoints then serve real HTTP on the scoring listener. With real processes the
+	// engine runs on the real clock (Engine.Clock is nil), and every node still alive when
+	// the test ends is terminated.
+	AgentArgv []string
 }
 
 // Engine is a running in-process engine.
@@ -34,8 +45,12 @@ type Engine struct {
 	Endpoint string
 	Clock    *clocktesting.FakeClock
 	DataDir  string
-	// Driver is the fake node driver: tests finish tasks and kill nodes through it.
+	// Driver is the fake node driver: tests finish tasks and kill nodes through it. Nil
+	// with Options.AgentArgv.
 	Driver *fake.Driver
+	// ScoringURL is the base URL of the scoring router (an endpoint's scoring_uri is this
+	// plus /{name}/score).
+	ScoringURL string
 }
 
 // Start starts an engine that stops when the test ends.
@@ -51,13 +66,38 @@ func Start(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
+	fakeClock := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
-	drv := fake.New(clk)
-	eng, err := engine.New(engine.Config{Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv})
+	var (
+		clk     clock.WithTicker = fakeClock
+		drv     driver.Driver
+		fakeDrv *fake.Driver
+	)
+	if len(opts.AgentArgv) > 0 {
+		clk, fakeClock = clock.RealClock{}, nil
+		local, err := local.New(local.Config{Dir: filepath.Join(dir, "nodes"), AgentArgv: opts.AgentArgv, Clock: clk, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drv = local
+		t.Cleanup(func() { terminateAll(t, local) })
+	} else {
+		fakeDrv = fake.New(fakeClock)
+		drv = fakeDrv
+	}
+	eng, err := engine.New(engine.Config{
+		Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv,
+		Snapshots: snapshot.NewStore(filepath.Join(dir, "snapshots")),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	scoringLn, err := eng.ListenScoring("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoring := &http.Server{Handler: eng.ScoringHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = scoring.Serve(scoringLn) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := eng.Start(ctx); err != nil {
 		cancel()
@@ -72,10 +112,28 @@ func Start(t testing.TB, opts Options) *Engine {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
+		_ = scoring.Close()
+		eng.CloseScoring()
 		cancel()
 		_ = st.Close()
 	})
-	return &Engine{Engine: eng, Endpoint: "unix://" + sock, Clock: clk, DataDir: dir, Driver: drv}
+	return &Engine{Engine: eng, Endpoint: "unix://" + sock, Clock: fakeClock, DataDir: dir, Driver: fakeDrv, ScoringURL: eng.Status().ScoringURL}
+}
+
+// terminateAll stops every node the local driver still has, so no process outlives a test.
+func terminateAll(t testing.TB, d *local.Driver) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodes, err := d.List(ctx, "")
+	if err != nil {
+		t.Errorf("listing nodes left by the test: %v", err)
+	}
+	for _, n := range nodes {
+		if err := d.Terminate(ctx, n.Key); err != nil {
+			t.Errorf("terminating node %s left by the test: %v", n.Key, err)
+		}
+	}
+	_ = d.Close()
 }
 
 // Client returns a client of the engine.

@@ -83,38 +83,39 @@ func (d *Driver) Name() string { return "ssh" }
 // remoteKey is the task's key on the machine.
 func remoteKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }
 
-// client returns the node's connection, dialing when there is none.
-func (d *Driver) client(ctx context.Context, nodeKey string) (*Client, error) {
+// client returns the node's connection, dialing when there is none; fresh says it was
+// dialed for this call.
+func (d *Driver) client(ctx context.Context, nodeKey string) (c *Client, fresh bool, err error) {
 	t, err := d.cfg.Lookup(ctx, nodeKey)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d.mu.Lock()
-	c := d.conns[nodeKey]
+	c = d.conns[nodeKey]
 	d.mu.Unlock()
 	if c != nil {
-		return c, nil
+		return c, false, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
 	defer cancel()
 	c, err = Dial(dctx, t)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx.Err() != nil {
 		_ = c.Close()
-		return nil, errors.New("the ssh driver is closed")
+		return nil, false, errors.New("the ssh driver is closed")
 	}
 	if cur := d.conns[nodeKey]; cur != nil { // another call dialed first
 		_ = c.Close()
-		return cur, nil
+		return cur, false, nil
 	}
 	d.conns[nodeKey] = c
 	d.wg.Add(1)
 	go d.keepAlive(nodeKey, c)
-	return c, nil
+	return c, true, nil
 }
 
 // drop forgets a connection that failed, so the next call dials again.
@@ -164,18 +165,25 @@ func (d *Driver) keepAlive(nodeKey string, c *Client) {
 	}
 }
 
-// do runs f on the node's connection; a failure other than a missing task drops the
-// connection, so the next call starts from a fresh one.
+// do runs f on the node's connection. A failure other than a missing task drops the
+// connection; when it was an older connection (which may have died since it was last
+// used, before the keep-alive noticed), f runs once more on a fresh one. Every f is
+// idempotent, so running it twice is safe.
 func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) error {
-	c, err := d.client(ctx, nodeKey)
-	if err != nil {
-		return err
-	}
-	err = f(c)
-	if err != nil && !driver.IsNotFound(err) && ctx.Err() == nil {
+	for {
+		c, fresh, err := d.client(ctx, nodeKey)
+		if err != nil {
+			return err
+		}
+		err = f(c)
+		if err == nil || driver.IsNotFound(err) || ctx.Err() != nil {
+			return err
+		}
 		d.drop(nodeKey, c)
+		if fresh {
+			return err
+		}
 	}
-	return err
 }
 
 // Create checks that the machine is reachable with the node's target (the host key as

@@ -47,6 +47,7 @@ type Host struct {
 	Namespace string
 	// HostLink is the veth end on this machine's side (namespaces only).
 	HostLink string
+	nsLink   string
 
 	User      string
 	UID       int
@@ -229,12 +230,14 @@ func (h *Host) makeNamespace(t testing.TB) error {
 			return fmt.Errorf("%s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
-	h.Namespace, h.HostLink, h.Address, h.Port = ns, hostLink, nsIP, 22
+	h.Namespace, h.HostLink, h.nsLink, h.Address, h.Port = ns, hostLink, nsLink, nsIP, 22
 	return nil
 }
 
-// SetLinkUp takes the host's network link down or up again: established connections
-// stall (nothing is reset) until it is up. Namespaced hosts only.
+// SetLinkUp takes the host's network link down or up again, inside its namespace: the
+// route on this machine stays, so packets to the host are dropped here and never leave
+// the machine; established connections stall (nothing is reset) until it is up.
+// Namespaced hosts only.
 func (h *Host) SetLinkUp(t testing.TB, up bool) {
 	t.Helper()
 	if h.Namespace == "" {
@@ -244,7 +247,23 @@ func (h *Host) SetLinkUp(t testing.TB, up bool) {
 	if up {
 		state = "up"
 	}
-	run(t, "ip", "link", "set", h.HostLink, state)
+	run(t, "ip", "netns", "exec", h.Namespace, "ip", "link", "set", h.nsLink, state)
+}
+
+// SetUnreachable makes the host's address unreachable from this machine (an unreachable
+// route, so connecting fails at once with "no route to host") or reachable again.
+// Namespaced hosts only.
+func (h *Host) SetUnreachable(t testing.TB, unreachable bool) {
+	t.Helper()
+	if h.Namespace == "" {
+		t.Fatalf("host %s runs on loopback: it cannot be made unreachable", h.Address)
+	}
+	if unreachable {
+		run(t, "ip", "route", "add", "unreachable", h.Address+"/32")
+		t.Cleanup(func() { _ = exec.Command("ip", "route", "del", "unreachable", h.Address+"/32").Run() })
+		return
+	}
+	run(t, "ip", "route", "del", "unreachable", h.Address+"/32")
 }
 
 // DropConnections kills sshd's per-connection processes, so every SSH connection to the

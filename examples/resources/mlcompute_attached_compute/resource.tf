@@ -1,0 +1,41 @@
+resource "mlcompute_workspace" "example" {
+  name = "team-a"
+}
+
+# A GPU workstation the team already owns. The engine connects on apply, pins the host key
+# it sees, checks the machine runs Linux and reads its vCPUs and memory.
+resource "mlcompute_attached_compute" "gpu_box" {
+  name         = "gpu-box"
+  workspace_id = mlcompute_workspace.example.id
+  description  = "The lab's A100 workstation."
+
+  virtual_machine = {
+    address     = "gpu-box.lab.example.com"
+    username    = "ml"
+    private_key = file(pathexpand("~/.ssh/mlcompute_ed25519"))
+  }
+}
+
+variable "build_box_password" {
+  type      = string
+  sensitive = true
+}
+
+# A machine reached with a password on another port, its host key pinned up front
+# (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on the machine prints it).
+resource "mlcompute_attached_compute" "build_box" {
+  name         = "build-box"
+  workspace_id = mlcompute_workspace.example.id
+
+  virtual_machine = {
+    address              = "10.20.0.7"
+    ssh_port             = 2222
+    username             = "builder"
+    password             = var.build_box_password
+    host_key_fingerprint = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
+  }
+}
+
+output "gpu_box_size" {
+  value = "${mlcompute_attached_compute.gpu_box.vcpus} vCPUs, ${mlcompute_attached_compute.gpu_box.memory_gb} GiB"
+}

@@ -1,0 +1,281 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/mux"
+	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// An attached compute is a machine the user owns, reached over SSH. It is a compute of
+// exactly one node that never scales: the node stands for the machine, so the controller
+// treats it as a cluster with min = max = 1, and jobs reach it through the usual queue.
+// Its node keys start with attachedNodePrefix, which is how the engine's routing driver
+// sends them to the ssh driver while every other node stays on the operator's driver.
+// The machine's credentials are kept in the store (a 0600 file) and never returned.
+
+// attachedNodePrefix starts the keys of attached machines' nodes.
+const attachedNodePrefix = "vm-"
+
+// attachProbeTimeout bounds the connection and checks made when a machine is attached.
+const attachProbeTimeout = 30 * time.Second
+
+// attachedRecord is the attached part of a compute record.
+type attachedRecord struct {
+	Address            string  `json:"address"`
+	Port               int64   `json:"port"`
+	Username           string  `json:"username"`
+	Password           string  `json:"password,omitempty"`
+	PrivateKey         string  `json:"private_key,omitempty"`
+	HostKeyFingerprint string  `json:"host_key_fingerprint"`
+	VCPUs              int64   `json:"vcpus"`
+	MemoryGB           float64 `json:"memory_gb"`
+}
+
+func (a attachedRecord) target() sshdrv.Target {
+	return sshdrv.Target{
+		Address: a.Address, Port: int(a.Port), Username: a.Username,
+		Password: a.Password, PrivateKeyPEM: a.PrivateKey, HostKeyFingerprint: a.HostKeyFingerprint,
+	}
+}
+
+// api is what a read shows: everything but the secrets.
+func (a attachedRecord) api() *api.VirtualMachine {
+	return &api.VirtualMachine{
+		Address: a.Address, SSHPort: a.Port, Username: a.Username,
+		HostKeyFingerprint: a.HostKeyFingerprint, VCPUs: a.VCPUs, MemoryGB: a.MemoryGB,
+	}
+}
+
+// nodeIDPrefix is how the IDs of a compute's nodes start.
+func (c computeRecord) nodeIDPrefix() string {
+	if c.Attached != nil {
+		return strings.TrimSuffix(attachedNodePrefix, "-")
+	}
+	return "node"
+}
+
+// withAttached wraps the operator's driver so that attached machines' nodes go to an
+// ssh driver whose lifetime is ctx's.
+func (e *Engine) withAttached(ctx context.Context, d driver.Driver) driver.Driver {
+	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: e.attachedTarget, Logger: e.log.Named("ssh")})
+	context.AfterFunc(ctx, func() { _ = vms.Close() })
+	return mux.New(ctx, d, mux.Route{Prefix: attachedNodePrefix, Driver: vms})
+}
+
+// attachedTarget is the ssh driver's Lookup: how to reach the machine of a stored node.
+func (e *Engine) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
+	var t sshdrv.Target
+	err := e.store.View(func(tx *store.Tx) error {
+		n, ok := e.nodeByID(tx, nodeKey)
+		if !ok {
+			return driver.ErrNotFound
+		}
+		var rec computeRecord
+		if ok, err := tx.Get(store.Computes, n.Compute, &rec); err != nil {
+			return err
+		} else if !ok || rec.Attached == nil {
+			return driver.ErrNotFound
+		}
+		t = rec.Attached.target()
+		return nil
+	})
+	return t, err
+}
+
+// busyNodes reports whether a node other than an idle attached machine exists: an
+// attached machine waiting for jobs is a record, not work that keeps the engine up.
+func busyNodes(tx *store.Tx) bool {
+	nodes, _ := store.List[nodeRecord](tx, store.Nodes, "")
+	for _, n := range nodes {
+		if !strings.HasPrefix(n.ID, attachedNodePrefix) || n.State != api.NodeIdle {
+			return true
+		}
+	}
+	return false
+}
+
+// createAttached attaches a machine: it connects, pins or verifies the host key, checks
+// the machine runs Linux and reads its size, all before anything is recorded, so a
+// failure leaves nothing behind and names the setting to fix.
+func (e *Engine) createAttached(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
+	if err := validation.AttachedCompute(spec); err != nil {
+		return nil, err
+	}
+	vm := *spec.VirtualMachine
+	if vm.SSHPort == 0 {
+		vm.SSHPort = api.DefaultSSHPort
+	}
+	id := api.ComputeID(workspace, spec.Name)
+	key := workspace + "/" + spec.Name
+	check := func(tx *store.Tx) (bool, error) {
+		if _, err := getWorkspace(tx, workspace); err != nil {
+			return false, err
+		}
+		if done, err := replayed(tx, idempotencyKey, id); done || err != nil {
+			return done, err
+		}
+		var existing computeRecord
+		if ok, err := tx.Get(store.Computes, key, &existing); err != nil {
+			return false, err
+		} else if ok {
+			return false, api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, existing.resourceType(), id)
+		}
+		return false, nil
+	}
+	// Cheap checks first: a replayed create or a taken name never dials the machine.
+	var replay bool
+	if err := e.store.View(func(tx *store.Tx) (err error) { replay, err = check(tx); return err }); err != nil {
+		return nil, err
+	}
+	if replay {
+		return e.GetCompute(ctx, workspace, spec.Name)
+	}
+
+	a := attachedRecord{
+		Address: vm.Address, Port: vm.SSHPort, Username: vm.Username,
+		Password: vm.Password, PrivateKey: vm.PrivateKey, HostKeyFingerprint: vm.HostKeyFingerprint,
+	}
+	info, err := e.probeAttached(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	a.HostKeyFingerprint, a.VCPUs, a.MemoryGB = info.HostKeyFingerprint, info.VCPUs, info.MemoryGB
+	rec := computeRecord{
+		Workspace: workspace, Name: spec.Name, Type: api.TypeAttached, Description: spec.Description, Tags: spec.Tags,
+		CreatedOn: e.clock.Now().UTC(), Attached: &a,
+		ScaleSettings: &api.ScaleSettings{MinNodeCount: 1, MaxNodeCount: 1, ScaleDownNodesAfterIdleDuration: "PT0S"},
+	}
+
+	e.mu.Lock()
+	err = e.store.Update(func(tx *store.Tx) error {
+		if done, err := check(tx); done || err != nil {
+			replay = done
+			return err
+		}
+		if err := tx.Put(store.Computes, key, rec); err != nil {
+			return err
+		}
+		return remember(tx, idempotencyKey, id)
+	})
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if !replay {
+		e.log.Info("machine attached", "compute", key, "address", a.target().String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
+		e.kick(key)
+	}
+	return e.GetCompute(ctx, workspace, spec.Name)
+}
+
+// probeAttached connects to the machine and reads its size, turning every way that can
+// fail into an error on the setting to fix.
+func (e *Engine) probeAttached(ctx context.Context, a attachedRecord) (sshdrv.HostInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, attachProbeTimeout)
+	defer cancel()
+	info, err := sshdrv.Probe(ctx, a.target())
+	if err == nil {
+		return info, nil
+	}
+	credential := "virtual_machine.password"
+	if a.PrivateKey != "" {
+		credential = "virtual_machine.private_key"
+	}
+	var field string
+	switch {
+	case sshdrv.IsUnreachable(err), sshdrv.IsNotLinux(err):
+		field = "virtual_machine.address"
+	case sshdrv.IsConnectionRefused(err):
+		field = "virtual_machine.ssh_port"
+	case sshdrv.IsAuthFailed(err):
+		field = credential
+	case sshdrv.IsHostKeyMismatch(err):
+		field = "virtual_machine.host_key_fingerprint"
+	case sshdrv.IsInvalidTarget(err):
+		field = credential
+	case errors.Is(err, context.Canceled):
+		return info, api.Errorf(api.CodeUnavailable, "", "attaching %s was cancelled", a.target())
+	default:
+		return info, api.Errorf(api.CodeInvalid, "virtual_machine.address", "attaching %s: %v", a.target(), err)
+	}
+	return info, api.Errorf(api.CodeInvalid, field, "cannot attach the machine: %v", err)
+}
+
+// updateAttached updates an attached compute in place: its description and tags, and a
+// rotated password or private key, which is checked against the machine (host key as
+// pinned) before it replaces the old one. Where the machine is, the login and the pinned
+// host key identify the machine and do not change. handled is false when the compute is
+// not an attached one (or cannot be read), for the caller to go on as before.
+func (e *Engine) updateAttached(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (handled bool, _ *api.Compute, _ error) {
+	var rec computeRecord
+	if err := e.store.View(func(tx *store.Tx) (err error) { rec, err = getCompute(tx, workspace, name); return err }); err != nil || rec.Attached == nil {
+		return false, nil, nil
+	}
+	switch {
+	case rec.Deleting:
+		return true, nil, api.Errorf(api.CodeConflict, "", "compute %q is being detached", name)
+	case upd.ScaleSettings != nil:
+		return true, nil, api.Errorf(api.CodeInvalid, "scale_settings", "attached compute %q never scales: it is one machine", name)
+	case upd.VMSize != "" || upd.Instance != nil:
+		return true, nil, api.Errorf(api.CodeInvalid, "vm_size", "attached compute %q has no vm_size or instance settings", name)
+	}
+	next := *rec.Attached
+	if vm := upd.VirtualMachine; vm != nil {
+		port := vm.SSHPort
+		if port == 0 {
+			port = api.DefaultSSHPort
+		}
+		for _, f := range []struct {
+			field     string
+			got, want any
+			changed   bool
+		}{
+			{"virtual_machine.address", vm.Address, next.Address, vm.Address != "" && vm.Address != next.Address},
+			{"virtual_machine.ssh_port", port, next.Port, port != next.Port},
+			{"virtual_machine.username", vm.Username, next.Username, vm.Username != "" && vm.Username != next.Username},
+			{"virtual_machine.host_key_fingerprint", vm.HostKeyFingerprint, next.HostKeyFingerprint, vm.HostKeyFingerprint != "" && vm.HostKeyFingerprint != next.HostKeyFingerprint},
+		} {
+			if f.changed {
+				return true, nil, api.Errorf(api.CodeInvalid, f.field, "%s of attached compute %q cannot change in place (from %v to %v): it names another machine or login; replace the compute", f.field, name, f.want, f.got)
+			}
+		}
+		if vm.Password != next.Password || vm.PrivateKey != next.PrivateKey {
+			if err := validation.Credentials(vm.Password, vm.PrivateKey); err != nil {
+				return true, nil, err
+			}
+			next.Password, next.PrivateKey = vm.Password, vm.PrivateKey
+			// vcpus and memory_gb stay as read at attach time: they describe the machine,
+			// which a new credential does not change.
+			if _, err := e.probeAttached(ctx, next); err != nil {
+				return true, nil, err
+			}
+		}
+	}
+	e.mu.Lock()
+	err := e.store.Update(func(tx *store.Tx) error {
+		cur, err := getCompute(tx, workspace, name)
+		if err != nil {
+			return err
+		}
+		if cur.Deleting {
+			return api.Errorf(api.CodeConflict, "", "compute %q is being detached", name)
+		}
+		cur.Description, cur.Tags, cur.Attached = upd.Description, upd.Tags, &next
+		return tx.Put(store.Computes, cur.key(), cur)
+	})
+	e.mu.Unlock()
+	if err != nil {
+		return true, nil, err
+	}
+	e.log.Info("compute updated", "compute", workspace+"/"+name)
+	c, err := e.GetCompute(ctx, workspace, name)
+	return true, c, err
+}

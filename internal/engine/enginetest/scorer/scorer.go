@@ -1,0 +1,80 @@
+// Package scorer is a tiny model server for tests of online endpoints: the command a test
+// deployment runs (a test binary re-executing itself, or a helper built from it). It
+// serves on $PORT as a deployment's command must:
+//
+//   - GET / and GET /health answer 200 "ok" (the default probe path is /).
+//   - POST /score answers {"deployment": $SCORER_NAME, "pid": <pid>, "body": <request body>}.
+//     With ?sleep_ms=N it first waits N ms; when the router cancels the request first, it
+//     writes the file $SCORER_MARKER_DIR/cancelled-<X-Request-Id> and answers nothing.
+package scorer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Serve serves until ctx ends.
+func Serve(ctx context.Context) error {
+	port := os.Getenv("PORT")
+	if port == "" {
+		return errors.New("scorer: PORT is not set")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Handler is the scorer's HTTP handler.
+func Handler() http.Handler {
+	mux := http.NewServeMux()
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }
+	mux.HandleFunc("GET /{$}", ok)
+	mux.HandleFunc("GET /health", ok)
+	mux.HandleFunc("POST /score", score)
+	return mux
+}
+
+func score(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	if ms, err := strconv.Atoi(req.URL.Query().Get("sleep_ms")); err == nil && ms > 0 {
+		t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			if dir := os.Getenv("SCORER_MARKER_DIR"); dir != "" {
+				_ = os.WriteFile(filepath.Join(dir, "cancelled-"+filepath.Base(req.Header.Get("X-Request-Id"))), nil, 0o600)
+			}
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"deployment": os.Getenv("SCORER_NAME"), "pid": os.Getpid(), "body": json.RawMessage(orNull(body)),
+	})
+}
+
+func orNull(b []byte) []byte {
+	if !json.Valid(b) || len(b) == 0 {
+		return []byte("null")
+	}
+	return b
+}
