@@ -2,8 +2,11 @@
 // deployment runs (a test binary re-executing itself, or a helper built from it). It
 // serves on $PORT as a deployment's command must:
 //
-//   - GET / and GET /health answer 200 "ok" (the default probe path is /).
-//   - POST /score answers {"deployment": $SCORER_NAME, "pid": <pid>, "body": <request body>}.
+//   - GET / and GET /health answer 200 "ok" (the default probe path is /), or 503 when
+//     $SCORER_NEVER_READY is set, for tests of an instance that never becomes ready.
+//   - POST /score answers {"deployment": $SCORER_NAME, "version": $SCORER_VERSION, "code":
+//     <the contents of ./VERSION, the code directory's version>, "pid": <pid>, "body":
+//     <request body>}, so a test sees which rollout of which deployment served a request.
 //     With ?sleep_ms=N it first waits N ms; when the router cancels the request first, it
 //     writes the file $SCORER_MARKER_DIR/cancelled-<X-Request-Id> and answers nothing.
 package scorer
@@ -18,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -45,7 +49,13 @@ func Serve(ctx context.Context) error {
 // Handler is the scorer's HTTP handler.
 func Handler() http.Handler {
 	mux := http.NewServeMux()
-	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }
+	ok := func(w http.ResponseWriter, _ *http.Request) {
+		if os.Getenv("SCORER_NEVER_READY") != "" {
+			http.Error(w, "never ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}
 	mux.HandleFunc("GET /{$}", ok)
 	mux.HandleFunc("GET /health", ok)
 	mux.HandleFunc("POST /score", score)
@@ -66,9 +76,11 @@ func score(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	code, _ := os.ReadFile("VERSION")
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"deployment": os.Getenv("SCORER_NAME"), "pid": os.Getpid(), "body": json.RawMessage(orNull(body)),
+		"deployment": os.Getenv("SCORER_NAME"), "version": os.Getenv("SCORER_VERSION"),
+		"code": strings.TrimSpace(string(code)), "pid": os.Getpid(), "body": json.RawMessage(orNull(body)),
 	})
 }
 
