@@ -31,9 +31,12 @@ import (
 
 // TestMain lets the test binary act as the provider binary's hidden engine subcommand, so
 // that a test of the embedded engine can start a real engine from "its own binary" exactly
-// as the provider does in production. It also points TF_CLI_CONFIG_FILE at an existing
+// as the provider does in production, and as the online endpoint tests' model server. It also points TF_CLI_CONFIG_FILE at an existing
 // file when the environment names a missing one (OpenTofu refuses a missing one).
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == testScorerArg {
+		os.Exit(serveTestScorer())
+	}
 	if len(os.Args) > 1 && os.Args[1] == "engine" {
 		os.Exit(cli.Main(cli.Config{
 			Use:     "provider.test engine",

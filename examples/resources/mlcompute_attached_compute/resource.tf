@@ -2,6 +2,12 @@ resource "mlcompute_workspace" "example" {
   name = "team-a"
 }
 
+variable "gpu_box_private_key" {
+  description = "PEM private key for gpu-box, e.g. TF_VAR_gpu_box_private_key=\"$(cat ~/.ssh/mlcompute_ed25519)\"."
+  type        = string
+  sensitive   = true
+}
+
 # A GPU workstation the team already owns. The engine connects on apply, pins the host key
 # it sees, checks the machine runs Linux and reads its vCPUs and memory.
 resource "mlcompute_attached_compute" "gpu_box" {
@@ -12,7 +18,7 @@ resource "mlcompute_attached_compute" "gpu_box" {
   virtual_machine = {
     address     = "gpu-box.lab.example.com"
     username    = "ml"
-    private_key = file(pathexpand("~/.ssh/mlcompute_ed25519"))
+    private_key = var.gpu_box_private_key
   }
 }
 
