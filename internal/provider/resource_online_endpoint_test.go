@@ -708,3 +708,41 @@ func TestKnownInt64Map(t *testing.T) {
 		t.Errorf("a null map = %v, %v; want empty and known", m, ok)
 	}
 }
+
+// With auth_mode = "aml_token" a key no longer scores and an engine-issued token does;
+// switching back to keys is an in-place update too.
+func TestAccOnlineEndpoint_AMLToken(t *testing.T) {
+	t.Parallel()
+	e, c := testAccServingEngine(t)
+	config := func(mode string) string {
+		return testAccEndpointConfig(e.Endpoint, deployments(testAccDeployment(t, "blue", "v1", ""))+
+			fmt.Sprintf("  traffic = { blue = 100 }\n  auth_mode = %q\n", mode))
+	}
+	token := func(scoring) string {
+		tok, err := c.GetEndpointToken(context.Background(), "lab", "churn")
+		if err != nil {
+			return "no token: " + err.Error()
+		}
+		return tok.AccessToken
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             testAccEndpointDestroyed(c),
+		Steps: []resource.TestStep{{
+			Config:            config(api.AuthModeAMLToken),
+			ConfigStateChecks: []statecheck.StateCheck{endpointValue("auth_mode", knownvalue.StringExact(api.AuthModeAMLToken))},
+			Check: resource.ComposeAggregateTestCheckFunc(
+				expectStatus(token, "", http.StatusOK),
+				expectStatus(primaryKey, "", http.StatusUnauthorized),
+				expectStatus(noKey, "", http.StatusUnauthorized),
+			),
+		}, {
+			Config:           config(api.AuthModeKey),
+			ConfigPlanChecks: updatedInPlace(testAccEndpointAddr),
+			Check: resource.ComposeAggregateTestCheckFunc(
+				expectStatus(primaryKey, "", http.StatusOK),
+				expectStatus(token, "", http.StatusUnauthorized),
+			),
+		}},
+	})
+}
