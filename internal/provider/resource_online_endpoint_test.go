@@ -591,24 +591,21 @@ resource "mlcompute_online_endpoint" "test" {
 func TestAccOnlineEndpoint_ImportErrors(t *testing.T) {
 	t.Parallel()
 	e, _ := testAccEngine(t, enginetest.Options{})
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: testAccEndpointConfig(e.Endpoint, deployments(`    blue = {
+	config := testAccEndpointConfig(e.Endpoint, deployments(`    blue = {
       instance_type = "Standard_DS2_v2"
       command       = ["serve"]
     }
-`)),
+`))
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:        config,
 			ResourceName:  testAccEndpointAddr,
 			ImportState:   true,
 			ImportStateId: "/workspaces/lab/computes/churn",
 			ExpectError:   expectError("Invalid Online Endpoint ID", "/workspaces/{workspace}/onlineEndpoints/{name}"),
 		}, {
-			Config: testAccEndpointConfig(e.Endpoint, deployments(`    blue = {
-      instance_type = "Standard_DS2_v2"
-      command       = ["serve"]
-    }
-`)),
+			Config:        config,
 			ResourceName:  testAccEndpointAddr,
 			ImportState:   true,
 			ImportStateId: "/workspaces/lab/onlineEndpoints/nothing",
