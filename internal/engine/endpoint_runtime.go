@@ -185,6 +185,9 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		e.ep.router.RemoveEndpoint(nameOf(key))
 		if gone {
 			e.log.Info("online endpoint deleted", "endpoint", key)
+		}
+		if !rec.Deleting || gone {
+			// Also when it was already gone: a delete that came late still returns.
 			e.notifyGone(endpointDirtyPrefix + key)
 		}
 	} else {
@@ -222,7 +225,7 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 		for int64(len(cur)) < d.Spec.InstanceCount {
 			rec.Instances = append(rec.Instances, endpointInstance{
 				ID: newID("ep"), Deployment: name, Generation: d.Generation, Port: e.freePort(rec.Instances),
-				Task: "serve-0", State: api.EndpointInstanceStarting,
+				Task: "serve-0", State: api.EndpointInstanceStarting, Process: processOf(d.Spec),
 			})
 			cur = append(cur, len(rec.Instances)-1)
 		}
@@ -330,8 +333,7 @@ func (e *Engine) freePort(taken []endpointInstance) int {
 // startInstance creates the instance's node (idempotent under its key) and starts its
 // current process, then schedules its probes.
 func (e *Engine) startInstance(ctx context.Context, key string, rec endpointRecord, in endpointInstance) {
-	d := rec.Deployments[in.Deployment]
-	spec := d.Spec
+	spec := in.Process
 	size, _ := catalog.Lookup(spec.InstanceType)
 	info, err := e.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
 	if err == nil {
@@ -361,8 +363,11 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 			return
 		}
 		cur.Host, cur.StartedAt = info.Address, now
+		d, ok := rec.Deployments[cur.Deployment]
+		if !ok {
+			return // removed meanwhile: the next pass drains it
+		}
 		e.ep.probes[cur.ID] = &probeState{task: cur.Task}
-		d := rec.Deployments[cur.Deployment]
 		e.queue.Set(timerProbe+cur.ID+"/ready", now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
 		e.queue.Set(timerProbe+cur.ID+"/live", now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
 		e.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
@@ -392,8 +397,7 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 	e.queue.Remove(timerProbe + in.ID + "/ready")
 	e.queue.Remove(timerProbe + in.ID + "/live")
 	e.queue.Set(timerEndpoint+rec.key()+"#"+in.ID, in.RestartAt)
-	if in.Failures >= failedStartsBeforeError {
-		d := rec.Deployments[in.Deployment]
+	if d, ok := rec.Deployments[in.Deployment]; ok && in.Failures >= failedStartsBeforeError {
 		d.Error = fmt.Sprintf("instance %s failed %d times in a row before becoming ready; last: %s", in.ID, in.Failures, why)
 		rec.Deployments[in.Deployment] = d
 	}
@@ -519,13 +523,13 @@ func (e *Engine) runProbe(id, kind string) {
 	// The period counts from this probe's start, so a slow probe does not slow the next.
 	started := e.clock.Now().UTC()
 	go func() {
-		ok := (*e.ep.probe.Load())(e.ctx, u.String(), timeout)
-		e.probeResult(key, id, in.Task, kind, started, ok)
+		passed := (*e.ep.probe.Load())(e.ctx, u.String(), timeout)
+		e.probeResult(key, id, in.Task, kind, started, passed)
 	}()
 }
 
 // probeResult applies one probe result and schedules the next probe.
-func (e *Engine) probeResult(key, id, task, kind string, started time.Time, ok bool) {
+func (e *Engine) probeResult(key, id, task, kind string, started time.Time, passed bool) {
 	if e.ctx.Err() != nil {
 		return
 	}
@@ -541,14 +545,17 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, ok b
 		if in.Task != task || in.Terminating || (in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
 			return
 		}
-		d := rec.Deployments[in.Deployment]
+		d, found := rec.Deployments[in.Deployment]
+		if !found {
+			return // removed: its instances drain
+		}
 		probe := *d.Spec.ReadinessProbe
 		if kind == "live" {
 			probe = *d.Spec.LivenessProbe
 		}
 		times := validation.ParseProbe(probe)
 		switch {
-		case kind == "live" && ok:
+		case kind == "live" && passed:
 			st.liveFail = 0
 		case kind == "live":
 			if st.liveFail++; st.liveFail >= probe.FailureThreshold {
@@ -556,7 +563,7 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, ok b
 				changed = true
 				return
 			}
-		case ok:
+		case passed:
 			st.readyOK, st.readyFail = st.readyOK+1, 0
 			if st.readyOK >= probe.SuccessThreshold && in.State != api.EndpointInstanceReady {
 				in.State, in.EverReady, in.Failures = api.EndpointInstanceReady, true, 0

@@ -79,6 +79,21 @@ type endpointInstance struct {
 	// Terminating is set before the node is terminated; the instance goes once the driver
 	// confirms.
 	Terminating bool `json:"terminating,omitempty"`
+	// Process is what the instance runs, fixed at its creation: a restart during a rollout
+	// runs the instance's own generation, not the new one.
+	Process instanceProcess `json:"process"`
+}
+
+// instanceProcess is the part of a deployment that makes an instance's process.
+type instanceProcess struct {
+	InstanceType         string            `json:"instance_type"`
+	Command              []string          `json:"command"`
+	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
+	SnapshotID           string            `json:"snapshot_id,omitempty"`
+}
+
+func processOf(d api.DeploymentSpec) instanceProcess {
+	return instanceProcess{InstanceType: d.InstanceType, Command: d.Command, EnvironmentVariables: d.EnvironmentVariables, SnapshotID: d.SnapshotID}
 }
 
 func (r endpointRecord) key() string { return r.Workspace + "/" + r.Name }

@@ -338,6 +338,22 @@ func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 		t.Fatalf("command change: generation %d, state %s; want 2, Updating", ep.Deployments["blue"].Generation, ep.ProvisioningState)
 	}
 	fresh := r.started("wsp", "scorer", "blue", 2, 2)
+	if task, _ := r.drv.Task(fresh[0].ID, "serve-0"); !slices.Equal(task.Spec.Command, []string{"serve", "v2"}) {
+		t.Fatalf("new generation runs %v; want serve v2", task.Spec.Command)
+	}
+	// An old instance that crashes during the rollout restarts with its own command.
+	r.drv.FinishTask(old[0].ID, "serve-0", 1)
+	stepUntil(r, "old instance restarted", func() bool {
+		for _, in := range r.storedInstances("wsp", "scorer") {
+			if in.ID == old[0].ID && in.State == api.EndpointInstanceReady && in.Restarts == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	if task, ok := r.drv.Task(old[0].ID, "serve-1"); !ok || !slices.Equal(task.Spec.Command, []string{"serve", "v1"}) {
+		t.Fatalf("old instance restarted with %v; want its own serve v1", task.Spec.Command)
+	}
 	// The old instances keep serving while the new ones are not ready.
 	for range 5 {
 		r.clk.Step(10 * time.Second)
