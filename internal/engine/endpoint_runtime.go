@@ -128,6 +128,12 @@ func (e *Engine) SetProber(p Prober) { e.ep.probe.Store(&p) }
 // ScoringHandler is the scoring router: serve it on the scoring listener.
 func (e *Engine) ScoringHandler() http.Handler { return e.ep.router }
 
+// ScoringStats returns the router's counters per deployment of an endpoint (nil when the
+// router does not serve it). Counters start at zero when the engine starts.
+func (e *Engine) ScoringStats(endpoint string) map[string]router.DeploymentStats {
+	return e.ep.router.Stats(endpoint)
+}
+
 // CloseScoring stops the router's mirror copies; call it after the scoring listener stopped.
 func (e *Engine) CloseScoring() { e.ep.router.Close() }
 
