@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -412,30 +414,35 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 	e.ep.kills = append(e.ep.kills, [2]string{in.ID, in.Task})
 }
 
-// updateEndpointInstance applies f to one stored instance and commits, then pushes the router.
-// Callers hold e.mu.
+// updateEndpointInstance applies f to one stored instance and, when f changed anything,
+// commits and pushes the router; most probe results change nothing and write nothing.
+// Callers hold e.mu, which every writer of endpoint records holds, so the record read
+// here is still current when it is written.
 func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, *endpointInstance)) error {
 	var rec endpointRecord
-	var found bool
-	err := e.store.Update(func(tx *store.Tx) error {
+	idx := -1
+	err := e.store.View(func(tx *store.Tx) error {
 		ok, err := tx.Get(store.Endpoints, key, &rec)
 		if err != nil || !ok {
 			return err
 		}
-		for i := range rec.Instances {
-			if rec.Instances[i].ID == id {
-				found = true
-				f(&rec, &rec.Instances[i])
-				return tx.Put(store.Endpoints, key, rec)
-			}
-		}
+		idx = slices.IndexFunc(rec.Instances, func(in endpointInstance) bool { return in.ID == id })
 		return nil
 	})
-	if err == nil && found && !rec.Deleting {
-		e.pushRouter(rec)
+	if err == nil && idx >= 0 {
+		before, _ := json.Marshal(rec)
+		f(&rec, &rec.Instances[idx])
+		if after, _ := json.Marshal(rec); !bytes.Equal(before, after) {
+			err = e.store.Update(func(tx *store.Tx) error { return tx.Put(store.Endpoints, key, rec) })
+			if err == nil && !rec.Deleting {
+				e.pushRouter(rec)
+			}
+		}
 	}
-	for _, k := range e.ep.kills {
-		go func() { _ = e.driver.KillTask(e.ctx, k[0], k[1]) }()
+	if err == nil {
+		for _, k := range e.ep.kills {
+			go func() { _ = e.driver.KillTask(e.ctx, k[0], k[1]) }()
+		}
 	}
 	e.ep.kills = nil
 	return err
