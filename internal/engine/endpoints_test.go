@@ -557,3 +557,25 @@ func TestWorkspaceForceDeleteStopsItsEndpoints(t *testing.T) {
 		t.Fatal("the router still serves the deleted workspace's endpoint")
 	}
 }
+
+func TestEndpointKeepsTheEngineUp(t *testing.T) {
+	r := newRig(t)
+	newProbes(r)
+	r.workspace("wsp", nil)
+	if r.e.HasWork() {
+		t.Fatal("an engine holding only a workspace has work")
+	}
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": testDeployment(1, "serve")}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !r.e.HasWork() {
+		t.Fatal("an engine serving an endpoint may exit when idle")
+	}
+	r.started("wsp", "scorer", "blue", 1, 1)
+	if err := r.e.DeleteEndpoint(context.Background(), "wsp", "scorer"); err != nil {
+		t.Fatal(err)
+	}
+	if r.e.HasWork() {
+		t.Fatal("work left after the endpoint was deleted")
+	}
+}
