@@ -208,3 +208,50 @@ func TestEndpointServesRealHTTP(t *testing.T) {
 		t.Fatalf("endpoints after delete: %v, %v", ws, err)
 	}
 }
+
+// TestEndpointAPIErrors checks that the API carries validation errors with their attribute
+// path, as the provider turns them into attribute diagnostics.
+func TestEndpointAPIErrors(t *testing.T) {
+	e := enginetest.Start(t, enginetest.Options{})
+	c := e.Client(t, "")
+	ctx := context.Background()
+	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "team"}); err != nil {
+		t.Fatal(err)
+	}
+	spec := api.EndpointSpec{
+		Name:        "churn",
+		Deployments: map[string]api.DeploymentSpec{"blue": deployment(t, "blue"), "green": deployment(t, "green")},
+		Traffic:     map[string]int64{"blue": 80, "green": 10},
+	}
+	_, err := c.CreateEndpoint(ctx, "team", spec)
+	if !api.IsInvalid(err) || api.FieldOf(err) != "traffic" || !strings.Contains(err.Error(), "sum to 100") {
+		t.Fatalf("traffic summing to 90: %v", err)
+	}
+	spec.Traffic = map[string]int64{"blue": 100}
+	spec.MirrorTraffic = map[string]int64{"green": 60}
+	if _, err := c.CreateEndpoint(ctx, "team", spec); api.FieldOf(err) != "mirror_traffic.green" {
+		t.Fatalf("mirror 60: %v", err)
+	}
+	spec.MirrorTraffic = nil
+	ep, err := c.CreateEndpoint(ctx, "team", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Defaults are filled in, and the size is stored in the catalog's spelling.
+	blue := ep.Deployments["blue"]
+	if blue.RequestSettings == nil || blue.RequestSettings.RequestTimeoutMS != 5000 || blue.RequestSettings.MaxConcurrentRequestsPerInstance != 1 || blue.ReadinessProbe.Path != "/health" {
+		t.Fatalf("stored deployment %+v", blue.DeploymentSpec)
+	}
+	if _, err := c.GetEndpoint(ctx, "team", "nope"); !api.IsNotFound(err) {
+		t.Fatalf("unknown endpoint: %v", err)
+	}
+	if _, err := c.GetEndpointToken(ctx, "team", "churn"); !api.IsInvalid(err) || api.FieldOf(err) != "auth_mode" {
+		t.Fatalf("token of a key endpoint: %v", err)
+	}
+	if _, err := c.RegenerateEndpointKeys(ctx, "team", "churn", "both"); api.FieldOf(err) != "key_type" {
+		t.Fatalf("regenerating key type both: %v", err)
+	}
+	if err := c.DeleteWorkspace(ctx, "team", false); !api.IsConflict(err) || !strings.Contains(err.Error(), "onlineEndpoints/churn") {
+		t.Fatalf("deleting a workspace holding an endpoint: %v", err)
+	}
+}
