@@ -18,7 +18,8 @@ import (
 
 // Online endpoints: this file holds the records and the API operations. The runtime that
 // turns a record into running instances (and the scoring router's table) lives in
-// endpoint_runtime.go; tokens in endpoint_tokens.go.
+// endpoint_runtime.go (probes in endpoint_probes.go, events and adoption in
+// endpoint_events.go); the scoring listener and AML tokens in endpoint_scoring.go.
 
 // endpointRecord is an online endpoint as stored, keyed "<workspace>/<name>". Its instances
 // are stored in it, so an engine that restarts adopts them (their nodes are known) rather
