@@ -1,11 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -59,10 +60,6 @@ const (
 	timerProbe    = "epp/"
 )
 
-// Prober performs one HTTP probe: it reports whether a GET of url answered 2xx or 3xx
-// within timeout.
-type Prober func(ctx context.Context, url string, timeout time.Duration) bool
-
 type endpointRuntime struct {
 	router *router.Router
 	base   atomic.Pointer[string]
@@ -97,39 +94,6 @@ func newEndpointRuntime(e *Engine) *endpointRuntime {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// httpProbe is the real probe: a GET with no proxy and no keep-alive, so a probe never
-// holds one of the instance's request slots.
-func httpProbe(ctx context.Context, url string, timeout time.Duration) bool {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	req.Close = true
-	res, err := probeClient.Do(req)
-	if err != nil {
-		return false
-	}
-	res.Body.Close()
-	return res.StatusCode >= 200 && res.StatusCode < 400
-}
-
-var probeClient = &http.Client{
-	Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
-
-// SetProber replaces the HTTP probe; tests of the rules use it with a fake driver, whose
-// nodes serve nothing.
-func (e *Engine) SetProber(p Prober) { e.ep.probe.Store(&p) }
-
-// ScoringHandler is the scoring router: serve it on the scoring listener.
-func (e *Engine) ScoringHandler() http.Handler { return e.ep.router }
-
-// CloseScoring stops the router's mirror copies; call it after the scoring listener stopped.
-func (e *Engine) CloseScoring() { e.ep.router.Close() }
 
 func (e *Engine) scoringBase() string {
 	if p := e.ep.base.Load(); p != nil {
@@ -185,6 +149,9 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		e.ep.router.RemoveEndpoint(nameOf(key))
 		if gone {
 			e.log.Info("online endpoint deleted", "endpoint", key)
+		}
+		if !rec.Deleting || gone {
+			// Also when it was already gone: a delete that came late still returns.
 			e.notifyGone(endpointDirtyPrefix + key)
 		}
 	} else {
@@ -222,7 +189,7 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 		for int64(len(cur)) < d.Spec.InstanceCount {
 			rec.Instances = append(rec.Instances, endpointInstance{
 				ID: newID("ep"), Deployment: name, Generation: d.Generation, Port: e.freePort(rec.Instances),
-				Task: "serve-0", State: api.EndpointInstanceStarting,
+				Task: "serve-0", State: api.EndpointInstanceStarting, Process: processOf(d.Spec),
 			})
 			cur = append(cur, len(rec.Instances)-1)
 		}
@@ -330,8 +297,7 @@ func (e *Engine) freePort(taken []endpointInstance) int {
 // startInstance creates the instance's node (idempotent under its key) and starts its
 // current process, then schedules its probes.
 func (e *Engine) startInstance(ctx context.Context, key string, rec endpointRecord, in endpointInstance) {
-	d := rec.Deployments[in.Deployment]
-	spec := d.Spec
+	spec := in.Process
 	size, _ := catalog.Lookup(spec.InstanceType)
 	info, err := e.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
 	if err == nil {
@@ -361,8 +327,11 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 			return
 		}
 		cur.Host, cur.StartedAt = info.Address, now
+		d, ok := rec.Deployments[cur.Deployment]
+		if !ok {
+			return // removed meanwhile: the next pass drains it
+		}
 		e.ep.probes[cur.ID] = &probeState{task: cur.Task}
-		d := rec.Deployments[cur.Deployment]
 		e.queue.Set(timerProbe+cur.ID+"/ready", now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
 		e.queue.Set(timerProbe+cur.ID+"/live", now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
 		e.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
@@ -392,8 +361,7 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 	e.queue.Remove(timerProbe + in.ID + "/ready")
 	e.queue.Remove(timerProbe + in.ID + "/live")
 	e.queue.Set(timerEndpoint+rec.key()+"#"+in.ID, in.RestartAt)
-	if in.Failures >= failedStartsBeforeError {
-		d := rec.Deployments[in.Deployment]
+	if d, ok := rec.Deployments[in.Deployment]; ok && in.Failures >= failedStartsBeforeError {
 		d.Error = fmt.Sprintf("instance %s failed %d times in a row before becoming ready; last: %s", in.ID, in.Failures, why)
 		rec.Deployments[in.Deployment] = d
 	}
@@ -402,30 +370,35 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 	e.ep.kills = append(e.ep.kills, [2]string{in.ID, in.Task})
 }
 
-// updateEndpointInstance applies f to one stored instance and commits, then pushes the router.
-// Callers hold e.mu.
+// updateEndpointInstance applies f to one stored instance and, when f changed anything,
+// commits and pushes the router; most probe results change nothing and write nothing.
+// Callers hold e.mu, which every writer of endpoint records holds, so the record read
+// here is still current when it is written.
 func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, *endpointInstance)) error {
 	var rec endpointRecord
-	var found bool
-	err := e.store.Update(func(tx *store.Tx) error {
+	idx := -1
+	err := e.store.View(func(tx *store.Tx) error {
 		ok, err := tx.Get(store.Endpoints, key, &rec)
 		if err != nil || !ok {
 			return err
 		}
-		for i := range rec.Instances {
-			if rec.Instances[i].ID == id {
-				found = true
-				f(&rec, &rec.Instances[i])
-				return tx.Put(store.Endpoints, key, rec)
-			}
-		}
+		idx = slices.IndexFunc(rec.Instances, func(in endpointInstance) bool { return in.ID == id })
 		return nil
 	})
-	if err == nil && found && !rec.Deleting {
-		e.pushRouter(rec)
+	if err == nil && idx >= 0 {
+		before, _ := json.Marshal(rec)
+		f(&rec, &rec.Instances[idx])
+		if after, _ := json.Marshal(rec); !bytes.Equal(before, after) {
+			err = e.store.Update(func(tx *store.Tx) error { return tx.Put(store.Endpoints, key, rec) })
+			if err == nil && !rec.Deleting {
+				e.pushRouter(rec)
+			}
+		}
 	}
-	for _, k := range e.ep.kills {
-		go func() { _ = e.driver.KillTask(e.ctx, k[0], k[1]) }()
+	if err == nil {
+		for _, k := range e.ep.kills {
+			go func() { _ = e.driver.KillTask(e.ctx, k[0], k[1]) }()
+		}
 	}
 	e.ep.kills = nil
 	return err
@@ -479,219 +452,6 @@ func (e *Engine) endpointDeadline(k string) bool {
 		return true
 	}
 	return false
-}
-
-// runProbe starts one probe of an instance's current process.
-func (e *Engine) runProbe(id, kind string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	key, ok := e.ep.nodes[id]
-	st := e.ep.probes[id]
-	if !ok || st == nil {
-		return
-	}
-	var in endpointInstance
-	var probe api.Probe
-	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, workspaceOf(key), nameOf(key))
-		if err != nil {
-			return err
-		}
-		for _, x := range rec.Instances {
-			if x.ID == id {
-				in = x
-			}
-		}
-		if d, ok := rec.Deployments[in.Deployment]; ok && in.ID != "" {
-			probe = *d.Spec.ReadinessProbe
-			if kind == "live" {
-				probe = *d.Spec.LivenessProbe
-			}
-		}
-		return nil
-	})
-	if err != nil || in.ID == "" || probe.Path == "" || in.Task != st.task || in.Terminating ||
-		(in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
-		return
-	}
-	u := url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port)), Path: probe.Path}
-	timeout := validation.ParseProbe(probe).Timeout
-	// The period counts from this probe's start, so a slow probe does not slow the next.
-	started := e.clock.Now().UTC()
-	go func() {
-		ok := (*e.ep.probe.Load())(e.ctx, u.String(), timeout)
-		e.probeResult(key, id, in.Task, kind, started, ok)
-	}()
-}
-
-// probeResult applies one probe result and schedules the next probe.
-func (e *Engine) probeResult(key, id, task, kind string, started time.Time, ok bool) {
-	if e.ctx.Err() != nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st := e.ep.probes[id]
-	if st == nil || st.task != task {
-		return
-	}
-	now := e.clock.Now().UTC()
-	var changed bool
-	_ = e.updateEndpointInstance(key, id, func(rec *endpointRecord, in *endpointInstance) {
-		if in.Task != task || in.Terminating || (in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
-			return
-		}
-		d := rec.Deployments[in.Deployment]
-		probe := *d.Spec.ReadinessProbe
-		if kind == "live" {
-			probe = *d.Spec.LivenessProbe
-		}
-		times := validation.ParseProbe(probe)
-		switch {
-		case kind == "live" && ok:
-			st.liveFail = 0
-		case kind == "live":
-			if st.liveFail++; st.liveFail >= probe.FailureThreshold {
-				e.instanceFailed(rec, in, fmt.Sprintf("liveness probe GET %s failed %d times in a row", probe.Path, st.liveFail), now)
-				changed = true
-				return
-			}
-		case ok:
-			st.readyOK, st.readyFail = st.readyOK+1, 0
-			if st.readyOK >= probe.SuccessThreshold && in.State != api.EndpointInstanceReady {
-				in.State, in.EverReady, in.Failures = api.EndpointInstanceReady, true, 0
-				if d.Error != "" {
-					d.Error = ""
-					rec.Deployments[in.Deployment] = d
-				}
-				changed = true
-				e.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment)
-			}
-		default:
-			st.readyOK, st.readyFail = 0, st.readyFail+1
-			if st.readyFail >= probe.FailureThreshold {
-				if !in.EverReady {
-					e.instanceFailed(rec, in, fmt.Sprintf("readiness probe GET %s did not pass within %s (initial_delay + period * failure_threshold)",
-						probe.Path, times.InitialDelay+times.Period*time.Duration(probe.FailureThreshold)), now)
-					changed = true
-					return
-				}
-				if in.State == api.EndpointInstanceReady {
-					in.State = api.EndpointInstanceStarting
-					changed = true
-					e.log.Warn("endpoint instance not ready", "endpoint", key, "instance", in.ID, "failures", st.readyFail)
-				}
-			}
-		}
-		e.queue.Set(timerProbe+id+"/"+kind, started.Add(times.Period))
-	})
-	if changed {
-		e.kickEndpoint(key)
-	}
-}
-
-// endpointEvent applies a driver event about an endpoint instance's node; false when the
-// node is not an endpoint instance.
-func (e *Engine) endpointEvent(ctx context.Context, ev driver.Event) bool {
-	e.mu.Lock()
-	key, ok := e.ep.nodes[ev.NodeKey]
-	e.mu.Unlock()
-	if !ok {
-		return false
-	}
-	why := "its node was lost"
-	if ev.Kind == driver.TaskExited {
-		why = fmt.Sprintf("its command exited with code %d", ev.ExitCode)
-		if out, err := e.driver.TaskOutput(ctx, ev.NodeKey, ev.TaskKey, 0); err == nil && len(out) > 0 {
-			why += "; output: " + tail(string(out), 400)
-		}
-	}
-	e.mu.Lock()
-	now := e.clock.Now().UTC()
-	_ = e.updateEndpointInstance(key, ev.NodeKey, func(rec *endpointRecord, in *endpointInstance) {
-		if in.Terminating || in.State == api.EndpointInstanceDraining || in.State == api.EndpointInstanceFailed {
-			return
-		}
-		if ev.Kind == driver.TaskExited && ev.TaskKey != in.Task {
-			return
-		}
-		if ev.Kind == driver.TaskExited && in.StartedAt.IsZero() {
-			return // the start is still being recorded; startInstance checks the status after
-		}
-		e.instanceFailed(rec, in, why, now)
-	})
-	e.mu.Unlock()
-	e.kickEndpoint(key)
-	return true
-}
-
-func tail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		s = "..." + s[len(s)-n:]
-	}
-	return s
-}
-
-func nameOf(key string) string {
-	_, name, _ := strings.Cut(key, "/")
-	return name
-}
-
-// endpointNodeIDs lists the nodes endpoint instances hold, so recovery does not take them
-// for orphans.
-func (e *Engine) endpointNodeIDs() []string {
-	var ids []string
-	_ = e.store.View(func(tx *store.Tx) error {
-		recs, err := store.List[endpointRecord](tx, store.Endpoints, "")
-		for _, rec := range recs {
-			for _, in := range rec.Instances {
-				ids = append(ids, in.ID)
-			}
-		}
-		return err
-	})
-	return ids
-}
-
-// recoverEndpoints adopts the instances a previous run left: a live process keeps its state
-// and its probes resume; a dead one is restarted; then every endpoint gets a pass, which
-// rebuilds the router table.
-func (e *Engine) recoverEndpoints(ctx context.Context) {
-	var recs []endpointRecord
-	_ = e.store.View(func(tx *store.Tx) error {
-		var err error
-		recs, err = store.List[endpointRecord](tx, store.Endpoints, "")
-		return err
-	})
-	for _, rec := range recs {
-		for _, in := range rec.Instances {
-			e.mu.Lock()
-			e.ep.nodes[in.ID] = rec.key()
-			e.mu.Unlock()
-			if in.Terminating || in.StartedAt.IsZero() || in.State == api.EndpointInstanceFailed || in.State == api.EndpointInstanceDraining {
-				continue // the pass terminates, starts or restarts it
-			}
-			alive := false
-			if _, err := e.driver.Describe(ctx, in.ID); err == nil {
-				st, err := e.driver.TaskStatus(ctx, in.ID, in.Task)
-				alive = err == nil && st.Running
-			}
-			e.mu.Lock()
-			now := e.clock.Now().UTC()
-			_ = e.updateEndpointInstance(rec.key(), in.ID, func(r *endpointRecord, cur *endpointInstance) {
-				if !alive {
-					e.instanceFailed(r, cur, "it was not running when the engine started", now)
-					return
-				}
-				e.ep.probes[cur.ID] = &probeState{task: cur.Task}
-				e.queue.Set(timerProbe+cur.ID+"/ready", now)
-				e.queue.Set(timerProbe+cur.ID+"/live", now)
-			})
-			e.mu.Unlock()
-		}
-		e.kickEndpoint(rec.key())
-	}
 }
 
 // pushRouter gives the router the endpoint's current table: the deployments with their

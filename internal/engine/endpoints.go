@@ -18,7 +18,8 @@ import (
 
 // Online endpoints: this file holds the records and the API operations. The runtime that
 // turns a record into running instances (and the scoring router's table) lives in
-// endpoint_runtime.go; tokens in endpoint_tokens.go.
+// endpoint_runtime.go (probes in endpoint_probes.go, events and adoption in
+// endpoint_events.go); the scoring listener and AML tokens in endpoint_scoring.go.
 
 // endpointRecord is an online endpoint as stored, keyed "<workspace>/<name>". Its instances
 // are stored in it, so an engine that restarts adopts them (their nodes are known) rather
@@ -79,6 +80,21 @@ type endpointInstance struct {
 	// Terminating is set before the node is terminated; the instance goes once the driver
 	// confirms.
 	Terminating bool `json:"terminating,omitempty"`
+	// Process is what the instance runs, fixed at its creation: a restart during a rollout
+	// runs the instance's own generation, not the new one.
+	Process instanceProcess `json:"process"`
+}
+
+// instanceProcess is the part of a deployment that makes an instance's process.
+type instanceProcess struct {
+	InstanceType         string            `json:"instance_type"`
+	Command              []string          `json:"command"`
+	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
+	SnapshotID           string            `json:"snapshot_id,omitempty"`
+}
+
+func processOf(d api.DeploymentSpec) instanceProcess {
+	return instanceProcess{InstanceType: d.InstanceType, Command: d.Command, EnvironmentVariables: d.EnvironmentVariables, SnapshotID: d.SnapshotID}
 }
 
 func (r endpointRecord) key() string { return r.Workspace + "/" + r.Name }

@@ -338,6 +338,22 @@ func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 		t.Fatalf("command change: generation %d, state %s; want 2, Updating", ep.Deployments["blue"].Generation, ep.ProvisioningState)
 	}
 	fresh := r.started("wsp", "scorer", "blue", 2, 2)
+	if task, _ := r.drv.Task(fresh[0].ID, "serve-0"); !slices.Equal(task.Spec.Command, []string{"serve", "v2"}) {
+		t.Fatalf("new generation runs %v; want serve v2", task.Spec.Command)
+	}
+	// An old instance that crashes during the rollout restarts with its own command.
+	r.drv.FinishTask(old[0].ID, "serve-0", 1)
+	stepUntil(r, "old instance restarted", func() bool {
+		for _, in := range r.storedInstances("wsp", "scorer") {
+			if in.ID == old[0].ID && in.State == api.EndpointInstanceReady && in.Restarts == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	if task, ok := r.drv.Task(old[0].ID, "serve-1"); !ok || !slices.Equal(task.Spec.Command, []string{"serve", "v1"}) {
+		t.Fatalf("old instance restarted with %v; want its own serve v1", task.Spec.Command)
+	}
 	// The old instances keep serving while the new ones are not ready.
 	for range 5 {
 		r.clk.Step(10 * time.Second)
@@ -539,5 +555,27 @@ func TestWorkspaceForceDeleteStopsItsEndpoints(t *testing.T) {
 	}
 	if r.score("scorer", "") != http.StatusNotFound {
 		t.Fatal("the router still serves the deleted workspace's endpoint")
+	}
+}
+
+func TestEndpointKeepsTheEngineUp(t *testing.T) {
+	r := newRig(t)
+	newProbes(r)
+	r.workspace("wsp", nil)
+	if r.e.HasWork() {
+		t.Fatal("an engine holding only a workspace has work")
+	}
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": testDeployment(1, "serve")}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !r.e.HasWork() {
+		t.Fatal("an engine serving an endpoint may exit when idle")
+	}
+	r.started("wsp", "scorer", "blue", 1, 1)
+	if err := r.e.DeleteEndpoint(context.Background(), "wsp", "scorer"); err != nil {
+		t.Fatal(err)
+	}
+	if r.e.HasWork() {
+		t.Fatal("work left after the endpoint was deleted")
 	}
 }

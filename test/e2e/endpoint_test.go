@@ -190,7 +190,7 @@ func TestE2E_EndpointRouting(t *testing.T) {
 	}()
 	var during []scored
 	for !rolled.Load() && !t.Failed() {
-		during = append(during, load(t, 100, 8, uri, keys.PrimaryKey, nil)...)
+		during = append(during, load(t, 100, 4, uri, keys.PrimaryKey, nil)...)
 	}
 	rollout.Wait()
 	for _, r := range during {

@@ -149,6 +149,39 @@ func TestEndpointServesRealHTTP(t *testing.T) {
 		t.Fatalf("new primary key: %d; want 200", code)
 	}
 
+	// Mirror: half of blue's live requests are copied to green; clients only ever see blue.
+	green := deployment(t, "green")
+	green.RequestSettings = &api.RequestSettings{MaxConcurrentRequestsPerInstance: 32}
+	mirror := api.EndpointUpdate{Deployments: map[string]api.DeploymentSpec{"blue": deployment(t, "blue"), "green": green},
+		Traffic: map[string]int64{"blue": 100}, MirrorTraffic: map[string]int64{"green": 50}}
+	if _, err := c.UpdateEndpoint(ctx, "team", "churn", mirror); err != nil {
+		t.Fatal(err)
+	}
+	stats0 := e.ScoringStats("churn")["green"]
+	for range 200 {
+		if code, body := post(t, ep.ScoringURI, after.PrimaryKey, ""); code != 200 || body["deployment"] != "blue" {
+			t.Fatalf("with a mirror: %d %v; want every answer from blue", code, body)
+		}
+	}
+	// 200 draws at 50%: 4.5 sigma is about 32 copies either side of 100. A copy that finds
+	// green's slots full is dropped, never queued, so only the draws are about 100.
+	st := e.ScoringStats("churn")["green"]
+	sent, dropped := st.Mirrored-stats0.Mirrored, st.MirrorDropped-stats0.MirrorDropped
+	if drawn := sent + dropped; drawn < 68 || drawn > 132 || sent == 0 || st.MirrorFailed != stats0.MirrorFailed {
+		t.Fatalf("mirror copies: %d sent, %d dropped, %d failed of 200 requests; want about 100 drawn, some sent, none failed",
+			sent, dropped, st.MirrorFailed-stats0.MirrorFailed)
+	}
+	t.Logf("mirror: %d copies sent, %d dropped (green full) of 200 requests", sent, dropped)
+	if st.Requests != stats0.Requests {
+		t.Fatal("mirror copies counted as green's own requests")
+	}
+	// Every copy finishes and gives its slot back.
+	for deadline := time.Now().Add(30 * time.Second); e.ScoringStats("churn")["green"].InFlight != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("green still holds %d mirror copies", e.ScoringStats("churn")["green"].InFlight)
+		}
+	}
+
 	// aml_token mode: keys stop working, a token from the API works.
 	upd := api.EndpointUpdate{AuthMode: api.AuthModeAMLToken, Deployments: map[string]api.DeploymentSpec{"blue": deployment(t, "blue"), "green": deployment(t, "green")}, Traffic: map[string]int64{"green": 100}}
 	if _, err := c.UpdateEndpoint(ctx, "team", "churn", upd); err != nil {
@@ -173,5 +206,52 @@ func TestEndpointServesRealHTTP(t *testing.T) {
 	}
 	if ws, err := c.ListEndpoints(ctx, "team"); err != nil || len(ws) != 0 {
 		t.Fatalf("endpoints after delete: %v, %v", ws, err)
+	}
+}
+
+// TestEndpointAPIErrors checks that the API carries validation errors with their attribute
+// path, as the provider turns them into attribute diagnostics.
+func TestEndpointAPIErrors(t *testing.T) {
+	e := enginetest.Start(t, enginetest.Options{})
+	c := e.Client(t, "")
+	ctx := context.Background()
+	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "team"}); err != nil {
+		t.Fatal(err)
+	}
+	spec := api.EndpointSpec{
+		Name:        "churn",
+		Deployments: map[string]api.DeploymentSpec{"blue": deployment(t, "blue"), "green": deployment(t, "green")},
+		Traffic:     map[string]int64{"blue": 80, "green": 10},
+	}
+	_, err := c.CreateEndpoint(ctx, "team", spec)
+	if !api.IsInvalid(err) || api.FieldOf(err) != "traffic" || !strings.Contains(err.Error(), "sum to 100") {
+		t.Fatalf("traffic summing to 90: %v", err)
+	}
+	spec.Traffic = map[string]int64{"blue": 100}
+	spec.MirrorTraffic = map[string]int64{"green": 60}
+	if _, err := c.CreateEndpoint(ctx, "team", spec); api.FieldOf(err) != "mirror_traffic.green" {
+		t.Fatalf("mirror 60: %v", err)
+	}
+	spec.MirrorTraffic = nil
+	ep, err := c.CreateEndpoint(ctx, "team", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Defaults are filled in, and the size is stored in the catalog's spelling.
+	blue := ep.Deployments["blue"]
+	if blue.RequestSettings == nil || blue.RequestSettings.RequestTimeoutMS != 5000 || blue.RequestSettings.MaxConcurrentRequestsPerInstance != 1 || blue.ReadinessProbe.Path != "/health" {
+		t.Fatalf("stored deployment %+v", blue.DeploymentSpec)
+	}
+	if _, err := c.GetEndpoint(ctx, "team", "nope"); !api.IsNotFound(err) {
+		t.Fatalf("unknown endpoint: %v", err)
+	}
+	if _, err := c.GetEndpointToken(ctx, "team", "churn"); !api.IsInvalid(err) || api.FieldOf(err) != "auth_mode" {
+		t.Fatalf("token of a key endpoint: %v", err)
+	}
+	if _, err := c.RegenerateEndpointKeys(ctx, "team", "churn", "both"); api.FieldOf(err) != "key_type" {
+		t.Fatalf("regenerating key type both: %v", err)
+	}
+	if err := c.DeleteWorkspace(ctx, "team", false); !api.IsConflict(err) || !strings.Contains(err.Error(), "onlineEndpoints/churn") {
+		t.Fatalf("deleting a workspace holding an endpoint: %v", err)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -109,6 +111,18 @@ func (e *Engine) tokenSecret() ([]byte, error) {
 	e.ep.secret.Store(&secret)
 	return secret, nil
 }
+
+// ScoringHandler is the scoring router: serve it on the scoring listener.
+func (e *Engine) ScoringHandler() http.Handler { return e.ep.router }
+
+// ScoringStats returns the router's counters per deployment of an endpoint (nil when the
+// router does not serve it). Counters start at zero when the engine starts.
+func (e *Engine) ScoringStats(endpoint string) map[string]router.DeploymentStats {
+	return e.ep.router.Stats(endpoint)
+}
+
+// CloseScoring stops the router's mirror copies; call it after the scoring listener stopped.
+func (e *Engine) CloseScoring() { e.ep.router.Close() }
 
 // ListenScoring opens the scoring router's listener. With addr empty it reuses the address
 // of the first start (kept in the store), or picks a free loopback port and keeps it, so

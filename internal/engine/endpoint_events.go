@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// Endpoint instances and the world outside the engine: driver events about their
+// processes and nodes, and adoption after an engine restart.
+
+// endpointEvent applies a driver event about an endpoint instance's node; false when the
+// node is not an endpoint instance.
+func (e *Engine) endpointEvent(ctx context.Context, ev driver.Event) bool {
+	e.mu.Lock()
+	key, ok := e.ep.nodes[ev.NodeKey]
+	e.mu.Unlock()
+	if !ok {
+		return false
+	}
+	why := "its node was lost"
+	if ev.Kind == driver.TaskExited {
+		why = fmt.Sprintf("its command exited with code %d", ev.ExitCode)
+		if out, err := e.driver.TaskOutput(ctx, ev.NodeKey, ev.TaskKey, 0); err == nil && len(out) > 0 {
+			why += "; output: " + tail(string(out), 400)
+		}
+	}
+	e.mu.Lock()
+	now := e.clock.Now().UTC()
+	_ = e.updateEndpointInstance(key, ev.NodeKey, func(rec *endpointRecord, in *endpointInstance) {
+		if in.Terminating || in.State == api.EndpointInstanceDraining || in.State == api.EndpointInstanceFailed {
+			return
+		}
+		if ev.Kind == driver.TaskExited && ev.TaskKey != in.Task {
+			return
+		}
+		if ev.Kind == driver.TaskExited && in.StartedAt.IsZero() {
+			return // the start is still being recorded; startInstance checks the status after
+		}
+		e.instanceFailed(rec, in, why, now)
+	})
+	e.mu.Unlock()
+	e.kickEndpoint(key)
+	return true
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func nameOf(key string) string {
+	_, name, _ := strings.Cut(key, "/")
+	return name
+}
+
+// endpointNodeIDs lists the nodes endpoint instances hold, so recovery does not take them
+// for orphans.
+func (e *Engine) endpointNodeIDs() []string {
+	var ids []string
+	_ = e.store.View(func(tx *store.Tx) error {
+		recs, err := store.List[endpointRecord](tx, store.Endpoints, "")
+		for _, rec := range recs {
+			for _, in := range rec.Instances {
+				ids = append(ids, in.ID)
+			}
+		}
+		return err
+	})
+	return ids
+}
+
+// recoverEndpoints adopts the instances a previous run left: a live process keeps its state
+// and its probes resume; a dead one is restarted; then every endpoint gets a pass, which
+// rebuilds the router table.
+func (e *Engine) recoverEndpoints(ctx context.Context) {
+	var recs []endpointRecord
+	_ = e.store.View(func(tx *store.Tx) error {
+		var err error
+		recs, err = store.List[endpointRecord](tx, store.Endpoints, "")
+		return err
+	})
+	for _, rec := range recs {
+		for _, in := range rec.Instances {
+			e.mu.Lock()
+			e.ep.nodes[in.ID] = rec.key()
+			e.mu.Unlock()
+			if in.Terminating || in.StartedAt.IsZero() || in.State == api.EndpointInstanceFailed || in.State == api.EndpointInstanceDraining {
+				continue // the pass terminates, starts or restarts it
+			}
+			alive := false
+			if _, err := e.driver.Describe(ctx, in.ID); err == nil {
+				st, err := e.driver.TaskStatus(ctx, in.ID, in.Task)
+				alive = err == nil && st.Running
+			}
+			e.mu.Lock()
+			now := e.clock.Now().UTC()
+			_ = e.updateEndpointInstance(rec.key(), in.ID, func(r *endpointRecord, cur *endpointInstance) {
+				if !alive {
+					e.instanceFailed(r, cur, "it was not running when the engine started", now)
+					return
+				}
+				e.ep.probes[cur.ID] = &probeState{task: cur.Task}
+				e.queue.Set(timerProbe+cur.ID+"/ready", now)
+				e.queue.Set(timerProbe+cur.ID+"/live", now)
+			})
+			e.mu.Unlock()
+		}
+		e.kickEndpoint(rec.key())
+	}
+}

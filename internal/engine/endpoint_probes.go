@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// Probes of endpoint instances: each is a deadline in the timer queue; when it fires the
+// probe runs on its own goroutine and its result is applied under the engine's lock (see
+// the rules in endpoint_runtime.go).
+
+// Prober performs one HTTP probe: it reports whether a GET of url answered 2xx or 3xx
+// within timeout.
+type Prober func(ctx context.Context, url string, timeout time.Duration) bool
+
+// httpProbe is the real probe: a GET with no proxy and no keep-alive, so a probe never
+// holds one of the instance's request slots.
+func httpProbe(ctx context.Context, url string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	req.Close = true
+	res, err := probeClient.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode >= 200 && res.StatusCode < 400
+}
+
+var probeClient = &http.Client{
+	Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// SetProber replaces the HTTP probe; tests of the rules use it with a fake driver, whose
+// nodes serve nothing.
+func (e *Engine) SetProber(p Prober) { e.ep.probe.Store(&p) }
+
+// runProbe starts one probe of an instance's current process.
+func (e *Engine) runProbe(id, kind string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key, ok := e.ep.nodes[id]
+	st := e.ep.probes[id]
+	if !ok || st == nil {
+		return
+	}
+	var in endpointInstance
+	var probe api.Probe
+	err := e.store.View(func(tx *store.Tx) error {
+		rec, err := getEndpoint(tx, workspaceOf(key), nameOf(key))
+		if err != nil {
+			return err
+		}
+		for _, x := range rec.Instances {
+			if x.ID == id {
+				in = x
+			}
+		}
+		if d, ok := rec.Deployments[in.Deployment]; ok && in.ID != "" {
+			probe = *d.Spec.ReadinessProbe
+			if kind == "live" {
+				probe = *d.Spec.LivenessProbe
+			}
+		}
+		return nil
+	})
+	if err != nil || in.ID == "" || probe.Path == "" || in.Task != st.task || in.Terminating ||
+		(in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
+		return
+	}
+	u := url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port)), Path: probe.Path}
+	timeout := validation.ParseProbe(probe).Timeout
+	// The period counts from this probe's start, so a slow probe does not slow the next.
+	started := e.clock.Now().UTC()
+	go func() {
+		passed := (*e.ep.probe.Load())(e.ctx, u.String(), timeout)
+		e.probeResult(key, id, in.Task, kind, started, passed)
+	}()
+}
+
+// probeResult applies one probe result and schedules the next probe.
+func (e *Engine) probeResult(key, id, task, kind string, started time.Time, passed bool) {
+	if e.ctx.Err() != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.ep.probes[id]
+	if st == nil || st.task != task {
+		return
+	}
+	now := e.clock.Now().UTC()
+	var changed bool
+	_ = e.updateEndpointInstance(key, id, func(rec *endpointRecord, in *endpointInstance) {
+		if in.Task != task || in.Terminating || (in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
+			return
+		}
+		d, found := rec.Deployments[in.Deployment]
+		if !found {
+			return // removed: its instances drain
+		}
+		probe := *d.Spec.ReadinessProbe
+		if kind == "live" {
+			probe = *d.Spec.LivenessProbe
+		}
+		times := validation.ParseProbe(probe)
+		switch {
+		case kind == "live" && passed:
+			st.liveFail = 0
+		case kind == "live":
+			if st.liveFail++; st.liveFail >= probe.FailureThreshold {
+				e.instanceFailed(rec, in, fmt.Sprintf("liveness probe GET %s failed %d times in a row", probe.Path, st.liveFail), now)
+				changed = true
+				return
+			}
+		case passed:
+			st.readyOK, st.readyFail = st.readyOK+1, 0
+			if st.readyOK >= probe.SuccessThreshold && in.State != api.EndpointInstanceReady {
+				in.State, in.EverReady, in.Failures = api.EndpointInstanceReady, true, 0
+				if d.Error != "" {
+					d.Error = ""
+					rec.Deployments[in.Deployment] = d
+				}
+				changed = true
+				e.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment)
+			}
+		default:
+			st.readyOK, st.readyFail = 0, st.readyFail+1
+			if st.readyFail >= probe.FailureThreshold {
+				if !in.EverReady {
+					e.instanceFailed(rec, in, fmt.Sprintf("readiness probe GET %s did not pass within %s (initial_delay + period * failure_threshold)",
+						probe.Path, times.InitialDelay+times.Period*time.Duration(probe.FailureThreshold)), now)
+					changed = true
+					return
+				}
+				if in.State == api.EndpointInstanceReady {
+					in.State = api.EndpointInstanceStarting
+					changed = true
+					e.log.Warn("endpoint instance not ready", "endpoint", key, "instance", in.ID, "failures", st.readyFail)
+				}
+			}
+		}
+		e.queue.Set(timerProbe+id+"/"+kind, started.Add(times.Period))
+	})
+	if changed {
+		e.kickEndpoint(key)
+	}
+}
