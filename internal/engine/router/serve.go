@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -36,6 +37,10 @@ type attempt struct {
 	hasBody   bool
 	retried   bool
 	status    int // status the client got, 0 when it went away
+	// readingBody is set while the router's own client path reads the request body.
+	readingBody atomic.Bool
+	// requestURI is the request target on a.in for the router's own client.
+	requestURI string
 }
 
 func attemptOf(ctx context.Context) *attempt {
@@ -102,8 +107,15 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 
 	a := &attempt{dep: dep, in: in, suffix: suffix, requestID: reqID}
-	ctx, cancel := context.WithCancelCause(context.WithValue(req.Context(), ctxKey{}, a))
-	timer := r.clock.AfterFunc(dep.timeout, func() { cancel(errRequestTimeout) })
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := r.clock.AfterFunc(dep.timeout, func() {
+		cancel(errRequestTimeout)
+		if a.readingBody.Load() {
+			// The timeout covers a client still sending its body too: cut the read.
+			_ = http.NewResponseController(w).SetReadDeadline(aLongTimeAgo)
+		}
+	})
+	var bodyBuf *[]byte // pooled, returned when nothing else holds the body
 	defer func() {
 		timer.Stop()
 		timedOut := errors.Is(context.Cause(ctx), errRequestTimeout)
@@ -113,10 +125,41 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			st.timeouts.Add(1)
 		}
 		st.observe(a.status)
+		if bodyBuf != nil {
+			bodyBuffers.Put(bodyBuf)
+		}
 	}()
 
-	out := req.WithContext(ctx)
-	if pinned == "" && ep.mirror != nil && ep.mirror != dep && r.rand()*100 < float64(ep.mirrorPct) {
+	// The common request takes the router's own client (see upstream.go); anything
+	// unusual keeps httputil.ReverseProxy over the transport.
+	direct := r.direct && in.direct && req.ContentLength <= maxBufferedBody &&
+		!headerValuesContainToken(req.Header["Connection"], "Upgrade") && plainQuery(req.URL.RawQuery)
+	var body []byte
+	if direct && req.Body != nil && req.Body != http.NoBody {
+		var err error
+		// Set the flag before looking at ctx: a timeout that fires now either sees the
+		// flag and cuts the read, or is seen here.
+		a.readingBody.Store(true)
+		if err = ctx.Err(); err == nil {
+			bodyBuf, body, direct, err = readBody(req)
+		}
+		a.readingBody.Store(false)
+		if err != nil {
+			r.upstreamError(w, ctx, a, fmt.Errorf("reading the request body: %w", err), true)
+			return
+		}
+	}
+	mirrored := pinned == "" && ep.mirror != nil && ep.mirror != dep && r.rand()*100 < float64(ep.mirrorPct)
+	if direct {
+		if mirrored && r.mirrorBuffered(ep.mirror, req, a, body) {
+			bodyBuf = nil // the copy still reads it
+		}
+		r.forward(ctx, w, req, a, body)
+		return
+	}
+
+	out := req.WithContext(context.WithValue(ctx, ctxKey{}, a))
+	if mirrored {
 		r.mirror(ep.mirror, out, a)
 	}
 	if out.Body != nil && out.Body != http.NoBody {
@@ -129,6 +172,191 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.Del(RequestIDHeader)
 	h.Del(DeploymentHeader)
 	r.proxy.ServeHTTP(w, out)
+}
+
+// readBody reads a request body of at most maxBufferedBody bytes into a pooled buffer.
+// A larger one (of unknown length: a known one is not even tried) is left to stream: ok
+// is false and req.Body reads what was read, then the rest.
+func readBody(req *http.Request) (buf *[]byte, body []byte, ok bool, err error) {
+	buf = bodyBuffers.Get().(*[]byte)
+	b := *buf
+	n := 0
+	if req.ContentLength > 0 {
+		n, err = io.ReadFull(req.Body, b[:req.ContentLength])
+	} else {
+		for n < len(b) && err == nil {
+			var m int
+			m, err = req.Body.Read(b[n:])
+			n += m
+		}
+		if err == io.EOF {
+			err = nil
+		}
+	}
+	if err != nil {
+		bodyBuffers.Put(buf)
+		return nil, nil, false, err
+	}
+	if n > maxBufferedBody {
+		// The buffer now belongs to req.Body; it is not returned to the pool.
+		req.Body = readCloser{io.MultiReader(bytes.NewReader(b[:n]), req.Body), req.Body}
+		return nil, nil, false, nil
+	}
+	return buf, b[:n], true, nil
+}
+
+// forward sends the request, its body in memory, to a.in with the router's own client
+// and copies the response to w.
+func (r *Router) forward(ctx context.Context, w http.ResponseWriter, req *http.Request, a *attempt, body []byte) {
+	a.requestURI = requestURI(req, a.in, a.suffix)
+	res, err := r.exchange(ctx, req, a, a.in, body)
+	if err != nil && isDialError(err) && ctx.Err() == nil {
+		if next := r.retryOn(a, err, func(in *instance) bool { return in.direct }); next != nil {
+			a.requestURI = requestURI(req, next, a.suffix)
+			res, err = r.exchange(ctx, req, a, next, body)
+		}
+	}
+	if err != nil {
+		r.upstreamError(w, ctx, a, err, false)
+		return
+	}
+	defer res.Body.Close()
+	a.status = res.StatusCode
+
+	h := w.Header()
+	connHeader := res.Header["Connection"]
+	for k, vv := range res.Header {
+		switch k {
+		case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+			"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+			RequestIDHeader, canonicalDeploymentHeader:
+			continue // hop-by-hop, or set by the router
+		}
+		if len(connHeader) > 0 && headerValuesContainToken(connHeader, k) {
+			continue
+		}
+		h[k] = vv
+	}
+	announced := len(res.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, len(res.Trailer))
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		h.Add("Trailer", strings.Join(keys, ", "))
+	}
+	w.WriteHeader(res.StatusCode)
+
+	// A response of unknown length may be a stream: pass each piece on at once. One of
+	// known length is flushed once, when the handler returns.
+	var flusher http.Flusher
+	if ct := res.Header.Get("Content-Type"); res.ContentLength == -1 ||
+		len(ct) >= len("text/event-stream") && strings.EqualFold(ct[:len("text/event-stream")], "text/event-stream") {
+		flusher, _ = w.(http.Flusher)
+	}
+	if err := copyResponse(w, res.Body, flusher); err != nil {
+		// The status is out: all that is left is to abort the response, so the client
+		// sees it cut rather than complete. (A recorder in tests cannot be aborted.)
+		if req.Context().Value(http.ServerContextKey) != nil {
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	if len(res.Trailer) > 0 {
+		if flusher, ok := w.(http.Flusher); ok {
+			flusher.Flush() // trailers need a chunked response
+		}
+		for k, vv := range res.Trailer {
+			if len(res.Trailer) != announced {
+				k = http.TrailerPrefix + k // some were not announced: send all that way
+			}
+			h[k] = vv
+		}
+	}
+}
+
+// canonicalDeploymentHeader is DeploymentHeader as a header map key.
+var canonicalDeploymentHeader = http.CanonicalHeaderKey(DeploymentHeader)
+
+// copyResponse copies the response body to w, flushing after every write when flusher is
+// set. Errors of either side are returned.
+func copyResponse(w io.Writer, body io.Reader, flusher http.Flusher) error {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// requestURI is the request target on the instance: its base path, the escaped path
+// after the endpoint name, and the query.
+func requestURI(req *http.Request, in *instance, suffix string) string {
+	var p string
+	if in.plainBase && plainPath(suffix) {
+		p = in.basePath + suffix
+	} else {
+		u := &url.URL{}
+		setTarget(u, in.url, suffix)
+		p = u.EscapedPath()
+	}
+	if req.URL.ForceQuery || req.URL.RawQuery != "" {
+		p += "?" + req.URL.RawQuery
+	}
+	return p
+}
+
+// plainPath reports whether p holds only bytes that url.URL.EscapedPath leaves as they
+// are, so p needs no re-escaping.
+func plainPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~$&+,/:;=@", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// plainQuery reports whether httputil.ReverseProxy would forward the query unchanged:
+// no semicolon, only well-formed escapes, and not an excessive number of parameters. Any
+// other query takes the proxy, which re-encodes it.
+func plainQuery(q string) bool {
+	if strings.Count(q, "&") >= 10000 {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // splitScoringPath splits "/{endpoint}/score[/...]" into the endpoint and "/score[/...]".
@@ -284,15 +512,23 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 	h := w.Header()
 	h.Set(RequestIDHeader, a.requestID)
 	h.Set(DeploymentHeader, a.dep.name)
+	r.upstreamError(w, ctx, a, err, false)
+}
+
+// upstreamError answers a request that failed before a response: 504 after the request
+// timeout, nothing useful when the client went away (or, with clientSide, when reading
+// its body failed), 502 otherwise. w already carries the router's response headers.
+func (r *Router) upstreamError(w http.ResponseWriter, ctx context.Context, a *attempt, err error, clientSide bool) {
 	switch {
 	case errors.Is(context.Cause(ctx), errRequestTimeout):
 		a.status = http.StatusGatewayTimeout
 		writeError(w, &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
 			Message: fmt.Sprintf("deployment %q did not answer within its request timeout of %s", a.dep.name, a.dep.timeout)})
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || clientSide:
 		// The client went away (or the server is shutting down): nobody reads this.
 		a.status = 0
 		a.dep.stats.canceled.Add(1)
+		r.log.Debug("request canceled", "deployment", a.dep.name, "request_id", a.requestID, "error", err)
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodeBadGateway, Message: "request canceled"})
 	default:
 		a.status = http.StatusBadGateway
@@ -301,6 +537,30 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodeBadGateway,
 			Message: fmt.Sprintf("deployment %q: instance %q failed to answer", a.dep.name, a.in.id)})
 	}
+}
+
+// retryOn moves a, whose instance could not be connected to, to another ready instance
+// of its deployment that has room and that usable accepts, once. It returns the new
+// instance, or nil when there is none (or a already retried).
+func (r *Router) retryOn(a *attempt, err error, usable func(*instance) bool) *instance {
+	if a.retried {
+		return nil
+	}
+	next := a.dep.acquire(a.in)
+	if next == nil {
+		return nil
+	}
+	if !usable(next) {
+		next.release()
+		return nil
+	}
+	failed := a.in
+	a.in, a.retried = next, true
+	failed.release()
+	a.dep.stats.retries.Add(1)
+	r.log.Warn("instance unreachable, retrying on another", "deployment", a.dep.name,
+		"instance", failed.id, "retry_instance", next.id, "request_id", a.requestID, "error", err)
+	return next
 }
 
 // upstream is the proxy's transport: the router's transport plus one retry on another
@@ -314,19 +574,13 @@ func (u upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	a := attemptOf(ctx)
-	if a == nil || a.retried || ctx.Err() != nil || !isDialError(err) || a.body.read.Load() {
+	if a == nil || ctx.Err() != nil || !isDialError(err) || a.body.read.Load() {
 		return nil, err
 	}
-	next := a.dep.acquire(a.in)
+	next := u.r.retryOn(a, err, func(*instance) bool { return true })
 	if next == nil {
 		return nil, err
 	}
-	failed := a.in
-	a.in, a.retried = next, true
-	failed.release()
-	a.dep.stats.retries.Add(1)
-	u.r.log.Warn("instance unreachable, retrying on another", "deployment", a.dep.name,
-		"instance", failed.id, "retry_instance", next.id, "request_id", a.requestID, "error", err)
 	retry := req.Clone(ctx)
 	setTarget(retry.URL, next.url, a.suffix)
 	retry.Host = ""
