@@ -301,6 +301,7 @@ type instance struct {
 	addr      string
 	basePath  string
 	plainBase bool
+	scoreURI  string // basePath + "/score", when plainBase
 }
 
 func instanceKey(b Backend) string {
@@ -432,6 +433,7 @@ func buildDeployment(name string, d *Deployment, old *deploymentState) *deployme
 			}
 			in.basePath = strings.TrimSuffix(u.EscapedPath(), "/")
 			in.plainBase = u.RawPath == "" && plainPath(in.basePath)
+			in.scoreURI = in.basePath + "/score"
 		}
 		ds.byKey[key] = in
 		ds.instances = append(ds.instances, in)

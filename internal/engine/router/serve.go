@@ -126,7 +126,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		st.observe(a.status)
 		if bodyBuf != nil {
-			bodyBuffers.Put(bodyBuf)
+			putBodyBuffer(bodyBuf)
 		}
 	}()
 
@@ -178,7 +178,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // A larger one (of unknown length: a known one is not even tried) is left to stream: ok
 // is false and req.Body reads what was read, then the rest.
 func readBody(req *http.Request) (buf *[]byte, body []byte, ok bool, err error) {
-	buf = bodyBuffers.Get().(*[]byte)
+	buf = bodyBuffer(req.ContentLength)
 	b := *buf
 	n := 0
 	if req.ContentLength > 0 {
@@ -194,7 +194,7 @@ func readBody(req *http.Request) (buf *[]byte, body []byte, ok bool, err error) 
 		}
 	}
 	if err != nil {
-		bodyBuffers.Put(buf)
+		putBodyBuffer(buf)
 		return nil, nil, false, err
 	}
 	if n > maxBufferedBody {
@@ -306,6 +306,9 @@ func copyResponse(w io.Writer, body io.Reader, flusher http.Flusher) error {
 // requestURI is the request target on the instance: its base path, the escaped path
 // after the endpoint name, and the query.
 func requestURI(req *http.Request, in *instance, suffix string) string {
+	if suffix == "/score" && in.plainBase && !req.URL.ForceQuery && req.URL.RawQuery == "" {
+		return in.scoreURI // the usual request, without an allocation
+	}
 	var p string
 	if in.plainBase && plainPath(suffix) {
 		p = in.basePath + suffix

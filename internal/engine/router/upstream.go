@@ -40,9 +40,33 @@ var upstreamDialer = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.
 // aLongTimeAgo is a deadline in the past: setting it makes blocked I/O return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// bodyBuffers hold request bodies; one byte more than the limit tells a body that is too
-// large from one that fits exactly.
-var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, maxBufferedBody+1); return &b }}
+// Request bodies are read into pooled buffers: small ones for the usual small body of
+// known length, so requests in flight do not each hold the largest size, and large ones
+// with a byte more than the limit, which tells a body that is too large from one that
+// fits exactly.
+const smallBody = 4 << 10
+
+var (
+	smallBodyBuffers = sync.Pool{New: func() any { b := make([]byte, smallBody); return &b }}
+	largeBodyBuffers = sync.Pool{New: func() any { b := make([]byte, maxBufferedBody+1); return &b }}
+)
+
+// bodyBuffer returns a buffer for a body of n bytes (-1: unknown length).
+func bodyBuffer(n int64) *[]byte {
+	if n >= 0 && n <= smallBody {
+		return smallBodyBuffers.Get().(*[]byte)
+	}
+	return largeBodyBuffers.Get().(*[]byte)
+}
+
+// putBodyBuffer returns a buffer of bodyBuffer to its pool.
+func putBodyBuffer(b *[]byte) {
+	if len(*b) == smallBody {
+		smallBodyBuffers.Put(b)
+	} else {
+		largeBodyBuffers.Put(b)
+	}
+}
 
 // connPool holds one instance's idle connections, the most recently used last.
 type connPool struct {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -342,5 +343,29 @@ func TestTimeout_AClientStillSendingItsBodyGets504(t *testing.T) {
 	eventually(t, "the request to be counted", func() bool { return r.Stats("ep")["blue"].Responses5xx == 1 })
 	if st := r.Stats("ep")["blue"]; st.Timeouts != 1 || st.InFlight != 0 {
 		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestProxy_BasePathWithThePlainScorePath(t *testing.T) {
+	b := newBackend(t, "blue")
+	r := newTestRouter(t, Options{})
+	d := deployment("blue", 1, b)
+	d.Backends[0].URL.Path = "/v1/"
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
+
+	for _, target := range []string{"/ep/score", "/ep/score?", "/ep/score?x=1", "/ep/score/a!b"} {
+		req := scoreRequest("ep", testPrimary, `{}`)
+		req.URL, _ = url.Parse(target)
+		expectStatus(t, serve(r, req), http.StatusOK)
+	}
+	seen := b.requests()
+	want := []struct{ path, query string }{{"/v1/score", ""}, {"/v1/score", ""}, {"/v1/score", "x=1"}, {"/v1/score/a!b", ""}}
+	if len(seen) != len(want) {
+		t.Fatalf("instance saw %d requests", len(seen))
+	}
+	for i, w := range want {
+		if seen[i].Path != w.path || seen[i].RawQuery != w.query {
+			t.Fatalf("request %d: instance saw path %q query %q, want %q %q", i, seen[i].Path, seen[i].RawQuery, w.path, w.query)
+		}
 	}
 }
