@@ -34,8 +34,10 @@
 // the request timeout, so a client that stalls while sending it gets 504 too), then the
 // request goes out in one write over a keep-alive connection pooled per instance, and
 // the response is read on the handler's goroutine. A pooled connection the instance has
-// closed is replaced by a fresh one, once, as http.Transport does; idle connections
-// close after 90 s unused (checked on use) and when their instance leaves the table.
+// closed is replaced by a fresh one, once, as http.Transport does. A connection idle
+// for 90 s is not reused; idle connections are closed when their instance leaves the
+// table and when the router closes (not by a timer, so an instance that gets no traffic
+// keeps at most as many as it last had requests in flight).
 // Larger or streaming bodies, protocol upgrades, HTTPS instances, queries
 // httputil.ReverseProxy would re-encode, and every request when Options.Transport is
 // set, go through httputil.ReverseProxy over the transport. Both paths forward the same

@@ -111,7 +111,9 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	timer := r.clock.AfterFunc(dep.timeout, func() {
 		cancel(errRequestTimeout)
 		if a.readingBody.Load() {
-			// The timeout covers a client still sending its body too: cut the read.
+			// The timeout covers a client still sending its body too: cut the read. (Should
+			// the read finish in between, the request still gets its 504, as ctx is
+			// already cancelled; the client's connection just is not kept.)
 			_ = http.NewResponseController(w).SetReadDeadline(aLongTimeAgo)
 		}
 	})

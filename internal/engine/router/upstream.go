@@ -155,6 +155,9 @@ var errStaleConn = errors.New("pooled connection closed by the instance")
 // connection goes back to in's pool. ctx's cancellation aborts the exchange, the body
 // included, and closes the connection, so the instance sees its request end.
 func (r *Router) exchange(ctx context.Context, req *http.Request, a *attempt, in *instance, body []byte) (*http.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // do not spend a pooled connection on a request already over
+	}
 	for tries := 0; ; tries++ {
 		c := in.pool.get(r.clock.Now())
 		reused := c != nil
