@@ -25,10 +25,24 @@
 //     flight, ties broken round-robin. When every ready instance already holds
 //     MaxConcurrentPerInstance requests the answer is 429 at once: the router never queues.
 //     No ready instance is 503.
-//  5. Proxy (httputil.ReverseProxy over a tuned http.Transport), with the deployment's
-//     request timeout.
+//  5. Proxy, with the deployment's request timeout: see "Forwarding" below.
 //
 // # Decisions
+//
+// Forwarding: a request whose body is at most 64 KiB, to a plain-HTTP instance, is the
+// common case and takes the router's own HTTP/1.1 client: the body is read first (under
+// the request timeout, so a client that stalls while sending it gets 504 too), then the
+// request goes out in one write over a keep-alive connection pooled per instance, and
+// the response is read on the handler's goroutine. A pooled connection the instance has
+// closed is replaced by a fresh one, once, as http.Transport does. A connection idle
+// for 90 s is not reused; idle connections are closed when their instance leaves the
+// table and when the router closes (not by a timer, so an instance that gets no traffic
+// keeps at most as many as it last had requests in flight).
+// Larger or streaming bodies, protocol upgrades, HTTPS instances, queries
+// httputil.ReverseProxy would re-encode, and every request when Options.Transport is
+// set, go through httputil.ReverseProxy over the transport. Both paths forward the same
+// headers and answer with the same statuses; only the first drops an instance's interim
+// (1xx) responses instead of passing them on, as it has already sent the whole body.
 //
 // Path forwarded: the backend receives its own base path (usually empty) followed by the
 // part of the request path after the endpoint name, so /{endpoint}/score becomes /score

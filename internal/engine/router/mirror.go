@@ -46,6 +46,30 @@ func (r *Router) mirror(m *deploymentState, out *http.Request, a *attempt) {
 		out.ContentLength = int64(len(buf))
 		out.TransferEncoding = nil
 	}
+	r.startMirror(m, in, out, a, body)
+}
+
+// mirrorBuffered sends a copy of req, whose body is already in memory, to m in the
+// background when m has a free slot. It reports whether the copy went out: it then
+// reads body until it is done.
+func (r *Router) mirrorBuffered(m *deploymentState, req *http.Request, a *attempt, body []byte) bool {
+	st := m.stats
+	if int64(len(body)) > r.maxMirror {
+		st.mirrorDropped.Add(1)
+		return false
+	}
+	in := m.acquire(nil)
+	if in == nil {
+		st.mirrorDropped.Add(1)
+		return false
+	}
+	return r.startMirror(m, in, req, a, body)
+}
+
+// startMirror starts the copy on its own goroutine, holding in's slot, unless the
+// router is closed.
+func (r *Router) startMirror(m *deploymentState, in *instance, out *http.Request, a *attempt, body []byte) bool {
+	st := m.stats
 	hdr := mirrorHeader(out.Header, a.requestID)
 
 	r.mirrorMu.Lock()
@@ -57,10 +81,11 @@ func (r *Router) mirror(m *deploymentState, out *http.Request, a *attempt) {
 	if closed {
 		in.release()
 		st.mirrorDropped.Add(1)
-		return
+		return false
 	}
 	st.mirrored.Add(1)
 	go r.sendMirror(m, in, out.Method, a.suffix, out.URL.RawQuery, hdr, body)
+	return true
 }
 
 // sendMirror sends one mirror copy and discards the answer; in's slot is released after.

@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,10 @@ type Router struct {
 	transport http.RoundTripper
 	proxy     *httputil.ReverseProxy
 	maxMirror int64
+	// direct: the transport is the router's own default, so the common request may take
+	// the router's own client instead (upstream.go). A caller's transport gets every
+	// request.
+	direct bool
 
 	table atomic.Pointer[table]
 	mu    sync.Mutex // serializes writers of table
@@ -120,7 +125,8 @@ func New(opts Options) *Router {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	if opts.Transport == nil {
+	direct := opts.Transport == nil
+	if direct {
 		opts.Transport = NewTransport()
 	}
 	if opts.Clock == nil {
@@ -136,6 +142,7 @@ func New(opts Options) *Router {
 		clock:     opts.Clock,
 		transport: opts.Transport,
 		maxMirror: opts.MaxMirrorBodyBytes,
+		direct:    direct,
 		ctx:       ctx,
 		cancel:    cancel,
 	}
@@ -183,6 +190,7 @@ func (r *Router) SetEndpoint(e Endpoint) {
 	}
 	next[e.Name] = st
 	r.table.Store(&table{endpoints: next})
+	closeDroppedPools(old.endpoints[e.Name], st)
 	r.log.Debug("endpoint set", "endpoint", e.Name, "auth_mode", st.authMode,
 		"deployments", st.names, "traffic", e.Traffic, "mirror", e.Mirror)
 }
@@ -203,6 +211,7 @@ func (r *Router) RemoveEndpoint(name string) {
 		}
 	}
 	r.table.Store(&table{endpoints: next})
+	closeDroppedPools(old.endpoints[name], nil)
 	r.log.Debug("endpoint removed", "endpoint", name)
 }
 
@@ -232,6 +241,9 @@ func (r *Router) Close() {
 	r.mirrorMu.Unlock()
 	r.cancel()
 	r.mirrors.Wait()
+	for _, ep := range r.table.Load().endpoints {
+		closeDroppedPools(ep, nil)
+	}
 	if t, ok := r.transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
@@ -279,6 +291,17 @@ type instance struct {
 	id   string
 	url  *url.URL
 	load *atomic.Int64
+	// pool holds idle connections of the router's own client; like load it carries
+	// over table updates, and it is closed when the instance leaves the table.
+	pool *connPool
+	// direct: the instance speaks plain HTTP, so the router's own client can reach it
+	// at addr (host:port); basePath is its escaped base path without a trailing slash,
+	// plainBase whether that needs no re-escaping.
+	direct    bool
+	addr      string
+	basePath  string
+	plainBase bool
+	scoreURI  string // basePath + "/score", when plainBase
 }
 
 func instanceKey(b Backend) string {
@@ -399,9 +422,18 @@ func buildDeployment(name string, d *Deployment, old *deploymentState) *deployme
 		u := *b.URL
 		in.url = &u
 		if old != nil && old.byKey[key] != nil {
-			in.load = old.byKey[key].load
+			in.load, in.pool = old.byKey[key].load, old.byKey[key].pool
 		} else {
-			in.load = &atomic.Int64{}
+			in.load, in.pool = &atomic.Int64{}, &connPool{}
+		}
+		if u.Scheme == "http" && u.Host != "" {
+			in.direct, in.addr = true, u.Host
+			if u.Port() == "" {
+				in.addr = net.JoinHostPort(u.Hostname(), "80")
+			}
+			in.basePath = strings.TrimSuffix(u.EscapedPath(), "/")
+			in.plainBase = u.RawPath == "" && plainPath(in.basePath)
+			in.scoreURI = in.basePath + "/score"
 		}
 		ds.byKey[key] = in
 		ds.instances = append(ds.instances, in)
@@ -410,6 +442,26 @@ func buildDeployment(name string, d *Deployment, old *deploymentState) *deployme
 		}
 	}
 	return ds
+}
+
+// closeDroppedPools closes the connection pools of prev's instances that next (nil when
+// the endpoint is gone) no longer has. Requests in flight on them finish; their
+// connections are closed instead of kept.
+func closeDroppedPools(prev, next *endpointState) {
+	if prev == nil {
+		return
+	}
+	for name, d := range prev.deployments {
+		var kept *deploymentState
+		if next != nil {
+			kept = next.deployments[name]
+		}
+		for key, in := range d.byKey {
+			if kept == nil || kept.byKey[key] == nil {
+				in.pool.close()
+			}
+		}
+	}
 }
 
 // pick chooses a deployment by weight for x in [0, 1); nil when no deployment has traffic.

@@ -36,6 +36,10 @@ type attempt struct {
 	hasBody   bool
 	retried   bool
 	status    int // status the client got, 0 when it went away
+	// readingBody is set while the router's own client path reads the request body.
+	readingBody atomic.Bool
+	// requestURI is the request target on a.in for the router's own client.
+	requestURI string
 }
 
 func attemptOf(ctx context.Context) *attempt {
@@ -102,8 +106,17 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 
 	a := &attempt{dep: dep, in: in, suffix: suffix, requestID: reqID}
-	ctx, cancel := context.WithCancelCause(context.WithValue(req.Context(), ctxKey{}, a))
-	timer := r.clock.AfterFunc(dep.timeout, func() { cancel(errRequestTimeout) })
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := r.clock.AfterFunc(dep.timeout, func() {
+		cancel(errRequestTimeout)
+		if a.readingBody.Load() {
+			// The timeout covers a client still sending its body too: cut the read. (Should
+			// the read finish in between, the request still gets its 504, as ctx is
+			// already cancelled; the client's connection just is not kept.)
+			_ = http.NewResponseController(w).SetReadDeadline(aLongTimeAgo)
+		}
+	})
+	var bodyBuf *[]byte // pooled, returned when nothing else holds the body
 	defer func() {
 		timer.Stop()
 		timedOut := errors.Is(context.Cause(ctx), errRequestTimeout)
@@ -113,10 +126,41 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			st.timeouts.Add(1)
 		}
 		st.observe(a.status)
+		if bodyBuf != nil {
+			putBodyBuffer(bodyBuf)
+		}
 	}()
 
-	out := req.WithContext(ctx)
-	if pinned == "" && ep.mirror != nil && ep.mirror != dep && r.rand()*100 < float64(ep.mirrorPct) {
+	// The common request takes the router's own client (see upstream.go); anything
+	// unusual keeps httputil.ReverseProxy over the transport.
+	direct := r.direct && in.direct && req.ContentLength <= maxBufferedBody &&
+		!headerValuesContainToken(req.Header["Connection"], "Upgrade") && plainQuery(req.URL.RawQuery)
+	var body []byte
+	if direct && req.Body != nil && req.Body != http.NoBody {
+		var err error
+		// Set the flag before looking at ctx: a timeout that fires now either sees the
+		// flag and cuts the read, or is seen here.
+		a.readingBody.Store(true)
+		if err = ctx.Err(); err == nil {
+			bodyBuf, body, direct, err = readBody(req)
+		}
+		a.readingBody.Store(false)
+		if err != nil {
+			r.upstreamError(w, ctx, a, fmt.Errorf("reading the request body: %w", err), true)
+			return
+		}
+	}
+	mirrored := pinned == "" && ep.mirror != nil && ep.mirror != dep && r.rand()*100 < float64(ep.mirrorPct)
+	if direct {
+		if mirrored && r.mirrorBuffered(ep.mirror, req, a, body) {
+			bodyBuf = nil // the copy still reads it
+		}
+		r.forward(ctx, w, req, a, body)
+		return
+	}
+
+	out := req.WithContext(context.WithValue(ctx, ctxKey{}, a))
+	if mirrored {
 		r.mirror(ep.mirror, out, a)
 	}
 	if out.Body != nil && out.Body != http.NoBody {
@@ -284,15 +328,23 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 	h := w.Header()
 	h.Set(RequestIDHeader, a.requestID)
 	h.Set(DeploymentHeader, a.dep.name)
+	r.upstreamError(w, ctx, a, err, false)
+}
+
+// upstreamError answers a request that failed before a response: 504 after the request
+// timeout, nothing useful when the client went away (or, with clientSide, when reading
+// its body failed), 502 otherwise. w already carries the router's response headers.
+func (r *Router) upstreamError(w http.ResponseWriter, ctx context.Context, a *attempt, err error, clientSide bool) {
 	switch {
 	case errors.Is(context.Cause(ctx), errRequestTimeout):
 		a.status = http.StatusGatewayTimeout
 		writeError(w, &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
 			Message: fmt.Sprintf("deployment %q did not answer within its request timeout of %s", a.dep.name, a.dep.timeout)})
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || clientSide:
 		// The client went away (or the server is shutting down): nobody reads this.
 		a.status = 0
 		a.dep.stats.canceled.Add(1)
+		r.log.Debug("request canceled", "deployment", a.dep.name, "request_id", a.requestID, "error", err)
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodeBadGateway, Message: "request canceled"})
 	default:
 		a.status = http.StatusBadGateway
@@ -301,6 +353,30 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodeBadGateway,
 			Message: fmt.Sprintf("deployment %q: instance %q failed to answer", a.dep.name, a.in.id)})
 	}
+}
+
+// retryOn moves a, whose instance could not be connected to, to another ready instance
+// of its deployment that has room and that usable accepts, once. It returns the new
+// instance, or nil when there is none (or a already retried).
+func (r *Router) retryOn(a *attempt, err error, usable func(*instance) bool) *instance {
+	if a.retried {
+		return nil
+	}
+	next := a.dep.acquire(a.in)
+	if next == nil {
+		return nil
+	}
+	if !usable(next) {
+		next.release()
+		return nil
+	}
+	failed := a.in
+	a.in, a.retried = next, true
+	failed.release()
+	a.dep.stats.retries.Add(1)
+	r.log.Warn("instance unreachable, retrying on another", "deployment", a.dep.name,
+		"instance", failed.id, "retry_instance", next.id, "request_id", a.requestID, "error", err)
+	return next
 }
 
 // upstream is the proxy's transport: the router's transport plus one retry on another
@@ -314,19 +390,13 @@ func (u upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	a := attemptOf(ctx)
-	if a == nil || a.retried || ctx.Err() != nil || !isDialError(err) || a.body.read.Load() {
+	if a == nil || ctx.Err() != nil || !isDialError(err) || a.body.read.Load() {
 		return nil, err
 	}
-	next := a.dep.acquire(a.in)
+	next := u.r.retryOn(a, err, func(*instance) bool { return true })
 	if next == nil {
 		return nil, err
 	}
-	failed := a.in
-	a.in, a.retried = next, true
-	failed.release()
-	a.dep.stats.retries.Add(1)
-	u.r.log.Warn("instance unreachable, retrying on another", "deployment", a.dep.name,
-		"instance", failed.id, "retry_instance", next.id, "request_id", a.requestID, "error", err)
 	retry := req.Clone(ctx)
 	setTarget(retry.URL, next.url, a.suffix)
 	retry.Host = ""

@@ -1,0 +1,363 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The router's own HTTP/1.1 client carries the common request: a body of at most
+// maxBufferedBody bytes, already read into memory, to a plain-HTTP instance. It writes the
+// request head and body with one system call and reads the response on the handler's
+// goroutine, over keep-alive connections pooled per instance. http.Transport would spend
+// two goroutines per connection, a channel hand-off each way per request and a separate
+// write for the head of any body it does not know to be in memory; on a loopback backend
+// that machinery costs more than the proxying itself. Everything else (larger or
+// streaming bodies, protocol upgrades, HTTPS instances, a caller's own
+// Options.Transport) goes through httputil.ReverseProxy and the transport, as before.
+
+const (
+	// maxBufferedBody is the largest request body read into memory before forwarding.
+	maxBufferedBody = 64 << 10
+	// maxIdlePerInstance bounds the idle connections kept per instance (as NewTransport).
+	maxIdlePerInstance = 1024
+	// idleConnTimeout is how long an idle connection stays usable (as NewTransport).
+	idleConnTimeout = 90 * time.Second
+	// upstreamReadBuffer is the read buffer of one instance connection.
+	upstreamReadBuffer = 16 << 10
+)
+
+// upstreamDialer dials instances with NewTransport's settings.
+var upstreamDialer = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+
+// aLongTimeAgo is a deadline in the past: setting it makes blocked I/O return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Request bodies are read into pooled buffers: small ones for the usual small body of
+// known length, so requests in flight do not each hold the largest size, and large ones
+// with a byte more than the limit, which tells a body that is too large from one that
+// fits exactly.
+const smallBody = 4 << 10
+
+var (
+	smallBodyBuffers = sync.Pool{New: func() any { b := make([]byte, smallBody); return &b }}
+	largeBodyBuffers = sync.Pool{New: func() any { b := make([]byte, maxBufferedBody+1); return &b }}
+)
+
+// bodyBuffer returns a buffer for a body of n bytes (-1: unknown length).
+func bodyBuffer(n int64) *[]byte {
+	if n >= 0 && n <= smallBody {
+		return smallBodyBuffers.Get().(*[]byte)
+	}
+	return largeBodyBuffers.Get().(*[]byte)
+}
+
+// putBodyBuffer returns a buffer of bodyBuffer to its pool.
+func putBodyBuffer(b *[]byte) {
+	if len(*b) == smallBody {
+		smallBodyBuffers.Put(b)
+	} else {
+		largeBodyBuffers.Put(b)
+	}
+}
+
+// connPool holds one instance's idle connections, the most recently used last.
+type connPool struct {
+	mu     sync.Mutex
+	idle   []*upConn
+	closed bool
+}
+
+// upConn is one keep-alive connection to an instance.
+type upConn struct {
+	nc        net.Conn
+	br        *bufio.Reader
+	head      []byte // the request being written, reused
+	idleSince time.Time
+}
+
+// get returns the most recently used idle connection, or nil. A connection idle for
+// longer than idleConnTimeout is closed, with every older one.
+func (p *connPool) get(now time.Time) *upConn {
+	p.mu.Lock()
+	n := len(p.idle)
+	if n == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	c := p.idle[n-1]
+	p.idle[n-1] = nil
+	p.idle = p.idle[:n-1]
+	if now.Sub(c.idleSince) < idleConnTimeout {
+		p.mu.Unlock()
+		return c
+	}
+	stale := append(p.idle, c)
+	p.idle = nil
+	p.mu.Unlock()
+	closeAll(stale)
+	return nil
+}
+
+// put keeps c for reuse, or closes it when the pool is closed or full.
+func (p *connPool) put(c *upConn, now time.Time) {
+	c.idleSince = now
+	p.mu.Lock()
+	if p.closed || len(p.idle) >= maxIdlePerInstance {
+		p.mu.Unlock()
+		_ = c.nc.Close()
+		return
+	}
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+}
+
+// drop closes every idle connection; the pool stays usable. After one pooled connection
+// turned out dead (the instance restarted, or closed it for idleness), the older ones are
+// almost certainly dead too.
+func (p *connPool) drop() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	closeAll(idle)
+}
+
+// close closes the idle connections and those returned later.
+func (p *connPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	closeAll(idle)
+}
+
+func closeAll(cs []*upConn) {
+	for _, c := range cs {
+		_ = c.nc.Close()
+	}
+}
+
+// errStaleConn marks a pooled connection that failed before any byte of a response
+// arrived: the request is sent again on a fresh connection, as http.Transport does.
+var errStaleConn = errors.New("pooled connection closed by the instance")
+
+// exchange sends req (head built from the inbound request, body in memory) to in and
+// returns the response. Its Body reads from the connection; at the end of the body the
+// connection goes back to in's pool. ctx's cancellation aborts the exchange, the body
+// included, and closes the connection, so the instance sees its request end.
+func (r *Router) exchange(ctx context.Context, req *http.Request, a *attempt, in *instance, body []byte) (*http.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // do not spend a pooled connection on a request already over
+	}
+	for tries := 0; ; tries++ {
+		c := in.pool.get(r.clock.Now())
+		reused := c != nil
+		if !reused {
+			nc, err := upstreamDialer.DialContext(ctx, "tcp", in.addr)
+			if err != nil {
+				return nil, err
+			}
+			c = &upConn{nc: nc, br: bufio.NewReaderSize(nc, upstreamReadBuffer)}
+		}
+		res, err := r.exchangeOn(ctx, c, req, a, in, body, reused)
+		if errors.Is(err, errStaleConn) && tries == 0 && ctx.Err() == nil {
+			in.pool.drop()
+			continue
+		}
+		return res, err
+	}
+}
+
+func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a *attempt, in *instance, body []byte, reused bool) (*http.Response, error) {
+	nc := c.nc
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		_ = nc.Close()
+		return nil, err
+	}
+
+	c.head = appendRequestHead(c.head[:0], req, a, in, len(body))
+	var err error
+	if len(c.head)+len(body) <= 16<<10 {
+		c.head = append(c.head, body...)
+		_, err = nc.Write(c.head)
+	} else {
+		bufs := net.Buffers{c.head, body}
+		_, err = bufs.WriteTo(nc)
+	}
+	if err != nil {
+		if reused && ctx.Err() == nil {
+			return fail(fmt.Errorf("%w: %w", errStaleConn, err))
+		}
+		return fail(err)
+	}
+
+	var res *http.Response
+	for {
+		if _, err := c.br.Peek(1); err != nil {
+			if reused && res == nil && ctx.Err() == nil {
+				return fail(fmt.Errorf("%w: %w", errStaleConn, err))
+			}
+			return fail(err)
+		}
+		res, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			return fail(err)
+		}
+		// Interim responses (such as 100 Continue to a forwarded Expect) are not for the
+		// client: the router already answered its Expect and has sent the whole body.
+		if res.StatusCode < 200 {
+			if res.StatusCode == http.StatusSwitchingProtocols {
+				return fail(errors.New("instance switched protocols on a request that asked for no upgrade"))
+			}
+			continue
+		}
+		break
+	}
+	res.Body = &upstreamBody{rc: res.Body, c: c, pool: in.pool, stop: stop, reuse: !res.Close, r: r}
+	return res, nil
+}
+
+// upstreamBody is a response body read from an instance connection. At its end the
+// connection goes back to the pool; closed early, the connection is closed.
+type upstreamBody struct {
+	rc    io.ReadCloser
+	c     *upConn
+	pool  *connPool
+	stop  func() bool
+	reuse bool
+	done  bool
+	r     *Router
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.finish(true)
+	}
+	return n, err
+}
+
+func (b *upstreamBody) Close() error {
+	if !b.done {
+		b.finish(false)
+	}
+	return nil
+}
+
+// finish gives the connection back when the whole response was read and nothing else
+// arrived after it; stop reports false when the cancellation already poisoned its
+// deadline.
+func (b *upstreamBody) finish(eof bool) {
+	b.done = true
+	if b.stop() && eof && b.reuse && b.c.br.Buffered() == 0 {
+		b.pool.put(b.c, b.r.clock.Now())
+		return
+	}
+	_ = b.c.nc.Close()
+}
+
+// appendRequestHead appends the HTTP/1.1 request head of the upstream request to b: the
+// inbound request's end-to-end headers without the credential, plus the router's own.
+// The inbound header passed the server's validation, so it is written as it is.
+func appendRequestHead(b []byte, req *http.Request, a *attempt, in *instance, bodyLen int) []byte {
+	b = append(b, req.Method...)
+	b = append(b, ' ')
+	b = append(b, a.requestURI...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, in.url.Host...)
+	b = append(b, "\r\n"...)
+	connHeader := req.Header["Connection"]
+	for k, vv := range req.Header {
+		if notForwarded(k) || (len(connHeader) > 0 && headerValuesContainToken(connHeader, k)) {
+			continue
+		}
+		for _, v := range vv {
+			if v == "" && k == "User-Agent" {
+				continue // as http.Transport: an empty User-Agent is not sent
+			}
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if headerValuesContainToken(req.Header["Te"], "trailers") {
+		b = append(b, "Te: trailers\r\n"...)
+	}
+	b = append(b, "X-Request-Id: "...)
+	b = append(b, a.requestID...)
+	if clientIP, _, err := net.SplitHostPort(req.RemoteAddr); err == nil {
+		b = append(b, "\r\nX-Forwarded-For: "...)
+		b = append(b, clientIP...)
+	}
+	b = append(b, "\r\nX-Forwarded-Host: "...)
+	b = append(b, req.Host...)
+	if req.TLS != nil {
+		b = append(b, "\r\nX-Forwarded-Proto: https\r\n"...)
+	} else {
+		b = append(b, "\r\nX-Forwarded-Proto: http\r\n"...)
+	}
+	if bodyLen > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+		b = append(b, "Content-Length: "...)
+		b = appendInt(b, bodyLen)
+		b = append(b, "\r\n"...)
+	}
+	return append(b, "\r\n"...)
+}
+
+// notForwarded reports the inbound headers the upstream request never carries as they
+// came: hop-by-hop ones, the credential, framing (rewritten for the buffered body), and
+// those the router sets itself.
+func notForwarded(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Authorization", "Content-Length", "Host", RequestIDHeader,
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		return true
+	}
+	return false
+}
+
+// headerValuesContainToken reports whether a comma-separated header value lists token
+// (case-insensitively), as in Connection: keep-alive, X-Custom.
+func headerValuesContainToken(values []string, token string) bool {
+	for _, v := range values {
+		for v != "" {
+			var t string
+			t, v, _ = strings.Cut(v, ",")
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func appendInt(b []byte, n int) []byte {
+	var d [20]byte
+	i := len(d)
+	for {
+		i--
+		d[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	return append(b, d[i:]...)
+}

@@ -1,0 +1,371 @@
+package router
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	testclock "k8s.io/utils/clock/testing"
+)
+
+// connCounter counts the connections a server accepted and reports each one it closed.
+type connCounter struct {
+	opened atomic.Int64
+	closed chan struct{}
+}
+
+func countConns(s *httptest.Server) *connCounter {
+	c := &connCounter{closed: make(chan struct{}, 64)}
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			c.opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			c.closed <- struct{}{}
+		}
+	}
+	return c
+}
+
+// newCountedBackend is a test backend whose connections are counted.
+func newCountedBackend(t *testing.T, name string) (*testBackend, *connCounter) {
+	t.Helper()
+	b := &testBackend{name: name, entered: make(chan string, 64), release: make(chan struct{}), canceled: make(chan struct{}, 64)}
+	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
+	c := countConns(b.Server)
+	b.Start()
+	t.Cleanup(b.Close)
+	return b, c
+}
+
+// eventually waits for cond, polling, and fails the test after the failsafe.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(failsafe)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestUpstream_KeepAliveToTheClientAndTheInstance(t *testing.T) {
+	b, backendConns := newCountedBackend(t, "blue")
+	r := newTestRouter(t, Options{})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
+	front := httptest.NewUnstartedServer(r)
+	frontConns := countConns(front)
+	front.Start()
+	t.Cleanup(front.Close)
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+
+	const n = 20
+	for i := 0; i < n; i++ {
+		req, _ := http.NewRequest(http.MethodPost, front.URL+ScoringPath("ep"), strings.NewReader(`{"i":1}`))
+		req.Header.Set("Authorization", "Bearer "+testPrimary)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(body) != "blue" {
+			t.Fatalf("request %d: %d %q", i, res.StatusCode, body)
+		}
+	}
+	if got := frontConns.opened.Load(); got != 1 {
+		t.Fatalf("the client needed %d connections for %d sequential requests, want 1", got, n)
+	}
+	if got := backendConns.opened.Load(); got != 1 {
+		t.Fatalf("the router opened %d connections to the instance for %d sequential requests, want 1", got, n)
+	}
+	if got := b.hits.Load(); got != n {
+		t.Fatalf("instance got %d requests, want %d", got, n)
+	}
+}
+
+func TestUpstream_AConnectionTheInstanceClosedIsReplaced(t *testing.T) {
+	b, conns := newCountedBackend(t, "blue")
+	r := newTestRouter(t, Options{})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
+
+	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{"n":1}`)), http.StatusOK)
+	// The instance drops the idle connection the router keeps (as after a restart or its
+	// own idle timeout); the next request must not fail because of it.
+	b.CloseClientConnections()
+	wait(t, conns.closed, "the instance to close the idle connection")
+	rec := serve(r, scoreRequest("ep", testPrimary, `{"n":2}`))
+	expectStatus(t, rec, http.StatusOK)
+	if rec.Body.String() != "blue" {
+		t.Fatalf("body %q", rec.Body.String())
+	}
+	if got := conns.opened.Load(); got != 2 {
+		t.Fatalf("instance saw %d connections, want 2", got)
+	}
+	seen := b.requests()
+	if len(seen) != 2 || seen[1].Body != `{"n":2}` {
+		t.Fatalf("instance saw %+v", seen)
+	}
+	if st := r.Stats("ep")["blue"]; st.Retries != 0 || st.Responses2xx != 2 || st.InFlight != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestUpstream_ConnectionCloseFromTheInstanceIsHonoured(t *testing.T) {
+	var hits atomic.Int64
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Connection", "close")
+		_, _ = io.WriteString(w, "closing")
+	}))
+	conns := countConns(backend)
+	backend.Start()
+	t.Cleanup(backend.Close)
+	r := newTestRouter(t, Options{})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, &testBackend{Server: backend})))
+
+	for i := 0; i < 3; i++ {
+		rec := serve(r, scoreRequest("ep", testPrimary, `{}`))
+		expectStatus(t, rec, http.StatusOK)
+		if rec.Body.String() != "closing" || rec.Header().Get("Connection") != "" {
+			t.Fatalf("got %q with Connection %q", rec.Body.String(), rec.Header().Get("Connection"))
+		}
+	}
+	if got := conns.opened.Load(); got != 3 {
+		t.Fatalf("instance saw %d connections for 3 requests answered with Connection: close, want 3", got)
+	}
+	if st := r.Stats("ep")["blue"]; st.Retries != 0 || st.Responses2xx != 3 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestUpstream_IdleConnectionsCloseWhenTheInstanceLeaves(t *testing.T) {
+	blue, blueConns := newCountedBackend(t, "blue")
+	green, greenConns := newCountedBackend(t, "green")
+	r := newTestRouter(t, Options{})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, blue), deployment("green", 1, green)))
+	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{}`)), http.StatusOK)
+	pinned := scoreRequest("ep", testPrimary, `{}`)
+	pinned.Header.Set(DeploymentHeader, "green")
+	expectStatus(t, serve(r, pinned), http.StatusOK)
+
+	// green leaves the endpoint: its idle connection is closed, blue's is kept.
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, blue)))
+	wait(t, greenConns.closed, "green's idle connection to close")
+	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{}`)), http.StatusOK)
+	if got := blueConns.opened.Load(); got != 1 {
+		t.Fatalf("blue saw %d connections, want 1 (kept across the update)", got)
+	}
+	// The endpoint goes: blue's connection is closed too.
+	r.RemoveEndpoint("ep")
+	wait(t, blueConns.closed, "blue's idle connection to close")
+}
+
+// bigBody is over maxBufferedBody: such a body streams through httputil.ReverseProxy.
+var bigBody = strings.Repeat("0123456789abcdef", (maxBufferedBody+4096)/16)
+
+func TestProxy_LargeAndStreamedBodiesArriveWhole(t *testing.T) {
+	b := newBackend(t, "blue")
+	r := newTestRouter(t, Options{})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
+
+	cases := map[string]struct {
+		body    string
+		chunked bool
+	}{
+		"large":           {bigBody, false},
+		"large chunked":   {bigBody, true},
+		"small chunked":   {`{"x":1}`, true},
+		"exactly the max": {bigBody[:maxBufferedBody], true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := scoreRequest("ep", testPrimary, c.body)
+			req.Header.Set(RequestIDHeader, "big-1")
+			req.Header.Set("X-Client-Header", "keep me")
+			if c.chunked {
+				req.Body = readCloser{strings.NewReader(c.body), http.NoBody}
+				req.ContentLength = -1
+			}
+			before := len(b.requests())
+			rec := serve(r, req)
+			expectStatus(t, rec, http.StatusOK)
+			if rec.Header().Get(RequestIDHeader) != "big-1" || rec.Header().Get(DeploymentHeader) != "blue" {
+				t.Fatalf("response headers %v", rec.Header())
+			}
+			seen := b.requests()
+			if len(seen) != before+1 {
+				t.Fatalf("instance saw %d requests", len(seen)-before)
+			}
+			s := seen[len(seen)-1]
+			if s.Body != c.body {
+				t.Fatalf("instance got %d bytes, want %d", len(s.Body), len(c.body))
+			}
+			if s.Header.Get("Authorization") != "" || s.Header.Get(RequestIDHeader) != "big-1" ||
+				s.Header.Get("X-Client-Header") != "keep me" || s.Header.Get("X-Forwarded-For") == "" {
+				t.Fatalf("instance got headers %v", s.Header)
+			}
+		})
+	}
+}
+
+func TestRetry_LargeBodyStreamedToADeadInstanceGetsOneRetry(t *testing.T) {
+	live := newBackend(t, "live")
+	r := newTestRouter(t, Options{})
+	d := &Deployment{Name: "blue", MaxConcurrentPerInstance: 1, Backends: []Backend{
+		{ID: "dead", URL: deadAddress(t), Ready: true},
+		live.backend("live"),
+	}}
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
+	for i := 0; i < 2; i++ {
+		rec := serve(r, scoreRequest("ep", testPrimary, bigBody))
+		expectStatus(t, rec, http.StatusOK)
+	}
+	for _, s := range live.requests() {
+		if s.Body != bigBody {
+			t.Fatalf("retried request lost its body: %d bytes", len(s.Body))
+		}
+	}
+	if st := r.Stats("ep")["blue"]; st.Retries != 1 || st.Responses2xx != 2 || st.InFlight != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// recordingTransport is a caller's own transport: the real one, counting its requests.
+type recordingTransport struct {
+	http.RoundTripper
+	calls atomic.Int64
+}
+
+func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.calls.Add(1)
+	return t.RoundTripper.RoundTrip(req)
+}
+
+func TestProxy_ACallersTransportCarriesEveryRequest(t *testing.T) {
+	b := newBackend(t, "blue")
+	tr := &recordingTransport{RoundTripper: NewTransport()}
+	r := newTestRouter(t, Options{Transport: tr})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
+
+	req := scoreRequest("ep", testPrimary, `{"small":true}`)
+	req.Header.Set(RequestIDHeader, "own-transport-1")
+	rec := serve(r, req)
+	expectStatus(t, rec, http.StatusOK)
+	if tr.calls.Load() != 1 {
+		t.Fatalf("the caller's transport carried %d requests, want 1", tr.calls.Load())
+	}
+	if got := rec.Header().Values(RequestIDHeader); len(got) != 1 || got[0] != "own-transport-1" || rec.Header().Get(DeploymentHeader) != "blue" {
+		t.Fatalf("response headers %v", rec.Header())
+	}
+	s := b.requests()
+	if len(s) != 1 || s[0].Header.Get("Authorization") != "" || s[0].Body != `{"small":true}` {
+		t.Fatalf("instance saw %+v", s)
+	}
+}
+
+func TestProxy_ResponseTrailersAreForwarded(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Trailer", "X-Checksum")
+		_, _ = io.WriteString(w, "scored")
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Checksum", "c0ffee")
+	}))
+	t.Cleanup(backend.Close)
+	r := newTestRouter(t, Options{})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, &testBackend{Server: backend})))
+	front := httptest.NewServer(r)
+	t.Cleanup(front.Close)
+
+	req, _ := http.NewRequest(http.MethodPost, front.URL+ScoringPath("ep"), strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+testPrimary)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil || string(body) != "scored" {
+		t.Fatalf("body %q, %v", body, err)
+	}
+	if got := res.Trailer.Get("X-Checksum"); got != "c0ffee" {
+		t.Fatalf("trailer X-Checksum = %q, trailers %v", got, res.Trailer)
+	}
+}
+
+func TestTimeout_AClientStillSendingItsBodyGets504(t *testing.T) {
+	b := newBackend(t, "blue")
+	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	r := newTestRouter(t, Options{Clock: clk})
+	d := deployment("blue", 1, b)
+	d.RequestTimeout = 2 * time.Second
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
+	front := httptest.NewServer(r)
+	t.Cleanup(front.Close)
+
+	conn, err := net.Dial("tcp", front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	// Ten bytes announced, three sent: the router waits for the rest under the timeout.
+	_, err = io.WriteString(conn, "POST "+ScoringPath("ep")+" HTTP/1.1\r\nHost: router\r\n"+
+		"Authorization: Bearer "+testPrimary+"\r\nContent-Length: 10\r\n\r\nabc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the request's timer", clk.HasWaiters)
+	clk.Step(2 * time.Second)
+
+	_ = conn.SetReadDeadline(time.Now().Add(failsafe))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("status = %d, want 504", res.StatusCode)
+	}
+	if b.hits.Load() != 0 {
+		t.Fatal("a request without its whole body reached the instance")
+	}
+	eventually(t, "the request to be counted", func() bool { return r.Stats("ep")["blue"].Responses5xx == 1 })
+	if st := r.Stats("ep")["blue"]; st.Timeouts != 1 || st.InFlight != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestProxy_BasePathWithThePlainScorePath(t *testing.T) {
+	b := newBackend(t, "blue")
+	r := newTestRouter(t, Options{})
+	d := deployment("blue", 1, b)
+	d.Backends[0].URL.Path = "/v1/"
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
+
+	for _, target := range []string{"/ep/score", "/ep/score?", "/ep/score?x=1", "/ep/score/a!b"} {
+		req := scoreRequest("ep", testPrimary, `{}`)
+		req.URL, _ = url.Parse(target)
+		expectStatus(t, serve(r, req), http.StatusOK)
+	}
+	seen := b.requests()
+	want := []struct{ path, query string }{{"/v1/score", ""}, {"/v1/score", ""}, {"/v1/score", "x=1"}, {"/v1/score/a!b", ""}}
+	if len(seen) != len(want) {
+		t.Fatalf("instance saw %d requests", len(seen))
+	}
+	for i, w := range want {
+		if seen[i].Path != w.path || seen[i].RawQuery != w.query {
+			t.Fatalf("request %d: instance saw path %q query %q, want %q %q", i, seen[i].Path, seen[i].RawQuery, w.path, w.query)
+		}
+	}
+}
