@@ -72,7 +72,12 @@
 // such as connection refused because the instance died), nothing of the request has been
 // sent, so it is retried once on another ready instance of the same deployment that has
 // room. Any other failure, or a second dial failure, is 502. Requests are never retried
-// once any byte of the body may have been read.
+// once any byte of the body may have been read. A kept-alive connection to an instance is
+// checked before it carries a request, and one the instance closed in the meantime is
+// replaced by a fresh one; should the instance close it just as a request goes out, the
+// request is sent again only if it is idempotent (GET, HEAD, OPTIONS, TRACE, or an
+// Idempotency-Key header), as in http.Transport: a request a model crashed on is never
+// handed to it a second time.
 //
 // Mirroring: for an unpinned request, when the endpoint mirrors to a deployment other
 // than the one chosen, a second draw of Rand below percent/100 sends a copy. The body is

@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The router's own HTTP/1.1 client carries the common request: a body of at most
@@ -146,20 +149,31 @@ func closeAll(cs []*upConn) {
 	}
 }
 
-// errStaleConn marks a pooled connection that failed before any byte of a response
-// arrived: the request is sent again on a fresh connection, as http.Transport does.
+// errStaleConn marks a pooled connection that turned out closed by the instance before it
+// could have read any of the request: the request is sent again on a fresh connection.
 var errStaleConn = errors.New("pooled connection closed by the instance")
 
 // exchange sends req (head built from the inbound request, body in memory) to in and
 // returns the response. Its Body reads from the connection; at the end of the body the
 // connection goes back to in's pool. ctx's cancellation aborts the exchange, the body
 // included, and closes the connection, so the instance sees its request end.
+//
+// A request is sent twice only when the instance cannot have read the first copy (nothing
+// was written), or when it is idempotent as http.Transport counts it: a model that crashes
+// on a request must not be handed that request again.
 func (r *Router) exchange(ctx context.Context, req *http.Request, a *attempt, in *instance, body []byte) (*http.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err // do not spend a pooled connection on a request already over
 	}
 	for tries := 0; ; tries++ {
 		c := in.pool.get(r.clock.Now())
+		if c != nil && !c.idleAlive() {
+			// The instance closed it while it sat idle (it restarted, or has its own idle
+			// timeout): the older connections are almost certainly closed too.
+			_ = c.nc.Close()
+			in.pool.drop()
+			c = nil
+		}
 		reused := c != nil
 		if !reused {
 			nc, err := upstreamDialer.DialContext(ctx, "tcp", in.addr)
@@ -177,6 +191,43 @@ func (r *Router) exchange(ctx context.Context, req *http.Request, a *attempt, in
 	}
 }
 
+// idleAlive reports whether an idle connection is still open and quiet: a peek that does
+// not wait finds neither the instance's close nor stray bytes. (A read with a deadline in
+// the past would not do: Go fails it before asking the kernel.)
+func (c *upConn) idleAlive() bool {
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	alive := false
+	var b [1]byte
+	err = raw.Read(func(fd uintptr) bool {
+		_, _, perr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		alive = perr == unix.EAGAIN
+		return true // never wait for readiness
+	})
+	return err == nil && alive
+}
+
+// idempotent reports whether req may be sent again after the instance may have read it:
+// the rule of http.Transport (safe methods, or an idempotency key the client set).
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
+}
+
 func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a *attempt, in *instance, body []byte, reused bool) (*http.Response, error) {
 	nc := c.nc
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
@@ -188,15 +239,22 @@ func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a
 
 	c.head = appendRequestHead(c.head[:0], req, a, in, len(body))
 	var err error
+	var written int64
 	if len(c.head)+len(body) <= 16<<10 {
 		c.head = append(c.head, body...)
-		_, err = nc.Write(c.head)
+		var n int
+		n, err = nc.Write(c.head)
+		written = int64(n)
 	} else {
 		bufs := net.Buffers{c.head, body}
-		_, err = bufs.WriteTo(nc)
+		written, err = bufs.WriteTo(nc)
 	}
+	// On a reused connection, a failure before any byte of a response means the instance
+	// closed it: a fresh connection may carry the request again when the instance cannot
+	// have read this copy, or when reading it twice does no harm.
+	retryable := reused && ctx.Err() == nil && (written == 0 || idempotent(req))
 	if err != nil {
-		if reused && ctx.Err() == nil {
+		if retryable {
 			return fail(fmt.Errorf("%w: %w", errStaleConn, err))
 		}
 		return fail(err)
@@ -205,7 +263,7 @@ func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a
 	var res *http.Response
 	for {
 		if _, err := c.br.Peek(1); err != nil {
-			if reused && res == nil && ctx.Err() == nil {
+			if retryable && res == nil && ctx.Err() == nil {
 				return fail(fmt.Errorf("%w: %w", errStaleConn, err))
 			}
 			return fail(err)

@@ -120,6 +120,79 @@ func TestUpstream_AConnectionTheInstanceClosedIsReplaced(t *testing.T) {
 	}
 }
 
+// crashingBackend answers "ok", except that on its crashOn-th request it reads the request
+// and drops the connection without an answer, as a model that crashes on it would.
+func crashingBackend(t *testing.T, crashOn int64) (*testBackend, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		if hits.Add(1) == crashOn {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			_ = c.Close()
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(backend.Close)
+	return &testBackend{Server: backend, name: "blue"}, &hits
+}
+
+func TestUpstream_APostTheInstanceReadIsNeverSentAgain(t *testing.T) {
+	b, hits := crashingBackend(t, 2)
+	r := newTestRouter(t, Options{})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
+
+	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{"n":1}`)), http.StatusOK)
+	// The second request goes out on the kept connection, and the instance reads it and
+	// dies on it: sending it again could crash the next instance too.
+	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{"n":2}`)), http.StatusBadGateway)
+	if got := hits.Load(); got != 2 {
+		t.Fatalf("the instance got %d requests, want 2: the one it dropped was sent again", got)
+	}
+	if st := r.Stats("ep")["blue"]; st.Retries != 0 {
+		t.Fatalf("stats = %+v, want no retry", st)
+	}
+}
+
+func TestUpstream_AnIdempotentRequestTheInstanceDroppedIsSentAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"GET", func() *http.Request {
+			req := scoreRequest("ep", testPrimary, "")
+			req.Method = http.MethodGet
+			return req
+		}},
+		{"POST with an Idempotency-Key", func() *http.Request {
+			req := scoreRequest("ep", testPrimary, `{"n":2}`)
+			req.Header.Set("Idempotency-Key", "a1")
+			return req
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, hits := crashingBackend(t, 2)
+			r := newTestRouter(t, Options{})
+			r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
+
+			expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{"n":1}`)), http.StatusOK)
+			rec := serve(r, tc.req())
+			expectStatus(t, rec, http.StatusOK)
+			if rec.Body.String() != "ok" {
+				t.Fatalf("body %q", rec.Body.String())
+			}
+			if got := hits.Load(); got != 3 {
+				t.Fatalf("the instance got %d requests, want 3 (the dropped one once more)", got)
+			}
+		})
+	}
+}
+
 func TestUpstream_ConnectionCloseFromTheInstanceIsHonoured(t *testing.T) {
 	var hits atomic.Int64
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
