@@ -76,6 +76,22 @@ func deleteCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostic
 	tflog.Info(ctx, "deleted "+kind.noun, map[string]any{"compute": id.String()})
 }
 
+// updateCompute sends upd to the engine, which replaces every mutable field at once. ctx
+// carries the update's deadline; timeout only words the message. On failure it adds the
+// error, with an instance's engine field made relative to the schema, and returns nil.
+func updateCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostics, schemaType attr.Type, kind computeKind, id api.ID, upd api.ComputeUpdate, timeout time.Duration) *api.Compute {
+	action := fmt.Sprintf("update %s %q in workspace %q", kind.noun, id.Name, id.Workspace)
+	updated, err := c.UpdateCompute(ctx, id.Workspace, id.Name, upd)
+	if err != nil {
+		if !addTimeoutError(ctx, diags, kind.title+" Update Timed Out", "update", action, timeout, err) {
+			addEngineError(diags, schemaType, "Cannot Update "+kind.title, action, instanceFieldError(err))
+		}
+		return nil
+	}
+	tflog.Info(ctx, "updated "+kind.noun, map[string]any{"compute": updated.ID})
+	return updated
+}
+
 // importComputeID takes a compute ID, /workspaces/{workspace}/computes/{name}, into state;
 // Read fills in everything else from the engine.
 func importComputeID(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, kind computeKind) {

@@ -291,15 +291,10 @@ func (r *attachedComputeResource) Update(ctx context.Context, req resource.Updat
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	action := fmt.Sprintf("update attached compute %q in workspace %q", id.Name, id.Workspace)
-	c, err := r.client.UpdateCompute(ctx, id.Workspace, id.Name, upd)
-	if err != nil {
-		if !addTimeoutError(ctx, &resp.Diagnostics, "Attached Compute Update Timed Out", "update", action, timeout, err) {
-			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Update Attached Compute", action, err)
-		}
+	c := updateCompute(ctx, r.client, &resp.Diagnostics, req.Plan.Schema.Type(), attachedKind, id, upd, timeout)
+	if c == nil {
 		return
 	}
-	tflog.Info(ctx, "updated attached compute", map[string]any{"compute": c.ID})
 
 	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)

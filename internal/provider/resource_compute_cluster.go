@@ -374,15 +374,10 @@ func (r *computeClusterResource) Update(ctx context.Context, req resource.Update
 	// of vm_size or the timeouts rewrites the same values and records the new ones in state.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	action := fmt.Sprintf("update compute cluster %q in workspace %q", id.Name, id.Workspace)
-	c, err := r.client.UpdateCompute(ctx, id.Workspace, id.Name, upd)
-	if err != nil {
-		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Cluster Update Timed Out", "update", action, timeout, err) {
-			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Update Compute Cluster", action, err)
-		}
+	c := updateCompute(ctx, r.client, &resp.Diagnostics, req.Plan.Schema.Type(), clusterKind, id, upd, timeout)
+	if c == nil {
 		return
 	}
-	tflog.Info(ctx, "updated compute cluster", map[string]any{"compute": c.ID})
 
 	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)

@@ -312,7 +312,7 @@ func (r *computeInstanceResource) Create(ctx context.Context, req resource.Creat
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	switch {
 	case err != nil:
-		action = fmt.Sprintf("wait for compute instance %q in workspace %q to start", spec.Name, ws.Workspace)
+		action := fmt.Sprintf("wait for compute instance %q in workspace %q to start", spec.Name, ws.Workspace)
 		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Instance Create Timed Out", "create", action, timeout, err) {
 			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Create Compute Instance", action, err)
 		}
@@ -383,17 +383,13 @@ func (r *computeInstanceResource) Update(ctx context.Context, req resource.Updat
 	// again if it was running; only then is there something to wait for.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	action := fmt.Sprintf("update compute instance %q in workspace %q", id.Name, id.Workspace)
-	c, err := r.client.UpdateCompute(ctx, id.Workspace, id.Name, upd)
-	if err != nil {
-		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Instance Update Timed Out", "update", action, timeout, err) {
-			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Update Compute Instance", action, instanceFieldError(err))
-		}
+	c := updateCompute(ctx, r.client, &resp.Diagnostics, req.Plan.Schema.Type(), instanceKind, id, upd, timeout)
+	if c == nil {
 		return
 	}
-	tflog.Info(ctx, "updated compute instance", map[string]any{"compute": c.ID})
 
 	resized := !strings.EqualFold(priorSize.ValueString(), upd.VMSize)
+	var err error
 	if resized {
 		c, err = r.waitForInstance(ctx, id.Workspace, id.Name, c)
 	}
@@ -401,7 +397,7 @@ func (r *computeInstanceResource) Update(ctx context.Context, req resource.Updat
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	switch {
 	case err != nil:
-		action = fmt.Sprintf("wait for compute instance %q in workspace %q to finish resizing", id.Name, id.Workspace)
+		action := fmt.Sprintf("wait for compute instance %q in workspace %q to finish resizing", id.Name, id.Workspace)
 		if !addTimeoutError(ctx, &resp.Diagnostics, "Compute Instance Update Timed Out", "update", action, timeout, err) {
 			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Update Compute Instance", action, err)
 		}
