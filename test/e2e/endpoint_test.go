@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -25,6 +26,19 @@ type scored struct {
 	status     int
 	deployment string
 	pid        int
+}
+
+// waitForFile waits until a scorer's marker file exists.
+func waitForFile(t *testing.T, path, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s (%s)", what, filepath.Base(path))
+		}
+	}
 }
 
 func score(t *testing.T, uri, credential, deployment, query, requestID string) scored {
@@ -257,20 +271,20 @@ func TestE2E_EndpointRouting(t *testing.T) {
 	}
 
 	// 429: "slow" holds one request per instance; a second one while the first runs is
-	// refused. Which of two requests takes the slot is a race, so the check is: some
-	// request is refused while the other one is served.
+	// refused. The second goes out once the scorer says the first entered (and so holds
+	// the slot). Only a machine too slow to send it within the first one's 800 ms lets
+	// both through, and that repeats the attempt.
 	got429 := false
 	for attempt := 0; attempt < 5 && !got429; attempt++ {
+		id := fmt.Sprintf("e2e-slot-%d", attempt)
 		first := make(chan scored, 1)
-		go func() { first <- score(t, uri, keys.PrimaryKey, "slow", "?sleep_ms=800", "") }()
-		time.Sleep(200 * time.Millisecond) // let it take the slot; a lost race only repeats the attempt
+		go func() { first <- score(t, uri, keys.PrimaryKey, "slow", "?sleep_ms=800", id) }()
+		waitForFile(t, filepath.Join(markers, "entered-"+id), "the first request to reach the scorer")
 		second := score(t, uri, keys.PrimaryKey, "slow", "", "")
 		r := <-first
 		switch {
 		case r.status == 200 && second.status == 429:
 			got429 = true
-		case r.status == 429 && second.status == 200:
-			// The second request overtook the first: try again.
 		case r.status != 200 || second.status != 200:
 			t.Fatalf("two requests on a one-slot deployment: %d and %d", r.status, second.status)
 		}
@@ -284,15 +298,7 @@ func TestE2E_EndpointRouting(t *testing.T) {
 	if r := score(t, uri, keys.PrimaryKey, "slow", "?sleep_ms=5000", "e2e-timeout-1"); r.status != 504 {
 		t.Fatalf("request past the timeout: %d; want 504", r.status)
 	}
-	marker := filepath.Join(markers, "cancelled-e2e-timeout-1")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the backend never saw its request cancelled")
-		}
-	}
+	waitForFile(t, filepath.Join(markers, "cancelled-e2e-timeout-1"), "the backend to see its request cancelled")
 
 	// The CLI scores through the same router.
 	out, code := u.cli("endpoint", "invoke", "--workspace", "e2e-serving", "split", "--deployment", "green", "--data", `{"rows": []}`)

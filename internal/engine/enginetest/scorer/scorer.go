@@ -7,8 +7,10 @@
 //   - POST /score answers {"deployment": $SCORER_NAME, "version": $SCORER_VERSION, "code":
 //     <the contents of ./VERSION, the code directory's version>, "pid": <pid>, "body":
 //     <request body>}, so a test sees which rollout of which deployment served a request.
-//     With ?sleep_ms=N it first waits N ms; when the router cancels the request first, it
-//     writes the file $SCORER_MARKER_DIR/cancelled-<X-Request-Id> and answers nothing.
+//     With ?sleep_ms=N it first writes the file $SCORER_MARKER_DIR/entered-<X-Request-Id>
+//     (so a test knows the request holds its instance slot) and waits N ms; when the
+//     router cancels the request first, it writes $SCORER_MARKER_DIR/cancelled-<X-Request-Id>
+//     and answers nothing.
 package scorer
 
 import (
@@ -65,14 +67,18 @@ func Handler() http.Handler {
 func score(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	if ms, err := strconv.Atoi(req.URL.Query().Get("sleep_ms")); err == nil && ms > 0 {
+		mark := func(what string) {
+			if dir := os.Getenv("SCORER_MARKER_DIR"); dir != "" {
+				_ = os.WriteFile(filepath.Join(dir, what+"-"+filepath.Base(req.Header.Get("X-Request-Id"))), nil, 0o600)
+			}
+		}
+		mark("entered")
 		t := time.NewTimer(time.Duration(ms) * time.Millisecond)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-req.Context().Done():
-			if dir := os.Getenv("SCORER_MARKER_DIR"); dir != "" {
-				_ = os.WriteFile(filepath.Join(dir, "cancelled-"+filepath.Base(req.Header.Get("X-Request-Id"))), nil, 0o600)
-			}
+			mark("cancelled")
 			return
 		}
 	}
