@@ -83,6 +83,9 @@ func newEndpointShowCommand(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(w, "scoring_uri: %s\n", dash(ep.ScoringURI))
 			fmt.Fprintf(w, "traffic: %s\n", dash(formatPercents(ep.Traffic)))
+			if !maps.Equal(ep.LiveTraffic, ep.Traffic) {
+				fmt.Fprintf(w, "live traffic: %s (until the rollout is done)\n", dash(formatPercents(ep.LiveTraffic)))
+			}
 			if len(ep.MirrorTraffic) > 0 {
 				fmt.Fprintf(w, "mirror_traffic: %s\n", formatPercents(ep.MirrorTraffic))
 			}

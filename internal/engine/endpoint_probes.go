@@ -70,7 +70,7 @@ func (e *Engine) runProbe(id, kind string) {
 				in = x
 			}
 		}
-		if d, ok := rec.Deployments[in.Deployment]; ok && in.ID != "" {
+		if d, ok := rec.deployment(in.Deployment); ok && in.ID != "" {
 			probe = *d.Spec.ReadinessProbe
 			if kind == "live" {
 				probe = *d.Spec.LivenessProbe
@@ -109,7 +109,7 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, pass
 		if in.Task != task || in.Terminating || (in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
 			return
 		}
-		d, found := rec.Deployments[in.Deployment]
+		d, found := rec.deployment(in.Deployment)
 		if !found {
 			return // removed: its instances drain
 		}
@@ -131,7 +131,7 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, pass
 			st.readyOK, st.readyFail = st.readyOK+1, 0
 			if st.readyOK >= probe.SuccessThreshold && in.State != api.EndpointInstanceReady {
 				in.State, in.EverReady, in.Failures = api.EndpointInstanceReady, true, 0
-				if d.Error != "" {
+				if _, declared := rec.Deployments[in.Deployment]; declared && d.Error != "" {
 					d.Error = ""
 					rec.Deployments[in.Deployment] = d
 				}

@@ -227,8 +227,9 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 			}
 		}
 	}
+	rec.moveTraffic()
 	for i, in := range rec.Instances {
-		if _, ok := rec.Deployments[in.Deployment]; !ok && in.State != api.EndpointInstanceDraining && !in.Terminating {
+		if _, ok := rec.deployment(in.Deployment); !ok && in.State != api.EndpointInstanceDraining && !in.Terminating {
 			e.drain(rec, i, now)
 		}
 	}
@@ -263,7 +264,7 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 func (e *Engine) drain(rec *endpointRecord, i int, now time.Time) {
 	in := &rec.Instances[i]
 	timeout := time.Duration(api.DefaultRequestTimeoutMS) * time.Millisecond
-	if d, ok := rec.Deployments[in.Deployment]; ok && d.Spec.RequestSettings != nil {
+	if d, ok := rec.deployment(in.Deployment); ok && d.Spec.RequestSettings != nil {
 		timeout = time.Duration(d.Spec.RequestSettings.RequestTimeoutMS) * time.Millisecond
 	}
 	if in.State != api.EndpointInstanceReady {
@@ -327,7 +328,7 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 			return
 		}
 		cur.Host, cur.StartedAt = info.Address, now
-		d, ok := rec.Deployments[cur.Deployment]
+		d, ok := rec.deployment(cur.Deployment)
 		if !ok {
 			return // removed meanwhile: the next pass drains it
 		}
@@ -466,13 +467,15 @@ func (e *Engine) pushRouter(rec endpointRecord) {
 	}
 	ws, name := rec.Workspace, rec.Name
 	ep.TokenVerifier = func(token string) bool { return e.verifyToken(ws, name, token) }
-	for k, v := range rec.Traffic {
+	for k, v := range rec.LiveTraffic {
 		ep.Traffic[k] = int(v)
 	}
 	for k, v := range rec.MirrorTraffic {
 		ep.Mirror[k] = int(v)
 	}
-	for dn, d := range rec.Deployments {
+	deployments := maps.Clone(rec.Deployments)
+	maps.Copy(deployments, rec.Retiring)
+	for dn, d := range deployments {
 		rd := &router.Deployment{Name: dn}
 		if rs := d.Spec.RequestSettings; rs != nil {
 			rd.MaxConcurrentPerInstance = int(rs.MaxConcurrentRequestsPerInstance)

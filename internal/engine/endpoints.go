@@ -33,8 +33,16 @@ type endpointRecord struct {
 	Deployments   map[string]deploymentRecord `json:"deployments"`
 	Traffic       map[string]int64            `json:"traffic,omitempty"`
 	MirrorTraffic map[string]int64            `json:"mirror_traffic,omitempty"`
-	Keys          api.EndpointKeys            `json:"keys"`
-	CreatedOn     time.Time                   `json:"created_on"`
+	// LiveTraffic is the split the router applies. It becomes Traffic once every deployment
+	// Traffic sends requests to has rolled out; until then the previous split stays, so an
+	// apply that adds green and gives it all traffic never routes to a green with nothing
+	// ready yet.
+	LiveTraffic map[string]int64 `json:"live_traffic,omitempty"`
+	// Retiring holds removed deployments that LiveTraffic still sends requests to: their
+	// instances serve until the split moves, then drain.
+	Retiring  map[string]deploymentRecord `json:"retiring,omitempty"`
+	Keys      api.EndpointKeys            `json:"keys"`
+	CreatedOn time.Time                   `json:"created_on"`
 	// Provisioned is set once every deployment had all its instances ready: Creating ends.
 	Provisioned bool `json:"provisioned,omitempty"`
 	// Deleting is committed before any instance is terminated, so a crash mid-delete
@@ -98,6 +106,55 @@ func processOf(d api.DeploymentSpec) instanceProcess {
 }
 
 func (r endpointRecord) key() string { return r.Workspace + "/" + r.Name }
+
+// deployment returns a deployment by name, a retiring one included.
+func (r endpointRecord) deployment(name string) (deploymentRecord, bool) {
+	if d, ok := r.Deployments[name]; ok {
+		return d, true
+	}
+	d, ok := r.Retiring[name]
+	return d, ok
+}
+
+// rolledOut reports whether a deployment has its instance_count of ready instances of its
+// current generation.
+func (r endpointRecord) rolledOut(name string) bool {
+	d, ok := r.Deployments[name]
+	if !ok {
+		return false
+	}
+	var ready int64
+	for _, in := range r.Instances {
+		if in.Deployment == name && in.Generation == d.Generation && in.State == api.EndpointInstanceReady && !in.Terminating {
+			ready++
+		}
+	}
+	return ready >= d.Spec.InstanceCount
+}
+
+// trafficRolledOut reports whether every deployment the declared split sends requests to
+// has rolled out.
+func (r endpointRecord) trafficRolledOut() bool {
+	for name, percent := range r.Traffic {
+		if percent > 0 && !r.rolledOut(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// moveTraffic makes the declared split live once every deployment it sends requests to
+// has rolled out, and lets go of the retiring deployments the live split no longer uses.
+func (r *endpointRecord) moveTraffic() {
+	if !maps.Equal(r.LiveTraffic, r.Traffic) && r.trafficRolledOut() {
+		r.LiveTraffic = maps.Clone(r.Traffic)
+	}
+	for name := range r.Retiring {
+		if r.LiveTraffic[name] == 0 {
+			delete(r.Retiring, name)
+		}
+	}
+}
 
 // endpointDirtyKey is an endpoint's key in the controller's work set; the prefix keeps it
 // apart from a compute of the same name.
@@ -198,7 +255,8 @@ func needsRollout(old, cur api.DeploymentSpec) bool {
 }
 
 // UpdateEndpoint replaces an endpoint's mutable fields. Changed deployments roll out:
-// their new instances start and pass readiness before the old ones stop taking traffic.
+// their new instances start and pass readiness before the old ones stop taking traffic,
+// and a new split applies only once the deployments it sends to have rolled out.
 func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd api.EndpointUpdate) (*api.Endpoint, error) {
 	if err := validation.EndpointUpdate(upd); err != nil {
 		return nil, err
@@ -216,12 +274,29 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 		if rec.Deleting {
 			return api.Errorf(api.CodeConflict, "", "online endpoint %q is being deleted", name)
 		}
-		deployments, err := e.deploymentRecords(upd.Deployments, rec.Deployments)
+		// A retiring deployment declared again continues from its generation.
+		prev := maps.Clone(rec.Retiring)
+		if prev == nil {
+			prev = map[string]deploymentRecord{}
+		}
+		maps.Copy(prev, rec.Deployments)
+		deployments, err := e.deploymentRecords(upd.Deployments, prev)
 		if err != nil {
 			return err
 		}
+		for name, d := range prev {
+			if _, kept := deployments[name]; !kept && rec.LiveTraffic[name] > 0 {
+				if rec.Retiring == nil {
+					rec.Retiring = map[string]deploymentRecord{}
+				}
+				rec.Retiring[name] = d
+			} else {
+				delete(rec.Retiring, name)
+			}
+		}
 		rec.AuthMode, rec.Description, rec.Tags = upd.AuthMode, upd.Description, upd.Tags
 		rec.Deployments, rec.Traffic, rec.MirrorTraffic = deployments, upd.Traffic, upd.MirrorTraffic
+		rec.moveTraffic()
 		if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
 			return err
 		}
@@ -229,8 +304,9 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 		return nil
 	})
 	if committed != nil {
-		// Traffic, auth and request settings apply when the call returns; new
-		// instances join once ready.
+		// Auth and request settings apply when the call returns, and so does the split
+		// when the deployments it sends to are rolled out already; otherwise it moves
+		// once they are.
 		e.pushRouter(*committed)
 	}
 	e.mu.Unlock()
@@ -394,7 +470,7 @@ func (e *Engine) describeEndpoint(rec endpointRecord) api.Endpoint {
 	out := api.Endpoint{
 		ID: api.EndpointID(rec.Workspace, rec.Name), Workspace: rec.Workspace, Name: rec.Name,
 		AuthMode: rec.AuthMode, Description: rec.Description, Tags: rec.Tags,
-		Traffic: rec.Traffic, MirrorTraffic: rec.MirrorTraffic, CreatedOn: rec.CreatedOn,
+		Traffic: rec.Traffic, MirrorTraffic: rec.MirrorTraffic, LiveTraffic: rec.LiveTraffic, CreatedOn: rec.CreatedOn,
 		Deployments: map[string]api.Deployment{},
 	}
 	if base := e.scoringBase(); base != "" {
@@ -434,8 +510,12 @@ func (e *Engine) describeEndpoint(rec endpointRecord) api.Endpoint {
 }
 
 // settled reports whether every deployment has its instance_count of ready instances of
-// its current generation and no older instance still takes traffic.
+// its current generation, no older instance still takes traffic, and the declared split
+// is the live one.
 func (r endpointRecord) settled() bool {
+	if len(r.Retiring) > 0 || !maps.Equal(r.LiveTraffic, r.Traffic) {
+		return false
+	}
 	for name, d := range r.Deployments {
 		var ready int64
 		for _, in := range r.Instances {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -428,6 +429,97 @@ func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 	})
 	if got := r.score("scorer", "blue"); got != http.StatusNotFound {
 		t.Fatalf("pinned to the removed deployment: %d; want 404", got)
+	}
+}
+
+// requestsTo counts the requests the router sent to each deployment of the endpoint.
+func (r *rig) requestsTo(name string) map[string]uint64 {
+	out := map[string]uint64{}
+	for d, st := range r.e.ScoringStats(name) {
+		out[d] = st.Requests
+	}
+	return out
+}
+
+func TestEndpointTrafficMovesOnlyOnceItsDeploymentsAreRolledOut(t *testing.T) {
+	r := newRig(t)
+	p := newProbes(r)
+	r.workspace("wsp", nil)
+	readyEndpoint(t, r, p, api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": testDeployment(1, "serve", "blue")}, Traffic: map[string]int64{"blue": 100}})
+	blue := r.storedInstances("wsp", "scorer")[0]
+
+	// One apply adds green, gives it all traffic and removes blue.
+	if _, err := r.e.UpdateEndpoint(context.Background(), "wsp", "scorer", api.EndpointUpdate{
+		Deployments: map[string]api.DeploymentSpec{"green": testDeployment(1, "serve", "green")},
+		Traffic:     map[string]int64{"green": 100},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ep := r.endpoint("wsp", "scorer")
+	if ep.ProvisioningState != api.ProvisioningUpdating || !maps.Equal(ep.LiveTraffic, map[string]int64{"blue": 100}) {
+		t.Fatalf("right after the update: %s, live traffic %v; want Updating with blue 100 live", ep.ProvisioningState, ep.LiveTraffic)
+	}
+	// Nothing of green is ready: requests still reach blue's instance (502: the fake node
+	// serves nothing) instead of finding no instance (503).
+	if got := r.score("scorer", ""); got != http.StatusBadGateway {
+		t.Fatalf("score during the rollout: %d; want 502 from blue's instance", got)
+	}
+	if got := r.requestsTo("scorer"); got["blue"] != 1 || got["green"] != 0 {
+		t.Fatalf("requests during the rollout: %v; want 1 to blue, none to green", got)
+	}
+
+	// The split in force survives an engine restart.
+	green := r.started("wsp", "scorer", "green", 1, 1)[0]
+	r.stop()
+	r.drv.Reopen()
+	r.start()
+	p = newProbes(r)
+	p.set(blue.Port, "/ready", true)
+	p.set(blue.Port, "/live", true)
+	stepUntil(r, "blue back in the router", func() bool { return r.score("scorer", "") == http.StatusBadGateway })
+	for _, in := range r.storedInstances("wsp", "scorer") {
+		if in.ID == blue.ID && in.State != api.EndpointInstanceReady {
+			t.Fatalf("blue's instance is %s while it still has the live traffic", in.State)
+		}
+	}
+
+	p.set(green.Port, "/ready", true)
+	p.set(green.Port, "/live", true)
+	stepUntil(r, "rollout done", func() bool { return r.endpoint("wsp", "scorer").ProvisioningState == api.ProvisioningSucceeded })
+	if ep := r.endpoint("wsp", "scorer"); !maps.Equal(ep.LiveTraffic, ep.Traffic) {
+		t.Fatalf("after the rollout: live traffic %v; want the declared %v", ep.LiveTraffic, ep.Traffic)
+	}
+	before := r.requestsTo("scorer")
+	if got := r.score("scorer", ""); got != http.StatusBadGateway {
+		t.Fatalf("score after the rollout: %d; want 502 from green's instance", got)
+	}
+	if got := r.requestsTo("scorer"); got["green"] != before["green"]+1 || got["blue"] != before["blue"] {
+		t.Fatalf("requests after the rollout: %v (before %v); want the new one on green", got, before)
+	}
+	r.clk.Step(4 * time.Second) // blue drains for request_timeout_ms 3000 + 1 s
+	stepUntil(r, "blue terminated", func() bool {
+		_, ok := r.drv.Node(blue.ID)
+		return !ok && len(r.storedInstances("wsp", "scorer")) == 1
+	})
+}
+
+func TestEndpointTrafficBetweenReadyDeploymentsMovesAtOnce(t *testing.T) {
+	r := newRig(t)
+	p := newProbes(r)
+	r.workspace("wsp", nil)
+	deployments := map[string]api.DeploymentSpec{"blue": testDeployment(1, "serve", "blue"), "green": testDeployment(1, "serve", "green")}
+	readyEndpoint(t, r, p, api.EndpointSpec{Name: "scorer", Deployments: deployments, Traffic: map[string]int64{"blue": 100}})
+
+	ep, err := r.e.UpdateEndpoint(context.Background(), "wsp", "scorer", api.EndpointUpdate{Deployments: deployments, Traffic: map[string]int64{"blue": 0, "green": 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.ProvisioningState != api.ProvisioningSucceeded || !maps.Equal(ep.LiveTraffic, ep.Traffic) {
+		t.Fatalf("a split between ready deployments: %s, live %v; want Succeeded with the declared split live", ep.ProvisioningState, ep.LiveTraffic)
+	}
+	_ = r.score("scorer", "")
+	if got := r.requestsTo("scorer"); got["green"] != 1 || got["blue"] != 0 {
+		t.Fatalf("requests: %v; want the one request on green", got)
 	}
 }
 

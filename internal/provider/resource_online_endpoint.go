@@ -127,8 +127,9 @@ func (r *onlineEndpointResource) Schema(ctx context.Context, _ resource.SchemaRe
 				MarkdownDescription: "The share of live scoring requests, in percent, that goes to each deployment, for " +
 					"example `{ blue = 80, green = 20 }`. Every key must be a deployment of this endpoint and the " +
 					"values must sum to 100, or to 0 for an endpoint that takes no live traffic yet (a request can " +
-					"still pin a deployment with the `azureml-model-deployment` header). It can be changed in place, " +
-					"at once and without restarting anything (default: `{}`).",
+					"still pin a deployment with the `azureml-model-deployment` header). It changes in place " +
+					"without restarting anything; the router switches to the new split once every deployment it " +
+					"sends requests to has rolled out, and the apply waits for that (default: `{}`).",
 				ElementType: types.Int64Type,
 				Optional:    true,
 				Computed:    true,

@@ -125,17 +125,20 @@ type Deployment struct {
 
 // Endpoint is an online endpoint as the engine holds it.
 type Endpoint struct {
-	ID                string                `json:"id"`
-	Workspace         string                `json:"workspace"`
-	Name              string                `json:"name"`
-	AuthMode          string                `json:"auth_mode"`
-	Description       string                `json:"description,omitempty"`
-	Tags              map[string]string     `json:"tags,omitempty"`
-	Deployments       map[string]Deployment `json:"deployments"`
-	Traffic           map[string]int64      `json:"traffic,omitempty"`
-	MirrorTraffic     map[string]int64      `json:"mirror_traffic,omitempty"`
-	ScoringURI        string                `json:"scoring_uri"`
-	ProvisioningState string                `json:"provisioning_state"`
+	ID            string                `json:"id"`
+	Workspace     string                `json:"workspace"`
+	Name          string                `json:"name"`
+	AuthMode      string                `json:"auth_mode"`
+	Description   string                `json:"description,omitempty"`
+	Tags          map[string]string     `json:"tags,omitempty"`
+	Deployments   map[string]Deployment `json:"deployments"`
+	Traffic       map[string]int64      `json:"traffic,omitempty"`
+	MirrorTraffic map[string]int64      `json:"mirror_traffic,omitempty"`
+	// LiveTraffic is the split the router applies now: Traffic once the deployments it
+	// sends to have rolled out, the previous split until then.
+	LiveTraffic       map[string]int64 `json:"live_traffic,omitempty"`
+	ScoringURI        string           `json:"scoring_uri"`
+	ProvisioningState string           `json:"provisioning_state"`
 	// Error explains a Failed endpoint: the deployment and what its instances did.
 	Error     string    `json:"error,omitempty"`
 	CreatedOn time.Time `json:"created_on"`
