@@ -268,8 +268,17 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 		}
 	}
 
-	var minNodes types.Int64
-	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("scale_settings").AtName("min_node_count"), &minNodes)...)
+	// The cost warning speaks of a plan that sets the kept nodes (a create, a new minimum
+	// or size), not of every later plan that leaves them as they are.
+	minPath := path.Root("scale_settings").AtName("min_node_count")
+	var minNodes, priorMin types.Int64
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, minPath, &minNodes)...)
+	if !req.State.Raw.IsNull() {
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, minPath, &priorMin)...)
+	}
+	if !isNew && minNodes.Equal(priorMin) {
+		return
+	}
 	if d := idleNodesWarning(minNodes, size); d != nil {
 		resp.Diagnostics.Append(d)
 	}

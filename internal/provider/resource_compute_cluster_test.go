@@ -1007,7 +1007,7 @@ func TestComputeClusterSchema(t *testing.T) {
 }
 
 // TestComputeClusterModifyPlan runs ModifyPlan on plans built from the schema: the cost
-// warning lands on min_node_count, and only a new size is checked against the catalog, so
+// warning lands on min_node_count when a plan sets the kept nodes, and only a new size is checked against the catalog, so
 // a cluster whose size was since retired can still be planned.
 func TestComputeClusterModifyPlan(t *testing.T) {
 	ctx := context.Background()
@@ -1031,6 +1031,9 @@ func TestComputeClusterModifyPlan(t *testing.T) {
 		{name: "create with a minimum", plan: object("Standard_DS3_v2", 2), wantWarning: true},
 		{name: "create with a retired size", plan: object("Standard_NC6", 0), wantErr: "retired on 2023-08-31"},
 		{name: "unchanged retired size", prior: object("Standard_NC6", 0), plan: object("Standard_NC6", 1), wantWarning: true},
+		{name: "minimum unchanged", prior: object("Standard_DS3_v2", 2), plan: object("Standard_DS3_v2", 2)},
+		{name: "minimum raised", prior: object("Standard_DS3_v2", 1), plan: object("Standard_DS3_v2", 2), wantWarning: true},
+		{name: "new size with the same minimum", prior: object("Standard_DS3_v2", 2), plan: object("Standard_DS4_v2", 2), wantWarning: true},
 		{name: "retired size in another case", prior: object("Standard_NC6", 0), plan: object("standard_nc6", 0)},
 		{name: "new size is checked", prior: object("Standard_DS3_v2", 0), plan: object("Standard_Foo", 0), wantErr: "unknown VM size"},
 		{name: "LowPriority on a new size", plan: object("Standard_M128ms", 0, "LowPriority"), wantErr: "cannot run at LowPriority"},
