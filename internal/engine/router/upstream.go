@@ -84,6 +84,12 @@ type upConn struct {
 	br        *bufio.Reader
 	head      []byte // the request being written, reused
 	idleSince time.Time
+
+	// For idleAlive.
+	raw     syscall.RawConn
+	peek    func(fd uintptr) bool
+	peekBuf [1]byte
+	quiet   bool
 }
 
 // get returns the most recently used idle connection, or nil. A connection idle for
@@ -198,22 +204,25 @@ func (c *upConn) idleAlive() bool {
 	if c.br.Buffered() > 0 {
 		return false
 	}
-	sc, ok := c.nc.(syscall.Conn)
-	if !ok {
-		return true
+	if c.raw == nil {
+		sc, ok := c.nc.(syscall.Conn)
+		if !ok {
+			return true
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		// Made once per connection, so a request spends no allocation on the check.
+		c.raw = raw
+		c.peek = func(fd uintptr) bool {
+			_, _, err := unix.Recvfrom(int(fd), c.peekBuf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			c.quiet = err == unix.EAGAIN
+			return true // never wait for readiness
+		}
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	alive := false
-	var b [1]byte
-	err = raw.Read(func(fd uintptr) bool {
-		_, _, perr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		alive = perr == unix.EAGAIN
-		return true // never wait for readiness
-	})
-	return err == nil && alive
+	c.quiet = false
+	return c.raw.Read(c.peek) == nil && c.quiet
 }
 
 // idempotent reports whether req may be sent again after the instance may have read it:
