@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -211,11 +212,17 @@ func (h *Host) makeNamespace(t testing.TB) error {
 			t.Logf("ip netns del %s: %v: %s", ns, err, out)
 		}
 	})
-	var b [2]byte
-	_, _ = rand.Read(b[:])
-	n := binary.BigEndian.Uint16(b[:]) & 0x3fff // which /30 of the /16
-	hostIP := fmt.Sprintf("10.201.%d.%d", n>>6, (n&0x3f)*4+1)
-	nsIP := fmt.Sprintf("10.201.%d.%d", n>>6, (n&0x3f)*4+2)
+	// Test packages run in parallel processes: the choice of a free /30 and its use are
+	// one step under a lock they all share, so two hosts never get the same subnet.
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "mlcompute-sshtest.lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	hostIP, nsIP, err := freeSubnet()
+	if err != nil {
+		return err
+	}
 	steps := [][]string{
 		{"ip", "link", "add", hostLink, "type", "veth", "peer", "name", nsLink},
 		{"ip", "link", "set", nsLink, "netns", ns},
@@ -232,6 +239,45 @@ func (h *Host) makeNamespace(t testing.TB) error {
 	}
 	h.Namespace, h.HostLink, h.nsLink, h.Address, h.Port = ns, hostLink, nsLink, nsIP, 22
 	return nil
+}
+
+// freeSubnet picks a /30 of 10.201.0.0/16 that no interface of this machine uses and
+// returns its two host addresses.
+func freeSubnet() (hostIP, nsIP string, err error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", "", err
+	}
+	used := map[uint16]bool{}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip4 := ipn.IP.To4(); ip4 != nil && ip4[0] == 10 && ip4[1] == 201 {
+				used[uint16(ip4[2])<<6|uint16(ip4[3]>>2)] = true
+			}
+		}
+	}
+	for range 64 {
+		var b [2]byte
+		_, _ = rand.Read(b[:])
+		n := binary.BigEndian.Uint16(b[:]) & 0x3fff // which /30 of the /16
+		if !used[n] {
+			return fmt.Sprintf("10.201.%d.%d", n>>6, (n&0x3f)*4+1), fmt.Sprintf("10.201.%d.%d", n>>6, (n&0x3f)*4+2), nil
+		}
+	}
+	return "", "", errors.New("no free /30 found in 10.201.0.0/16")
+}
+
+// lockFile takes an exclusive flock on path, waiting for it; the returned func releases it.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // SetLinkUp takes the host's network link down or up again, inside its namespace: the
