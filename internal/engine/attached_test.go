@@ -142,6 +142,39 @@ func TestAttachedComputeRunsJobsThroughDropsAndRestarts(t *testing.T) {
 	}
 }
 
+// TestAttachedNodeLeftPreparingIsCreatedAfterRestart: the engine stopped while the
+// machine's node was being created (committed Preparing, admitted, outcome never
+// recorded). After the restart the node is created again and runs the queued job, rather
+// than staying Preparing and blocking the compute's only node.
+func TestAttachedNodeLeftPreparingIsCreatedAfterRestart(t *testing.T) {
+	h := sshtest.Start(t)
+	r := newRig(t)
+	r.workspace("wsa", nil)
+	if _, err := r.attach("wsa", "box", keyVM(h)); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("the machine's node is idle", func() bool {
+		c := r.compute("wsa", "box")
+		return len(c.Nodes) == 1 && c.Nodes[0].State == api.NodeIdle
+	})
+	r.stop()
+	st, err := store.Open(r.path, time.Second)
+	must(t, err)
+	must(t, st.Update(func(tx *store.Tx) error {
+		nodes, err := store.List[nodeRecord](tx, store.Nodes, "wsa/box/")
+		if err != nil || len(nodes) != 1 || !nodes[0].Admitted {
+			t.Fatalf("stored nodes %+v (%v), want one admitted node", nodes, err)
+		}
+		n := nodes[0]
+		n.State, n.IdleSince = api.NodePreparing, time.Time{}
+		return tx.Put(store.Nodes, n.key(), n)
+	}))
+	must(t, st.Close())
+	r.start()
+	j := r.submitCmd("wsa", "box", "true")
+	r.eventually("the job completed on the node created again", r.status("wsa", j.ID, api.JobCompleted))
+}
+
 func TestAttachFailuresNameTheSettingAndRecordNothing(t *testing.T) {
 	h := sshtest.Start(t)
 	r := newRig(t)

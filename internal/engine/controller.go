@@ -532,12 +532,17 @@ func (e *Engine) recover(ctx context.Context) error {
 			e.mu.Unlock()
 			continue
 		}
-		_, err := e.driver.Describe(ctx, n.ID)
-		switch {
-		case driver.IsNotFound(err) && n.State == api.NodePreparing:
-			// Committed but maybe never created: creating again under the same key is safe.
+		if n.State == api.NodePreparing {
+			// Committed but maybe never created, or created while the engine stopped before
+			// it recorded the outcome. Create is idempotent under the key and returns a node
+			// that is already live, so it runs whatever Describe would say (the ssh driver
+			// describes every node the store holds, created or not).
 			size, _ := catalog.Lookup(e.vmSizeOf(computes, n.Compute))
 			go e.createNode(ctx, n, size)
+			continue
+		}
+		_, err := e.driver.Describe(ctx, n.ID)
+		switch {
 		case driver.IsNotFound(err):
 			e.nodeGone(n.ID)
 		case err != nil:
