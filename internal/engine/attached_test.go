@@ -175,6 +175,41 @@ func TestAttachedNodeLeftPreparingIsCreatedAfterRestart(t *testing.T) {
 	r.eventually("the job completed on the node created again", r.status("wsa", j.ID, api.JobCompleted))
 }
 
+// TestAttachedJobEndedWhileDownIsLearnedOnceMachineAnswers: a job ends while the engine is
+// down, and the engine starts while the machine cannot be reached. The job stays running
+// until the machine answers, then completes with its true exit code.
+func TestAttachedJobEndedWhileDownIsLearnedOnceMachineAnswers(t *testing.T) {
+	h := sshtest.Start(t)
+	if h.Namespace == "" {
+		t.Skip("the host runs on loopback (no network namespaces): it cannot be made unreachable")
+	}
+	r := newRig(t)
+	r.workspace("wsa", nil)
+	if _, err := r.attach("wsa", "box", keyVM(h)); err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(h.Home, "gate")
+	j := r.submitCmd("wsa", "box", gatedJob(gate, 0)...)
+	r.eventually("job running", r.status("wsa", j.ID, api.JobRunning))
+	node := r.compute("wsa", "box").Nodes[0].ID
+	r.stop()
+	must(t, os.WriteFile(gate, nil, 0o644))
+	exitFile := filepath.Join(h.Home, ".mlcompute/tasks", node+"."+j.ID+".0-0", "exit_code")
+	r.eventually("the task recorded its exit", func() bool { _, err := os.Stat(exitFile); return err == nil })
+
+	h.SetUnreachable(t, true)
+	r.start()
+	r.settle()
+	if got := r.job("wsa", j.ID).Status; got != api.JobRunning {
+		t.Fatalf("job is %s while its machine cannot be reached, want Running", got)
+	}
+	h.SetUnreachable(t, false)
+	r.eventually("job completed once the machine answers", r.status("wsa", j.ID, api.JobCompleted))
+	if logs := r.logs("wsa", j.ID); !strings.HasSuffix(logs, "after\n") {
+		t.Fatalf("job output %q", logs)
+	}
+}
+
 func TestAttachFailuresNameTheSettingAndRecordNothing(t *testing.T) {
 	h := sshtest.Start(t)
 	r := newRig(t)

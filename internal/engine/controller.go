@@ -548,10 +548,15 @@ func (e *Engine) recover(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("describing node %s: %w", n.ID, err)
 		case n.Task != "" && n.State == api.NodeRunning:
-			st, err := e.driver.TaskStatus(ctx, n.ID, n.Task)
-			if err == nil && !st.Running {
-				e.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
-			}
+			// In the background: a machine that cannot be reached must not hold up the start
+			// (nor the other nodes). A driver whose machines may be unreachable delivers the
+			// exit itself once they answer (the ssh driver watches the tasks the store records).
+			go func() {
+				st, err := e.driver.TaskStatus(ctx, n.ID, n.Task)
+				if err == nil && !st.Running {
+					e.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
+				}
+			}()
 		}
 	}
 	for _, id := range e.endpointNodeIDs() {

@@ -19,9 +19,17 @@ import (
 // live in one place and a rotated credential is used from the next connection on.
 type Lookup func(ctx context.Context, nodeKey string) (Target, error)
 
+// Tasks returns the keys of the tasks the engine records as started on a node and not yet
+// ended, or driver.ErrNotFound when the engine no longer holds the node.
+type Tasks func(ctx context.Context, nodeKey string) ([]string, error)
+
 // DriverConfig configures a Driver. Lookup is required.
 type DriverConfig struct {
 	Lookup Lookup
+	// Tasks, when set, names the tasks adopting a node watches besides those the machine
+	// lists as running, so a task that ended while nobody watched (the engine was down)
+	// still reports its exit, once the machine answers.
+	Tasks Tasks
 	// Clock times keep-alives and reconnect back-off; the real clock when nil. These are
 	// transport timings, not engine rules, so they run on a real clock even in tests.
 	Clock  clock.WithTicker
@@ -202,7 +210,8 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 // Describe returns the node while the engine holds it, without waiting for the machine:
 // an unreachable machine is not a gone one, and an engine that restarts must not wait for
 // every machine. In the background it reconnects (with back-off) and watches the node's
-// tasks that are still running, which is how a restarted engine re-attaches to them.
+// tasks that are still running and those Tasks names (which may have ended while nobody
+// watched), which is how a restarted engine re-attaches to them and learns how they ended.
 func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, error) {
 	t, err := d.cfg.Lookup(ctx, key)
 	if err != nil {
@@ -234,6 +243,15 @@ func (d *Driver) adopt(nodeKey string) {
 		}
 		for _, k := range keys {
 			d.watch(nodeKey, strings.TrimPrefix(k, nodeKey+"."))
+		}
+		if d.cfg.Tasks != nil {
+			recorded, err := d.cfg.Tasks(d.ctx, nodeKey)
+			if err != nil {
+				return false, err
+			}
+			for _, k := range recorded {
+				d.watch(nodeKey, k)
+			}
 		}
 		return true, nil
 	})

@@ -156,6 +156,37 @@ func TestDriver(t *testing.T) {
 		}
 	})
 
+	t.Run("RestartedDriverReportsRecordedTaskThatEnded", func(t *testing.T) {
+		first := NewDriver(DriverConfig{Lookup: ts.lookup})
+		spec := driver.TaskSpec{Key: "job-6.0-0", Command: []string{"sh", "-c", "exit 8"}}
+		must(t, first.StartTask(testCtx(t), "vm-a", spec))
+		must(t, first.Close()) // the engine stops before the task ends
+		exitFile := filepath.Join(s.Home, ".mlcompute/tasks/vm-a.job-6.0-0/exit_code")
+		for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(exitFile); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the task never recorded its exit")
+			}
+		}
+
+		recorded := func(_ context.Context, key string) ([]string, error) {
+			if _, err := ts.lookup(context.Background(), key); err != nil {
+				return nil, err
+			}
+			return []string{spec.Key}, nil
+		}
+		second := NewDriver(DriverConfig{Lookup: ts.lookup, Tasks: recorded, KeepAlive: 500 * time.Millisecond})
+		t.Cleanup(func() { second.Close() })
+		if _, err := second.Describe(testCtx(t), "vm-a"); err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextExit(t, second, spec.Key); ev.NodeKey != "vm-a" || ev.ExitCode != 8 {
+			t.Fatalf("event %+v, want vm-a exit 8", ev)
+		}
+	})
+
 	t.Run("TerminateKillsTasksAndLeavesMachine", func(t *testing.T) {
 		d := newTestDriver(t, ts)
 		spec := driver.TaskSpec{Key: "job-4.0-0", Command: []string{"sleep", "300"}}
