@@ -57,10 +57,16 @@ type Driver struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	conns    map[string]*Client // node key -> its machine's connection
-	watching map[string]bool    // "<node>/<task>"
-	adopted  map[string]bool    // node keys whose running tasks are watched
+	conns    map[string]*Client       // node key -> its machine's connection
+	watching map[string]chan struct{} // "<node>/<task>" -> closed when its watcher ends
+	adopted  map[string]bool          // node keys whose running tasks are watched
+	// detached holds the nodes Terminate detached: no connection is made for them until
+	// Create, so their watchers end instead of dialing again. One key per detached node.
+	detached map[string]bool
 }
+
+// errDetached is what calls for a node get once Terminate detached it.
+var errDetached = fmt.Errorf("the node was detached: %w", driver.ErrNotFound)
 
 var _ driver.Driver = (*Driver)(nil)
 
@@ -81,7 +87,8 @@ func NewDriver(cfg DriverConfig) *Driver {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Driver{
 		cfg: cfg, ctx: ctx, cancel: cancel, events: make(chan driver.Event, 64),
-		conns: map[string]*Client{}, watching: map[string]bool{}, adopted: map[string]bool{},
+		conns: map[string]*Client{}, watching: map[string]chan struct{}{}, adopted: map[string]bool{},
+		detached: map[string]bool{},
 	}
 }
 
@@ -99,9 +106,12 @@ func (d *Driver) client(ctx context.Context, nodeKey string) (c *Client, fresh b
 		return nil, false, err
 	}
 	d.mu.Lock()
-	c = d.conns[nodeKey]
+	c, detached := d.conns[nodeKey], d.detached[nodeKey]
 	d.mu.Unlock()
-	if c != nil {
+	switch {
+	case detached:
+		return nil, false, errDetached
+	case c != nil:
 		return c, false, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
@@ -115,6 +125,10 @@ func (d *Driver) client(ctx context.Context, nodeKey string) (c *Client, fresh b
 	if d.ctx.Err() != nil {
 		_ = c.Close()
 		return nil, false, errors.New("the ssh driver is closed")
+	}
+	if d.detached[nodeKey] { // Terminate ran while this call dialed
+		_ = c.Close()
+		return nil, false, errDetached
 	}
 	if cur := d.conns[nodeKey]; cur != nil { // another call dialed first
 		_ = c.Close()
@@ -197,6 +211,9 @@ func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) 
 // Create checks that the machine is reachable with the node's target (the host key as
 // pinned) and returns the node. It creates nothing: the node is the machine.
 func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
+	d.mu.Lock()
+	delete(d.detached, spec.Key)
+	d.mu.Unlock()
 	if err := d.do(ctx, spec.Key, func(*Client) error { return nil }); err != nil {
 		return driver.NodeInfo{}, err
 	}
@@ -218,7 +235,7 @@ func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, err
 		return driver.NodeInfo{}, err
 	}
 	d.mu.Lock()
-	adopt := !d.adopted[key] && d.ctx.Err() == nil
+	adopt := !d.adopted[key] && !d.detached[key] && d.ctx.Err() == nil
 	if adopt {
 		d.adopted[key] = true
 		d.wg.Add(1)
@@ -281,11 +298,12 @@ func (d *Driver) retry(nodeKey, doing string, f func() (bool, error)) {
 func (d *Driver) watch(nodeKey, taskKey string) {
 	k := nodeKey + "/" + taskKey
 	d.mu.Lock()
-	if d.watching[k] || d.ctx.Err() != nil {
+	if d.watching[k] != nil || d.ctx.Err() != nil || d.detached[nodeKey] {
 		d.mu.Unlock()
 		return
 	}
-	d.watching[k] = true
+	done := make(chan struct{})
+	d.watching[k] = done
 	d.wg.Add(1)
 	d.mu.Unlock()
 	go func() {
@@ -294,6 +312,7 @@ func (d *Driver) watch(nodeKey, taskKey string) {
 			d.mu.Lock()
 			delete(d.watching, k)
 			d.mu.Unlock()
+			close(done)
 		}()
 		d.retry(nodeKey, "waiting for task", func() (bool, error) {
 			var running bool
@@ -303,6 +322,8 @@ func (d *Driver) watch(nodeKey, taskKey string) {
 				return err
 			})
 			switch {
+			case errors.Is(err, errDetached):
+				return true, nil // Terminate detached the node: nobody waits for its events
 			case errors.Is(err, driver.ErrNotFound):
 				if _, lerr := d.cfg.Lookup(d.ctx, nodeKey); lerr != nil {
 					return true, nil // the node is gone, and its events with it
@@ -326,13 +347,16 @@ func (d *Driver) watch(nodeKey, taskKey string) {
 // engine's records are the only list, and nothing on a machine is ever an orphan to remove.
 func (d *Driver) List(context.Context, string) ([]driver.NodeInfo, error) { return nil, nil }
 
-// Terminate detaches the node: it kills the node's running tasks (their process groups)
-// and closes the connection, and leaves everything else on the machine as it is. It never
-// fails because the machine cannot be reached: a detached machine is not the engine's to
-// wait for, so that is logged and the node counts as gone.
+// Terminate detaches the node: it kills the node's running tasks (their process groups),
+// lets their watchers report the exits, then stops watching the node and closes its
+// connection; it leaves everything else on the machine as it is. Until Create, no call
+// for the node connects again. It never fails because the machine cannot be reached: a
+// detached machine is not the engine's to wait for, so that is logged and the node counts
+// as gone.
 func (d *Driver) Terminate(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+2*killGraceSeconds*time.Second)
 	defer cancel()
+	defer d.detach(key)
 	err := d.do(ctx, key, func(c *Client) error {
 		keys, err := c.RunningTasks(ctx, key+".")
 		if err != nil {
@@ -347,18 +371,46 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	})
 	switch {
 	case driver.IsNotFound(err):
-		return nil
 	case err != nil:
 		d.cfg.Logger.Warn("could not stop the tasks of a detached machine", "node", key, "error", err)
-	}
-	d.mu.Lock()
-	c := d.conns[key]
-	delete(d.adopted, key)
-	d.mu.Unlock()
-	if c != nil {
-		d.drop(key, c)
+	default:
+		d.awaitWatchers(ctx, key)
 	}
 	return nil
+}
+
+// awaitWatchers waits until the node's watchers have ended (their tasks were killed, so
+// they report the exits at once) or ctx ends.
+func (d *Driver) awaitWatchers(ctx context.Context, key string) {
+	var done []chan struct{}
+	d.mu.Lock()
+	for k, ch := range d.watching {
+		if strings.HasPrefix(k, key+"/") {
+			done = append(done, ch)
+		}
+	}
+	d.mu.Unlock()
+	for _, ch := range done {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// detach marks the node detached and closes its connection: watchers still running (the
+// machine could not be reached) end at their next attempt, and nothing dials for the node.
+func (d *Driver) detach(key string) {
+	d.mu.Lock()
+	d.detached[key] = true
+	delete(d.adopted, key)
+	c := d.conns[key]
+	delete(d.conns, key)
+	d.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
 }
 
 // StartTask copies spec.CodeDir (when set) to ~/.mlcompute/code/<node>.<task> on the

@@ -200,6 +200,34 @@ func TestDriver(t *testing.T) {
 		}
 	})
 
+	t.Run("TerminateLeavesNoConnectionOrWatcher", func(t *testing.T) {
+		d := newTestDriver(t, ts)
+		spec := driver.TaskSpec{Key: "job-7.0-0", Command: []string{"sleep", "300"}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		must(t, d.Terminate(testCtx(t), "vm-a"))
+		nextExit(t, d, spec.Key)
+		// The engine deletes the node's record only after Terminate returned: until then
+		// calls still find the node, and must not connect again.
+		if _, err := d.TaskOutput(testCtx(t), "vm-a", spec.Key, 0); !driver.IsNotFound(err) {
+			t.Fatalf("output of a detached node: %v, want not found", err)
+		}
+		waitDetached(t, d)
+		if _, err := d.Create(testCtx(t), driver.NodeSpec{Key: "vm-a"}); err != nil {
+			t.Fatalf("attaching again after a detach: %v", err)
+		}
+
+		// A node whose record is gone before Terminate runs is let go as well.
+		gone := &targets{m: map[string]Target{"vm-d": s.target()}}
+		d2 := newTestDriver(t, gone)
+		spec2 := driver.TaskSpec{Key: "job-7.1-0", Command: []string{"sleep", "300"}}
+		must(t, d2.StartTask(testCtx(t), "vm-d", spec2))
+		gone.mu.Lock()
+		delete(gone.m, "vm-d")
+		gone.mu.Unlock()
+		must(t, d2.Terminate(testCtx(t), "vm-d"))
+		waitDetached(t, d2)
+	})
+
 	t.Run("TerminateUnreachableMachine", func(t *testing.T) {
 		tg := s.target()
 		tg.Port = s.ClosedPort(t)
@@ -214,4 +242,20 @@ func TestDriver(t *testing.T) {
 			t.Fatalf("terminating an unknown node: %v", err)
 		}
 	})
+}
+
+// waitDetached waits until d holds no connection and runs no watcher.
+func waitDetached(t *testing.T, d *Driver) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+		d.mu.Lock()
+		conns, watchers := len(d.conns), len(d.watching)
+		d.mu.Unlock()
+		if conns == 0 && watchers == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connection(s) and %d watcher(s) left after detaching", conns, watchers)
+		}
+	}
 }
