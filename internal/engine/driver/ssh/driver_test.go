@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -187,6 +189,35 @@ func TestDriver(t *testing.T) {
 		}
 	})
 
+	t.Run("NoRemoteWaitOutlivesItsSession", func(t *testing.T) {
+		d := NewDriver(DriverConfig{Lookup: ts.lookup})
+		spec := driver.TaskSpec{Key: "job-10.0-0", Command: []string{"sleep", "300"}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		rkey := remoteKey("vm-a", spec.Key)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			_ = Kill(ctx, s.target(), rkey)
+		})
+		// Each drop ends the watcher's session; it reconnects and waits in a new one.
+		for range 3 {
+			var before []int
+			waitUntil(t, "a remote wait", func() bool { before = remoteWaits(s.UID, rkey); return len(before) > 0 })
+			waitUntil(t, "a connection to drop", func() bool { return s.DropConnections(t) > 0 })
+			waitUntil(t, "a remote wait in a new session", func() bool {
+				for _, pid := range remoteWaits(s.UID, rkey) {
+					if !slices.Contains(before, pid) {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		waitUntil(t, "one remote wait left after the drops", func() bool { return len(remoteWaits(s.UID, rkey)) == 1 })
+		must(t, d.Close()) // the engine stops; the task runs on
+		waitUntil(t, "no remote wait left after the engine stopped", func() bool { return len(remoteWaits(s.UID, rkey)) == 0 })
+	})
+
 	t.Run("TerminateKillsTasksAndLeavesMachine", func(t *testing.T) {
 		d := newTestDriver(t, ts)
 		spec := driver.TaskSpec{Key: "job-4.0-0", Command: []string{"sleep", "300"}}
@@ -258,4 +289,35 @@ func waitDetached(t *testing.T, d *Driver) {
 			t.Fatalf("%d connection(s) and %d watcher(s) left after detaching", conns, watchers)
 		}
 	}
+}
+
+// waitUntil waits for cond, failing the test when it does not hold within waitLimit.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never reached: %s", what)
+		}
+	}
+}
+
+// remoteWaits returns the pids of uid's processes running a remote script for task key
+// ("sh -s -- <key>"); while the task runs, those are its remote waits.
+func remoteWaits(uid int, key string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		var st syscall.Stat_t
+		if syscall.Stat(dir, &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || string(raw) != "sh\x00-s\x00--\x00"+key+"\x00" {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(dir)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

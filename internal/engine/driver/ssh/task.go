@@ -322,11 +322,17 @@ echo running
 `
 
 // waitScript runs before statusScript: it loops until the task recorded its exit status
-// or its wrapper is gone.
+// or its wrapper is gone. Closing a session without a terminal does not end the loop, so
+// it writes a newline about once a second (which the status parsing skips): once the
+// session is gone the write fails, and the loop ends rather than polling on the machine
+// for as long as the task runs.
 const waitScript = `d="$HOME/.mlcompute/tasks/$1"
 [ -d "$d" ] || exit 44
+i=0
 while [ ! -f "$d/exit_code" ]; do
   if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; then break; fi
+  i=$((i+1))
+  if [ "$i" -ge 5 ]; then i=0; echo || exit 1; fi
   sleep 0.2 2>/dev/null || sleep 1
 done
 `
