@@ -187,10 +187,12 @@ func (d *Driver) keepAlive(nodeKey string, c *Client) {
 	}
 }
 
-// do runs f on the node's connection. A failure other than a missing task drops the
-// connection; when it was an older connection (which may have died since it was last
-// used, before the keep-alive noticed), f runs once more on a fresh one. Every f is
-// idempotent, so running it twice is safe.
+// do runs f on the node's connection. When f fails and the connection no longer answers,
+// it is dropped (which ends every session on it) and, when it was an older connection
+// (which may have died since it was last used, before the keep-alive noticed), f runs once
+// more on a fresh one; every f is idempotent, so running it twice is safe. Any other
+// failure (a remote command's exit status, a local error, a missing task) is f's own: it
+// is returned as it is, and the connection and its other sessions carry on.
 func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) error {
 	for {
 		c, fresh, err := d.client(ctx, nodeKey)
@@ -198,13 +200,29 @@ func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) 
 			return err
 		}
 		err = f(c)
-		if err == nil || driver.IsNotFound(err) || ctx.Err() != nil {
+		if err == nil || driver.IsNotFound(err) || ctx.Err() != nil || d.answers(c) {
 			return err
 		}
 		d.drop(nodeKey, c)
 		if fresh {
 			return err
 		}
+	}
+}
+
+// answers reports whether c still carries requests: a keep-alive answered within twice
+// the keep-alive interval, as the keep-alive loop allows.
+func (d *Driver) answers(c *Client) bool {
+	answered := make(chan error, 1)
+	go func() { // ends at the latest when c is closed
+		_, _, err := c.conn.SendRequest("keepalive@openssh.com", true, nil)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		return err == nil
+	case <-d.cfg.Clock.After(2 * d.cfg.KeepAlive):
+		return false
 	}
 }
 

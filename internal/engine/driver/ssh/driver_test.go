@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -135,6 +136,40 @@ func TestDriver(t *testing.T) {
 		s.SetLinkUp(t, true)
 		if ev := nextExit(t, d, spec.Key); ev.ExitCode != 5 {
 			t.Fatalf("event %+v, want exit 5", ev)
+		}
+	})
+
+	t.Run("FailedCallKeepsTheConnection", func(t *testing.T) {
+		d := newTestDriver(t, ts)
+		gate := filepath.Join(s.Home, "keep-go")
+		spec := driver.TaskSpec{Key: "job-11.0-0", Command: []string{"sh", "-c", `while [ ! -f "$1" ]; do sleep 0.05; done; exit 3`, "sh", gate}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		conn := func() *Client {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return d.conns["vm-a"]
+		}
+		before := conn()
+
+		// A local failure: the code to copy is missing.
+		missing := driver.TaskSpec{Key: "job-11.1-0", Command: []string{"true"}, CodeDir: filepath.Join(t.TempDir(), "missing")}
+		if err := d.StartTask(testCtx(t), "vm-a", missing); err == nil {
+			t.Fatal("a task whose code is missing started")
+		}
+		// A remote answer that makes no sense: an ended task's exit status is garbled.
+		ended := driver.TaskSpec{Key: "job-11.2-0", Command: []string{"true"}}
+		must(t, d.StartTask(testCtx(t), "vm-a", ended))
+		nextExit(t, d, ended.Key)
+		must(t, os.WriteFile(filepath.Join(s.Home, ".mlcompute/tasks/vm-a.job-11.2-0/exit_code"), []byte("garbled\n"), 0o600))
+		if _, err := d.TaskStatus(testCtx(t), "vm-a", ended.Key); err == nil || !strings.Contains(err.Error(), "garbled") {
+			t.Fatalf("status of a garbled task: %v, want an error quoting it", err)
+		}
+		if conn() != before {
+			t.Fatal("a failed call replaced the connection, cutting the sessions on it")
+		}
+		must(t, os.WriteFile(gate, nil, 0o644))
+		if ev := nextExit(t, d, spec.Key); ev.ExitCode != 3 {
+			t.Fatalf("event %+v, want exit 3", ev)
 		}
 	})
 
