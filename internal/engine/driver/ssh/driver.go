@@ -380,12 +380,7 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 		if err != nil {
 			return err
 		}
-		for _, k := range keys {
-			if err := c.Kill(ctx, k); err != nil && !driver.IsNotFound(err) {
-				return err
-			}
-		}
-		return nil
+		return c.KillAll(ctx, keys)
 	})
 	switch {
 	case driver.IsNotFound(err):

@@ -294,6 +294,34 @@ func TestDriver(t *testing.T) {
 		waitDetached(t, d2)
 	})
 
+	t.Run("TerminateKillsStubbornTasksTogether", func(t *testing.T) {
+		// Tasks that ignore SIGTERM each hold out for the whole grace period: one after
+		// another, three would outlast Terminate's deadline.
+		d := NewDriver(DriverConfig{Lookup: ts.lookup, DialTimeout: 2 * time.Second})
+		t.Cleanup(func() { d.Close() })
+		var specs []driver.TaskSpec
+		for i := range 3 {
+			spec := driver.TaskSpec{Key: "job-12.0-" + strconv.Itoa(i), Command: []string{"sh", "-c", `trap "" TERM; sleep 300`}}
+			must(t, d.StartTask(testCtx(t), "vm-a", spec))
+			specs = append(specs, spec)
+		}
+		must(t, d.Terminate(testCtx(t), "vm-a"))
+		exits := map[string]int{}
+		for range specs {
+			select {
+			case ev := <-d.Events():
+				exits[ev.TaskKey] = ev.ExitCode
+			case <-time.After(waitLimit):
+				t.Fatalf("exits %v: not every task was killed", exits)
+			}
+		}
+		for _, spec := range specs {
+			if code, ok := exits[spec.Key]; !ok || code != 128+int(syscall.SIGKILL) {
+				t.Fatalf("exits %v: want each task killed by SIGKILL", exits)
+			}
+		}
+	})
+
 	t.Run("TerminateUnreachableMachine", func(t *testing.T) {
 		tg := s.target()
 		tg.Port = s.ClosedPort(t)

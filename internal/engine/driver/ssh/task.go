@@ -239,16 +239,44 @@ func (c *Client) Kill(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("killing task: %w", err)
 	}
-	cmd := fmt.Sprintf("sh -s -- %s %d", shellQuote(key), killGraceSeconds*10)
-	_, stderr, code, err := c.run(ctx, cmd, killScript)
+	err := c.kill(ctx, []string{key})
 	if err != nil {
 		return fmt.Errorf("killing task %s: %w", key, err)
 	}
+	return nil
+}
+
+// KillAll kills the tasks as Kill does, all at once: every group gets SIGTERM together and
+// those left after 10 s get SIGKILL, so killing many tasks takes as long as killing one.
+// Keys the machine does not have are skipped.
+func (c *Client) KillAll(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("killing tasks: %w", err)
+		}
+	}
+	if err := c.kill(ctx, keys); err != nil && !driver.IsNotFound(err) {
+		return fmt.Errorf("killing tasks: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) kill(ctx context.Context, keys []string) error {
+	cmd := fmt.Sprintf("sh -s -- %d", killGraceSeconds*10)
+	for _, k := range keys {
+		cmd += " " + shellQuote(k)
+	}
+	_, stderr, code, err := c.run(ctx, cmd, killScript)
 	switch {
+	case err != nil:
+		return err
 	case code == exitMissing:
-		return fmt.Errorf("killing task %s: %w", key, driver.ErrNotFound)
+		return driver.ErrNotFound
 	case code != 0:
-		return fmt.Errorf("killing task %s: remote kill exited %d: %s", key, code, strings.TrimSpace(string(stderr)))
+		return fmt.Errorf("remote kill exited %d: %s", code, strings.TrimSpace(string(stderr)))
 	}
 	return nil
 }
@@ -354,24 +382,37 @@ const outputScript = `d="$HOME/.mlcompute/tasks/$1"
 tail -c +"$2" "$d/output.log" | head -c "$3"
 `
 
-// killScript: $1 key, $2 tenths of a second to wait after SIGTERM. If the group does not
-// exist yet (the task's setsid has not run), the pid alone is signalled.
-const killScript = `d="$HOME/.mlcompute/tasks/$1"
-[ -d "$d" ] || exit 44
-[ -f "$d/exit_code" ] && exit 0
-[ -f "$d/pid" ] || exit 0
-pid=$(cat "$d/pid")
-kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || exit 0
-i=0
-while kill -0 -"$pid" 2>/dev/null; do
-  i=$((i+1))
-  if [ "$i" -gt "$2" ]; then kill -KILL -"$pid" 2>/dev/null; break; fi
-  sleep 0.1 2>/dev/null || sleep 1
+// killScript: $1 tenths of a second to wait after SIGTERM, then the task keys. Every
+// task's group gets SIGTERM at once and those left after the wait get SIGKILL; then it
+// waits (5 s at most) for the signalled tasks' exit statuses. If a group does not exist
+// yet (the task's setsid has not run), the pid alone is signalled. A single key whose task
+// does not exist exits 44; with several, missing ones are skipped.
+const killScript = `grace=$1; shift
+base="$HOME/.mlcompute/tasks"
+if [ $# -eq 1 ] && [ ! -d "$base/$1" ]; then exit 44; fi
+pids=; signalled=
+for k in "$@"; do
+  d="$base/$k"
+  [ -d "$d" ] && [ ! -f "$d/exit_code" ] && [ -f "$d/pid" ] || continue
+  pid=$(cat "$d/pid")
+  if kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; then
+    pids="$pids $pid"; signalled="$signalled $k"
+  fi
 done
 i=0
-while [ ! -f "$d/exit_code" ] && [ "$i" -lt 50 ]; do
-  i=$((i+1))
-  sleep 0.1 2>/dev/null || sleep 1
+for pid in $pids; do
+  while kill -0 -"$pid" 2>/dev/null; do
+    i=$((i+1))
+    if [ "$i" -gt "$grace" ]; then kill -KILL -"$pid" 2>/dev/null; break; fi
+    sleep 0.1 2>/dev/null || sleep 1
+  done
+done
+i=0
+for k in $signalled; do
+  while [ ! -f "$base/$k/exit_code" ] && [ "$i" -lt 50 ]; do
+    i=$((i+1))
+    sleep 0.1 2>/dev/null || sleep 1
+  done
 done
 exit 0
 `
