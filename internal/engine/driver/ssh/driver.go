@@ -372,7 +372,7 @@ func (d *Driver) List(context.Context, string) ([]driver.NodeInfo, error) { retu
 // detached machine is not the engine's to wait for, so that is logged and the node counts
 // as gone.
 func (d *Driver) Terminate(ctx context.Context, key string) error {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+2*killGraceSeconds*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+killLimit)
 	defer cancel()
 	defer d.detach(key)
 	err := d.do(ctx, key, func(c *Client) error {

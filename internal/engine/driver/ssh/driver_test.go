@@ -296,11 +296,11 @@ func TestDriver(t *testing.T) {
 
 	t.Run("TerminateKillsStubbornTasksTogether", func(t *testing.T) {
 		// Tasks that ignore SIGTERM each hold out for the whole grace period: one after
-		// another, three would outlast Terminate's deadline.
+		// another, four would outlast Terminate's deadline.
 		d := NewDriver(DriverConfig{Lookup: ts.lookup, DialTimeout: 2 * time.Second})
 		t.Cleanup(func() { d.Close() })
 		var specs []driver.TaskSpec
-		for i := range 3 {
+		for i := range 4 {
 			spec := driver.TaskSpec{Key: "job-12.0-" + strconv.Itoa(i), Command: []string{"sh", "-c", `trap "" TERM; sleep 300`}}
 			must(t, d.StartTask(testCtx(t), "vm-a", spec))
 			specs = append(specs, spec)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
@@ -22,6 +23,10 @@ const MaxOutputChunk = 1 << 20
 
 // killGraceSeconds is how long Kill waits after SIGTERM before SIGKILL.
 const killGraceSeconds = 10
+
+// killLimit bounds one remote kill: the wait for a starting task's pid (10 s), the grace
+// period, the wait for the exit statuses (5 s), and a margin for the round trips.
+const killLimit = (10 + killGraceSeconds + 5 + 5) * time.Second
 
 // exitMissing is the status the remote scripts exit with when the task directory is absent.
 const exitMissing = 44
@@ -328,9 +333,15 @@ done
 
 // wrapperScript runs in its own session with the task directory as $1. The task gets a
 // session (and so a process group) of its own, whose id is the pid recorded: Kill signals
-// the group without touching the wrapper, which then records the exit status.
+// the group without touching the wrapper, which then records the exit status. A task
+// killed before it started (Kill left "cancelled") never starts, and ends as if killed by
+// SIGTERM.
 const wrapperScript = `d=$1
 echo $$ > "$d/wrapper.pid.tmp" && mv -f "$d/wrapper.pid.tmp" "$d/wrapper.pid"
+if [ -f "$d/cancelled" ]; then
+  echo 143 > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
+  exit 0
+fi
 setsid sh "$d/run.sh" > "$d/output.log" 2>&1 < /dev/null &
 pid=$!
 echo "$pid" > "$d/pid.tmp" && mv -f "$d/pid.tmp" "$d/pid"
@@ -384,16 +395,27 @@ tail -c +"$2" "$d/output.log" | head -c "$3"
 
 // killScript: $1 tenths of a second to wait after SIGTERM, then the task keys. Every
 // task's group gets SIGTERM at once and those left after the wait get SIGKILL; then it
-// waits (5 s at most) for the signalled tasks' exit statuses. If a group does not exist
-// yet (the task's setsid has not run), the pid alone is signalled. A single key whose task
-// does not exist exits 44; with several, missing ones are skipped.
+// waits (5 s at most) for the signalled tasks' exit statuses. A task still starting (no
+// pid recorded yet) is marked cancelled, so a wrapper that has not started it never will,
+// and its pid is awaited as Start does (10 s at most). If a group does not exist yet (the
+// task's setsid has not run), the pid alone is signalled. A single key whose task does
+// not exist exits 44; with several, missing ones are skipped.
 const killScript = `grace=$1; shift
 base="$HOME/.mlcompute/tasks"
 if [ $# -eq 1 ] && [ ! -d "$base/$1" ]; then exit 44; fi
 pids=; signalled=
 for k in "$@"; do
   d="$base/$k"
-  [ -d "$d" ] && [ ! -f "$d/exit_code" ] && [ -f "$d/pid" ] || continue
+  [ -d "$d" ] && [ ! -f "$d/exit_code" ] || continue
+  if [ ! -f "$d/pid" ]; then
+    : > "$d/cancelled"
+    j=0
+    while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ "$j" -lt 100 ]; do
+      j=$((j+1))
+      sleep 0.1 2>/dev/null || sleep 1
+    done
+    [ -f "$d/pid" ] && [ ! -f "$d/exit_code" ] || continue
+  fi
   pid=$(cat "$d/pid")
   if kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; then
     pids="$pids $pid"; signalled="$signalled $k"
