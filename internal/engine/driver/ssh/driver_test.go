@@ -305,7 +305,9 @@ func TestDriver(t *testing.T) {
 			must(t, d.StartTask(testCtx(t), "vm-a", spec))
 			specs = append(specs, spec)
 		}
-		must(t, d.Terminate(testCtx(t), "vm-a"))
+		ctx, cancel := context.WithTimeout(context.Background(), 4*waitLimit) // the grace period and more
+		defer cancel()
+		must(t, d.Terminate(ctx, "vm-a"))
 		exits := map[string]int{}
 		for range specs {
 			select {
