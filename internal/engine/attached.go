@@ -65,7 +65,7 @@ func (c computeRecord) nodeIDPrefix() string {
 // withAttached wraps the operator's driver so that attached machines' nodes go to an
 // ssh driver whose lifetime is ctx's.
 func (e *Engine) withAttached(ctx context.Context, d driver.Driver) driver.Driver {
-	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: e.attachedTarget, Logger: e.log.Named("ssh")})
+	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: e.attachedTarget, Tasks: e.attachedTasks, Logger: e.log.Named("ssh")})
 	context.AfterFunc(ctx, func() { _ = vms.Close() })
 	return mux.New(ctx, d, mux.Route{Prefix: attachedNodePrefix, Driver: vms})
 }
@@ -88,6 +88,28 @@ func (e *Engine) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Targe
 		return nil
 	})
 	return t, err
+}
+
+// attachedTasks is the ssh driver's Tasks: the task of the job the store records as
+// running on the node, so a job that ended while the engine was down (or could not reach
+// the machine at its start) learns its exit once the machine answers. A job still
+// preparing is left out: recovery starts it again, and its task may not exist yet.
+func (e *Engine) attachedTasks(_ context.Context, nodeKey string) ([]string, error) {
+	var keys []string
+	err := e.store.View(func(tx *store.Tx) error {
+		n, ok := e.nodeByID(tx, nodeKey)
+		if !ok {
+			return driver.ErrNotFound
+		}
+		if n.Task == "" || n.JobID == "" {
+			return nil
+		}
+		if j, ok := getJob(tx, workspaceOf(n.Compute), n.JobID); ok && j.Status == api.JobRunning {
+			keys = append(keys, n.Task)
+		}
+		return nil
+	})
+	return keys, err
 }
 
 // busyNodes reports whether a node other than an idle attached machine exists: an

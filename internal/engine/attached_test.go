@@ -27,6 +27,15 @@ import (
 // These tests run the engine (fake clock, fake driver for cluster nodes) with the real ssh
 // driver against real sshd test hosts.
 
+// sshWait bounds the waits of these tests: they go through real SSH connections, whose
+// dials, keep-alives and reconnect back-off (up to 10 s between attempts) take real time.
+const sshWait = 30 * time.Second
+
+func (r *rig) eventuallySSH(what string, cond func() bool) {
+	r.t.Helper()
+	r.eventuallyWithin(sshWait, what, cond)
+}
+
 func (r *rig) attach(ws, name string, vm api.VirtualMachine) (*api.Compute, error) {
 	return r.e.CreateCompute(context.Background(), ws, api.ComputeSpec{Name: name, Type: api.TypeAttached, VirtualMachine: &vm}, "")
 }
@@ -77,7 +86,7 @@ func TestAttachedComputeRunsJobsThroughDropsAndRestarts(t *testing.T) {
 	if strings.Contains(string(raw), "PRIVATE KEY") || vm.PrivateKey != "" || vm.Password != "" {
 		t.Fatalf("the API returns the machine's secret: %s", raw)
 	}
-	r.eventually("the machine's node is idle", func() bool {
+	r.eventuallySSH("the machine's node is idle", func() bool {
 		c := r.compute("wsa", "box")
 		return len(c.Nodes) == 1 && c.Nodes[0].State == api.NodeIdle && strings.HasPrefix(c.Nodes[0].ID, attachedNodePrefix)
 	})
@@ -91,10 +100,10 @@ func TestAttachedComputeRunsJobsThroughDropsAndRestarts(t *testing.T) {
 	// The connection drops while the job runs: its status and output still arrive.
 	gate1 := filepath.Join(h.Home, "gate1")
 	j1 := r.submitCmd("wsa", "box", gatedJob(gate1, 3)...)
-	r.eventually("job 1 running", r.status("wsa", j1.ID, api.JobRunning))
-	r.eventually("an SSH connection to drop", func() bool { return h.DropConnections(t) > 0 })
+	r.eventuallySSH("job 1 running", r.status("wsa", j1.ID, api.JobRunning))
+	r.eventuallySSH("an SSH connection to drop", func() bool { return h.DropConnections(t) > 0 })
 	must(t, os.WriteFile(gate1, nil, 0o644))
-	r.eventually("job 1 failed", r.status("wsa", j1.ID, api.JobFailed))
+	r.eventuallySSH("job 1 failed", r.status("wsa", j1.ID, api.JobFailed))
 	if got := r.job("wsa", j1.ID); got.ExitCode == nil || *got.ExitCode != 3 {
 		t.Fatalf("job 1 exit code %v, want 3", got.ExitCode)
 	}
@@ -105,11 +114,11 @@ func TestAttachedComputeRunsJobsThroughDropsAndRestarts(t *testing.T) {
 	// The engine restarts while a job runs: it re-attaches and learns how the job ended.
 	gate2 := filepath.Join(h.Home, "gate2")
 	j2 := r.submitCmd("wsa", "box", gatedJob(gate2, 0)...)
-	r.eventually("job 2 running", r.status("wsa", j2.ID, api.JobRunning))
+	r.eventuallySSH("job 2 running", r.status("wsa", j2.ID, api.JobRunning))
 	r.stop()
 	must(t, os.WriteFile(gate2, nil, 0o644))
 	r.start()
-	r.eventually("job 2 completed after the restart", r.status("wsa", j2.ID, api.JobCompleted))
+	r.eventuallySSH("job 2 completed after the restart", r.status("wsa", j2.ID, api.JobCompleted))
 	if logs := r.logs("wsa", j2.ID); !strings.HasSuffix(logs, "after\n") {
 		t.Fatalf("job 2 output %q", logs)
 	}
@@ -117,16 +126,16 @@ func TestAttachedComputeRunsJobsThroughDropsAndRestarts(t *testing.T) {
 	// A job still running at the restart is watched again, and ends on its own.
 	gate3 := filepath.Join(h.Home, "gate3")
 	j3 := r.submitCmd("wsa", "box", gatedJob(gate3, 0)...)
-	r.eventually("job 3 running", r.status("wsa", j3.ID, api.JobRunning))
+	r.eventuallySSH("job 3 running", r.status("wsa", j3.ID, api.JobRunning))
 	r.stop()
 	r.start()
 	must(t, os.WriteFile(gate3, nil, 0o644))
-	r.eventually("job 3 completed", r.status("wsa", j3.ID, api.JobCompleted))
+	r.eventuallySSH("job 3 completed", r.status("wsa", j3.ID, api.JobCompleted))
 
 	// Detaching cancels the running job (its process group dies) and leaves the machine's
 	// files alone.
 	j4 := r.submitCmd("wsa", "box", "sleep", "300")
-	r.eventually("job 4 running", r.status("wsa", j4.ID, api.JobRunning))
+	r.eventuallySSH("job 4 running", r.status("wsa", j4.ID, api.JobRunning))
 	node := r.compute("wsa", "box").Nodes[0].ID
 	taskDir := filepath.Join(h.Home, ".mlcompute/tasks", node+"."+j4.ID+".0-0")
 	pgid := readPid(t, filepath.Join(taskDir, "pid"))
@@ -136,9 +145,77 @@ func TestAttachedComputeRunsJobsThroughDropsAndRestarts(t *testing.T) {
 	if got := r.job("wsa", j4.ID).Status; got != api.JobCanceled {
 		t.Fatalf("job 4 is %s after detaching, want Canceled", got)
 	}
-	r.eventually("job 4's process group gone", func() bool { return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) })
+	r.eventuallySSH("job 4's process group gone", func() bool { return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) })
 	if _, err := os.Stat(filepath.Join(taskDir, "output.log")); err != nil {
 		t.Fatalf("detaching removed files from the machine: %v", err)
+	}
+}
+
+// TestAttachedNodeLeftPreparingIsCreatedAfterRestart: the engine stopped while the
+// machine's node was being created (committed Preparing, admitted, outcome never
+// recorded). After the restart the node is created again and runs the queued job, rather
+// than staying Preparing and blocking the compute's only node.
+func TestAttachedNodeLeftPreparingIsCreatedAfterRestart(t *testing.T) {
+	h := sshtest.Start(t)
+	r := newRig(t)
+	r.workspace("wsa", nil)
+	if _, err := r.attach("wsa", "box", keyVM(h)); err != nil {
+		t.Fatal(err)
+	}
+	r.eventuallySSH("the machine's node is idle", func() bool {
+		c := r.compute("wsa", "box")
+		return len(c.Nodes) == 1 && c.Nodes[0].State == api.NodeIdle
+	})
+	r.stop()
+	st, err := store.Open(r.path, time.Second)
+	must(t, err)
+	must(t, st.Update(func(tx *store.Tx) error {
+		nodes, err := store.List[nodeRecord](tx, store.Nodes, "wsa/box/")
+		if err != nil || len(nodes) != 1 || !nodes[0].Admitted {
+			t.Fatalf("stored nodes %+v (%v), want one admitted node", nodes, err)
+		}
+		n := nodes[0]
+		n.State, n.IdleSince = api.NodePreparing, time.Time{}
+		return tx.Put(store.Nodes, n.key(), n)
+	}))
+	must(t, st.Close())
+	r.start()
+	j := r.submitCmd("wsa", "box", "true")
+	r.eventuallySSH("the job completed on the node created again", r.status("wsa", j.ID, api.JobCompleted))
+}
+
+// TestAttachedJobEndedWhileDownIsLearnedOnceMachineAnswers: a job ends while the engine is
+// down, and the engine starts while the machine cannot be reached. The job stays running
+// until the machine answers, then completes with its true exit code.
+func TestAttachedJobEndedWhileDownIsLearnedOnceMachineAnswers(t *testing.T) {
+	h := sshtest.Start(t)
+	if h.Namespace == "" {
+		t.Skip("the host runs on loopback (no network namespaces): it cannot be made unreachable")
+	}
+	r := newRig(t)
+	r.workspace("wsa", nil)
+	if _, err := r.attach("wsa", "box", keyVM(h)); err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(h.Home, "gate")
+	j := r.submitCmd("wsa", "box", gatedJob(gate, 0)...)
+	r.eventuallySSH("job running", r.status("wsa", j.ID, api.JobRunning))
+	node := r.compute("wsa", "box").Nodes[0].ID
+	r.stop()
+	must(t, os.WriteFile(gate, nil, 0o644))
+	exitFile := filepath.Join(h.Home, ".mlcompute/tasks", node+"."+j.ID+".0-0", "exit_code")
+	r.eventuallySSH("the task recorded its exit", func() bool { _, err := os.Stat(exitFile); return err == nil })
+
+	h.SetUnreachable(t, true)
+	r.start()
+	r.settle()
+	if got := r.job("wsa", j.ID).Status; got != api.JobRunning {
+		t.Fatalf("job is %s while its machine cannot be reached, want Running", got)
+	}
+	h.SetUnreachable(t, false)
+	r.eventuallySSH("job completed once the machine answers", r.status("wsa", j.ID, api.JobCompleted))
+	if logs := r.logs("wsa", j.ID); !strings.HasSuffix(logs, "after\n") {
+		t.Fatalf("job output %q", logs)
 	}
 }
 
@@ -279,7 +356,7 @@ func TestAttachedSecretsNeverLogged(t *testing.T) {
 	must(t, err)
 	wait := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(sshWait); !cond(); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("never reached: %s", what)
 			}

@@ -532,21 +532,31 @@ func (e *Engine) recover(ctx context.Context) error {
 			e.mu.Unlock()
 			continue
 		}
-		_, err := e.driver.Describe(ctx, n.ID)
-		switch {
-		case driver.IsNotFound(err) && n.State == api.NodePreparing:
-			// Committed but maybe never created: creating again under the same key is safe.
+		if n.State == api.NodePreparing {
+			// Committed but maybe never created, or created while the engine stopped before
+			// it recorded the outcome. Create is idempotent under the key and returns a node
+			// that is already live, so it runs whatever Describe would say (the ssh driver
+			// describes every node the store holds, created or not).
 			size, _ := catalog.Lookup(e.vmSizeOf(computes, n.Compute))
 			go e.createNode(ctx, n, size)
+			continue
+		}
+		_, err := e.driver.Describe(ctx, n.ID)
+		switch {
 		case driver.IsNotFound(err):
 			e.nodeGone(n.ID)
 		case err != nil:
 			return fmt.Errorf("describing node %s: %w", n.ID, err)
 		case n.Task != "" && n.State == api.NodeRunning:
-			st, err := e.driver.TaskStatus(ctx, n.ID, n.Task)
-			if err == nil && !st.Running {
-				e.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
-			}
+			// In the background: a machine that cannot be reached must not hold up the start
+			// (nor the other nodes). A driver whose machines may be unreachable delivers the
+			// exit itself once they answer (the ssh driver watches the tasks the store records).
+			go func() {
+				st, err := e.driver.TaskStatus(ctx, n.ID, n.Task)
+				if err == nil && !st.Running {
+					e.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
+				}
+			}()
 		}
 	}
 	for _, id := range e.endpointNodeIDs() {

@@ -75,7 +75,13 @@ func (r *rig) stop() {
 // real time only so a broken rule fails instead of hanging; no assertion is about time.
 func (r *rig) eventually(what string, cond func() bool) {
 	r.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	r.eventuallyWithin(10*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with a longer bound, for waits on real transports.
+func (r *rig) eventuallyWithin(limit time.Duration, what string, cond func() bool) {
+	r.t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if cond() {
 			return
 		}

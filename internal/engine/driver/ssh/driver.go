@@ -19,9 +19,17 @@ import (
 // live in one place and a rotated credential is used from the next connection on.
 type Lookup func(ctx context.Context, nodeKey string) (Target, error)
 
+// Tasks returns the keys of the tasks the engine records as started on a node and not yet
+// ended, or driver.ErrNotFound when the engine no longer holds the node.
+type Tasks func(ctx context.Context, nodeKey string) ([]string, error)
+
 // DriverConfig configures a Driver. Lookup is required.
 type DriverConfig struct {
 	Lookup Lookup
+	// Tasks, when set, names the tasks adopting a node watches besides those the machine
+	// lists as running, so a task that ended while nobody watched (the engine was down)
+	// still reports its exit, once the machine answers.
+	Tasks Tasks
 	// Clock times keep-alives and reconnect back-off; the real clock when nil. These are
 	// transport timings, not engine rules, so they run on a real clock even in tests.
 	Clock  clock.WithTicker
@@ -49,10 +57,16 @@ type Driver struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	conns    map[string]*Client // node key -> its machine's connection
-	watching map[string]bool    // "<node>/<task>"
-	adopted  map[string]bool    // node keys whose running tasks are watched
+	conns    map[string]*Client       // node key -> its machine's connection
+	watching map[string]chan struct{} // "<node>/<task>" -> closed when its watcher ends
+	adopted  map[string]bool          // node keys whose running tasks are watched
+	// detached holds the nodes Terminate detached: no connection is made for them until
+	// Create, so their watchers end instead of dialing again. One key per detached node.
+	detached map[string]bool
 }
+
+// errDetached is what calls for a node get once Terminate detached it.
+var errDetached = fmt.Errorf("the node was detached: %w", driver.ErrNotFound)
 
 var _ driver.Driver = (*Driver)(nil)
 
@@ -73,7 +87,8 @@ func NewDriver(cfg DriverConfig) *Driver {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Driver{
 		cfg: cfg, ctx: ctx, cancel: cancel, events: make(chan driver.Event, 64),
-		conns: map[string]*Client{}, watching: map[string]bool{}, adopted: map[string]bool{},
+		conns: map[string]*Client{}, watching: map[string]chan struct{}{}, adopted: map[string]bool{},
+		detached: map[string]bool{},
 	}
 }
 
@@ -91,9 +106,12 @@ func (d *Driver) client(ctx context.Context, nodeKey string) (c *Client, fresh b
 		return nil, false, err
 	}
 	d.mu.Lock()
-	c = d.conns[nodeKey]
+	c, detached := d.conns[nodeKey], d.detached[nodeKey]
 	d.mu.Unlock()
-	if c != nil {
+	switch {
+	case detached:
+		return nil, false, errDetached
+	case c != nil:
 		return c, false, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
@@ -107,6 +125,10 @@ func (d *Driver) client(ctx context.Context, nodeKey string) (c *Client, fresh b
 	if d.ctx.Err() != nil {
 		_ = c.Close()
 		return nil, false, errors.New("the ssh driver is closed")
+	}
+	if d.detached[nodeKey] { // Terminate ran while this call dialed
+		_ = c.Close()
+		return nil, false, errDetached
 	}
 	if cur := d.conns[nodeKey]; cur != nil { // another call dialed first
 		_ = c.Close()
@@ -165,10 +187,12 @@ func (d *Driver) keepAlive(nodeKey string, c *Client) {
 	}
 }
 
-// do runs f on the node's connection. A failure other than a missing task drops the
-// connection; when it was an older connection (which may have died since it was last
-// used, before the keep-alive noticed), f runs once more on a fresh one. Every f is
-// idempotent, so running it twice is safe.
+// do runs f on the node's connection. When f fails and the connection no longer answers,
+// it is dropped (which ends every session on it) and, when it was an older connection
+// (which may have died since it was last used, before the keep-alive noticed), f runs once
+// more on a fresh one; every f is idempotent, so running it twice is safe. Any other
+// failure (a remote command's exit status, a local error, a missing task) is f's own: it
+// is returned as it is, and the connection and its other sessions carry on.
 func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) error {
 	for {
 		c, fresh, err := d.client(ctx, nodeKey)
@@ -176,7 +200,7 @@ func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) 
 			return err
 		}
 		err = f(c)
-		if err == nil || driver.IsNotFound(err) || ctx.Err() != nil {
+		if err == nil || driver.IsNotFound(err) || ctx.Err() != nil || d.answers(c) {
 			return err
 		}
 		d.drop(nodeKey, c)
@@ -186,9 +210,28 @@ func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) 
 	}
 }
 
+// answers reports whether c still carries requests: a keep-alive answered within twice
+// the keep-alive interval, as the keep-alive loop allows.
+func (d *Driver) answers(c *Client) bool {
+	answered := make(chan error, 1)
+	go func() { // ends at the latest when c is closed
+		_, _, err := c.conn.SendRequest("keepalive@openssh.com", true, nil)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		return err == nil
+	case <-d.cfg.Clock.After(2 * d.cfg.KeepAlive):
+		return false
+	}
+}
+
 // Create checks that the machine is reachable with the node's target (the host key as
 // pinned) and returns the node. It creates nothing: the node is the machine.
 func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
+	d.mu.Lock()
+	delete(d.detached, spec.Key)
+	d.mu.Unlock()
 	if err := d.do(ctx, spec.Key, func(*Client) error { return nil }); err != nil {
 		return driver.NodeInfo{}, err
 	}
@@ -202,14 +245,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 // Describe returns the node while the engine holds it, without waiting for the machine:
 // an unreachable machine is not a gone one, and an engine that restarts must not wait for
 // every machine. In the background it reconnects (with back-off) and watches the node's
-// tasks that are still running, which is how a restarted engine re-attaches to them.
+// tasks that are still running and those Tasks names (which may have ended while nobody
+// watched), which is how a restarted engine re-attaches to them and learns how they ended.
 func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, error) {
 	t, err := d.cfg.Lookup(ctx, key)
 	if err != nil {
 		return driver.NodeInfo{}, err
 	}
 	d.mu.Lock()
-	adopt := !d.adopted[key] && d.ctx.Err() == nil
+	adopt := !d.adopted[key] && !d.detached[key] && d.ctx.Err() == nil
 	if adopt {
 		d.adopted[key] = true
 		d.wg.Add(1)
@@ -234,6 +278,15 @@ func (d *Driver) adopt(nodeKey string) {
 		}
 		for _, k := range keys {
 			d.watch(nodeKey, strings.TrimPrefix(k, nodeKey+"."))
+		}
+		if d.cfg.Tasks != nil {
+			recorded, err := d.cfg.Tasks(d.ctx, nodeKey)
+			if err != nil {
+				return false, err
+			}
+			for _, k := range recorded {
+				d.watch(nodeKey, k)
+			}
 		}
 		return true, nil
 	})
@@ -263,11 +316,12 @@ func (d *Driver) retry(nodeKey, doing string, f func() (bool, error)) {
 func (d *Driver) watch(nodeKey, taskKey string) {
 	k := nodeKey + "/" + taskKey
 	d.mu.Lock()
-	if d.watching[k] || d.ctx.Err() != nil {
+	if d.watching[k] != nil || d.ctx.Err() != nil || d.detached[nodeKey] {
 		d.mu.Unlock()
 		return
 	}
-	d.watching[k] = true
+	done := make(chan struct{})
+	d.watching[k] = done
 	d.wg.Add(1)
 	d.mu.Unlock()
 	go func() {
@@ -276,6 +330,7 @@ func (d *Driver) watch(nodeKey, taskKey string) {
 			d.mu.Lock()
 			delete(d.watching, k)
 			d.mu.Unlock()
+			close(done)
 		}()
 		d.retry(nodeKey, "waiting for task", func() (bool, error) {
 			var running bool
@@ -285,6 +340,8 @@ func (d *Driver) watch(nodeKey, taskKey string) {
 				return err
 			})
 			switch {
+			case errors.Is(err, errDetached):
+				return true, nil // Terminate detached the node: nobody waits for its events
 			case errors.Is(err, driver.ErrNotFound):
 				if _, lerr := d.cfg.Lookup(d.ctx, nodeKey); lerr != nil {
 					return true, nil // the node is gone, and its events with it
@@ -308,39 +365,65 @@ func (d *Driver) watch(nodeKey, taskKey string) {
 // engine's records are the only list, and nothing on a machine is ever an orphan to remove.
 func (d *Driver) List(context.Context, string) ([]driver.NodeInfo, error) { return nil, nil }
 
-// Terminate detaches the node: it kills the node's running tasks (their process groups)
-// and closes the connection, and leaves everything else on the machine as it is. It never
-// fails because the machine cannot be reached: a detached machine is not the engine's to
-// wait for, so that is logged and the node counts as gone.
+// Terminate detaches the node: it kills the node's running tasks (their process groups),
+// lets their watchers report the exits, then stops watching the node and closes its
+// connection; it leaves everything else on the machine as it is. Until Create, no call
+// for the node connects again. It never fails because the machine cannot be reached: a
+// detached machine is not the engine's to wait for, so that is logged and the node counts
+// as gone.
 func (d *Driver) Terminate(ctx context.Context, key string) error {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+2*killGraceSeconds*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+killLimit)
 	defer cancel()
+	defer d.detach(key)
 	err := d.do(ctx, key, func(c *Client) error {
 		keys, err := c.RunningTasks(ctx, key+".")
 		if err != nil {
 			return err
 		}
-		for _, k := range keys {
-			if err := c.Kill(ctx, k); err != nil && !driver.IsNotFound(err) {
-				return err
-			}
-		}
-		return nil
+		return c.KillAll(ctx, keys)
 	})
 	switch {
 	case driver.IsNotFound(err):
-		return nil
 	case err != nil:
 		d.cfg.Logger.Warn("could not stop the tasks of a detached machine", "node", key, "error", err)
-	}
-	d.mu.Lock()
-	c := d.conns[key]
-	delete(d.adopted, key)
-	d.mu.Unlock()
-	if c != nil {
-		d.drop(key, c)
+	default:
+		d.awaitWatchers(ctx, key)
 	}
 	return nil
+}
+
+// awaitWatchers waits until the node's watchers have ended (their tasks were killed, so
+// they report the exits at once) or ctx ends.
+func (d *Driver) awaitWatchers(ctx context.Context, key string) {
+	var done []chan struct{}
+	d.mu.Lock()
+	for k, ch := range d.watching {
+		if strings.HasPrefix(k, key+"/") {
+			done = append(done, ch)
+		}
+	}
+	d.mu.Unlock()
+	for _, ch := range done {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// detach marks the node detached and closes its connection: watchers still running (the
+// machine could not be reached) end at their next attempt, and nothing dials for the node.
+func (d *Driver) detach(key string) {
+	d.mu.Lock()
+	d.detached[key] = true
+	delete(d.adopted, key)
+	c := d.conns[key]
+	delete(d.conns, key)
+	d.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
 }
 
 // StartTask copies spec.CodeDir (when set) to ~/.mlcompute/code/<node>.<task> on the

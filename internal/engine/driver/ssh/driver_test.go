@@ -4,6 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -136,6 +139,40 @@ func TestDriver(t *testing.T) {
 		}
 	})
 
+	t.Run("FailedCallKeepsTheConnection", func(t *testing.T) {
+		d := newTestDriver(t, ts)
+		gate := filepath.Join(s.Home, "keep-go")
+		spec := driver.TaskSpec{Key: "job-11.0-0", Command: []string{"sh", "-c", `while [ ! -f "$1" ]; do sleep 0.05; done; exit 3`, "sh", gate}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		conn := func() *Client {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return d.conns["vm-a"]
+		}
+		before := conn()
+
+		// A local failure: the code to copy is missing.
+		missing := driver.TaskSpec{Key: "job-11.1-0", Command: []string{"true"}, CodeDir: filepath.Join(t.TempDir(), "missing")}
+		if err := d.StartTask(testCtx(t), "vm-a", missing); err == nil {
+			t.Fatal("a task whose code is missing started")
+		}
+		// A remote answer that makes no sense: an ended task's exit status is garbled.
+		ended := driver.TaskSpec{Key: "job-11.2-0", Command: []string{"true"}}
+		must(t, d.StartTask(testCtx(t), "vm-a", ended))
+		nextExit(t, d, ended.Key)
+		must(t, os.WriteFile(filepath.Join(s.Home, ".mlcompute/tasks/vm-a.job-11.2-0/exit_code"), []byte("garbled\n"), 0o600))
+		if _, err := d.TaskStatus(testCtx(t), "vm-a", ended.Key); err == nil || !strings.Contains(err.Error(), "garbled") {
+			t.Fatalf("status of a garbled task: %v, want an error quoting it", err)
+		}
+		if conn() != before {
+			t.Fatal("a failed call replaced the connection, cutting the sessions on it")
+		}
+		must(t, os.WriteFile(gate, nil, 0o644))
+		if ev := nextExit(t, d, spec.Key); ev.ExitCode != 3 {
+			t.Fatalf("event %+v, want exit 3", ev)
+		}
+	})
+
 	t.Run("RestartedDriverAdoptsRunningTask", func(t *testing.T) {
 		first := NewDriver(DriverConfig{Lookup: ts.lookup})
 		gate := filepath.Join(s.Home, "adopt-go")
@@ -156,6 +193,66 @@ func TestDriver(t *testing.T) {
 		}
 	})
 
+	t.Run("RestartedDriverReportsRecordedTaskThatEnded", func(t *testing.T) {
+		first := NewDriver(DriverConfig{Lookup: ts.lookup})
+		spec := driver.TaskSpec{Key: "job-6.0-0", Command: []string{"sh", "-c", "exit 8"}}
+		must(t, first.StartTask(testCtx(t), "vm-a", spec))
+		must(t, first.Close()) // the engine stops before the task ends
+		exitFile := filepath.Join(s.Home, ".mlcompute/tasks/vm-a.job-6.0-0/exit_code")
+		for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(exitFile); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the task never recorded its exit")
+			}
+		}
+
+		recorded := func(_ context.Context, key string) ([]string, error) {
+			if _, err := ts.lookup(context.Background(), key); err != nil {
+				return nil, err
+			}
+			return []string{spec.Key}, nil
+		}
+		second := NewDriver(DriverConfig{Lookup: ts.lookup, Tasks: recorded, KeepAlive: 500 * time.Millisecond})
+		t.Cleanup(func() { second.Close() })
+		if _, err := second.Describe(testCtx(t), "vm-a"); err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextExit(t, second, spec.Key); ev.NodeKey != "vm-a" || ev.ExitCode != 8 {
+			t.Fatalf("event %+v, want vm-a exit 8", ev)
+		}
+	})
+
+	t.Run("NoRemoteWaitOutlivesItsSession", func(t *testing.T) {
+		d := NewDriver(DriverConfig{Lookup: ts.lookup})
+		spec := driver.TaskSpec{Key: "job-10.0-0", Command: []string{"sleep", "300"}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		rkey := remoteKey("vm-a", spec.Key)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			_ = Kill(ctx, s.target(), rkey)
+		})
+		// Each drop ends the watcher's session; it reconnects and waits in a new one.
+		for range 3 {
+			var before []int
+			waitUntil(t, "a remote wait", func() bool { before = remoteWaits(s.UID, rkey); return len(before) > 0 })
+			waitUntil(t, "a connection to drop", func() bool { return s.DropConnections(t) > 0 })
+			waitUntil(t, "a remote wait in a new session", func() bool {
+				for _, pid := range remoteWaits(s.UID, rkey) {
+					if !slices.Contains(before, pid) {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		waitUntil(t, "one remote wait left after the drops", func() bool { return len(remoteWaits(s.UID, rkey)) == 1 })
+		must(t, d.Close()) // the engine stops; the task runs on
+		waitUntil(t, "no remote wait left after the engine stopped", func() bool { return len(remoteWaits(s.UID, rkey)) == 0 })
+	})
+
 	t.Run("TerminateKillsTasksAndLeavesMachine", func(t *testing.T) {
 		d := newTestDriver(t, ts)
 		spec := driver.TaskSpec{Key: "job-4.0-0", Command: []string{"sleep", "300"}}
@@ -166,6 +263,64 @@ func TestDriver(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(s.Home, ".mlcompute/tasks/vm-a.job-4.0-0/output.log")); err != nil {
 			t.Fatalf("the task's files were removed from the machine: %v", err)
+		}
+	})
+
+	t.Run("TerminateLeavesNoConnectionOrWatcher", func(t *testing.T) {
+		d := newTestDriver(t, ts)
+		spec := driver.TaskSpec{Key: "job-7.0-0", Command: []string{"sleep", "300"}}
+		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		must(t, d.Terminate(testCtx(t), "vm-a"))
+		nextExit(t, d, spec.Key)
+		// The engine deletes the node's record only after Terminate returned: until then
+		// calls still find the node, and must not connect again.
+		if _, err := d.TaskOutput(testCtx(t), "vm-a", spec.Key, 0); !driver.IsNotFound(err) {
+			t.Fatalf("output of a detached node: %v, want not found", err)
+		}
+		waitDetached(t, d)
+		if _, err := d.Create(testCtx(t), driver.NodeSpec{Key: "vm-a"}); err != nil {
+			t.Fatalf("attaching again after a detach: %v", err)
+		}
+
+		// A node whose record is gone before Terminate runs is let go as well.
+		gone := &targets{m: map[string]Target{"vm-d": s.target()}}
+		d2 := newTestDriver(t, gone)
+		spec2 := driver.TaskSpec{Key: "job-7.1-0", Command: []string{"sleep", "300"}}
+		must(t, d2.StartTask(testCtx(t), "vm-d", spec2))
+		gone.mu.Lock()
+		delete(gone.m, "vm-d")
+		gone.mu.Unlock()
+		must(t, d2.Terminate(testCtx(t), "vm-d"))
+		waitDetached(t, d2)
+	})
+
+	t.Run("TerminateKillsStubbornTasksTogether", func(t *testing.T) {
+		// Tasks that ignore SIGTERM each hold out for the whole grace period: one after
+		// another, four would outlast Terminate's deadline.
+		d := NewDriver(DriverConfig{Lookup: ts.lookup, DialTimeout: 2 * time.Second})
+		t.Cleanup(func() { d.Close() })
+		var specs []driver.TaskSpec
+		for i := range 4 {
+			spec := driver.TaskSpec{Key: "job-12.0-" + strconv.Itoa(i), Command: []string{"sh", "-c", `trap "" TERM; sleep 300`}}
+			must(t, d.StartTask(testCtx(t), "vm-a", spec))
+			specs = append(specs, spec)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*waitLimit) // the grace period and more
+		defer cancel()
+		must(t, d.Terminate(ctx, "vm-a"))
+		exits := map[string]int{}
+		for range specs {
+			select {
+			case ev := <-d.Events():
+				exits[ev.TaskKey] = ev.ExitCode
+			case <-time.After(waitLimit):
+				t.Fatalf("exits %v: not every task was killed", exits)
+			}
+		}
+		for _, spec := range specs {
+			if code, ok := exits[spec.Key]; !ok || code != 128+int(syscall.SIGKILL) {
+				t.Fatalf("exits %v: want each task killed by SIGKILL", exits)
+			}
 		}
 	})
 
@@ -183,4 +338,51 @@ func TestDriver(t *testing.T) {
 			t.Fatalf("terminating an unknown node: %v", err)
 		}
 	})
+}
+
+// waitDetached waits until d holds no connection and runs no watcher.
+func waitDetached(t *testing.T, d *Driver) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+		d.mu.Lock()
+		conns, watchers := len(d.conns), len(d.watching)
+		d.mu.Unlock()
+		if conns == 0 && watchers == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connection(s) and %d watcher(s) left after detaching", conns, watchers)
+		}
+	}
+}
+
+// waitUntil waits for cond, failing the test when it does not hold within waitLimit.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never reached: %s", what)
+		}
+	}
+}
+
+// remoteWaits returns the pids of uid's processes running a remote script for task key
+// ("sh -s -- <key>"); while the task runs, those are its remote waits.
+func remoteWaits(uid int, key string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		var st syscall.Stat_t
+		if syscall.Stat(dir, &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || string(raw) != "sh\x00-s\x00--\x00"+key+"\x00" {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(dir)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

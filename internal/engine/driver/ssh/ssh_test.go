@@ -238,6 +238,40 @@ func TestSSH(t *testing.T) {
 		}
 	})
 
+	t.Run("KillWhileTaskStarts", func(t *testing.T) {
+		t.Parallel()
+		tg := s.target()
+		task := RemoteTask{Key: "kill-starting", Command: []string{"sleep", "300"}}
+		must(t, Start(testCtx(t), tg, task))
+		// As if the kill came between the start of the task and the recording of its pid.
+		dir := filepath.Join(s.Home, ".mlcompute/tasks", task.Key)
+		must(t, os.Rename(filepath.Join(dir, "pid"), filepath.Join(dir, "pid.later")))
+		ctx := testCtx(t)
+		killed := make(chan error, 1)
+		go func() { killed <- Kill(ctx, tg, task.Key) }()
+		for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "cancelled")); err == nil {
+				break
+			}
+			select {
+			case err := <-killed:
+				running, _, serr := Status(testCtx(t), tg, task.Key)
+				t.Fatalf("Kill returned (%v) before the task's pid was recorded; the task is running: %v (%v)", err, running, serr)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("Kill never marked the starting task cancelled")
+			}
+		}
+		must(t, os.Rename(filepath.Join(dir, "pid.later"), filepath.Join(dir, "pid")))
+		must(t, <-killed)
+		running, code, err := Status(testCtx(t), tg, task.Key)
+		must(t, err)
+		if running || code != 128+int(syscall.SIGTERM) {
+			t.Fatalf("after Kill: running=%v code=%d, want ended with %d", running, code, 128+int(syscall.SIGTERM))
+		}
+	})
+
 	t.Run("KillKillsProcessGroup", func(t *testing.T) {
 		t.Parallel()
 		tg := s.target()

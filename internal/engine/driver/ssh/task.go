@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
@@ -22,6 +23,10 @@ const MaxOutputChunk = 1 << 20
 
 // killGraceSeconds is how long Kill waits after SIGTERM before SIGKILL.
 const killGraceSeconds = 10
+
+// killLimit bounds one remote kill: the wait for a starting task's pid (10 s), the grace
+// period, the wait for the exit statuses (5 s), and a margin for the round trips.
+const killLimit = (10 + killGraceSeconds + 5 + 5) * time.Second
 
 // exitMissing is the status the remote scripts exit with when the task directory is absent.
 const exitMissing = 44
@@ -239,16 +244,44 @@ func (c *Client) Kill(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("killing task: %w", err)
 	}
-	cmd := fmt.Sprintf("sh -s -- %s %d", shellQuote(key), killGraceSeconds*10)
-	_, stderr, code, err := c.run(ctx, cmd, killScript)
+	err := c.kill(ctx, []string{key})
 	if err != nil {
 		return fmt.Errorf("killing task %s: %w", key, err)
 	}
+	return nil
+}
+
+// KillAll kills the tasks as Kill does, all at once: every group gets SIGTERM together and
+// those left after 10 s get SIGKILL, so killing many tasks takes as long as killing one.
+// Keys the machine does not have are skipped.
+func (c *Client) KillAll(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("killing tasks: %w", err)
+		}
+	}
+	if err := c.kill(ctx, keys); err != nil && !driver.IsNotFound(err) {
+		return fmt.Errorf("killing tasks: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) kill(ctx context.Context, keys []string) error {
+	cmd := fmt.Sprintf("sh -s -- %d", killGraceSeconds*10)
+	for _, k := range keys {
+		cmd += " " + shellQuote(k)
+	}
+	_, stderr, code, err := c.run(ctx, cmd, killScript)
 	switch {
+	case err != nil:
+		return err
 	case code == exitMissing:
-		return fmt.Errorf("killing task %s: %w", key, driver.ErrNotFound)
+		return driver.ErrNotFound
 	case code != 0:
-		return fmt.Errorf("killing task %s: remote kill exited %d: %s", key, code, strings.TrimSpace(string(stderr)))
+		return fmt.Errorf("remote kill exited %d: %s", code, strings.TrimSpace(string(stderr)))
 	}
 	return nil
 }
@@ -300,9 +333,15 @@ done
 
 // wrapperScript runs in its own session with the task directory as $1. The task gets a
 // session (and so a process group) of its own, whose id is the pid recorded: Kill signals
-// the group without touching the wrapper, which then records the exit status.
+// the group without touching the wrapper, which then records the exit status. A task
+// killed before it started (Kill left "cancelled") never starts, and ends as if killed by
+// SIGTERM.
 const wrapperScript = `d=$1
 echo $$ > "$d/wrapper.pid.tmp" && mv -f "$d/wrapper.pid.tmp" "$d/wrapper.pid"
+if [ -f "$d/cancelled" ]; then
+  echo 143 > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
+  exit 0
+fi
 setsid sh "$d/run.sh" > "$d/output.log" 2>&1 < /dev/null &
 pid=$!
 echo "$pid" > "$d/pid.tmp" && mv -f "$d/pid.tmp" "$d/pid"
@@ -322,11 +361,17 @@ echo running
 `
 
 // waitScript runs before statusScript: it loops until the task recorded its exit status
-// or its wrapper is gone.
+// or its wrapper is gone. Closing a session without a terminal does not end the loop, so
+// it writes a newline about once a second (which the status parsing skips): once the
+// session is gone the write fails, and the loop ends rather than polling on the machine
+// for as long as the task runs.
 const waitScript = `d="$HOME/.mlcompute/tasks/$1"
 [ -d "$d" ] || exit 44
+i=0
 while [ ! -f "$d/exit_code" ]; do
   if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; then break; fi
+  i=$((i+1))
+  if [ "$i" -ge 5 ]; then i=0; echo || exit 1; fi
   sleep 0.2 2>/dev/null || sleep 1
 done
 `
@@ -348,24 +393,48 @@ const outputScript = `d="$HOME/.mlcompute/tasks/$1"
 tail -c +"$2" "$d/output.log" | head -c "$3"
 `
 
-// killScript: $1 key, $2 tenths of a second to wait after SIGTERM. If the group does not
-// exist yet (the task's setsid has not run), the pid alone is signalled.
-const killScript = `d="$HOME/.mlcompute/tasks/$1"
-[ -d "$d" ] || exit 44
-[ -f "$d/exit_code" ] && exit 0
-[ -f "$d/pid" ] || exit 0
-pid=$(cat "$d/pid")
-kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || exit 0
-i=0
-while kill -0 -"$pid" 2>/dev/null; do
-  i=$((i+1))
-  if [ "$i" -gt "$2" ]; then kill -KILL -"$pid" 2>/dev/null; break; fi
-  sleep 0.1 2>/dev/null || sleep 1
+// killScript: $1 tenths of a second to wait after SIGTERM, then the task keys. Every
+// task's group gets SIGTERM at once and those left after the wait get SIGKILL; then it
+// waits (5 s at most) for the signalled tasks' exit statuses. A task still starting (no
+// pid recorded yet) is marked cancelled, so a wrapper that has not started it never will,
+// and its pid is awaited as Start does (10 s at most). If a group does not exist yet (the
+// task's setsid has not run), the pid alone is signalled. A single key whose task does
+// not exist exits 44; with several, missing ones are skipped.
+const killScript = `grace=$1; shift
+base="$HOME/.mlcompute/tasks"
+if [ $# -eq 1 ] && [ ! -d "$base/$1" ]; then exit 44; fi
+pids=; signalled=
+for k in "$@"; do
+  d="$base/$k"
+  [ -d "$d" ] && [ ! -f "$d/exit_code" ] || continue
+  if [ ! -f "$d/pid" ]; then
+    : > "$d/cancelled"
+    j=0
+    while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ "$j" -lt 100 ]; do
+      j=$((j+1))
+      sleep 0.1 2>/dev/null || sleep 1
+    done
+    [ -f "$d/pid" ] && [ ! -f "$d/exit_code" ] || continue
+  fi
+  pid=$(cat "$d/pid")
+  if kill -TERM -"$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; then
+    pids="$pids $pid"; signalled="$signalled $k"
+  fi
 done
 i=0
-while [ ! -f "$d/exit_code" ] && [ "$i" -lt 50 ]; do
-  i=$((i+1))
-  sleep 0.1 2>/dev/null || sleep 1
+for pid in $pids; do
+  while kill -0 -"$pid" 2>/dev/null; do
+    i=$((i+1))
+    if [ "$i" -gt "$grace" ]; then kill -KILL -"$pid" 2>/dev/null; break; fi
+    sleep 0.1 2>/dev/null || sleep 1
+  done
+done
+i=0
+for k in $signalled; do
+  while [ ! -f "$base/$k/exit_code" ] && [ "$i" -lt 50 ]; do
+    i=$((i+1))
+    sleep 0.1 2>/dev/null || sleep 1
+  done
 done
 exit 0
 `

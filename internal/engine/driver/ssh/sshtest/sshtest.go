@@ -314,15 +314,24 @@ func (h *Host) SetUnreachable(t testing.TB, unreachable bool) {
 
 // DropConnections kills sshd's per-connection processes, so every SSH connection to the
 // host ends at once (as when a machine's sshd is restarted); the listener keeps serving.
-// Processes the connections started in sessions of their own (tasks) are untouched.
+// It returns how many connections it ended. Processes the connections started (remote
+// commands, tasks) are untouched: they see their session end as on a real machine.
 func (h *Host) DropConnections(t testing.TB) int {
 	t.Helper()
-	// ip netns exec execs sshd in place, so the listener is the process started.
-	pids := children(h.sshd.Process.Pid)
+	// ip netns exec execs sshd in place, so the listener is the process started. Each
+	// connection has two processes (privilege separation): the monitor, the listener's
+	// child, and the monitor's child, which holds the socket and the sessions' pipes. Both
+	// go: the second alone keeps the connection open when its monitor dies.
+	monitors := children(h.sshd.Process.Pid)
+	var pids []int
+	for _, pid := range monitors {
+		pids = append(pids, pid)
+		pids = append(pids, children(pid)...)
+	}
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	return len(pids)
+	return len(monitors)
 }
 
 // children lists the pids of pid's direct children.
