@@ -240,14 +240,25 @@ func (c *Client) run(ctx context.Context, cmd, stdin string) (stdout, stderr []b
 
 // runInput is run with any reader as the command's input.
 func (c *Client) runInput(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, code int, err error) {
+	return c.runOutput(ctx, cmd, stdin, &bytes.Buffer{})
+}
+
+// outputBuffer collects a command's output.
+type outputBuffer interface {
+	io.Writer
+	Bytes() []byte
+}
+
+// runOutput is runInput with the output collected by out.
+func (c *Client) runOutput(ctx context.Context, cmd string, stdin io.Reader, out outputBuffer) (stdout, stderr []byte, code int, err error) {
 	s, err := c.conn.NewSession()
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("opening session: %w", err)
 	}
 	defer s.Close()
-	var out, errb bytes.Buffer
+	var errb bytes.Buffer
 	s.Stdin = stdin
-	s.Stdout = &out
+	s.Stdout = out
 	s.Stderr = &errb
 	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
 	defer stop()

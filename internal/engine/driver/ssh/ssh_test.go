@@ -339,3 +339,18 @@ func testCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// A wait's heartbeat newlines are not kept, however long it lasts; the status after them is.
+func TestHeartbeatSkipperKeepsOnlyTheStatus(t *testing.T) {
+	var w heartbeatSkipper
+	for range 1000 {
+		if n, err := w.Write([]byte("\n")); n != 1 || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	_, _ = w.Write([]byte("\n\nexited\n"))
+	_, _ = w.Write([]byte("3\n"))
+	if got := string(w.Bytes()); got != "exited\n3\n" {
+		t.Fatalf("kept %q; want the status alone", got)
+	}
+}

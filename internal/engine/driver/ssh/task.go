@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -165,11 +166,24 @@ func (c *Client) Wait(ctx context.Context, key string) (running bool, exitCode i
 	if err := checkKey(key); err != nil {
 		return false, 0, fmt.Errorf("waiting for task: %w", err)
 	}
-	out, stderr, code, err := c.run(ctx, "sh -s -- "+shellQuote(key), waitScript+statusScript)
+	out, stderr, code, err := c.runOutput(ctx, "sh -s -- "+shellQuote(key), strings.NewReader(waitScript+statusScript), &heartbeatSkipper{})
 	if err != nil {
 		return false, 0, fmt.Errorf("waiting for task %s: %w", key, err)
 	}
 	return parseStatus(key, out, stderr, code)
+}
+
+// heartbeatSkipper keeps a wait's output without the newlines the wait loop writes before
+// it, so a wait that lasts for days holds no more than the status.
+type heartbeatSkipper struct{ bytes.Buffer }
+
+func (w *heartbeatSkipper) Write(p []byte) (int, error) {
+	n := len(p)
+	if w.Len() == 0 {
+		p = bytes.TrimLeft(p, "\n")
+	}
+	_, _ = w.Buffer.Write(p)
+	return n, nil
 }
 
 // RunningTasks lists the keys starting with prefix of the tasks that have not ended.
