@@ -156,7 +156,9 @@ func TestE2E_EngineKilledWhileJobsRun(t *testing.T) {
 	if c := u.compute("cpu"); c.CurrentNodeCount > 2 {
 		t.Fatalf("%d nodes; max is 2", c.CurrentNodeCount)
 	}
-	u.waitFor("cluster back to 0 nodes", 60*time.Second, func() bool { return u.compute("cpu").CurrentNodeCount == 0 })
+	// current_node_count leaves out nodes still leaving; a node record goes only once the
+	// driver confirmed its release, so wait for the records before looking for processes.
+	u.waitFor("every node released", 60*time.Second, func() bool { return len(u.compute("cpu").Nodes) == 0 })
 	if left := u.processesOfHome(); len(left) > 0 {
 		t.Fatalf("processes left behind after every node was released: %v", left)
 	}
