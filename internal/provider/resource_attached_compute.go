@@ -84,18 +84,8 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": schema.StringAttribute{
-				MarkdownDescription: "The attached compute's name, unique in its workspace (" + validation.ComputeName.Explain +
-					"; pattern `" + validation.ComputeName.Pattern.String() + "`). Jobs name their compute by it. " +
-					"Changing it replaces the attached compute.",
-				Required:      true,
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators: []validator.String{
-					validators.StringFunc("Invalid Compute Name", "the name must be "+validation.ComputeName.Explain, func(name string) error {
-						return validation.ComputeName.Check("name", name)
-					}),
-				},
-			},
+			"name": nameAttribute(validation.ComputeName, "Invalid Compute Name", "The attached compute's name, unique in its workspace",
+				"Jobs name their compute by it. Changing it replaces the attached compute."),
 			"workspace_id": workspaceIDAttribute("attached compute"),
 			"description": schema.StringAttribute{
 				MarkdownDescription: "A description of the attached compute. It can be changed in place (default: `\"\"`).",

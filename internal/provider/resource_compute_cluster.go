@@ -76,18 +76,8 @@ func (r *computeClusterResource) Schema(ctx context.Context, _ resource.SchemaRe
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": schema.StringAttribute{
-				MarkdownDescription: "The cluster's name, unique in its workspace (" + validation.ComputeName.Explain +
-					"; pattern `" + validation.ComputeName.Pattern.String() + "`). Jobs name their compute by it. " +
-					"Changing it replaces the cluster.",
-				Required:      true,
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators: []validator.String{
-					validators.StringFunc("Invalid Compute Name", "the name must be "+validation.ComputeName.Explain, func(name string) error {
-						return validation.ComputeName.Check("name", name)
-					}),
-				},
-			},
+			"name": nameAttribute(validation.ComputeName, "Invalid Compute Name", "The cluster's name, unique in its workspace",
+				"Jobs name their compute by it. Changing it replaces the cluster."),
 			"workspace_id": workspaceIDAttribute("cluster"),
 			"vm_size": schema.StringAttribute{
 				MarkdownDescription: "The VM size of the cluster's nodes, for example `Standard_DS3_v2`. It must be a " +

@@ -81,18 +81,8 @@ func (r *computeInstanceResource) Schema(ctx context.Context, _ resource.SchemaR
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": schema.StringAttribute{
-				MarkdownDescription: "The instance's name, unique among the computes of its workspace (" +
-					validation.ComputeName.Explain + "; pattern `" + validation.ComputeName.Pattern.String() + "`). " +
-					"Jobs name their compute by it. Changing it replaces the instance.",
-				Required:      true,
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators: []validator.String{
-					validators.StringFunc("Invalid Compute Name", "the name must be "+validation.ComputeName.Explain, func(name string) error {
-						return validation.ComputeName.Check("name", name)
-					}),
-				},
-			},
+			"name": nameAttribute(validation.ComputeName, "Invalid Compute Name", "The instance's name, unique among the computes of its workspace",
+				"Jobs name their compute by it. Changing it replaces the instance."),
 			"workspace_id": workspaceIDAttribute("instance"),
 			"vm_size": schema.StringAttribute{
 				MarkdownDescription: "The VM size of the instance's node, for example `Standard_DS3_v2`. It must be a " +

@@ -85,18 +85,8 @@ func (r *onlineEndpointResource) Schema(ctx context.Context, _ resource.SchemaRe
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": schema.StringAttribute{
-				MarkdownDescription: "The endpoint's name, unique in its workspace (" + validation.EndpointName.Explain +
-					"; pattern `" + validation.EndpointName.Pattern.String() + "`). It is part of `scoring_uri`. " +
-					"Changing it replaces the endpoint.",
-				Required:      true,
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators: []validator.String{
-					validators.StringFunc("Invalid Online Endpoint Name", "the name must be "+validation.EndpointName.Explain, func(name string) error {
-						return validation.EndpointName.Check("name", name)
-					}),
-				},
-			},
+			"name": nameAttribute(validation.EndpointName, "Invalid Online Endpoint Name", "The endpoint's name, unique in its workspace",
+				"It is part of `scoring_uri`. Changing it replaces the endpoint."),
 			"workspace_id": workspaceIDAttribute("endpoint"),
 			"auth_mode": schema.StringAttribute{
 				MarkdownDescription: "How scoring requests authenticate, as `Authorization: Bearer <credential>`: `" +

@@ -62,17 +62,8 @@ func (r *workspaceResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": schema.StringAttribute{
-				MarkdownDescription: "The workspace's name (" + validation.WorkspaceName.Explain +
-					"; pattern `" + validation.WorkspaceName.Pattern.String() + "`). Changing it replaces the workspace.",
-				Required:      true,
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators: []validator.String{
-					validators.StringFunc("Invalid Workspace Name", "the name must be "+validation.WorkspaceName.Explain, func(name string) error {
-						return validation.WorkspaceName.Check("name", name)
-					}),
-				},
-			},
+			"name": nameAttribute(validation.WorkspaceName, "Invalid Workspace Name", "The workspace's name",
+				"Changing it replaces the workspace."),
 			"location": schema.StringAttribute{
 				MarkdownDescription: "The location the workspace lives in. It must be one the engine serves " +
 					"(`mlcompute serve --location NAME`), which is checked at plan time. Changing it replaces the " +
