@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,4 +313,21 @@ func updatedInPlace(addr string) resource.ConfigPlanChecks {
 		PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
 		PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 	}
+}
+
+// attrPath reads an attribute written with dots as a path into state: nested attributes and
+// map keys by name, list indices as numbers ("schedules.0.cron",
+// "deployments.blue.request_settings.request_timeout_ms"). No attribute or map key of this
+// provider is a number.
+func attrPath(attr string) tfjsonpath.Path {
+	parts := strings.Split(attr, ".")
+	p := tfjsonpath.New(parts[0])
+	for _, part := range parts[1:] {
+		if i, err := strconv.Atoi(part); err == nil {
+			p = p.AtSliceIndex(i)
+		} else {
+			p = p.AtMapKey(part)
+		}
+	}
+	return p
 }

@@ -65,7 +65,7 @@ func vmBody(name, description string, h *sshtest.Host, credential string) string
 }
 
 func attachedValue(attr string, check knownvalue.Check) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue(testAccAttachedAddr, clusterPath(attr), check)
+	return statecheck.ExpectKnownValue(testAccAttachedAddr, attrPath(attr), check)
 }
 
 // positive checks a number above zero.

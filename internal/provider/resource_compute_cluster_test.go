@@ -50,16 +50,7 @@ func testAccCPUCluster(endpoint, scaleSettings, extra string) string {
 // clusterValue is a state check of one attribute of the test cluster; nested attributes
 // are written with dots ("scale_settings.min_node_count").
 func clusterValue(attr string, check knownvalue.Check) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue(testAccClusterAddr, clusterPath(attr), check)
-}
-
-func clusterPath(attr string) tfjsonpath.Path {
-	parts := strings.Split(attr, ".")
-	p := tfjsonpath.New(parts[0])
-	for _, part := range parts[1:] {
-		p = p.AtMapKey(part)
-	}
-	return p
+	return statecheck.ExpectKnownValue(testAccClusterAddr, attrPath(attr), check)
 }
 
 // noNodes is node_state_counts of a cluster without nodes.
@@ -677,7 +668,7 @@ func TestAccComputeCluster_Drift(t *testing.T) {
 			ConfigPlanChecks: resource.ConfigPlanChecks{
 				PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(testAccClusterAddr, plancheck.ResourceActionUpdate),
-					plancheck.ExpectKnownValue(testAccClusterAddr, clusterPath("scale_settings.max_node_count"), knownvalue.Int64Exact(4)),
+					plancheck.ExpectKnownValue(testAccClusterAddr, attrPath("scale_settings.max_node_count"), knownvalue.Int64Exact(4)),
 				},
 				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 			},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,20 +50,7 @@ func testAccDevInstance(endpoint, size, extra string) string {
 // instanceValue is a state check of one attribute of the test instance; nested attributes
 // are written with dots, list indices as numbers ("schedules.0.cron").
 func instanceValue(attr string, check knownvalue.Check) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue(testAccInstanceAddr, instancePath(attr), check)
-}
-
-func instancePath(attr string) tfjsonpath.Path {
-	parts := strings.Split(attr, ".")
-	p := tfjsonpath.New(parts[0])
-	for _, part := range parts[1:] {
-		if i, err := strconv.Atoi(part); err == nil {
-			p = p.AtSliceIndex(i)
-		} else {
-			p = p.AtMapKey(part)
-		}
-	}
-	return p
+	return statecheck.ExpectKnownValue(testAccInstanceAddr, attrPath(attr), check)
 }
 
 // lastOperation checks last_operation; an empty at skips the time.

@@ -75,17 +75,7 @@ func deployments(blocks ...string) string {
 }
 
 func endpointValue(attr string, check knownvalue.Check) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue(testAccEndpointAddr, endpointPath(attr), check)
-}
-
-// endpointPath reads "deployments.blue.request_settings.request_timeout_ms" as nested keys.
-func endpointPath(attr string) tfjsonpath.Path {
-	parts := strings.Split(attr, ".")
-	p := tfjsonpath.New(parts[0])
-	for _, part := range parts[1:] {
-		p = p.AtMapKey(part)
-	}
-	return p
+	return statecheck.ExpectKnownValue(testAccEndpointAddr, attrPath(attr), check)
 }
 
 // scoring is what a test needs to send scoring requests: the URI and keys in state.
