@@ -78,8 +78,10 @@ func (e *Engine) endpointNodeIDs() []string {
 }
 
 // recoverEndpoints adopts the instances a previous run left: a live process keeps its state
-// and its probes resume; a dead one is restarted; then every endpoint gets a pass, which
-// rebuilds the router table.
+// and its probes resume; a dead one is restarted. The router table is rebuilt here, before
+// Start returns, because the stored state still says Succeeded: a scoring request that
+// arrives before the first pass must reach the adopted instances, not find no endpoint.
+// Then every endpoint gets a pass.
 func (e *Engine) recoverEndpoints(ctx context.Context) {
 	var recs []endpointRecord
 	_ = e.store.View(func(tx *store.Tx) error {
@@ -113,6 +115,15 @@ func (e *Engine) recoverEndpoints(ctx context.Context) {
 			})
 			e.mu.Unlock()
 		}
+		e.mu.Lock()
+		_ = e.store.View(func(tx *store.Tx) error {
+			cur, err := getEndpoint(tx, rec.Workspace, rec.Name)
+			if err == nil && !cur.Deleting {
+				e.pushRouter(cur)
+			}
+			return nil
+		})
+		e.mu.Unlock()
 		e.kickEndpoint(rec.key())
 	}
 }

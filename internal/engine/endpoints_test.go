@@ -555,6 +555,11 @@ func TestEndpointInstancesAdoptedAfterRestart(t *testing.T) {
 	r.drv.Reopen()
 	r.drv.ResetCalls()
 	r.start()
+	// The stored state still says Succeeded, so the router serves from the moment Start
+	// returns, before any pass has run.
+	if got := r.score("scorer", ""); got != http.StatusBadGateway {
+		t.Fatalf("score right after Start: %d; want the adopted instances in the router (502 from the fake port)", got)
+	}
 	p = newProbes(r)
 	for _, in := range ins {
 		p.set(in.Port, "/ready", true)
