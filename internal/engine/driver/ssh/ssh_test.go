@@ -1,8 +1,11 @@
 package ssh
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -166,13 +169,25 @@ func TestSSH(t *testing.T) {
 		task := RemoteTask{
 			Key:     "job-1.0",
 			Command: []string{"sh", "-c", `echo "hello $GREETING in $(pwd)"; echo oops >&2; exit 3`},
-			Env:     map[string]string{"GREETING": "it's me"},
+			Env:     map[string]string{"GREETING": "it's me", "API_TOKEN": "never-on-disk-5e1f"},
 		}
 		must(t, Start(testCtx(t), tg, task))
 		code := waitExit(t, tg, task.Key)
 		if code != 3 {
 			t.Fatalf("exit code %d, want 3", code)
 		}
+		// Environment values can be secrets: the script that held them is gone once the
+		// task started.
+		dir := filepath.Join(s.Home, ".mlcompute/tasks/job-1.0")
+		must(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if b, err := os.ReadFile(path); err != nil || bytes.Contains(b, []byte("never-on-disk-5e1f")) {
+				return fmt.Errorf("%s holds an environment value (read error: %v)", path, err)
+			}
+			return nil
+		}))
 		out, err := Output(testCtx(t), tg, task.Key, 0)
 		must(t, err)
 		want := "hello it's me in " + filepath.Join(s.Home, ".mlcompute/tasks/job-1.0/work") + "\noops\n"

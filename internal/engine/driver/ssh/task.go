@@ -107,7 +107,10 @@ func (c *Client) Start(ctx context.Context, task RemoteTask) error {
 	if len(task.Command) == 0 {
 		return fmt.Errorf("starting task %s: no command", task.Key)
 	}
+	// The script removes itself first: sh keeps reading it through its open descriptor,
+	// and the environment values it holds (often secrets) do not stay on the machine.
 	var run strings.Builder
+	run.WriteString("rm -f -- \"$0\"\n")
 	keys := make([]string, 0, len(task.Env))
 	for k := range task.Env {
 		if !envRE.MatchString(k) {
@@ -353,6 +356,7 @@ done
 const wrapperScript = `d=$1
 echo $$ > "$d/wrapper.pid.tmp" && mv -f "$d/wrapper.pid.tmp" "$d/wrapper.pid"
 if [ -f "$d/cancelled" ]; then
+  rm -f "$d/run.sh"
   echo 143 > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
   exit 0
 fi
