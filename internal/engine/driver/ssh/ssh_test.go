@@ -287,6 +287,43 @@ func TestSSH(t *testing.T) {
 		}
 	})
 
+	t.Run("TaskFromBeforeARebootIsLostAndNeverSignalled", func(t *testing.T) {
+		t.Parallel()
+		tg := s.target()
+		task := RemoteTask{Key: "before-reboot", Command: []string{"sleep", "300"}}
+		must(t, Start(testCtx(t), tg, task))
+		dir := filepath.Join(s.Home, ".mlcompute/tasks", task.Key)
+		raw, err := os.ReadFile(filepath.Join(dir, "pid"))
+		must(t, err)
+		pgid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		must(t, err)
+		t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		if running, _, err := Status(testCtx(t), tg, task.Key); err != nil || !running {
+			t.Fatalf("before: running=%v, %v; want running", running, err)
+		}
+		// As after a reboot: the recorded pids are still in use (here by the task itself,
+		// standing in for whatever process got the numbers), but by another boot's processes.
+		must(t, os.WriteFile(filepath.Join(dir, "boot_id"), []byte("00000000-0000-0000-0000-000000000000\n"), 0o600))
+		if running, code, err := Status(testCtx(t), tg, task.Key); err != nil || running || code != ExitLost {
+			t.Fatalf("after a reboot: running=%v code=%d, %v; want lost (%d)", running, code, err, ExitLost)
+		}
+		c, err := Dial(testCtx(t), tg)
+		must(t, err)
+		defer c.Close()
+		if running, code, err := c.Wait(testCtx(t), task.Key); err != nil || running || code != ExitLost {
+			t.Fatalf("wait after a reboot: running=%v code=%d, %v; want lost (%d)", running, code, err, ExitLost)
+		}
+		keys, err := c.RunningTasks(testCtx(t), task.Key)
+		must(t, err)
+		if len(keys) != 0 {
+			t.Fatalf("running tasks after a reboot: %v; want none", keys)
+		}
+		must(t, Kill(testCtx(t), tg, task.Key))
+		if err := syscall.Kill(-pgid, 0); err != nil {
+			t.Fatalf("Kill signalled process group %d, which a reboot gave to another process (%v)", pgid, err)
+		}
+	})
+
 	t.Run("KillKillsProcessGroup", func(t *testing.T) {
 		t.Parallel()
 		tg := s.target()

@@ -354,6 +354,7 @@ done
 // killed before it started (Kill left "cancelled") never starts, and ends as if killed by
 // SIGTERM.
 const wrapperScript = `d=$1
+cat /proc/sys/kernel/random/boot_id > "$d/boot_id" 2>/dev/null || rm -f "$d/boot_id"
 echo $$ > "$d/wrapper.pid.tmp" && mv -f "$d/wrapper.pid.tmp" "$d/wrapper.pid"
 if [ -f "$d/cancelled" ]; then
   rm -f "$d/run.sh"
@@ -368,10 +369,23 @@ code=$?
 echo "$code" > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
 `
 
-const statusScript = `d="$HOME/.mlcompute/tasks/$1"
+// taskFuncs is the shell functions the scripts below share. A pid is only the task's while
+// the machine has not rebooted since the wrapper recorded it (the wrapper records the boot
+// id beside it): after a reboot the number can belong to any process, which must neither
+// look like the task nor be signalled.
+const taskFuncs = `rebooted() {
+  [ -f "$1/boot_id" ] && [ -r /proc/sys/kernel/random/boot_id ] &&
+    [ "$(cat /proc/sys/kernel/random/boot_id)" != "$(cat "$1/boot_id")" ]
+}
+wrapper_gone() {
+  [ -f "$1/wrapper.pid" ] && { rebooted "$1" || ! kill -0 "$(cat "$1/wrapper.pid")" 2>/dev/null; }
+}
+`
+
+const statusScript = taskFuncs + `d="$HOME/.mlcompute/tasks/$1"
 [ -d "$d" ] || exit 44
 if [ -f "$d/exit_code" ]; then echo "exited $(cat "$d/exit_code")"; exit 0; fi
-if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; then
+if wrapper_gone "$d"; then
   if [ -f "$d/exit_code" ]; then echo "exited $(cat "$d/exit_code")"; else echo lost; fi
   exit 0
 fi
@@ -383,11 +397,11 @@ echo running
 // it writes a newline about once a second (which the status parsing skips): once the
 // session is gone the write fails, and the loop ends rather than polling on the machine
 // for as long as the task runs.
-const waitScript = `d="$HOME/.mlcompute/tasks/$1"
+const waitScript = taskFuncs + `d="$HOME/.mlcompute/tasks/$1"
 [ -d "$d" ] || exit 44
 i=0
 while [ ! -f "$d/exit_code" ]; do
-  if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; then break; fi
+  if wrapper_gone "$d"; then break; fi
   i=$((i+1))
   if [ "$i" -ge 5 ]; then i=0; echo || exit 1; fi
   sleep 0.2 2>/dev/null || sleep 1
@@ -395,10 +409,10 @@ done
 `
 
 // listScript: $1 a key prefix; prints the keys of tasks without an exit status.
-const listScript = `for d in "$HOME/.mlcompute/tasks/$1"*; do
+const listScript = taskFuncs + `for d in "$HOME/.mlcompute/tasks/$1"*; do
   [ -d "$d" ] || continue
   [ -f "$d/exit_code" ] && continue
-  if [ -f "$d/wrapper.pid" ] && ! kill -0 "$(cat "$d/wrapper.pid")" 2>/dev/null; then continue; fi
+  if wrapper_gone "$d"; then continue; fi
   echo "${d##*/}"
 done
 exit 0
@@ -416,15 +430,16 @@ tail -c +"$2" "$d/output.log" | head -c "$3"
 // waits (5 s at most) for the signalled tasks' exit statuses. A task still starting (no
 // pid recorded yet) is marked cancelled, so a wrapper that has not started it never will,
 // and its pid is awaited as Start does (10 s at most). If a group does not exist yet (the
-// task's setsid has not run), the pid alone is signalled. A single key whose task does
+// task's setsid has not run), the pid alone is signalled. A task from before a reboot is
+// never signalled (its pid may be another process's now). A single key whose task does
 // not exist exits 44; with several, missing ones are skipped.
-const killScript = `grace=$1; shift
+const killScript = taskFuncs + `grace=$1; shift
 base="$HOME/.mlcompute/tasks"
 if [ $# -eq 1 ] && [ ! -d "$base/$1" ]; then exit 44; fi
 pids=; signalled=
 for k in "$@"; do
   d="$base/$k"
-  [ -d "$d" ] && [ ! -f "$d/exit_code" ] || continue
+  [ -d "$d" ] && [ ! -f "$d/exit_code" ] && ! rebooted "$d" || continue
   if [ ! -f "$d/pid" ]; then
     : > "$d/cancelled"
     j=0
