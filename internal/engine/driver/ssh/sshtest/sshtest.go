@@ -3,7 +3,7 @@
 // namespaces are not permitted (no root, no iproute2, a container without CAP_NET_ADMIN)
 // a host falls back to an sshd on a loopback address of its own (127.0.0.x). Everything a
 // host made (namespace, link, user, home, sshd) is removed when the test ends, also when it
-// fails. It needs root and openssh-server, and fails rather than skips without them.
+// fails, and by the next Start when the test process was killed. It needs root and openssh-server, and fails rather than skips without them.
 //
 // Tests across packages use it: the ssh driver's, the engine's, the provider's acceptance
 // tests. It does not import the ssh package, so that package's own tests can use it.
@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,6 +61,7 @@ type Host struct {
 	Fingerprint string
 
 	sshd *exec.Cmd
+	rec  hostRecord
 }
 
 // Start starts a host that is torn down when t ends.
@@ -76,16 +78,25 @@ func Start(t testing.TB) *Host {
 			t.Fatalf("%s not found: %v", tool, err)
 		}
 	}
+	sweepLeftovers(t)
+
+	h := &Host{}
+	h.User = "mlct" + randHex(4)
+	self, err := startTime(os.Getpid())
+	must(t, err)
+	h.rec = hostRecord{Owner: os.Getpid(), OwnerStart: self, User: h.User}
+	// Registered first, so it runs last: the record goes once all it names is gone.
+	t.Cleanup(func() { _ = os.Remove(h.rec.path()) })
 	// The user must traverse the directory to its home and authorized_keys, so it is not
 	// a 0700 t.TempDir.
 	dir, err := os.MkdirTemp("", "mlc-sshd-")
 	must(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	h.rec.Dir = dir
+	h.rec.save(t)
 	must(t, os.Chmod(dir, 0o755))
 	must(t, os.MkdirAll("/run/sshd", 0o755)) // privilege separation directory
 
-	h := &Host{}
-	h.User = "mlct" + randHex(4)
 	h.Home = filepath.Join(dir, "home")
 	h.Password = "pw-" + randHex(4)
 	run(t, "useradd", "-m", "-d", h.Home, "-s", "/bin/sh", h.User)
@@ -150,6 +161,10 @@ LogLevel VERBOSE
 	h.sshd.Stdout, h.sshd.Stderr = logFile, logFile
 	h.sshd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	must(t, h.sshd.Start())
+	// A kill right here leaks this sshd: its pid is known only now.
+	h.rec.SSHD = h.sshd.Process.Pid
+	h.rec.SSHDStart, _ = startTime(h.rec.SSHD)
+	h.rec.save(t)
 	exited := make(chan struct{})
 	go func() { _ = h.sshd.Wait(); close(exited) }()
 	t.Cleanup(func() {
@@ -202,6 +217,8 @@ func (h *Host) makeNamespace(t testing.TB) error {
 	}
 	id := randHex(4)
 	ns, hostLink, nsLink := "mlct-"+id, "mlh"+id, "mln"+id
+	h.rec.Namespace, h.rec.HostLink = ns, hostLink
+	h.rec.save(t)
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		return fmt.Errorf("ip netns add: %v: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -304,12 +321,17 @@ func (h *Host) SetUnreachable(t testing.TB, unreachable bool) {
 	if h.Namespace == "" {
 		t.Fatalf("host %s runs on loopback: it cannot be made unreachable", h.Address)
 	}
+	route := h.Address + "/32"
 	if unreachable {
-		run(t, "ip", "route", "add", "unreachable", h.Address+"/32")
-		t.Cleanup(func() { _ = exec.Command("ip", "route", "del", "unreachable", h.Address+"/32").Run() })
+		h.rec.Routes = append(h.rec.Routes, route)
+		h.rec.save(t)
+		run(t, "ip", "route", "add", "unreachable", route)
+		t.Cleanup(func() { _ = exec.Command("ip", "route", "del", "unreachable", route).Run() })
 		return
 	}
-	run(t, "ip", "route", "del", "unreachable", h.Address+"/32")
+	run(t, "ip", "route", "del", "unreachable", route)
+	h.rec.Routes = slices.DeleteFunc(h.rec.Routes, func(r string) bool { return r == route })
+	h.rec.save(t)
 }
 
 // DropConnections kills sshd's per-connection processes, so every SSH connection to the
