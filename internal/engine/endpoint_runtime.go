@@ -128,6 +128,9 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 			}
 		} else {
 			e.planEndpoint(&rec, now)
+			// Before the commit: no reader sees a state (Succeeded, a new split) that the
+			// router does not serve yet.
+			e.pushRouter(rec)
 		}
 		for _, in := range rec.Instances {
 			switch {
@@ -140,6 +143,7 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		return tx.Put(store.Endpoints, key, rec)
 	})
 	if err != nil {
+		e.restoreRouter(key)
 		if ctx.Err() == nil {
 			e.log.Error("reconciling online endpoint failed", "endpoint", key, "error", err)
 		}
@@ -154,8 +158,6 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 			// Also when it was already gone: a delete that came late still returns.
 			e.notifyGone(endpointDirtyPrefix + key)
 		}
-	} else {
-		e.pushRouter(rec)
 	}
 	for _, in := range toStart {
 		e.ep.nodes[in.ID] = key
@@ -390,9 +392,14 @@ func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, 
 		before, _ := json.Marshal(rec)
 		f(&rec, &rec.Instances[idx])
 		if after, _ := json.Marshal(rec); !bytes.Equal(before, after) {
-			err = e.store.Update(func(tx *store.Tx) error { return tx.Put(store.Endpoints, key, rec) })
-			if err == nil && !rec.Deleting {
-				e.pushRouter(rec)
+			err = e.store.Update(func(tx *store.Tx) error {
+				if !rec.Deleting {
+					e.pushRouter(rec) // before the commit, as in reconcileEndpoint
+				}
+				return tx.Put(store.Endpoints, key, rec)
+			})
+			if err != nil {
+				e.restoreRouter(key)
 			}
 		}
 	}
@@ -453,6 +460,25 @@ func (e *Engine) endpointDeadline(k string) bool {
 		return true
 	}
 	return false
+}
+
+// restoreRouter gives the router the stored table again after a write that pushed its own
+// table failed to commit. Callers hold e.mu.
+func (e *Engine) restoreRouter(key string) {
+	var rec endpointRecord
+	exists := false
+	err := e.store.View(func(tx *store.Tx) (err error) {
+		exists, err = tx.Get(store.Endpoints, key, &rec)
+		return err
+	})
+	switch {
+	case err != nil:
+		e.log.Error("reading online endpoint for the router failed", "endpoint", key, "error", err)
+	case exists && !rec.Deleting:
+		e.pushRouter(rec)
+	default:
+		e.ep.router.RemoveEndpoint(nameOf(key))
+	}
 }
 
 // pushRouter gives the router the endpoint's current table: the deployments with their

@@ -264,7 +264,6 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 	if upd.AuthMode == "" {
 		upd.AuthMode = api.AuthModeKey
 	}
-	var committed *endpointRecord
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
 		rec, err := getEndpoint(tx, workspace, name)
@@ -297,17 +296,14 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 		rec.AuthMode, rec.Description, rec.Tags = upd.AuthMode, upd.Description, upd.Tags
 		rec.Deployments, rec.Traffic, rec.MirrorTraffic = deployments, upd.Traffic, upd.MirrorTraffic
 		rec.moveTraffic()
-		if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
-			return err
-		}
-		committed = &rec
-		return nil
-	})
-	if committed != nil {
 		// Auth and request settings apply when the call returns, and so does the split
-		// when the deployments it sends to are rolled out already; otherwise it moves
-		// once they are.
-		e.pushRouter(*committed)
+		// when the deployments it sends to are rolled out already; otherwise it moves once
+		// they are. The router gets them before the commit, as in reconcileEndpoint.
+		e.pushRouter(rec)
+		return tx.Put(store.Endpoints, rec.key(), rec)
+	})
+	if err != nil {
+		e.restoreRouter(workspace + "/" + name)
 	}
 	e.mu.Unlock()
 	if err != nil {
@@ -415,7 +411,6 @@ func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyT
 		return nil, err
 	}
 	var keys api.EndpointKeys
-	var committed *endpointRecord
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
 		rec, err := getEndpoint(tx, workspace, name)
@@ -428,17 +423,15 @@ func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyT
 			rec.Keys.SecondaryKey = newKey()
 		}
 		keys = rec.Keys
-		if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
-			return err
-		}
 		if !rec.Deleting {
-			committed = &rec
+			// The old key stops working when the call returns. The router gets the new one
+			// before the commit, as in reconcileEndpoint.
+			e.pushRouter(rec)
 		}
-		return nil
+		return tx.Put(store.Endpoints, rec.key(), rec)
 	})
-	if committed != nil {
-		// The old key stops working when the call returns.
-		e.pushRouter(*committed)
+	if err != nil {
+		e.restoreRouter(workspace + "/" + name)
 	}
 	e.mu.Unlock()
 	if err != nil {
