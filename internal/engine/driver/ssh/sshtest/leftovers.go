@@ -18,6 +18,9 @@ import (
 // So each host keeps a record of what it makes, written before each thing is made, and
 // every Start first removes what the records of dead test processes name.
 
+// sweepLockPath is the lock that test processes share for the sweep and the subnet choice.
+func sweepLockPath() string { return filepath.Join(os.TempDir(), "mlcompute-sshtest.lock") }
+
 // registryDir holds one record per live host.
 func registryDir() string { return filepath.Join(os.TempDir(), "mlcompute-sshtest") }
 
@@ -52,7 +55,7 @@ func (r hostRecord) save(t testing.TB) {
 // the hosts' subnet choice uses, so two Starts never sweep the same record at once.
 func sweepLeftovers(t testing.TB) {
 	t.Helper()
-	unlock, err := lockFile(filepath.Join(os.TempDir(), "mlcompute-sshtest.lock"))
+	unlock, err := lockFile(sweepLockPath())
 	must(t, err)
 	defer unlock()
 	paths, _ := filepath.Glob(filepath.Join(registryDir(), "*.json"))

@@ -231,7 +231,7 @@ func (h *Host) makeNamespace(t testing.TB) error {
 	})
 	// Test packages run in parallel processes: the choice of a free /30 and its use are
 	// one step under a lock they all share, so two hosts never get the same subnet.
-	unlock, err := lockFile(filepath.Join(os.TempDir(), "mlcompute-sshtest.lock"))
+	unlock, err := lockFile(sweepLockPath())
 	if err != nil {
 		return err
 	}
