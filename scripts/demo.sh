@@ -12,7 +12,7 @@
 # Environment:
 #   DEMO_EXAMPLE  module to apply (default examples/quickstart)
 #   DEMO_KEEP=1   skip destroy/shutdown and leave the workspace and engine up to explore
-#   TERRAFORM     a terraform binary to use (default: see scripts/terraform.sh)
+#   TERRAFORM     a terraform binary to use (default: see scripts/tool.sh)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -76,7 +76,7 @@ done
 
 step_prepare() {
 	header "Preparing .demo/ (a CLI config with dev_overrides -> ./bin, and the engine's data dir)"
-	tf_bin="$(scripts/terraform.sh)"
+	tf_bin="$(scripts/tool.sh)"
 	# Stop an engine a previous demo left running, then start from a clean slate.
 	if [[ -d "$MLCOMPUTE_HOME" ]]; then
 		"$mlc" shutdown >/dev/null 2>&1 || true

@@ -7,7 +7,7 @@
 #
 # tfplugindocs builds the provider, reads its schema with `terraform providers schema -json`
 # (init with -plugin-dir, offline) using the first terraform on PATH, and only downloads one
-# when none is found. We put the terraform from scripts/terraform.sh first on PATH, so this
+# when none is found. We put the terraform from scripts/tool.sh first on PATH, so this
 # works offline on a machine with no terraform installed.
 set -euo pipefail
 
@@ -15,7 +15,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 mode="${1:-generate}"
 
-tf="$(scripts/terraform.sh)"
+tf="$(scripts/tool.sh)"
 export PATH="$(dirname "$tf"):$PATH"
 # A CLI config we wrote (the environment may point at a missing or unrelated one).
 mkdir -p .cache

@@ -20,7 +20,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 kind="${1:-terraform}"
 
-tf="$(scripts/terraform.sh "$kind")"
+tf="$(scripts/tool.sh "$kind")"
 mkdir -p .cache/testacc
 cli_config="$root/.cache/testacc/$kind.tfrc"
 printf '# Written by scripts/testacc.sh: acceptance tests install providers in-process.\n' >"$cli_config"

@@ -144,7 +144,7 @@ func (r *onlineEndpointResource) uploader(workspace string) uploadFunc {
 // keep) and its content hash, which is the snapshot ID the engine gives it.
 func packCode(dir string, keep bool) ([]byte, string, error) {
 	var buf bytes.Buffer
-	var w io.Writer = io.Discard
+	w := io.Discard
 	if keep {
 		w = &buf
 	}

@@ -155,7 +155,7 @@ func TestE2E_ServeIdleExitAndShutdown(t *testing.T) {
 			t.Fatalf("idle engine exited with %v; want a clean exit", err)
 		}
 	case <-time.After(60 * time.Second):
-		serve.Process.Kill()
+		_ = serve.Process.Kill()
 		t.Fatal("engine with --idle-exit 2s still running after 60s")
 	}
 

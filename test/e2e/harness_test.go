@@ -39,29 +39,27 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e: TF_ACC not set; these tests run with the acceptance tests (make testacc)")
 		os.Exit(m.Run())
 	}
-	code, err := setup()
-	if err != nil {
+	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(binDir)
-	code = m.Run()
+	code := m.Run()
 	os.RemoveAll(binDir)
 	os.Exit(code)
 }
 
-func setup() (int, error) {
+func setup() error {
 	terraform = os.Getenv("TF_ACC_TERRAFORM_PATH")
 	if terraform == "" {
 		p, err := exec.LookPath("terraform")
 		if err != nil {
-			return 1, fmt.Errorf("no terraform: set TF_ACC_TERRAFORM_PATH")
+			return fmt.Errorf("no terraform: set TF_ACC_TERRAFORM_PATH")
 		}
 		terraform = p
 	}
 	var err error
 	if binDir, err = os.MkdirTemp("", "mlc-e2e-bin-"); err != nil {
-		return 1, err
+		return err
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
@@ -69,10 +67,10 @@ func setup() (int, error) {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, out), pkg)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
-			return 1, fmt.Errorf("building %s: %v\n%s", pkg, err, b)
+			return fmt.Errorf("building %s: %v\n%s", pkg, err, b)
 		}
 	}
-	return 0, nil
+	return nil
 }
 
 func requireAcc(t *testing.T) {

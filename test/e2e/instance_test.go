@@ -36,7 +36,7 @@ func (u *user) startServe(flags ...string) {
 	if err := cmd.Start(); err != nil {
 		u.t.Fatal(err)
 	}
-	go cmd.Wait() // reaped when it exits (the data dir's deletion stops it)
+	go func() { _ = cmd.Wait() }() // reaped when it exits (the data dir's deletion stops it)
 	u.waitFor("engine serving", 30*time.Second, func() bool { return u.enginePID() == cmd.Process.Pid })
 }
 

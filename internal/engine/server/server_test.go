@@ -187,7 +187,7 @@ func TestClientOverUnixSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: server.New(server.Options{Engine: eng})}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	st2, err := newClient(t, "unix://"+sock, "").Status(context.Background())
 	if err != nil || st2.Version != "v-test" || st2.NodesDriver != "local" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Bucket names one kind of record.
@@ -46,7 +47,7 @@ func Open(path string, lockWait time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("creating store directory: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening %s: %w", path, ErrLocked)
 	}
 	if err != nil {

@@ -402,7 +402,7 @@ func TestHeartbeatSkipperKeepsOnlyTheStatus(t *testing.T) {
 	}
 	_, _ = w.Write([]byte("\n\nexited\n"))
 	_, _ = w.Write([]byte("3\n"))
-	if got := string(w.Bytes()); got != "exited\n3\n" {
+	if got := w.String(); got != "exited\n3\n" {
 		t.Fatalf("kept %q; want the status alone", got)
 	}
 }

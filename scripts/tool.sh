@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Prints the absolute path of a usable terraform (or OpenTofu) binary on stdout; progress
-# goes to stderr.
+# Prints the absolute path of a usable tool binary on stdout; progress goes to stderr.
 #
-#   scripts/terraform.sh            terraform: $TERRAFORM, else the one on PATH, else one built
+#   scripts/tool.sh                 terraform: $TERRAFORM, else the one on PATH, else one built
 #                                   once with `go install github.com/hashicorp/terraform@v1.5.7`
-#   scripts/terraform.sh tofu       OpenTofu:  $TOFU, else the one on PATH, else one built once
+#   scripts/tool.sh tofu            OpenTofu:  $TOFU, else the one on PATH, else one built once
 #                                   with `go install github.com/opentofu/opentofu/cmd/tofu@v1.6.2`
+#   scripts/tool.sh golangci-lint   $GOLANGCI_LINT, else the one on PATH, else one built once
+#                                   with `go install .../golangci-lint/v2/cmd/golangci-lint@v2.1.6`
 #
-# Built binaries are cached in .cache/tools/ (git-ignored), so the build (about 4 minutes on
+# Built binaries are cached in .cache/tools/ (git-ignored), so the build (2 to 4 minutes on
 # 2 cores, through the Go module proxy) happens once per clone. Newer terraform releases
 # cannot be built with `go install` (their go.mod has replace directives), hence the pins.
-# Environment: TERRAFORM_VERSION, TOFU_VERSION override the pinned versions;
+# Environment: TERRAFORM_VERSION, TOFU_VERSION, GOLANGCI_LINT_VERSION override the pinned versions;
 # MLCOMPUTE_TOOLS_DIR overrides the cache directory; MLCOMPUTE_BUILD_TOOLS=1 skips PATH and
 # always uses (or builds) the pinned version.
 set -euo pipefail
@@ -30,8 +31,13 @@ tofu)
 	version="${TOFU_VERSION:-1.6.2}"
 	pkg="github.com/opentofu/opentofu/cmd/tofu@v$version"
 	;;
+golangci-lint)
+	override="${GOLANGCI_LINT:-}"
+	version="${GOLANGCI_LINT_VERSION:-2.1.6}"
+	pkg="github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$version"
+	;;
 *)
-	echo "usage: $0 [terraform|tofu]" >&2
+	echo "usage: $0 [terraform|tofu|golangci-lint]" >&2
 	exit 2
 	;;
 esac
@@ -39,7 +45,7 @@ esac
 # No update checks (they reach the network) while we probe versions.
 export CHECKPOINT_DISABLE=1
 
-log() { echo "scripts/terraform.sh: $*" >&2; }
+log() { echo "scripts/tool.sh: $*" >&2; }
 
 # works reports whether $1 runs and prints a version.
 works() { "$1" version >/dev/null 2>&1; }
@@ -88,7 +94,7 @@ if [[ -x "$bin" ]] && works "$bin"; then
 	exit 0
 fi
 
-log "no usable $kind found; building $pkg into $dir (once; about 4 minutes)"
+log "no usable $kind found; building $pkg into $dir (once; a few minutes)"
 staging="$(mktemp -d "$tools_dir/.build-$kind.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 start=$SECONDS
