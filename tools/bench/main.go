@@ -3,7 +3,7 @@
 // needs no provider process at all. It prints a table of medians and ratios and asserts
 // nothing about time.
 //
-//	go run ./tools/bench -terraform "$(scripts/terraform.sh)" -bin-dir bin
+//	go run ./tools/bench -terraform "$(scripts/tool.sh)" -bin-dir bin
 //
 // Each case is a configuration of -n resources. Every run applies it to empty state, plans
 // again (which must show no changes) and destroys it; each operation's median over -runs
