@@ -116,13 +116,7 @@ func (e *Engine) recoverEndpoints(ctx context.Context) {
 			e.mu.Unlock()
 		}
 		e.mu.Lock()
-		_ = e.store.View(func(tx *store.Tx) error {
-			cur, err := getEndpoint(tx, rec.Workspace, rec.Name)
-			if err == nil && !cur.Deleting {
-				e.pushRouter(cur)
-			}
-			return nil
-		})
+		e.syncRouter(rec.key())
 		e.mu.Unlock()
 		e.kickEndpoint(rec.key())
 	}

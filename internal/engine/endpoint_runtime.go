@@ -143,7 +143,7 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		return tx.Put(store.Endpoints, key, rec)
 	})
 	if err != nil {
-		e.restoreRouter(key)
+		e.syncRouter(key)
 		if ctx.Err() == nil {
 			e.log.Error("reconciling online endpoint failed", "endpoint", key, "error", err)
 		}
@@ -399,7 +399,7 @@ func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, 
 				return tx.Put(store.Endpoints, key, rec)
 			})
 			if err != nil {
-				e.restoreRouter(key)
+				e.syncRouter(key)
 			}
 		}
 	}
@@ -462,9 +462,9 @@ func (e *Engine) endpointDeadline(k string) bool {
 	return false
 }
 
-// restoreRouter gives the router the stored table again after a write that pushed its own
-// table failed to commit. Callers hold e.mu.
-func (e *Engine) restoreRouter(key string) {
+// syncRouter gives the router the endpoint's stored table: after a write that pushed its
+// own table failed to commit, and at start. Callers hold e.mu.
+func (e *Engine) syncRouter(key string) {
 	var rec endpointRecord
 	exists := false
 	err := e.store.View(func(tx *store.Tx) (err error) {

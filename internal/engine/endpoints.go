@@ -303,7 +303,7 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 		return tx.Put(store.Endpoints, rec.key(), rec)
 	})
 	if err != nil {
-		e.restoreRouter(workspace + "/" + name)
+		e.syncRouter(workspace + "/" + name)
 	}
 	e.mu.Unlock()
 	if err != nil {
@@ -431,7 +431,7 @@ func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyT
 		return tx.Put(store.Endpoints, rec.key(), rec)
 	})
 	if err != nil {
-		e.restoreRouter(workspace + "/" + name)
+		e.syncRouter(workspace + "/" + name)
 	}
 	e.mu.Unlock()
 	if err != nil {
