@@ -1,6 +1,7 @@
 package sshtest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ func sweepLockPath() string { return filepath.Join(os.TempDir(), "mlcompute-ssht
 // registryDir holds one record per live host.
 func registryDir() string { return filepath.Join(os.TempDir(), "mlcompute-sshtest") }
 
-// hostRecord is what one host made. Owner and its start time tell whether the test process
+// hostRecord is what one host made (its sshd is found by its config file, in Dir). Owner and its start time tell whether the test process
 // that made it still runs (a pid alone could have been reused).
 type hostRecord struct {
 	Owner      int      `json:"owner"`
@@ -34,8 +35,6 @@ type hostRecord struct {
 	Namespace  string   `json:"namespace,omitempty"`
 	HostLink   string   `json:"host_link,omitempty"`
 	Routes     []string `json:"routes,omitempty"`
-	SSHD       int      `json:"sshd,omitempty"`
-	SSHDStart  uint64   `json:"sshd_start,omitempty"`
 }
 
 func (r hostRecord) path() string { return filepath.Join(registryDir(), r.User+".json") }
@@ -81,8 +80,8 @@ func sweepLeftovers(t testing.TB) {
 
 // remove undoes everything the record names; each step tolerates a thing that is gone.
 func (r hostRecord) remove() {
-	if r.SSHD > 0 && alive(r.SSHD, r.SSHDStart) {
-		_ = syscall.Kill(-r.SSHD, syscall.SIGKILL) // sshd runs in a process group of its own
+	for _, pid := range r.sshds() {
+		_ = syscall.Kill(-pid, syscall.SIGKILL) // sshd runs in a process group of its own
 	}
 	_ = exec.Command("pkill", "-KILL", "-u", r.User).Run()
 	_ = exec.Command("userdel", "-f", "-r", r.User).Run()
@@ -98,6 +97,28 @@ func (r hostRecord) remove() {
 	if r.Dir != "" {
 		_ = os.RemoveAll(r.Dir)
 	}
+}
+
+// sshds lists the live processes whose command line names the host's sshd_config: its
+// sshd, found so even when the test process died before it learnt sshd's pid.
+func (r hostRecord) sshds() []int {
+	want := []byte(filepath.Join(r.Dir, "sshd_config"))
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []int
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(cmdline, want) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil {
+			continue
+		}
+		if _, zombie, err := procStat(pid); err == nil && !zombie {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // alive reports whether pid runs (a zombie does not) and is the process that started at

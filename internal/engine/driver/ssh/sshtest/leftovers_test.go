@@ -90,8 +90,8 @@ func leftover(t *testing.T, r hostRecord) []string {
 	if _, err := os.Stat(r.Dir); err == nil {
 		present = append(present, "directory "+r.Dir)
 	}
-	if alive(r.SSHD, r.SSHDStart) {
-		present = append(present, fmt.Sprintf("sshd %d", r.SSHD))
+	if pids := r.sshds(); len(pids) > 0 {
+		present = append(present, fmt.Sprintf("sshd %v", pids))
 	}
 	if r.Namespace != "" {
 		out, err := exec.Command("ip", "netns", "list").Output()

@@ -161,10 +161,6 @@ LogLevel VERBOSE
 	h.sshd.Stdout, h.sshd.Stderr = logFile, logFile
 	h.sshd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	must(t, h.sshd.Start())
-	// A kill right here leaks this sshd: its pid is known only now.
-	h.rec.SSHD = h.sshd.Process.Pid
-	h.rec.SSHDStart, _ = startTime(h.rec.SSHD)
-	h.rec.save(t)
 	exited := make(chan struct{})
 	go func() { _ = h.sshd.Wait(); close(exited) }()
 	t.Cleanup(func() {
