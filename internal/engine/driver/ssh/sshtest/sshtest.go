@@ -3,7 +3,8 @@
 // namespaces are not permitted (no root, no iproute2, a container without CAP_NET_ADMIN)
 // a host falls back to an sshd on a loopback address of its own (127.0.0.x). Everything a
 // host made (namespace, link, user, home, sshd) is removed when the test ends, also when it
-// fails, and by the next Start when the test process was killed. It needs root and openssh-server, and fails rather than skips without them.
+// fails, and by the next Start when the test process was killed. It needs root and
+// openssh-server, and fails rather than skips without them.
 //
 // Tests across packages use it: the ssh driver's, the engine's, the provider's acceptance
 // tests. It does not import the ssh package, so that package's own tests can use it.
