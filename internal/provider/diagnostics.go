@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
@@ -113,4 +116,21 @@ func fieldPath(schemaType attr.Type, field string) (path.Path, bool) {
 		}
 	}
 	return p, true
+}
+
+// readFound settles a Read's lookup of the object it manages: one deleted outside
+// Terraform leaves the state (so the next plan creates it again), any other error becomes
+// a diagnostic. title names the kind in Title Case ("Compute Cluster"), object the one
+// read ("compute cluster \"cpu\" in workspace \"ml\""). It reports whether Read goes on.
+func readFound(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse, err error, title, object string) bool {
+	if api.IsNotFound(err) {
+		tflog.Warn(ctx, strings.ToLower(title)+" deleted outside Terraform; removing it from state", map[string]any{"object": object})
+		resp.State.RemoveResource(ctx)
+		return false
+	}
+	if err != nil {
+		addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Read "+title, "read "+object, err)
+		return false
+	}
+	return true
 }

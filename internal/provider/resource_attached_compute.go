@@ -239,14 +239,7 @@ func (r *attachedComputeResource) Read(ctx context.Context, req resource.ReadReq
 	}
 
 	c, err := r.client.GetCompute(ctx, id.Workspace, id.Name)
-	if api.IsNotFound(err) {
-		tflog.Warn(ctx, "attached compute deleted outside Terraform; removing it from state", map[string]any{"compute": id.String()})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Read Attached Compute",
-			fmt.Sprintf("read attached compute %q in workspace %q", id.Name, id.Workspace), err)
+	if !readFound(ctx, req, resp, err, "Attached Compute", fmt.Sprintf("attached compute %q in workspace %q", id.Name, id.Workspace)) {
 		return
 	}
 	if c.Type != api.TypeAttached || c.VirtualMachine == nil {

@@ -331,14 +331,7 @@ func (r *computeClusterResource) Read(ctx context.Context, req resource.ReadRequ
 	}
 
 	c, err := r.client.GetCompute(ctx, id.Workspace, id.Name)
-	if api.IsNotFound(err) {
-		tflog.Warn(ctx, "compute cluster deleted outside Terraform; removing it from state", map[string]any{"compute": id.String()})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Read Compute Cluster",
-			fmt.Sprintf("read compute cluster %q in workspace %q", id.Name, id.Workspace), err)
+	if !readFound(ctx, req, resp, err, "Compute Cluster", fmt.Sprintf("compute cluster %q in workspace %q", id.Name, id.Workspace)) {
 		return
 	}
 	if c.Type != api.TypeComputeCluster {

@@ -327,14 +327,7 @@ func (r *computeInstanceResource) Read(ctx context.Context, req resource.ReadReq
 	}
 
 	c, err := r.client.GetCompute(ctx, id.Workspace, id.Name)
-	if api.IsNotFound(err) {
-		tflog.Warn(ctx, "compute instance deleted outside Terraform; removing it from state", map[string]any{"compute": id.String()})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Read Compute Instance",
-			fmt.Sprintf("read compute instance %q in workspace %q", id.Name, id.Workspace), err)
+	if !readFound(ctx, req, resp, err, "Compute Instance", fmt.Sprintf("compute instance %q in workspace %q", id.Name, id.Workspace)) {
 		return
 	}
 	if c.Type != api.TypeComputeInstance {

@@ -472,14 +472,7 @@ func (r *onlineEndpointResource) Read(ctx context.Context, req resource.ReadRequ
 		return
 	}
 	e, err := r.client.GetEndpoint(ctx, id.Workspace, id.Name)
-	if api.IsNotFound(err) {
-		tflog.Warn(ctx, "online endpoint deleted outside Terraform; removing it from state", map[string]any{"endpoint": id.String()})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Read Online Endpoint",
-			fmt.Sprintf("read online endpoint %q in workspace %q", id.Name, id.Workspace), err)
+	if !readFound(ctx, req, resp, err, "Online Endpoint", fmt.Sprintf("online endpoint %q in workspace %q", id.Name, id.Workspace)) {
 		return
 	}
 	resp.Diagnostics.Append(r.readBack(ctx, &state, e)...)

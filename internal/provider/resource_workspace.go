@@ -192,14 +192,7 @@ func (r *workspaceResource) Read(ctx context.Context, req resource.ReadRequest, 
 	}
 
 	ws, err := r.client.GetWorkspace(ctx, state.Name.ValueString())
-	if api.IsNotFound(err) {
-		tflog.Warn(ctx, "workspace deleted outside Terraform; removing it from state", map[string]any{"workspace": state.Name.ValueString()})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Read Workspace",
-			fmt.Sprintf("read workspace %q", state.Name.ValueString()), err)
+	if !readFound(ctx, req, resp, err, "Workspace", fmt.Sprintf("workspace %q", state.Name.ValueString())) {
 		return
 	}
 
