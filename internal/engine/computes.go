@@ -3,11 +3,14 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/quota"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -109,7 +112,7 @@ func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.C
 		} else if ok {
 			return api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, rec.resourceType(), id)
 		}
-		if err := checkQuota(tx, ws, rec, rec.quotaField()); err != nil {
+		if err := e.checkQuota(ws, rec, rec.quotaField()); err != nil {
 			return err
 		}
 		if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
@@ -120,6 +123,7 @@ func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.C
 	if err != nil {
 		return nil, err
 	}
+	e.indexCompute(rec)
 	e.log.Info("compute created", "compute", rec.key(), "type", rec.Type, "vm_size", rec.VMSize)
 	e.kick(rec.key())
 	return e.GetCompute(context.Background(), workspace, spec.Name)
@@ -132,6 +136,7 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var updated computeRecord
 	err := e.store.Update(func(tx *store.Tx) error {
 		ws, err := getWorkspace(tx, workspace)
 		if err != nil {
@@ -152,9 +157,10 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 			if err := e.updateInstance(&rec, upd, e.clock.Now().UTC()); err != nil {
 				return err
 			}
-			if err := checkQuota(tx, ws, rec, rec.quotaField()); err != nil {
+			if err := e.checkQuota(ws, rec, rec.quotaField()); err != nil {
 				return err
 			}
+			updated = rec
 			return tx.Put(store.Computes, rec.key(), rec)
 		}
 		if upd.VMSize != "" && !strings.EqualFold(upd.VMSize, rec.VMSize) {
@@ -169,15 +175,17 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 				s.ScaleDownNodesAfterIdleDuration = api.DefaultScaleDownAfterIdle
 			}
 			rec.ScaleSettings = &s
-			if err := checkQuota(tx, ws, rec, rec.quotaField()); err != nil {
+			if err := e.checkQuota(ws, rec, rec.quotaField()); err != nil {
 				return err
 			}
 		}
+		updated = rec
 		return tx.Put(store.Computes, rec.key(), rec)
 	})
 	if err != nil {
 		return nil, err
 	}
+	e.indexCompute(updated)
 	e.log.Info("compute updated", "compute", workspace+"/"+name)
 	e.kick(workspace + "/" + name)
 	return e.GetCompute(context.Background(), workspace, name)
@@ -282,42 +290,71 @@ func (e *Engine) describe(tx *store.Tx, rec computeRecord) (*api.Compute, error)
 
 // checkQuota checks that the vCPUs the workspace's computes of rec's family may use
 // (max_node_count times the size's vCPUs each, with rec replacing its stored version) fit
-// the family's quota.
-func checkQuota(tx *store.Tx, ws *api.Workspace, rec computeRecord, field string) error {
+// the family's quota (rules/quota). The other computes' use comes from the quota index, so
+// the check costs the same however many computes the store holds. Callers hold e.mu.
+func (e *Engine) checkQuota(ws *api.Workspace, rec computeRecord, field string) error {
 	size, ok := catalog.Lookup(rec.VMSize)
 	if !ok {
 		return api.Errorf(api.CodeInvalid, "vm_size", "unknown VM size %q", rec.VMSize)
 	}
-	others, err := store.List[computeRecord](tx, store.Computes, ws.Name+"/")
-	if err != nil {
-		return err
-	}
-	used, holders := int64(0), []string{}
-	for _, o := range others {
-		if o.Name == rec.Name {
-			continue
-		}
-		if s, ok := catalog.Lookup(o.VMSize); ok && s.Family == size.Family {
-			used += o.maxNodes() * s.VCPUs
-			holders = append(holders, fmt.Sprintf("%s (%d vCPUs)", o.Name, o.maxNodes()*s.VCPUs))
-		}
-	}
-	want := rec.maxNodes() * size.VCPUs
+	used := e.quota.Used(ws.Name, size.Family, rec.key())
+	want, wantOK := quota.Demand(rec.maxNodes(), size.VCPUs)
 	limit := EffectiveQuota(ws, size.Family)
-	if used+want <= limit {
+	d := quota.Decision{}
+	if wantOK {
+		d = quota.Check(used, want, limit)
+	}
+	if d.Fits {
 		return nil
 	}
 	detail := ""
-	if len(holders) > 0 {
-		detail = fmt.Sprintf(" (already used by %s)", strings.Join(holders, ", "))
+	if holders := e.quota.Holders(ws.Name, size.Family, rec.key()); len(holders) > 0 {
+		names := make([]string, 0, len(holders))
+		for _, h := range holders {
+			names = append(names, fmt.Sprintf("%s (%d vCPUs)", h.Name, h.VCPUs))
+		}
+		detail = fmt.Sprintf(" (already used by %s)", strings.Join(names, ", "))
 	}
-	hint := fmt.Sprintf("raise it with quotas = { %s = %d } on the workspace", size.Family, used+want)
+	hint := fmt.Sprintf("raise it with quotas = { %s = %d } on the workspace", size.Family, d.Need)
 	if f, _ := catalog.LookupFamily(size.Family); f.RequiresApproval && ws.Quotas[size.Family] == 0 {
-		hint = fmt.Sprintf("family %s requires approval and has no quota until one is set: add quotas = { %s = %d } to the workspace", size.Family, size.Family, used+want)
+		hint = fmt.Sprintf("family %s requires approval and has no quota until one is set: add quotas = { %s = %d } to the workspace", size.Family, size.Family, d.Need)
 	}
 	return api.Errorf(api.CodeQuotaExceeded, field,
 		"%s needs %d vCPUs of %s (%d nodes x %d vCPUs of %s) but workspace %q has %d of %d left%s; %s",
-		rec.Name, want, size.Family, rec.maxNodes(), size.VCPUs, size.Name, ws.Name, max(limit-used, 0), limit, detail, hint)
+		rec.Name, want, size.Family, rec.maxNodes(), size.VCPUs, size.Name, ws.Name, d.Left, limit, detail, hint)
+}
+
+// holding is what rec holds of its workspace's quota, for the quota index; ok is false for a
+// compute without a catalog size (an attached machine).
+func holding(rec computeRecord) (model.Holding, bool) {
+	size, ok := catalog.Lookup(rec.VMSize)
+	if !ok || rec.Attached != nil {
+		return model.Holding{}, false
+	}
+	vcpus, ok := quota.Demand(rec.maxNodes(), size.VCPUs)
+	if !ok {
+		vcpus = math.MaxInt64
+	}
+	return model.Holding{Workspace: rec.Workspace, Name: rec.Name, Family: size.Family, VCPUs: vcpus}, true
+}
+
+// indexCompute brings the quota index up to date with a committed compute record.
+// Callers hold e.mu.
+func (e *Engine) indexCompute(rec computeRecord) {
+	if h, ok := holding(rec); ok {
+		e.quota.Set(rec.key(), h)
+	}
+}
+
+// loadQuotaIndex fills the quota index from the store, once, when the engine is built.
+func (e *Engine) loadQuotaIndex() error {
+	return e.store.View(func(tx *store.Tx) error {
+		recs, err := store.List[computeRecord](tx, store.Computes, "")
+		for _, rec := range recs {
+			e.indexCompute(rec)
+		}
+		return err
+	})
 }
 
 // resourceType is the Terraform resource that manages this kind of compute.

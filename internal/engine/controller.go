@@ -25,6 +25,10 @@ import (
 // events are committed and trigger another pass. One goroutine runs the passes; driver
 // calls run in their own goroutines so a slow node never blocks another compute.
 
+// maxNodesPerPass bounds the node records one pass creates, so no pass does unbounded work
+// whatever min_node_count or a job asks for.
+const maxNodesPerPass = 64
+
 // createBackoff bounds how often a compute whose nodes fail to start retries.
 const createBackoff = 5 * time.Second
 
@@ -224,8 +228,13 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			if until, ok := e.backoff[key]; ok && now.Before(until) {
 				e.queue.Set("backoff/"+key, until)
 			} else {
-				// New nodes wait in preparing until admission gives them capacity.
-				for range plan.Create {
+				// New nodes wait in preparing until admission gives them capacity. A pass
+				// creates a bounded number; the next pass, right after, creates more.
+				create := min(plan.Create, maxNodesPerPass)
+				if create < plan.Create {
+					e.kickLater(key)
+				}
+				for range create {
 					n := nodeRecord{ID: newID(rec.nodeIDPrefix()), Compute: key, State: api.NodePreparing, CreatedOn: now}
 					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
 						return err
@@ -263,6 +272,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 		return err
 	}
 	if gone {
+		e.quota.Delete(key)
 		e.log.Info("compute deleted", "compute", key)
 		e.notifyGone(key)
 		return nil

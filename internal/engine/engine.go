@@ -16,6 +16,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/timerqueue"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -61,6 +62,8 @@ type Engine struct {
 	// minIdleShutdown is the engine's idle-shutdown policy minimum.
 	minIdleShutdown time.Duration
 	queue           *timerqueue.Queue
+	// quota sums the vCPUs computes hold per workspace and family (updated under mu).
+	quota *model.QuotaIndex
 	ctx             context.Context
 
 	// mu serialises writers so that read-check-write sequences (name taken? quota left?)
@@ -118,6 +121,10 @@ func New(cfg Config) (*Engine, error) {
 		dirty:           map[string]bool{},
 		waiters:         map[string][]chan struct{}{},
 		wake:            make(chan struct{}, 1),
+		quota:           model.NewQuotaIndex(),
+	}
+	if err := e.loadQuotaIndex(); err != nil {
+		return nil, fmt.Errorf("indexing computes: %w", err)
 	}
 	e.queue = timerqueue.New(cfg.Clock, e.onDeadline)
 	e.ep = newEndpointRuntime(e)

@@ -183,6 +183,8 @@ func (e *Engine) InstanceAction(_ context.Context, workspace, name, action strin
 		}
 		switch action {
 		case api.ActionStart:
+			// A start restarts the idle clock; on a running instance that is all it does.
+			rec.Instance.LastActivity = now
 			e.setDesired(&rec, api.InstanceRunning, "Start", api.TriggerUser, now)
 		case api.ActionStop:
 			e.setDesired(&rec, api.InstanceStopped, "Stop", api.TriggerUser, now)
@@ -303,21 +305,6 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 	running := node != nil && node.JobID != "" && node.JobID != "setup"
 	if node != nil && node.State == api.NodeIdle && node.IdleSince.After(inst.LastActivity) {
 		inst.LastActivity = node.IdleSince // a job just ended on it
-	}
-
-	// Idle shutdown.
-	if inst.Desired == api.InstanceRunning && inst.State == api.InstanceRunning {
-		if after := e.instanceIdleAfter(*rec); after > 0 {
-			a := e.activity(*rec)
-			if deadline, ok := idle.Deadline(a, after); ok {
-				if !now.Before(deadline) {
-					e.setDesired(rec, api.InstanceStopped, "Stop", api.TriggerIdleShutdown, now)
-					e.log.Warn("instance stopped for idleness", "compute", key, "idle_for", now.Sub(a.LastActivity).String())
-				} else {
-					e.queue.Set("idle/"+key, deadline)
-				}
-			}
-		}
 	}
 
 	release := func() error {
@@ -453,6 +440,25 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		inst.State = api.InstanceJobRunning
 	} else {
 		inst.State = api.InstanceRunning
+	}
+
+	// Idle shutdown, decided from this pass's facts (a job that just ended or just started
+	// counts as of now), after queued jobs were given the node.
+	if after := e.instanceIdleAfter(*rec); after > 0 {
+		a := idle.Activity{LastActivity: inst.LastActivity, OpenSessions: e.sessions[key]}
+		if running {
+			a.RunningJobs = 1
+		}
+		if deadline, ok := idle.Deadline(a, after); !ok {
+			e.queue.Remove("idle/" + key)
+		} else if now.Before(deadline) {
+			e.queue.Set("idle/"+key, deadline)
+		} else {
+			e.queue.Remove("idle/" + key)
+			e.setDesired(rec, api.InstanceStopped, "Stop", api.TriggerIdleShutdown, now)
+			e.log.Warn("instance stopped for idleness", "compute", key, "idle_for", now.Sub(a.LastActivity).String())
+			e.kickLater(key)
+		}
 	}
 	return out, nil
 }

@@ -342,3 +342,56 @@ func TestInstanceCreateErrorsNameInstanceInputs(t *testing.T) {
 		t.Fatalf("taken name: %v; want the instance import hint", err)
 	}
 }
+
+// A job longer than idle_time_before_shutdown: the instance stops idle_time_before_shutdown
+// after the job ends, not never (the job's end is activity as of that moment).
+func TestIdleShutdownAfterAJobLongerThanTheIdleTime(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "erin", api.InstanceSettings{IdleTimeBeforeShutdown: "PT15M"})
+	r.eventually("running", r.state("lab", "erin", api.InstanceRunning))
+
+	j := r.submit("lab", "erin", 1)
+	r.eventually("JobRunning", r.state("lab", "erin", api.InstanceJobRunning))
+	r.clk.Step(40 * time.Minute) // far longer than the idle time
+	r.settle()
+	r.drv.FinishTask(r.job("lab", j.ID).Nodes[0], r.task("lab", j.ID, 0), 0)
+	r.eventually("running after the job", r.state("lab", "erin", api.InstanceRunning))
+
+	r.clk.Step(15*time.Minute - time.Millisecond)
+	r.settle()
+	if s := r.compute("lab", "erin").State; s != api.InstanceRunning {
+		t.Fatalf("state %s 1ms before the idle deadline after the job; want Running", s)
+	}
+	r.clk.Step(time.Millisecond)
+	r.eventually("stopped by idle shutdown after the job", r.state("lab", "erin", api.InstanceStopped))
+	if op := r.compute("lab", "erin").LastOperation; op.Trigger != api.TriggerIdleShutdown {
+		t.Fatalf("last operation %+v; want trigger IdleShutdown", op)
+	}
+}
+
+// A user's start of a running instance restarts its idle clock and never stops it.
+func TestStartOfARunningInstanceRestartsItsIdleClock(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.instance("lab", "fred", api.InstanceSettings{IdleTimeBeforeShutdown: "PT15M"})
+	r.eventually("running", r.state("lab", "fred", api.InstanceRunning))
+
+	r.clk.Step(14 * time.Minute)
+	r.settle()
+	if _, err := r.e.InstanceAction(context.Background(), "lab", "fred", api.ActionStart); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	if s := r.compute("lab", "fred").State; s != api.InstanceRunning {
+		t.Fatalf("start of a running instance left it %s", s)
+	}
+	// The old deadline (15 minutes after the first start) passes: still running.
+	r.clk.Step(14 * time.Minute)
+	r.settle()
+	if c := r.compute("lab", "fred"); c.State != api.InstanceRunning {
+		t.Fatalf("stopped 14 minutes after a start (%+v); the start must restart the idle clock", c.LastOperation)
+	}
+	r.clk.Step(time.Minute)
+	r.eventually("stopped 15 minutes after the start", r.state("lab", "fred", api.InstanceStopped))
+}

@@ -96,8 +96,8 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 	if spec.InstanceCount == 0 {
 		spec.InstanceCount = 1
 	}
-	if spec.InstanceCount < 1 {
-		return nil, api.Errorf(api.CodeInvalid, "instance_count", "instance_count must be 1 or more, got %d", spec.InstanceCount)
+	if err := validation.InstanceCount(spec.InstanceCount); err != nil {
+		return nil, err
 	}
 	if spec.SnapshotID != "" && e.snapshots != nil {
 		if _, err := e.snapshots.Path(spec.SnapshotID); err != nil {
@@ -111,6 +111,7 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
 		Command: spec.Command, Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
 	}}
+	var serverless *computeRecord // the compute made for a serverless job, once committed
 	err := e.store.Update(func(tx *store.Tx) error {
 		ws, err := getWorkspace(tx, workspace)
 		if err != nil {
@@ -149,12 +150,13 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 				VMPriority: api.PriorityDedicated, CreatedOn: now, Serverless: true, ForJob: j.ID,
 				ScaleSettings: &api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: spec.InstanceCount, ScaleDownNodesAfterIdleDuration: "PT0S"},
 			}
-			if err := checkQuota(tx, ws, rec, "instance_type"); err != nil {
+			if err := e.checkQuota(ws, rec, "instance_type"); err != nil {
 				return err
 			}
 			if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
 				return err
 			}
+			serverless = &rec
 		} else {
 			if rec, err = getCompute(tx, workspace, spec.Compute); err != nil || rec.Serverless {
 				return notFoundCompute(workspace, spec.Compute)
@@ -183,6 +185,9 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 	})
 	if err != nil {
 		return nil, err
+	}
+	if serverless != nil {
+		e.indexCompute(*serverless)
 	}
 	e.log.Info("job queued", "job", j.ID, "compute", j.ComputeKey, "instance_count", j.Count)
 	e.kick(j.ComputeKey)

@@ -68,6 +68,20 @@ func VMPriority(p string) error {
 	return api.Errorf(api.CodeInvalid, "vm_priority", "vm_priority %q is not allowed; allowed values: %s", p, strings.Join(VMPriorities, ", "))
 }
 
+// MaxNodeCount bounds max_node_count (and so min_node_count and a job's instance_count):
+// Azure Machine Learning allows at most 65,000 nodes in one cluster. The bound keeps every
+// node count, and every vCPU sum built from one (65,000 x the largest size's vCPUs x any
+// number of computes a store can hold), far from int64 overflow.
+const MaxNodeCount = 65000
+
+// InstanceCount checks a job's instance_count: 1 to MaxNodeCount.
+func InstanceCount(n int64) error {
+	if n < 1 || n > MaxNodeCount {
+		return api.Errorf(api.CodeInvalid, "instance_count", "instance_count must be between 1 and %d, got %d", MaxNodeCount, n)
+	}
+	return nil
+}
+
 // ScaleSettings checks a cluster's scale settings and returns the idle duration.
 func ScaleSettings(s *api.ScaleSettings) (time.Duration, error) {
 	if s == nil {
@@ -76,8 +90,11 @@ func ScaleSettings(s *api.ScaleSettings) (time.Duration, error) {
 	if s.MinNodeCount < 0 {
 		return 0, api.Errorf(api.CodeInvalid, "scale_settings.min_node_count", "min_node_count must be 0 or more, got %d", s.MinNodeCount)
 	}
-	if s.MaxNodeCount < 1 {
-		return 0, api.Errorf(api.CodeInvalid, "scale_settings.max_node_count", "max_node_count must be 1 or more, got %d", s.MaxNodeCount)
+	if s.MinNodeCount > MaxNodeCount {
+		return 0, api.Errorf(api.CodeInvalid, "scale_settings.min_node_count", "min_node_count must be at most %d, got %d", MaxNodeCount, s.MinNodeCount)
+	}
+	if s.MaxNodeCount < 1 || s.MaxNodeCount > MaxNodeCount {
+		return 0, api.Errorf(api.CodeInvalid, "scale_settings.max_node_count", "max_node_count must be between 1 and %d, got %d", MaxNodeCount, s.MaxNodeCount)
 	}
 	if s.MinNodeCount > s.MaxNodeCount {
 		return 0, api.Errorf(api.CodeInvalid, "scale_settings.min_node_count", "min_node_count (%d) must not be greater than max_node_count (%d)", s.MinNodeCount, s.MaxNodeCount)
