@@ -64,7 +64,7 @@ type Engine struct {
 	queue           *timerqueue.Queue
 	// quota sums the vCPUs computes hold per workspace and family (updated under mu).
 	quota *model.QuotaIndex
-	ctx             context.Context
+	ctx   context.Context
 
 	// mu serialises writers so that read-check-write sequences (name taken? quota left?)
 	// see a consistent store; bbolt already serialises the commits themselves. The fields
