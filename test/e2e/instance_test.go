@@ -92,3 +92,56 @@ func TestE2E_InstanceIdleShutdown(t *testing.T) {
 	u.waitFor("running after start", 30*time.Second, func() bool { return u.compute("dev-box").State == api.InstanceRunning })
 	u.mustTerraform("destroy", "-auto-approve")
 }
+
+// TestE2E_InstanceStopsIdleTimeAfterALongJob: with idle_time_before_shutdown = PT3S, an
+// instance that ran an 8 s job stops about 3 s after the job ends (never before), and a
+// user's start of the running instance restarts its idle clock instead of stopping it.
+func TestE2E_InstanceStopsIdleTimeAfterALongJob(t *testing.T) {
+	u := newUser(t)
+	u.startServe("--min-idle-shutdown", "1s")
+	u.writeConfig(strings.Replace(instanceConfig, `  setup_scripts = {
+    startup_script = { inline = "echo started" }
+  }
+`, "", 1))
+	u.mustTerraform("apply", "-auto-approve")
+
+	// start on the running instance: it stays Running and its idle clock starts again.
+	time.Sleep(2 * time.Second) // 2 of the 3 idle seconds pass before the user's start
+	if out, code := u.cli("compute", "start", "--workspace", "e2e-team", "dev-box"); code != 0 {
+		t.Fatalf("compute start of a running instance: %s", out)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the first deadline, before the second
+	if c := u.compute("dev-box"); c.State != api.InstanceRunning {
+		t.Fatalf("instance %s (%+v) after a start of the running instance; want Running", c.State, c.LastOperation)
+	}
+
+	jobID, code := u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "dev-box", "--", "sh", "-c", "sleep 8; echo trained")
+	if code != 0 {
+		t.Fatalf("job submit: %s", jobID)
+	}
+	jobID = strings.TrimSpace(jobID)
+	var job api.Job
+	u.waitFor("job completed", 60*time.Second, func() bool {
+		out, code := u.cli("job", "show", "--workspace", "e2e-team", jobID, "-o", "json")
+		if code != 0 {
+			return false
+		}
+		decodeJSON(t, out, &job)
+		return job.Status == api.JobCompleted
+	})
+	if job.EndedAt == nil {
+		t.Fatalf("completed job %s has no ended_at", jobID)
+	}
+	u.waitFor("idle shutdown after the job", 60*time.Second, func() bool { return u.compute("dev-box").State == api.InstanceStopped })
+	c := u.compute("dev-box")
+	if c.LastOperation == nil || c.LastOperation.Trigger != api.TriggerIdleShutdown {
+		t.Fatalf("last operation %+v; want trigger IdleShutdown", c.LastOperation)
+	}
+	// The rule, not the timing: the stop is never before the job's end plus the idle time.
+	stoppedAfter := c.LastOperation.Time.Sub(*job.EndedAt)
+	if stoppedAfter < 3*time.Second {
+		t.Fatalf("stopped %s after the job ended; idle_time_before_shutdown is 3s", stoppedAfter)
+	}
+	t.Logf("stopped %s after the 8 s job ended (idle time 3 s)", stoppedAfter)
+	u.mustTerraform("destroy", "-auto-approve")
+}
