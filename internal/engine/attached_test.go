@@ -338,7 +338,6 @@ func TestAttachedSecretsNeverLogged(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	must(t, e.Start(ctx))
-	defer e.queue.Stop()
 	_, err = e.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "wsa"}, "")
 	must(t, err)
 

@@ -176,10 +176,10 @@ func (e *Engine) preemptLocked(tx *store.Tx, v nodeRecord, now time.Time, out *a
 // act carries out an admission after its commit.
 func (e *Engine) act(a admission) {
 	for _, c := range a.create {
-		go e.createNode(e.ctx, c.node, c.size)
+		e.loop.Go(func() { e.createNode(e.ctx, c.node, c.size) })
 	}
 	for _, k := range a.kills {
-		go func() { _ = e.driver.KillTask(e.ctx, k.node, k.task) }()
+		e.loop.Go(func() { _ = e.driver.KillTask(e.ctx, k.node, k.task) })
 	}
 	for _, v := range a.preempt {
 		e.preemptNode(v)

@@ -11,6 +11,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/quota"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -458,31 +459,35 @@ func (e *Engine) DeleteCompute(ctx context.Context, workspace, name string) erro
 // waitDeleted kicks the computes and waits until their records are gone.
 func (e *Engine) waitDeleted(ctx context.Context, keys []string) error {
 	chans := make([]chan struct{}, len(keys))
-	e.dirtyMu.Lock()
+	e.waitMu.Lock()
 	for i, k := range keys {
 		chans[i] = make(chan struct{})
-		e.waiters[k] = append(e.waiters[k], chans[i])
+		e.waiters[runtime.ComputeKey(k)] = append(e.waiters[runtime.ComputeKey(k)], chans[i])
 	}
-	e.dirtyMu.Unlock()
+	e.waitMu.Unlock()
 	for _, k := range keys {
 		e.kick(k)
 	}
+	e.settleManual(ctx)
 	for i, ch := range chans {
+		if gone(ch) {
+			continue
+		}
 		select {
 		case <-ch:
-		case <-ctx.Done():
+		case <-e.waitDone(ctx):
 			return api.Errorf(api.CodeUnavailable, "", "compute %s is still releasing its nodes; the delete goes on in the background, try again to wait for it", keys[i])
 		}
 	}
 	return nil
 }
 
-// notifyGone wakes the callers waiting for a compute's deletion.
-func (e *Engine) notifyGone(key string) {
-	e.dirtyMu.Lock()
+// notifyGone wakes the callers waiting for a compute's or an endpoint's deletion.
+func (e *Engine) notifyGone(key runtime.Key) {
+	e.waitMu.Lock()
 	for _, ch := range e.waiters[key] {
 		close(ch)
 	}
 	delete(e.waiters, key)
-	e.dirtyMu.Unlock()
+	e.waitMu.Unlock()
 }

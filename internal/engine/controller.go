@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/reconcile"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -32,80 +31,33 @@ const maxNodesPerPass = 64
 // createBackoff bounds how often a compute whose nodes fail to start retries.
 const createBackoff = 5 * time.Second
 
-// Start runs the controller until ctx ends: it adopts what a previous run left (live nodes
-// and their tasks), releases orphans, and then reconciles on every change.
+// Start adopts what a previous run left (live nodes and their tasks), releases orphans,
+// and then, unless the engine is manual, runs the work loop until ctx ends. A manual
+// engine does nothing until Settle.
 func (e *Engine) Start(ctx context.Context) error {
 	if e.driver == nil {
 		return errors.New("engine has no node driver")
 	}
 	e.ctx = ctx
 	e.driver = e.withAttached(ctx, e.driver)
-	go e.consumeEvents(ctx)
+	e.loop = e.newLoop()
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("recovering after restart: %w", err)
 	}
-	go e.loop(ctx)
+	if !e.manual {
+		go e.loop.Run(ctx)
+	}
 	return nil
 }
 
-// kick marks a compute for a reconcile pass.
-func (e *Engine) kick(computeKey string) {
-	e.dirtyMu.Lock()
-	e.dirty[computeKey] = true
-	e.dirtyMu.Unlock()
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (e *Engine) loop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-e.wake:
-		}
-		e.dirtyMu.Lock()
-		keys := slices.Sorted(maps.Keys(e.dirty))
-		clear(e.dirty)
-		e.dirtyMu.Unlock()
-		for _, key := range keys {
-			if ep, ok := strings.CutPrefix(key, endpointDirtyPrefix); ok {
-				e.reconcileEndpoint(ctx, ep)
-				continue
-			}
-			if err := e.reconcileCompute(ctx, key); err != nil && ctx.Err() == nil {
-				e.log.Error("reconcile failed", "compute", key, "error", err)
-			}
-		}
-	}
-}
-
-// onDeadline is the timer queue's callback: a node's idle deadline or a compute's create
-// back-off has passed.
-func (e *Engine) onDeadline(keys []string) {
-	for _, k := range keys {
-		if e.endpointDeadline(k) {
-			continue
-		}
-		e.kick(computeOfTimerKey(k))
-	}
-}
-
-func computeOfTimerKey(k string) string {
-	for _, prefix := range []string{"backoff/", "sched/", "idle/", "setup/"} {
-		k = strings.TrimPrefix(k, prefix)
-	}
-	parts := strings.SplitN(k, "/", 3)
-	if len(parts) < 2 {
-		return k
-	}
-	return parts[0] + "/" + parts[1]
-}
-
 // reconcileCompute runs one pass for one compute.
-func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
+func (e *Engine) reconcileCompute(ctx context.Context, key string) {
+	if err := e.reconcileComputeOnce(ctx, key); err != nil && ctx.Err() == nil {
+		e.log.Error("reconcile failed", "compute", key, "error", err)
+	}
+}
+
+func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now().UTC()
@@ -213,7 +165,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 			if err := tx.Put(store.Nodes, n.key(), n); err != nil {
 				return err
 			}
-			e.queue.Remove(n.key())
+			e.loop.RemoveTimer(nodeIdleTimer(*n))
 			toStop = append(toStop, *n)
 		}
 		for _, id := range plan.Drain {
@@ -226,13 +178,13 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 		}
 		if plan.Create > 0 {
 			if until, ok := e.backoff[key]; ok && now.Before(until) {
-				e.queue.Set("backoff/"+key, until)
+				e.loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(key)}, until)
 			} else {
 				// New nodes wait in preparing until admission gives them capacity. A pass
 				// creates a bounded number; the next pass, right after, creates more.
 				create := min(plan.Create, maxNodesPerPass)
 				if create < plan.Create {
-					e.kickLater(key)
+					e.kick(key)
 				}
 				for range create {
 					n := nodeRecord{ID: newID(rec.nodeIDPrefix()), Compute: key, State: api.NodePreparing, CreatedOn: now}
@@ -254,7 +206,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 				if err := tx.Put(store.Nodes, n.key(), n); err != nil {
 					return err
 				}
-				e.queue.Remove(n.key())
+				e.loop.RemoveTimer(nodeIdleTimer(*n))
 			}
 			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
 				return err
@@ -263,7 +215,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 		}
 		for id, deadline := range plan.Deadlines {
 			if n := byID[id]; n != nil {
-				e.queue.Set(n.key(), deadline)
+				e.loop.SetTimer(nodeIdleTimer(*n), deadline)
 			}
 		}
 		return nil
@@ -274,7 +226,7 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 	if gone {
 		e.quota.Delete(key)
 		e.log.Info("compute deleted", "compute", key)
-		e.notifyGone(key)
+		e.notifyGone(runtime.ComputeKey(key))
 		return nil
 	}
 	e.act(adm)
@@ -286,10 +238,10 @@ func (e *Engine) reconcileCompute(ctx context.Context, key string) error {
 		e.releaseNode(ctx, n)
 	}
 	for _, j := range toKill {
-		go e.killJob(ctx, j)
+		e.loop.Go(func() { e.killJob(ctx, j) })
 	}
 	for _, j := range toStart {
-		go e.startJob(ctx, j)
+		e.loop.Go(func() { e.startJob(ctx, j) })
 	}
 	return nil
 }
@@ -354,7 +306,7 @@ func (e *Engine) createNode(ctx context.Context, n nodeRecord, size catalog.Size
 // record when the driver confirms it is gone.
 func (e *Engine) releaseNode(ctx context.Context, n nodeRecord) {
 	e.terminateOnce(ctx, n, "releasing", func() error {
-		e.queue.Remove(n.key())
+		e.loop.RemoveTimer(nodeIdleTimer(n))
 		return e.store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.key()) })
 	}, func() {
 		e.log.Info("node released", "node", n.key())
@@ -375,7 +327,7 @@ func (e *Engine) terminateOnce(ctx context.Context, n nodeRecord, doing string, 
 		return
 	}
 	e.releasing[n.key()] = true
-	go func() {
+	e.loop.Go(func() {
 		err := e.driver.Terminate(ctx, n.ID)
 		e.mu.Lock()
 		delete(e.releasing, n.key())
@@ -386,12 +338,12 @@ func (e *Engine) terminateOnce(ctx context.Context, n nodeRecord, doing string, 
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Error(doing+" node failed; will retry", "node", n.key(), "error", err)
-				e.queue.Set("backoff/"+n.key(), e.clock.Now().Add(createBackoff))
+				e.loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}, e.clock.Now().Add(createBackoff))
 			}
 			return
 		}
 		after()
-	}()
+	})
 }
 
 // updateNode applies f to a stored node and commits when f reports a change. Callers hold e.mu.
@@ -406,23 +358,16 @@ func (e *Engine) updateNode(key string, f func(*nodeRecord) bool) error {
 	})
 }
 
-// consumeEvents applies driver events.
-func (e *Engine) consumeEvents(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-e.driver.Events():
-			if e.endpointEvent(ctx, ev) {
-				continue
-			}
-			switch ev.Kind {
-			case driver.TaskExited:
-				e.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
-			case driver.NodeGone:
-				e.nodeGone(ev.NodeKey)
-			}
-		}
+// onEvent applies one driver event.
+func (e *Engine) onEvent(ctx context.Context, ev driver.Event) {
+	if e.endpointEvent(ctx, ev) {
+		return
+	}
+	switch ev.Kind {
+	case driver.TaskExited:
+		e.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
+	case driver.NodeGone:
+		e.nodeGone(ev.NodeKey)
 	}
 }
 
@@ -441,22 +386,22 @@ func (e *Engine) actInstance(ctx context.Context, a instanceActions) {
 		e.releaseNode(ctx, n)
 	}
 	for _, k := range a.kill {
-		go func() { _ = e.driver.KillTask(ctx, k.node, k.task) }()
+		e.loop.Go(func() { _ = e.driver.KillTask(ctx, k.node, k.task) })
 	}
 	for _, j := range a.cancel {
-		go e.killJob(ctx, j)
+		e.loop.Go(func() { e.killJob(ctx, j) })
 	}
 	for _, j := range a.startJob {
-		go e.startJob(ctx, j)
+		e.loop.Go(func() { e.startJob(ctx, j) })
 	}
 	if a.setup != nil {
 		spec, node := *a.setup, a.setupOn
-		go func() {
+		e.loop.Go(func() {
 			if err := e.driver.StartTask(ctx, node, spec); err != nil {
 				e.log.Error("starting setup script failed", "node", node, "error", err)
 				e.setupExited(ctx, node, spec.Key, 127)
 			}
-		}()
+		})
 	}
 }
 
@@ -488,7 +433,7 @@ func (e *Engine) nodeGone(id string) {
 				if err := tx.Put(store.Jobs, j.key(), j); err != nil {
 					return err
 				}
-				go e.killJob(e.ctx, j)
+				e.loop.Go(func() { e.killJob(e.ctx, j) })
 			}
 		}
 		n.State, n.Error, n.JobID, n.Task = api.NodeUnusable, "node process exited", "", ""
@@ -548,7 +493,7 @@ func (e *Engine) recover(ctx context.Context) error {
 			// that is already live, so it runs whatever Describe would say (the ssh driver
 			// describes every node the store holds, created or not).
 			size, _ := catalog.Lookup(e.vmSizeOf(computes, n.Compute))
-			go e.createNode(ctx, n, size)
+			e.loop.Go(func() { e.createNode(ctx, n, size) })
 			continue
 		}
 		_, err := e.driver.Describe(ctx, n.ID)
@@ -561,12 +506,12 @@ func (e *Engine) recover(ctx context.Context) error {
 			// In the background: a machine that cannot be reached must not hold up the start
 			// (nor the other nodes). A driver whose machines may be unreachable delivers the
 			// exit itself once they answer (the ssh driver watches the tasks the store records).
-			go func() {
+			e.loop.Go(func() {
 				st, err := e.driver.TaskStatus(ctx, n.ID, n.Task)
 				if err == nil && !st.Running {
 					e.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
 				}
-			}()
+			})
 		}
 	}
 	for _, id := range e.endpointNodeIDs() {
@@ -596,7 +541,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	})
 	for _, j := range preparing {
-		go e.startJob(ctx, j)
+		e.loop.Go(func() { e.startJob(ctx, j) })
 	}
 	for _, c := range computes {
 		e.kick(c.key())

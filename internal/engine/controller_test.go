@@ -29,6 +29,9 @@ type rig struct {
 	path   string
 	// capacity is the engine's vCPU capacity (0: unlimited).
 	capacity int64
+	// async runs the engine's own loop (for tests of real transports); the default is a
+	// manual engine that the test drives with settle.
+	async bool
 }
 
 func newRig(t *testing.T) *rig { return newRigWithCapacity(t, 0) }
@@ -49,7 +52,7 @@ func (r *rig) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	e, err := New(Config{Store: st, Clock: r.clk, Driver: r.drv, DataDir: filepath.Dir(r.path), CapacityVCPUs: r.capacity})
+	e, err := New(Config{Store: st, Clock: r.clk, Driver: r.drv, DataDir: filepath.Dir(r.path), CapacityVCPUs: r.capacity, Manual: !r.async})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -66,22 +69,28 @@ func (r *rig) stop() {
 		return
 	}
 	r.cancel()
-	r.e.queue.Stop()
+	r.e.loop.Stop()
 	r.st.Close()
 	r.cancel = nil
 }
 
-// eventually waits for the controller's goroutines to reach a state. It bounds the wait in
-// real time only so a broken rule fails instead of hanging; no assertion is about time.
+// eventually settles the engine (runs every piece of pending work; see package runtime)
+// and checks that it reached a state. No sleep, no poll: the manual engine has done all it
+// will do until the clock moves or the test acts.
 func (r *rig) eventually(what string, cond func() bool) {
 	r.t.Helper()
-	r.eventuallyWithin(10*time.Second, what, cond)
+	r.settle()
+	if !cond() {
+		r.t.Fatalf("not reached once the engine settled: %s", what)
+	}
 }
 
-// eventuallyWithin is eventually with a longer bound, for waits on real transports.
+// eventuallyWithin is for waits on real transports (the ssh driver's machines), whose events
+// arrive in real time: it settles and polls until cond holds or limit passes.
 func (r *rig) eventuallyWithin(limit time.Duration, what string, cond func() bool) {
 	r.t.Helper()
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		r.settle()
 		if cond() {
 			return
 		}
@@ -89,13 +98,14 @@ func (r *rig) eventuallyWithin(limit time.Duration, what string, cond func() boo
 	r.t.Fatalf("never reached: %s", what)
 }
 
-// settle waits until the controller has nothing left in flight, so a check that something
-// did NOT happen is meaningful.
+// settle runs the manual engine's pending work until none is left.
 func (r *rig) settle() {
 	r.t.Helper()
-	for range 3 {
-		r.e.kick("settle/none")
-		time.Sleep(5 * time.Millisecond)
+	if r.async {
+		r.t.Fatal("settle needs a manual engine")
+	}
+	if err := r.e.Settle(context.Background()); err != nil {
+		r.t.Fatal(err)
 	}
 }
 

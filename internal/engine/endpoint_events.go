@@ -110,8 +110,8 @@ func (e *Engine) recoverEndpoints(ctx context.Context) {
 					return
 				}
 				e.ep.probes[cur.ID] = &probeState{task: cur.Task}
-				e.queue.Set(timerProbe+cur.ID+"/ready", now)
-				e.queue.Set(timerProbe+cur.ID+"/live", now)
+				e.loop.SetTimer(probeTimer(cur.ID, probeReady), now)
+				e.loop.SetTimer(probeTimer(cur.ID, probeLive), now)
 			})
 			e.mu.Unlock()
 		}

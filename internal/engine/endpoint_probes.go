@@ -72,7 +72,7 @@ func (e *Engine) runProbe(id, kind string) {
 		}
 		if d, ok := rec.deployment(in.Deployment); ok && in.ID != "" {
 			probe = *d.Spec.ReadinessProbe
-			if kind == "live" {
+			if kind == probeLive {
 				probe = *d.Spec.LivenessProbe
 			}
 		}
@@ -86,10 +86,10 @@ func (e *Engine) runProbe(id, kind string) {
 	timeout := validation.ParseProbe(probe).Timeout
 	// The period counts from this probe's start, so a slow probe does not slow the next.
 	started := e.clock.Now().UTC()
-	go func() {
+	e.loop.Go(func() {
 		passed := (*e.ep.probe.Load())(e.ctx, u.String(), timeout)
 		e.probeResult(key, id, in.Task, kind, started, passed)
-	}()
+	})
 }
 
 // probeResult applies one probe result and schedules the next probe.
@@ -114,14 +114,14 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, pass
 			return // removed: its instances drain
 		}
 		probe := *d.Spec.ReadinessProbe
-		if kind == "live" {
+		if kind == probeLive {
 			probe = *d.Spec.LivenessProbe
 		}
 		times := validation.ParseProbe(probe)
 		switch {
-		case kind == "live" && passed:
+		case kind == probeLive && passed:
 			st.liveFail = 0
-		case kind == "live":
+		case kind == probeLive:
 			if st.liveFail++; st.liveFail >= probe.FailureThreshold {
 				e.instanceFailed(rec, in, fmt.Sprintf("liveness probe GET %s failed %d times in a row", probe.Path, st.liveFail), now)
 				changed = true
@@ -154,7 +154,7 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, pass
 				}
 			}
 		}
-		e.queue.Set(timerProbe+id+"/"+kind, started.Add(times.Period))
+		e.loop.SetTimer(probeTimer(id, kind), started.Add(times.Period))
 	})
 	if changed {
 		e.kickEndpoint(key)

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -53,11 +53,10 @@ const maxRestartBackoff = 5 * time.Minute
 // drainGrace is added to the request timeout before a draining instance is terminated.
 const drainGrace = time.Second
 
-// Timer-queue key prefixes: "epk/<ws>/<name>[#<instance>]" kicks the endpoint;
-// "epp/<instance>/ready|live" runs one probe.
+// The two probes of an endpoint instance, as probe timers name them.
 const (
-	timerEndpoint = "epk/"
-	timerProbe    = "epp/"
+	probeReady = "ready"
+	probeLive  = "live"
 )
 
 type endpointRuntime struct {
@@ -156,14 +155,14 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		}
 		if !rec.Deleting || gone {
 			// Also when it was already gone: a delete that came late still returns.
-			e.notifyGone(endpointDirtyPrefix + key)
+			e.notifyGone(runtime.EndpointKey(key))
 		}
 	}
 	for _, in := range toStart {
 		e.ep.nodes[in.ID] = key
 		if !e.ep.starting[in.ID] {
 			e.ep.starting[in.ID] = true
-			go e.startInstance(ctx, key, rec, in)
+			e.loop.Go(func() { e.startInstance(ctx, key, rec, in) })
 		}
 	}
 	for _, in := range toTerminate {
@@ -171,7 +170,7 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		// terminates the node it made.
 		if !e.ep.starting[in.ID] && !e.ep.terminating[in.ID] {
 			e.ep.terminating[in.ID] = true
-			go e.terminateInstance(ctx, key, in)
+			e.loop.Go(func() { e.terminateInstance(ctx, key, in) })
 		}
 	}
 }
@@ -243,7 +242,7 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 			if !now.Before(in.DrainUntil) {
 				in.Terminating = true
 			} else {
-				e.queue.Set(timerEndpoint+key+"#"+in.ID, in.DrainUntil)
+				e.loop.SetTimer(endpointStepTimer(key, in.ID), in.DrainUntil)
 			}
 		case in.State == api.EndpointInstanceFailed && !in.RestartAt.IsZero():
 			if !now.Before(in.RestartAt) {
@@ -251,7 +250,7 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 				in.Task = "serve-" + strconv.FormatInt(in.Restarts, 10)
 				in.State, in.StartedAt, in.RestartAt, in.EverReady = api.EndpointInstanceStarting, time.Time{}, time.Time{}, false
 			} else {
-				e.queue.Set(timerEndpoint+key+"#"+in.ID, in.RestartAt)
+				e.loop.SetTimer(endpointStepTimer(key, in.ID), in.RestartAt)
 			}
 		}
 	}
@@ -274,8 +273,8 @@ func (e *Engine) drain(rec *endpointRecord, i int, now time.Time) {
 		timeout, in.Terminating = 0, true
 	}
 	in.State, in.DrainUntil = api.EndpointInstanceDraining, now.Add(timeout+drainGrace)
-	e.queue.Remove(timerProbe + in.ID + "/ready")
-	e.queue.Remove(timerProbe + in.ID + "/live")
+	e.loop.RemoveTimer(probeTimer(in.ID, probeReady))
+	e.loop.RemoveTimer(probeTimer(in.ID, probeLive))
 	e.log.Debug("instance draining", "endpoint", rec.key(), "instance", in.ID, "deployment", in.Deployment)
 }
 
@@ -335,8 +334,8 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 			return // removed meanwhile: the next pass drains it
 		}
 		e.ep.probes[cur.ID] = &probeState{task: cur.Task}
-		e.queue.Set(timerProbe+cur.ID+"/ready", now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
-		e.queue.Set(timerProbe+cur.ID+"/live", now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
+		e.loop.SetTimer(probeTimer(cur.ID, probeReady), now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
+		e.loop.SetTimer(probeTimer(cur.ID, probeLive), now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
 		e.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
 	})
 	e.mu.Unlock()
@@ -361,9 +360,9 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 	}
 	in.State, in.RestartAt = api.EndpointInstanceFailed, now.Add(backoff)
 	delete(e.ep.probes, in.ID)
-	e.queue.Remove(timerProbe + in.ID + "/ready")
-	e.queue.Remove(timerProbe + in.ID + "/live")
-	e.queue.Set(timerEndpoint+rec.key()+"#"+in.ID, in.RestartAt)
+	e.loop.RemoveTimer(probeTimer(in.ID, probeReady))
+	e.loop.RemoveTimer(probeTimer(in.ID, probeLive))
+	e.loop.SetTimer(endpointStepTimer(rec.key(), in.ID), in.RestartAt)
 	if d, ok := rec.Deployments[in.Deployment]; ok && in.Failures >= failedStartsBeforeError {
 		d.Error = fmt.Sprintf("instance %s failed %d times in a row before becoming ready; last: %s", in.ID, in.Failures, why)
 		rec.Deployments[in.Deployment] = d
@@ -405,7 +404,7 @@ func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, 
 	}
 	if err == nil {
 		for _, k := range e.ep.kills {
-			go func() { _ = e.driver.KillTask(e.ctx, k[0], k[1]) }()
+			e.loop.Go(func() { _ = e.driver.KillTask(e.ctx, k[0], k[1]) })
 		}
 	}
 	e.ep.kills = nil
@@ -431,35 +430,20 @@ func (e *Engine) terminateInstance(ctx context.Context, key string, in endpointI
 	if err == nil {
 		delete(e.ep.nodes, in.ID)
 		delete(e.ep.probes, in.ID)
-		e.queue.Remove(timerProbe + in.ID + "/ready")
-		e.queue.Remove(timerProbe + in.ID + "/live")
-		e.queue.Remove(timerEndpoint + key + "#" + in.ID)
+		e.loop.RemoveTimer(probeTimer(in.ID, probeReady))
+		e.loop.RemoveTimer(probeTimer(in.ID, probeLive))
+		e.loop.RemoveTimer(endpointStepTimer(key, in.ID))
 	}
 	e.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("terminating endpoint instance failed; will retry", "endpoint", key, "instance", in.ID, "error", err)
-			e.queue.Set(timerEndpoint+key+"#"+in.ID, e.clock.Now().Add(createBackoff))
+			e.loop.SetTimer(endpointStepTimer(key, in.ID), e.clock.Now().Add(createBackoff))
 		}
 		return
 	}
 	e.log.Info("endpoint instance terminated", "endpoint", key, "instance", in.ID)
 	e.kickEndpoint(key)
-}
-
-// endpointDeadline handles the endpoint keys of the timer queue; false for other keys.
-func (e *Engine) endpointDeadline(k string) bool {
-	if rest, ok := strings.CutPrefix(k, timerEndpoint); ok {
-		key, _, _ := strings.Cut(rest, "#")
-		e.kickEndpoint(key)
-		return true
-	}
-	if rest, ok := strings.CutPrefix(k, timerProbe); ok {
-		id, kind, _ := strings.Cut(rest, "/")
-		e.runProbe(id, kind)
-		return true
-	}
-	return false
 }
 
 // syncRouter gives the router the endpoint's stored table: after a write that pushed its

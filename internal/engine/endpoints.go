@@ -12,6 +12,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -158,9 +159,8 @@ func (r *endpointRecord) moveTraffic() {
 
 // endpointDirtyKey is an endpoint's key in the controller's work set; the prefix keeps it
 // apart from a compute of the same name.
-const endpointDirtyPrefix = "ep:"
 
-func (e *Engine) kickEndpoint(key string) { e.kick(endpointDirtyPrefix + key) }
+func (e *Engine) kickEndpoint(key string) { e.loop.Mark(runtime.EndpointKey(key)) }
 
 // CreateEndpoint creates an online endpoint and starts its deployments. Idempotent under
 // the key like CreateCompute.
@@ -371,19 +371,23 @@ func (e *Engine) DeleteEndpoint(ctx context.Context, workspace, name string) err
 // waitEndpointsDeleted kicks the endpoints and waits until their records are gone.
 func (e *Engine) waitEndpointsDeleted(ctx context.Context, keys []string) error {
 	chans := make([]chan struct{}, len(keys))
-	e.dirtyMu.Lock()
+	e.waitMu.Lock()
 	for i, k := range keys {
 		chans[i] = make(chan struct{})
-		e.waiters[endpointDirtyPrefix+k] = append(e.waiters[endpointDirtyPrefix+k], chans[i])
+		e.waiters[runtime.EndpointKey(k)] = append(e.waiters[runtime.EndpointKey(k)], chans[i])
 	}
-	e.dirtyMu.Unlock()
+	e.waitMu.Unlock()
 	for _, k := range keys {
 		e.kickEndpoint(k)
 	}
+	e.settleManual(ctx)
 	for i, ch := range chans {
+		if gone(ch) {
+			continue
+		}
 		select {
 		case <-ch:
-		case <-ctx.Done():
+		case <-e.waitDone(ctx):
 			return api.Errorf(api.CodeUnavailable, "", "online endpoint %s is still stopping its instances; the delete goes on in the background, try again to wait for it", keys[i])
 		}
 	}

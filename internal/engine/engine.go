@@ -17,8 +17,8 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/timerqueue"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
@@ -40,6 +40,9 @@ type Config struct {
 	Snapshots SnapshotStore
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
+	// Manual makes the engine run nothing by itself: tests and the simulation drive it with
+	// Settle (see package runtime). The daemon leaves it false.
+	Manual bool
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
 	// (default 15 minutes, as in Azure).
 	MinIdleShutdown time.Duration
@@ -61,7 +64,6 @@ type Engine struct {
 	capacity  int64
 	// minIdleShutdown is the engine's idle-shutdown policy minimum.
 	minIdleShutdown time.Duration
-	queue           *timerqueue.Queue
 	// quota sums the vCPUs computes hold per workspace and family (updated under mu).
 	quota *model.QuotaIndex
 	ctx   context.Context
@@ -74,11 +76,13 @@ type Engine struct {
 	releasing map[string]bool      // node keys with a Terminate in flight
 	sessions  map[string]int       // compute key -> open interactive sessions
 
-	// dirtyMu guards the reconcile work set and the delete waiters.
-	dirtyMu sync.Mutex
-	dirty   map[string]bool
-	waiters map[string][]chan struct{}
-	wake    chan struct{}
+	// loop is the work loop (runtime), made by Start; manual selects its manual mode.
+	loop   *runtime.Loop
+	manual bool
+
+	// waitMu guards the delete waiters.
+	waitMu  sync.Mutex
+	waiters map[runtime.Key][]chan struct{}
 
 	// ep is the online endpoints' runtime (endpoint_runtime.go).
 	ep *endpointRuntime
@@ -118,15 +122,13 @@ func New(cfg Config) (*Engine, error) {
 		ctx:             context.Background(),
 		backoff:         map[string]time.Time{},
 		releasing:       map[string]bool{},
-		dirty:           map[string]bool{},
-		waiters:         map[string][]chan struct{}{},
-		wake:            make(chan struct{}, 1),
+		waiters:         map[runtime.Key][]chan struct{}{},
+		manual:          cfg.Manual,
 		quota:           model.NewQuotaIndex(),
 	}
 	if err := e.loadQuotaIndex(); err != nil {
 		return nil, fmt.Errorf("indexing computes: %w", err)
 	}
-	e.queue = timerqueue.New(cfg.Clock, e.onDeadline)
 	e.ep = newEndpointRuntime(e)
 	return e, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/idle"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/schedule"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -291,9 +292,9 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 	}
 	inst.SchedulesSeen = now
 	if f, ok, err := schedule.NextFiring(entries, now); err == nil && ok {
-		e.queue.Set("sched/"+key, f.At)
+		e.loop.SetTimer(instanceTimer(runtime.Schedule, key), f.At)
 	} else {
-		e.queue.Remove("sched/" + key)
+		e.loop.RemoveTimer(instanceTimer(runtime.Schedule, key))
 	}
 
 	var node *nodeRecord
@@ -392,7 +393,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 			if !inst.StageDue.IsZero() && !now.Before(inst.StageDue) {
 				out.kill = append(out.kill, taskRef{node: node.ID, task: node.Task})
 			} else {
-				e.queue.Set("setup/"+key, inst.StageDue)
+				e.loop.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
 			}
 			return out, nil
 		}
@@ -401,7 +402,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 			inst.Stage = stageDone
 			inst.State, inst.LastActivity = api.InstanceRunning, now
 			inst.LastOperation.Status, inst.LastOperation.Time = "Succeeded", now
-			e.kickLater(key)
+			e.kick(key)
 			return out, nil
 		}
 		timeout, _ := validation.Duration("timeout", script.Timeout, time.Second, 24*time.Hour)
@@ -413,7 +414,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		}
 		out.setup = &driver.TaskSpec{Key: task, Command: []string{"sh", "-c", script.Inline}, Env: map[string]string{"MLCOMPUTE_COMPUTE": rec.Name, "MLCOMPUTE_WORKSPACE": rec.Workspace}}
 		out.setupOn = node.ID
-		e.queue.Set("setup/"+key, inst.StageDue)
+		e.loop.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
 		return out, nil
 	}
 
@@ -450,14 +451,14 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 			a.RunningJobs = 1
 		}
 		if deadline, ok := idle.Deadline(a, after); !ok {
-			e.queue.Remove("idle/" + key)
+			e.loop.RemoveTimer(instanceTimer(runtime.InstanceIdle, key))
 		} else if now.Before(deadline) {
-			e.queue.Set("idle/"+key, deadline)
+			e.loop.SetTimer(instanceTimer(runtime.InstanceIdle, key), deadline)
 		} else {
-			e.queue.Remove("idle/" + key)
+			e.loop.RemoveTimer(instanceTimer(runtime.InstanceIdle, key))
 			e.setDesired(rec, api.InstanceStopped, "Stop", api.TriggerIdleShutdown, now)
 			e.log.Warn("instance stopped for idleness", "compute", key, "idle_for", now.Sub(a.LastActivity).String())
-			e.kickLater(key)
+			e.kick(key)
 		}
 	}
 	return out, nil
@@ -488,10 +489,6 @@ func scheduleEntries(rec computeRecord) []schedule.Entry {
 	}
 	return out
 }
-
-// kickLater marks a compute for another pass after this one (a state reached in this pass
-// may enable the next step, like assigning a job once the instance is Running).
-func (e *Engine) kickLater(key string) { go e.kick(key) }
 
 // setupExited records the end of a setup script.
 func (e *Engine) setupExited(ctx context.Context, nodeID, task string, code int) {

@@ -311,7 +311,8 @@ func TestSessionEndsWithEngine(t *testing.T) {
 		_, err := r.e.Exec(context.Background(), "lab", "judy", []string{"sh"}, stdin, io.Discard)
 		done <- err
 	}()
-	r.eventually("session open", func() bool { return len(r.drv.CallsTo("Exec")) == 1 })
+	// Exec runs in its own goroutine (a person's session), so this waits in real time.
+	r.eventuallyWithin(10*time.Second, "session open", func() bool { return len(r.drv.CallsTo("Exec")) == 1 })
 	r.cancel() // the engine stops
 	select {
 	case err := <-done:

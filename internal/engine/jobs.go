@@ -246,7 +246,7 @@ func (e *Engine) CancelJob(_ context.Context, workspace, id string) (*api.Job, e
 		return nil, err
 	}
 	if len(j.Nodes) > 0 {
-		go e.killJob(e.ctx, j)
+		e.loop.Go(func() { e.killJob(e.ctx, j) })
 	}
 	e.kick(j.ComputeKey)
 	return &j.Job, nil
@@ -443,7 +443,7 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 	})
 	e.mu.Unlock()
 	if kill {
-		go e.killJob(ctx, j)
+		e.loop.Go(func() { e.killJob(ctx, j) })
 	}
 	e.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
 	e.kick(j.ComputeKey)

@@ -19,16 +19,20 @@ import (
 
 // Queue calls fire with the keys whose deadlines have passed. Every method is safe for
 // concurrent use, including from inside fire (except Stop).
-type Queue struct {
-	clk  clock.Clock
-	fire func(keys []string)
+type Queue[K comparable] struct {
+	clk     clock.Clock
+	fire    func(keys []K)
+	compare func(a, b K) int
+	// manual: no goroutine and no timer; the owner calls FireDue (deterministic tests).
+	manual bool
 
 	mu    sync.Mutex
-	heap  []*entry
-	index map[string]*entry
+	heap  []*entry[K]
+	index map[K]*entry[K]
 	// timer is only Stopped and Reset under mu. armed reports whether it is set for
 	// armedFor, the earliest deadline at the time it was armed.
 	timer    clock.Timer
+	passive  clock.PassiveClock
 	armed    bool
 	armedFor time.Time
 	stopped  bool
@@ -39,8 +43,8 @@ type Queue struct {
 	stopOnce sync.Once
 }
 
-type entry struct {
-	key      string
+type entry[K comparable] struct {
+	key      K
 	deadline time.Time
 	pos      int // position in heap
 }
@@ -49,15 +53,10 @@ type entry struct {
 // key whose deadline has passed (deadline <= clk.Now()), in deadline order (keys with the
 // same deadline in key order); a fired key is no longer in the queue. fire may call Set and
 // Remove. Call Stop to end the queue's goroutine.
-func New(clk clock.Clock, fire func(keys []string)) *Queue {
-	q := &Queue{
-		clk:   clk,
-		fire:  fire,
-		index: make(map[string]*entry),
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-	}
+//
+// compare orders keys that share a deadline (fire order is deterministic).
+func New[K comparable](clk clock.Clock, compare func(a, b K) int, fire func(keys []K)) *Queue[K] {
+	q := newQueue(clk, compare, fire)
 	// One timer for the queue's whole life, created stopped; its channel never changes.
 	q.timer = clk.NewTimer(time.Hour)
 	q.stopTimerLocked()
@@ -65,9 +64,42 @@ func New(clk clock.Clock, fire func(keys []string)) *Queue {
 	return q
 }
 
+// NewManual returns a queue without a goroutine or a timer: nothing fires until the owner
+// calls FireDue. A simulation drives it step by step with a fake clock, so every run of a
+// seed fires the same keys in the same order.
+func NewManual[K comparable](clk clock.PassiveClock, compare func(a, b K) int, fire func(keys []K)) *Queue[K] {
+	q := newQueue(clock.Clock(nil), compare, fire)
+	q.passive, q.manual = clk, true
+	close(q.done)
+	return q
+}
+
+// FireDue fires, in the caller's goroutine, every key due now; it reports whether any was.
+func (q *Queue[K]) FireDue() bool {
+	keys := q.popDue()
+	if len(keys) > 0 {
+		q.fire(keys)
+	}
+	return len(keys) > 0
+}
+
+func newQueue[K comparable](clk clock.Clock, compare func(a, b K) int, fire func(keys []K)) *Queue[K] {
+	q := &Queue[K]{
+		clk:     clk,
+		passive: clk,
+		fire:    fire,
+		compare: compare,
+		index:   make(map[K]*entry[K]),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	return q
+}
+
 // Set adds key with deadline, or moves key to deadline when it is already queued. A deadline
 // that has already passed fires at once.
-func (q *Queue) Set(key string, deadline time.Time) {
+func (q *Queue[K]) Set(key K, deadline time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if e, ok := q.index[key]; ok {
@@ -77,7 +109,7 @@ func (q *Queue) Set(key string, deadline time.Time) {
 		e.deadline = deadline
 		q.fix(e.pos)
 	} else {
-		e := &entry{key: key, deadline: deadline, pos: len(q.heap)}
+		e := &entry[K]{key: key, deadline: deadline, pos: len(q.heap)}
 		q.heap = append(q.heap, e)
 		q.index[key] = e
 		q.up(e.pos)
@@ -86,7 +118,7 @@ func (q *Queue) Set(key string, deadline time.Time) {
 }
 
 // Remove drops key; it does nothing when key is not queued.
-func (q *Queue) Remove(key string) {
+func (q *Queue[K]) Remove(key K) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e, ok := q.index[key]
@@ -98,7 +130,7 @@ func (q *Queue) Remove(key string) {
 }
 
 // Deadline returns key's deadline and whether key is queued.
-func (q *Queue) Deadline(key string) (time.Time, bool) {
+func (q *Queue[K]) Deadline(key K) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if e, ok := q.index[key]; ok {
@@ -108,14 +140,14 @@ func (q *Queue) Deadline(key string) (time.Time, bool) {
 }
 
 // Len returns the number of queued keys.
-func (q *Queue) Len() int {
+func (q *Queue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.heap)
 }
 
 // Next returns the earliest deadline, and false when the queue is empty.
-func (q *Queue) Next() (time.Time, bool) {
+func (q *Queue[K]) Next() (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.heap) == 0 {
@@ -127,8 +159,11 @@ func (q *Queue) Next() (time.Time, bool) {
 // Stop stops the timer and the queue's goroutine, and waits for a fire call in progress to
 // return; fire is never called after Stop returns. Stop is idempotent. It must not be called
 // from fire (it would wait for itself). Keys stay queued but never fire.
-func (q *Queue) Stop() {
+func (q *Queue[K]) Stop() {
 	q.stopOnce.Do(func() {
+		if q.manual {
+			return
+		}
 		q.mu.Lock()
 		q.stopped = true
 		q.stopTimerLocked()
@@ -139,7 +174,7 @@ func (q *Queue) Stop() {
 }
 
 // run waits for the timer or a wake-up, then fires what is due.
-func (q *Queue) run() {
+func (q *Queue[K]) run() {
 	defer close(q.done)
 	for {
 		select {
@@ -162,14 +197,14 @@ func (q *Queue) run() {
 }
 
 // popDue removes and returns the keys due now, and re-arms the timer for what is left.
-func (q *Queue) popDue() []string {
+func (q *Queue[K]) popDue() []K {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	// Whatever woke us, the timer is no longer known to be armed: re-arm from scratch.
 	// (A wake-up can come from a wall-clock jump, or be stale: both are harmless.)
 	q.armed = false
-	now := q.clk.Now()
-	var keys []string
+	now := q.passive.Now()
+	var keys []K
 	for len(q.heap) > 0 && !q.heap[0].deadline.After(now) {
 		keys = append(keys, q.heap[0].key)
 		q.removeAt(0)
@@ -182,8 +217,8 @@ func (q *Queue) popDue() []string {
 // is pending when that deadline has already passed, or the queue is empty and the timer
 // stopped. It reads the clock only when the earliest deadline changed, so Set of a key that
 // is not the earliest costs no clock call.
-func (q *Queue) armLocked() {
-	if q.stopped {
+func (q *Queue[K]) armLocked() {
+	if q.stopped || q.manual {
 		return
 	}
 	if len(q.heap) == 0 {
@@ -201,7 +236,7 @@ func (q *Queue) armLocked() {
 	// the earliest deadline has passed and we wake the goroutine below, or it is still ahead
 	// and so nothing is due.
 	q.stopTimerLocked()
-	d := next.Sub(q.clk.Now())
+	d := next.Sub(q.passive.Now())
 	if d <= 0 {
 		q.armed = false
 		select {
@@ -216,7 +251,10 @@ func (q *Queue) armLocked() {
 
 // stopTimerLocked stops the timer and empties its channel, so a later Reset starts clean
 // (the fake clock's timers send into a one-slot channel and would block on a full one).
-func (q *Queue) stopTimerLocked() {
+func (q *Queue[K]) stopTimerLocked() {
+	if q.timer == nil {
+		return
+	}
 	if !q.timer.Stop() {
 		select {
 		case <-q.timer.C():
@@ -227,21 +265,21 @@ func (q *Queue) stopTimerLocked() {
 
 // Heap operations, on q.heap with positions kept in each entry.
 
-func (q *Queue) less(i, j int) bool {
+func (q *Queue[K]) less(i, j int) bool {
 	a, b := q.heap[i], q.heap[j]
 	if a.deadline.Equal(b.deadline) {
-		return a.key < b.key
+		return q.compare(a.key, b.key) < 0
 	}
 	return a.deadline.Before(b.deadline)
 }
 
-func (q *Queue) swap(i, j int) {
+func (q *Queue[K]) swap(i, j int) {
 	q.heap[i], q.heap[j] = q.heap[j], q.heap[i]
 	q.heap[i].pos = i
 	q.heap[j].pos = j
 }
 
-func (q *Queue) up(i int) {
+func (q *Queue[K]) up(i int) {
 	for i > 0 {
 		parent := (i - 1) / 2
 		if !q.less(i, parent) {
@@ -253,7 +291,7 @@ func (q *Queue) up(i int) {
 }
 
 // down sifts i down and reports whether it moved.
-func (q *Queue) down(i int) bool {
+func (q *Queue[K]) down(i int) bool {
 	start, n := i, len(q.heap)
 	for {
 		left := 2*i + 1
@@ -273,13 +311,13 @@ func (q *Queue) down(i int) bool {
 	return i > start
 }
 
-func (q *Queue) fix(i int) {
+func (q *Queue[K]) fix(i int) {
 	if !q.down(i) {
 		q.up(i)
 	}
 }
 
-func (q *Queue) removeAt(i int) {
+func (q *Queue[K]) removeAt(i int) {
 	e := q.heap[i]
 	last := len(q.heap) - 1
 	if i != last {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ type harness struct {
 	t     *testing.T
 	ctx   context.Context
 	clk   *clocktesting.FakeClock
-	q     *Queue
+	q     *Queue[string]
 	fired chan firing
 	probe int
 }
@@ -36,7 +37,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	h := &harness{t: t, ctx: ctx, clk: clocktesting.NewFakeClock(t0), fired: make(chan firing, 1024)}
-	h.q = New(h.clk, func(keys []string) {
+	h.q = New(h.clk, strings.Compare, func(keys []string) {
 		h.fired <- firing{at: h.clk.Now(), keys: keys}
 	})
 	t.Cleanup(func() {
@@ -199,8 +200,8 @@ func TestFireMaySetAndRemove(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ticks := make(chan time.Time, 16)
-	var q *Queue
-	q = New(clk, func(keys []string) {
+	var q *Queue[string]
+	q = New(clk, strings.Compare, func(keys []string) {
 		for _, k := range keys {
 			if k == "repeat" {
 				q.Set("repeat", clk.Now().Add(time.Minute)) // re-arm itself
@@ -232,7 +233,7 @@ func TestStop(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	var mu sync.Mutex
 	calls := 0
-	q := New(clk, func([]string) { mu.Lock(); calls++; mu.Unlock() })
+	q := New(clk, strings.Compare, func([]string) { mu.Lock(); calls++; mu.Unlock() })
 	q.Set("a", t0.Add(time.Second))
 	q.Stop()
 	q.Stop() // idempotent
@@ -315,7 +316,7 @@ func TestScale100k(t *testing.T) {
 	count := make([]int, n)
 	var wrong []string // written only by fire, read after the last fire call
 	fired := make(chan struct{}, 1)
-	q := New(clk, func(keys []string) {
+	q := New(clk, strings.Compare, func(keys []string) {
 		now := clk.Now()
 		for _, k := range keys {
 			i := idx[k]
@@ -370,7 +371,7 @@ func TestScale100k(t *testing.T) {
 func TestRealClock(t *testing.T) {
 	clk := clock.RealClock{}
 	got := make(chan []string, 4)
-	q := New(clk, func(keys []string) { got <- keys })
+	q := New(clk, strings.Compare, func(keys []string) { got <- keys })
 	defer q.Stop()
 	now := clk.Now()
 	deadlines := map[string]time.Time{
@@ -404,7 +405,7 @@ func BenchmarkSet(b *testing.B) {
 	for _, size := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("queued=%d", size), func(b *testing.B) {
 			clk := clocktesting.NewFakeClock(t0)
-			q := New(clk, func([]string) {})
+			q := New(clk, strings.Compare, func([]string) {})
 			defer q.Stop()
 			rng := rand.New(rand.NewPCG(1, 1))
 			keys := make([]string, size)

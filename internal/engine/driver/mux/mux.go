@@ -7,6 +7,7 @@ package mux
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
@@ -19,17 +20,33 @@ type Route struct {
 
 // Driver is a routing driver.Driver.
 type Driver struct {
+	ctx    context.Context
 	def    driver.Driver
 	routes []Route
 	events chan driver.Event
+	merge  sync.Once
 }
 
 var _ driver.Driver = (*Driver)(nil)
 
-// New routes to routes by prefix (first match) and to def otherwise. Events of every
-// driver are forwarded until ctx ends.
+// New routes to routes by prefix (first match) and to def otherwise. From the first call of
+// Events on, the events of every driver are merged into it until ctx ends; a caller that
+// reads each driver's events itself uses Sources instead and never calls Events.
 func New(ctx context.Context, def driver.Driver, routes ...Route) *Driver {
-	d := &Driver{def: def, routes: routes, events: make(chan driver.Event)}
+	return &Driver{ctx: ctx, def: def, routes: routes, events: make(chan driver.Event)}
+}
+
+// Sources returns every driver's own event channel, the default driver's first.
+func (d *Driver) Sources() []<-chan driver.Event {
+	var out []<-chan driver.Event
+	for _, drv := range d.all() {
+		out = append(out, drv.Events())
+	}
+	return out
+}
+
+func (d *Driver) startMerge() {
+	ctx := d.ctx
 	for _, drv := range d.all() {
 		go func() {
 			for {
@@ -46,7 +63,6 @@ func New(ctx context.Context, def driver.Driver, routes ...Route) *Driver {
 			}
 		}()
 	}
-	return d
 }
 
 func (d *Driver) all() []driver.Driver {
@@ -115,7 +131,10 @@ func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
 }
 
 // Events merges every driver's events.
-func (d *Driver) Events() <-chan driver.Event { return d.events }
+func (d *Driver) Events() <-chan driver.Event {
+	d.merge.Do(d.startMerge)
+	return d.events
+}
 
 // Close closes every driver, the default one included, and returns the first error.
 func (d *Driver) Close() error {
