@@ -14,13 +14,13 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/reconcile"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/cluster"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 // The controller turns stored intent into running nodes. Every decision is made from the
-// store by reconcile.Decide and committed before the driver is called; driver results and
+// store by cluster.Decide and committed before the driver is called; driver results and
 // events are committed and trigger another pass. One goroutine runs the passes; driver
 // calls run in their own goroutines so a slow node never blocks another compute.
 
@@ -141,7 +141,7 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 			return tx.Put(store.Computes, key, rec)
 		}
 
-		plan := reconcile.Decide(clusterOf(rec), nodeViews(nodes), jobViews(jobs), now)
+		plan := cluster.Decide(clusterOf(rec), nodeViews(nodes), jobViews(jobs), now)
 		byID := map[string]*nodeRecord{}
 		for i := range nodes {
 			byID[nodes[i].ID] = &nodes[i]
@@ -246,26 +246,26 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 	return nil
 }
 
-func clusterOf(rec computeRecord) reconcile.Cluster {
-	c := reconcile.Cluster{Max: rec.maxNodes(), IdleAfter: rec.idleAfter()}
+func clusterOf(rec computeRecord) cluster.Cluster {
+	c := cluster.Cluster{Max: rec.maxNodes(), IdleAfter: rec.idleAfter()}
 	if rec.ScaleSettings != nil {
 		c.Min = rec.ScaleSettings.MinNodeCount
 	}
 	return c
 }
 
-func nodeViews(nodes []nodeRecord) []reconcile.Node {
-	out := make([]reconcile.Node, 0, len(nodes))
+func nodeViews(nodes []nodeRecord) []cluster.Node {
+	out := make([]cluster.Node, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, reconcile.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince})
+		out = append(out, cluster.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince})
 	}
 	return out
 }
 
-func jobViews(jobs []jobRecord) []reconcile.Job {
-	out := make([]reconcile.Job, 0, len(jobs))
+func jobViews(jobs []jobRecord) []cluster.Job {
+	out := make([]cluster.Job, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, reconcile.Job{ID: j.ID, Status: j.Status, Count: j.Count, SubmittedAt: j.SubmittedAt})
+		out = append(out, cluster.Job{ID: j.ID, Status: j.Status, Count: j.Count, SubmittedAt: j.SubmittedAt})
 	}
 	return out
 }

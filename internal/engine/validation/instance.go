@@ -8,7 +8,7 @@ import (
 	_ "time/tzdata" // time zones load on machines without /usr/share/zoneinfo
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/schedule"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/schedule"
 )
 
 // Bounds of a compute instance's idle_time_before_shutdown.

@@ -1,9 +1,9 @@
-// Package reconcile decides what one compute cluster should do next. Decide is pure: it
+// Package cluster is the cluster scaling rule: it decides what one compute cluster should do next. Decide is pure: it
 // reads the stored state (scale settings, nodes, jobs, the time) and returns a Plan; it does
 // no I/O, starts no goroutine and reads no clock, so every rule of DESIGN section 4 is a
 // table test with a fixed time. The engine persists the plan, acts on it, and calls Decide
 // again whenever the state changes or a deadline from Plan.Deadlines passes (the engine keeps
-// those in internal/engine/timerqueue, so nothing is found by polling).
+// those in a timer queue (package runtime), so nothing is found by polling).
 //
 // # Node classes
 //
@@ -49,4 +49,4 @@
 // of nodes or jobs in the input (of two records with the same ID, the first is read). Invalid settings are clamped rather than refused (Max below
 // 0 is 0, Min is kept within 0..Max, a negative IdleAfter is 0): validation refuses them
 // before they are stored.
-package reconcile
+package cluster
