@@ -185,7 +185,7 @@ func (e *Engine) InstanceAction(_ context.Context, workspace, name, action strin
 		switch action {
 		case api.ActionStart:
 			// A start restarts the idle clock; on a running instance that is all it does.
-			rec.Instance.LastActivity = now
+			rec.Instance.LastActivity = e.activity(rec).Touch(now).LastActivity
 			e.setDesired(&rec, api.InstanceRunning, "Start", api.TriggerUser, now)
 		case api.ActionStop:
 			e.setDesired(&rec, api.InstanceStopped, "Stop", api.TriggerUser, now)
@@ -214,7 +214,7 @@ func (e *Engine) ReportActivity(_ context.Context, workspace, name string) error
 		if err != nil || rec.Instance == nil {
 			return notFoundCompute(workspace, name)
 		}
-		rec.Instance.LastActivity = e.clock.Now().UTC()
+		rec.Instance.LastActivity = e.activity(rec).Touch(e.clock.Now().UTC()).LastActivity
 		return tx.Put(store.Computes, rec.key(), rec)
 	})
 	e.mu.Unlock()
@@ -244,7 +244,7 @@ func (e *Engine) CloseSession(workspace, name string) {
 		if err != nil || rec.Instance == nil {
 			return nil
 		}
-		rec.Instance.LastActivity = e.clock.Now().UTC()
+		rec.Instance.LastActivity = e.activity(rec).Touch(e.clock.Now().UTC()).LastActivity
 		return tx.Put(store.Computes, key, rec)
 	})
 	e.mu.Unlock()
@@ -304,8 +304,9 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		}
 	}
 	running := node != nil && node.JobID != "" && node.JobID != "setup"
-	if node != nil && node.State == api.NodeIdle && node.IdleSince.After(inst.LastActivity) {
-		inst.LastActivity = node.IdleSince // a job just ended on it
+	if node != nil && node.State == api.NodeIdle {
+		// The node's idle_since is when its last job (or setup script) ended.
+		inst.LastActivity = e.activity(*rec).Touch(node.IdleSince).LastActivity
 	}
 
 	release := func() error {
@@ -400,7 +401,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		stage, script := nextStage(inst)
 		if script == nil {
 			inst.Stage = stageDone
-			inst.State, inst.LastActivity = api.InstanceRunning, now
+			inst.State, inst.LastActivity = api.InstanceRunning, e.activity(*rec).Touch(now).LastActivity
 			inst.LastOperation.Status, inst.LastOperation.Time = "Succeeded", now
 			e.kick(key)
 			return out, nil
@@ -450,10 +451,10 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		if running {
 			a.RunningJobs = 1
 		}
-		if deadline, ok := idle.Deadline(a, after); !ok {
+		if d := idle.Decide(a, after, now); !d.Stop && d.Deadline.IsZero() {
 			e.loop.RemoveTimer(instanceTimer(runtime.InstanceIdle, key))
-		} else if now.Before(deadline) {
-			e.loop.SetTimer(instanceTimer(runtime.InstanceIdle, key), deadline)
+		} else if !d.Stop {
+			e.loop.SetTimer(instanceTimer(runtime.InstanceIdle, key), d.Deadline)
 		} else {
 			e.loop.RemoveTimer(instanceTimer(runtime.InstanceIdle, key))
 			e.setDesired(rec, api.InstanceStopped, "Stop", api.TriggerIdleShutdown, now)

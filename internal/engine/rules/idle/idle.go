@@ -52,3 +52,27 @@ func OnSettingChange(a Activity, oldIdle, newIdle time.Duration, now time.Time) 
 	}
 	return a.LastActivity
 }
+
+// Decision is what an instance's idle rule says at one pass.
+type Decision struct {
+	// Stop: the instance has been idle for its setting; stop it (trigger IdleShutdown).
+	Stop bool
+	// Deadline is when it will be, for the timer queue; zero when it cannot stop (busy, or
+	// idle shutdown off) or Stop is already set.
+	Deadline time.Time
+}
+
+// Decide applies rules 1 to 4 at now to a running instance: stop now, wait for a deadline,
+// or neither. The caller passes the activity as of now (a job that ended is already
+// Touched in, a job that just started counts as running).
+func Decide(a Activity, idleAfter time.Duration, now time.Time) Decision {
+	deadline, ok := Deadline(a, idleAfter)
+	switch {
+	case !ok:
+		return Decision{}
+	case !now.Before(deadline):
+		return Decision{Stop: true}
+	default:
+		return Decision{Deadline: deadline}
+	}
+}

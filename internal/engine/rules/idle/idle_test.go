@@ -158,3 +158,32 @@ func TestOnSettingChange(t *testing.T) {
 		})
 	}
 }
+
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const after = 15 * time.Minute
+	// A job that ran an hour ended at t0+1h: touched in, the deadline counts from its end.
+	afterLongJob := Activity{LastActivity: t0}.Touch(t0.Add(time.Hour))
+	for _, tc := range []struct {
+		name string
+		a    Activity
+		idle time.Duration
+		now  time.Time
+		want Decision
+	}{
+		{"idle, before the deadline", Activity{LastActivity: t0}, after, t0.Add(time.Minute), Decision{Deadline: t0.Add(after)}},
+		{"idle, 1ns before", Activity{LastActivity: t0}, after, t0.Add(after - 1), Decision{Deadline: t0.Add(after)}},
+		{"idle, at the deadline", Activity{LastActivity: t0}, after, t0.Add(after), Decision{Stop: true}},
+		{"a running job", Activity{LastActivity: t0, RunningJobs: 1}, after, t0.Add(time.Hour), Decision{}},
+		{"an open session", Activity{LastActivity: t0, OpenSessions: 1}, after, t0.Add(time.Hour), Decision{}},
+		{"idle shutdown off", Activity{LastActivity: t0}, 0, t0.Add(time.Hour), Decision{}},
+		{"after a job longer than the setting", afterLongJob, after, t0.Add(time.Hour + time.Second), Decision{Deadline: t0.Add(time.Hour + after)}},
+		{"after a long job, at its deadline", afterLongJob, after, t0.Add(time.Hour + after), Decision{Stop: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Decide(tc.a, tc.idle, tc.now); got != tc.want {
+				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
