@@ -47,11 +47,7 @@ func (c computeRecord) idleAfter() time.Duration {
 	if c.ScaleSettings == nil {
 		return 0
 	}
-	s := c.ScaleSettings.ScaleDownNodesAfterIdleDuration
-	if s == "" {
-		s = api.DefaultScaleDownAfterIdle
-	}
-	d, _ := validation.Duration("", s, 0, validation.MaxScaleDownAfterIdle)
+	d, _ := validation.Duration("", c.ScaleSettings.WithDefaults().ScaleDownNodesAfterIdleDuration, 0, validation.MaxScaleDownAfterIdle)
 	return d
 }
 
@@ -71,10 +67,7 @@ func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.C
 		if spec.VMPriority == "" {
 			spec.VMPriority = api.PriorityDedicated
 		}
-		settings := *spec.ScaleSettings
-		if settings.ScaleDownNodesAfterIdleDuration == "" {
-			settings.ScaleDownNodesAfterIdleDuration = api.DefaultScaleDownAfterIdle
-		}
+		settings := spec.ScaleSettings.WithDefaults()
 		rec = computeRecord{
 			Workspace: workspace, Name: spec.Name, Type: spec.Type, VMSize: size.Name, VMPriority: spec.VMPriority,
 			Description: spec.Description, Tags: spec.Tags, ScaleSettings: &settings, CreatedOn: now,
@@ -171,10 +164,7 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 			if _, err := validation.ScaleSettings(upd.ScaleSettings); err != nil {
 				return err
 			}
-			s := *upd.ScaleSettings
-			if s.ScaleDownNodesAfterIdleDuration == "" {
-				s.ScaleDownNodesAfterIdleDuration = api.DefaultScaleDownAfterIdle
-			}
+			s := upd.ScaleSettings.WithDefaults()
 			rec.ScaleSettings = &s
 			if err := e.checkQuota(ws, rec, rec.quotaField()); err != nil {
 				return err

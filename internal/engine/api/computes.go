@@ -44,6 +44,14 @@ type ScaleSettings struct {
 // DefaultScaleDownAfterIdle is scale_down_nodes_after_idle_duration when none is given.
 const DefaultScaleDownAfterIdle = "PT120S"
 
+// WithDefaults fills what the user left out; it is the one place the defaults are set.
+func (s ScaleSettings) WithDefaults() ScaleSettings {
+	if s.ScaleDownNodesAfterIdleDuration == "" {
+		s.ScaleDownNodesAfterIdleDuration = DefaultScaleDownAfterIdle
+	}
+	return s
+}
+
 // ComputeSpec is what a user declares for a compute. Type selects the kind; fields of other
 // kinds stay empty.
 type ComputeSpec struct {

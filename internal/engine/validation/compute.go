@@ -99,10 +99,7 @@ func ScaleSettings(s *api.ScaleSettings) (time.Duration, error) {
 	if s.MinNodeCount > s.MaxNodeCount {
 		return 0, api.Errorf(api.CodeInvalid, "scale_settings.min_node_count", "min_node_count (%d) must not be greater than max_node_count (%d)", s.MinNodeCount, s.MaxNodeCount)
 	}
-	idle := s.ScaleDownNodesAfterIdleDuration
-	if idle == "" {
-		idle = api.DefaultScaleDownAfterIdle
-	}
+	idle := s.WithDefaults().ScaleDownNodesAfterIdleDuration
 	return Duration("scale_settings.scale_down_nodes_after_idle_duration", idle, MinScaleDownAfterIdle, MaxScaleDownAfterIdle)
 }
 
