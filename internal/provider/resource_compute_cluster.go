@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -119,8 +120,8 @@ func (r *computeClusterResource) Schema(ctx context.Context, _ resource.SchemaRe
 						Default:  int64default.StaticInt64(0),
 					},
 					"max_node_count": schema.Int64Attribute{
-						MarkdownDescription: "The most nodes the cluster scales up to, 1 or more. This is what the " +
-							"workspace's quota counts.",
+						MarkdownDescription: "The most nodes the cluster scales up to, from 1 to " + strconv.Itoa(validation.MaxNodeCount) +
+							" (Azure Machine Learning's limit for one cluster). This is what the workspace's quota counts.",
 						Required: true,
 					},
 					"scale_down_nodes_after_idle_duration": schema.StringAttribute{
