@@ -485,4 +485,3 @@ func (w *world) deadlines() []time.Time {
 	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
 	return out
 }
-

@@ -85,4 +85,3 @@ func TestSimulation(t *testing.T) {
 		t.Logf("known engine issue %q tolerated %d times (first at seed %d: %s); -sim.strict fails on it", k, n, knownSeed, firstKnown)
 	}
 }
-

@@ -36,9 +36,9 @@ var workspaces = []struct {
 // computeModel is what the harness knows about a compute from its own actions and
 // observations, independently of the engine's records.
 type computeModel struct {
-	ws, name string
-	instance bool
-	min, max int64
+	ws, name  string
+	instance  bool
+	min, max  int64
 	idleAfter time.Duration // cluster: scale_down_nodes_after_idle_duration
 	// Instances: idle_time_before_shutdown (0: never), the latest activity the harness
 	// saw (start, job end, session close, reported activity, user start), the sessions it
