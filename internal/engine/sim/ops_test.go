@@ -325,6 +325,17 @@ func (w *world) killNode() error {
 
 func (w *world) instanceAction() error {
 	c := w.pickCompute(true)
+	if w.rng.IntN(2) == 0 { // most interesting on a running instance
+		var up []*computeModel
+		for _, k := range sortedKeys(w.computes) {
+			if m := w.computes[k]; m.instance && (m.state == api.InstanceRunning || m.state == api.InstanceJobRunning) {
+				up = append(up, m)
+			}
+		}
+		if len(up) > 0 {
+			c = pick(w, up)
+		}
+	}
 	if c == nil {
 		return w.createInstance()
 	}
@@ -420,13 +431,19 @@ func (w *world) moveClock() error {
 	var target time.Time
 	deadlines := w.deadlines()
 	switch r := w.rng.IntN(10); {
-	case r < 4 || len(deadlines) == 0:
-		exp := w.rng.IntN(8) // 1ms .. ~3h, log-uniform-ish
-		unit := []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second, 10 * time.Second, time.Minute, 10 * time.Minute, time.Hour}[exp]
-		target = now.Add(time.Duration(1+w.rng.IntN(3)) * unit)
+	case r < 3 || len(deadlines) == 0:
+		// 1ms to 3h, mostly seconds and minutes: hour-long moves end most idle periods.
+		units := []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond,
+			time.Second, time.Second, 10 * time.Second, 10 * time.Second, time.Minute, time.Minute, 10 * time.Minute, time.Hour}
+		target = now.Add(time.Duration(1+w.rng.IntN(3)) * pick(w, units))
 	default:
-		d := pick(w, deadlines)
+		d := deadlines[0] // the soonest, or any
+		if w.rng.IntN(2) == 0 {
+			d = pick(w, deadlines)
+		}
 		switch r {
+		case 7: // somewhere before it
+			d = now.Add(time.Duration(w.rng.Int64N(int64(d.Sub(now)) + 1)))
 		case 8:
 			d = d.Add(-time.Millisecond)
 		case 9:
