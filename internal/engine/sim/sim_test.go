@@ -18,9 +18,9 @@ import (
 
 var (
 	flagSeed     = flag.Uint64("sim.seed", 0, "run only this seed (replays a failure)")
-	flagSeeds    = flag.Int("sim.seeds", 8, "number of seeds to run (from sim.first) when sim.seed and sim.duration are unset")
+	flagSeeds    = flag.Int("sim.seeds", 6, "number of seeds to run (from sim.first) when sim.seed and sim.duration are unset")
 	flagFirst    = flag.Uint64("sim.first", 1, "first seed of a run of several")
-	flagSteps    = flag.Int("sim.steps", 400, "operations per seed")
+	flagSteps    = flag.Int("sim.steps", 300, "operations per seed")
 	flagDuration = flag.Duration("sim.duration", 0, "run seeds (from sim.first) until this much wall time has passed")
 	flagStrict   = flag.Bool("sim.strict", false, "fail on known engine issues too (see knownIssues)")
 	flagVerbose  = flag.Bool("sim.verbose", false, "log every operation")
