@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -308,10 +309,19 @@ func (w *world) cancelJob() error {
 }
 
 func (w *world) killNode() error {
+	// Nodes in an order that does not depend on their random IDs: by owner, then by the
+	// task they run (idle nodes of one compute can still tie).
+	task := map[string]string{}
+	for _, nt := range w.drv.RunningTasks() {
+		n, t, _ := strings.Cut(nt, "/")
+		task[n] = t
+	}
 	nodes := w.drv.Nodes()
 	if len(nodes) == 0 {
 		return nil
 	}
+	owner := func(k string) string { s, _ := w.drv.Node(k); return s.Owner + "/" + task[k] }
+	slices.SortStableFunc(nodes, func(a, b string) int { return strings.Compare(owner(a), owner(b)) })
 	key := pick(w, nodes)
 	spec, _ := w.drv.Node(key)
 	w.logf("machine: node %s of %s dies", key, spec.Owner)

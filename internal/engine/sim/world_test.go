@@ -213,7 +213,7 @@ func (w *world) settle() error {
 // reports whether it ended any.
 func (w *world) finishDueTasks() bool {
 	running := map[string]bool{}
-	for _, nt := range w.drv.RunningTasks() {
+	for _, nt := range byTask(w.drv.RunningTasks()) {
 		running[nt] = true
 		if _, ok := w.tasks[nt]; ok {
 			continue
@@ -226,7 +226,7 @@ func (w *world) finishDueTasks() bool {
 		w.tasks[nt] = &taskPlan{node: node, task: task, end: w.now().Add(w.taskLength()), code: code}
 	}
 	ended := false
-	for _, nt := range sortedKeys(w.tasks) {
+	for _, nt := range byTask(sortedKeys(w.tasks)) {
 		p := w.tasks[nt]
 		if !running[nt] {
 			delete(w.tasks, nt)
@@ -287,4 +287,15 @@ func (w *world) knownIssue(name string, err error) error {
 	}
 	w.known[name]++
 	return nil
+}
+
+// byTask sorts "node/task" keys by task (job, attempt, rank), never by the node's ID: the
+// engine draws node IDs at random, and the harness's choices must follow from the seed alone.
+func byTask(keys []string) []string {
+	slices.SortStableFunc(keys, func(a, b string) int {
+		_, ta, _ := strings.Cut(a, "/")
+		_, tb, _ := strings.Cut(b, "/")
+		return strings.Compare(ta, tb)
+	})
+	return keys
 }
