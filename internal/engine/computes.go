@@ -291,10 +291,12 @@ func (e *Engine) checkQuota(ws *api.Workspace, rec computeRecord, field string) 
 	used := e.quota.Used(ws.Name, size.Family, rec.key())
 	want, wantOK := quota.Demand(rec.maxNodes(), size.VCPUs)
 	limit := EffectiveQuota(ws, size.Family)
-	d := quota.Decision{}
-	if wantOK {
-		d = quota.Check(used, want, limit)
+	if !wantOK {
+		// Validation bounds max_node_count, so only a record from an older engine gets here.
+		return api.Errorf(api.CodeQuotaExceeded, field, "%s asks for %d nodes x %d vCPUs of %s, more vCPUs than any quota can hold; lower max_node_count",
+			rec.Name, rec.maxNodes(), size.VCPUs, size.Name)
 	}
+	d := quota.Check(used, want, limit)
 	if d.Fits {
 		return nil
 	}

@@ -187,7 +187,7 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 					e.kick(key)
 				}
 				for range create {
-					n := nodeRecord{ID: newID(rec.nodeIDPrefix()), Compute: key, State: api.NodePreparing, CreatedOn: now}
+					n := nodeRecord{ID: e.newID(rec.nodeIDPrefix()), Compute: key, State: api.NodePreparing, CreatedOn: now}
 					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
 						return err
 					}
@@ -451,7 +451,8 @@ func workspaceOf(computeKey string) string {
 	return ws
 }
 
-func newID(prefix string) string {
+// randomID is the default ID source: 10 hex digits from crypto/rand.
+func randomID(prefix string) string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)

@@ -189,7 +189,7 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 		}
 		for int64(len(cur)) < d.Spec.InstanceCount {
 			rec.Instances = append(rec.Instances, endpointInstance{
-				ID: newID("ep"), Deployment: name, Generation: d.Generation, Port: e.freePort(rec.Instances),
+				ID: e.newID("ep"), Deployment: name, Generation: d.Generation, Port: e.freePort(rec.Instances),
 				Task: "serve-0", State: api.EndpointInstanceStarting, Process: processOf(d.Spec),
 			})
 			cur = append(cur, len(rec.Instances)-1)

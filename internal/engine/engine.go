@@ -40,6 +40,9 @@ type Config struct {
 	Snapshots SnapshotStore
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
+	// NewID makes node and instance IDs ("<prefix>-<unique>"); the default draws them from
+	// crypto/rand. The simulation gives a seeded source, so a seed replays exactly.
+	NewID func(prefix string) string
 	// Manual makes the engine run nothing by itself: tests and the simulation drive it with
 	// Settle (see package runtime). The daemon leaves it false.
 	Manual bool
@@ -79,6 +82,7 @@ type Engine struct {
 	// loop is the work loop (runtime), made by Start; manual selects its manual mode.
 	loop   *runtime.Loop
 	manual bool
+	newID  func(prefix string) string
 
 	// waitMu guards the delete waiters.
 	waitMu  sync.Mutex
@@ -102,6 +106,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MinIdleShutdown == 0 {
 		cfg.MinIdleShutdown = validation.DefaultMinIdleTimeBeforeShutdown
 	}
+	if cfg.NewID == nil {
+		cfg.NewID = randomID
+	}
 	if cfg.NodesDriver == "" {
 		cfg.NodesDriver = "local"
 	}
@@ -124,6 +131,7 @@ func New(cfg Config) (*Engine, error) {
 		releasing:       map[string]bool{},
 		waiters:         map[runtime.Key][]chan struct{}{},
 		manual:          cfg.Manual,
+		newID:           cfg.NewID,
 		quota:           model.NewQuotaIndex(),
 	}
 	if err := e.loadQuotaIndex(); err != nil {

@@ -377,7 +377,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		if inst.State != api.InstanceCreating {
 			inst.State = api.InstanceStarting
 		}
-		n := nodeRecord{ID: newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
+		n := nodeRecord{ID: e.newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
 		return out, tx.Put(store.Nodes, n.key(), n)
 
 	case inst.State == api.InstanceSetupFailed:

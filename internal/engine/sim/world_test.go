@@ -69,6 +69,7 @@ type taskPlan struct {
 type world struct {
 	seed   uint64
 	rng    *rand.Rand
+	ids    uint64 // IDs handed to the engine so far (kept across restarts: IDs stay unique)
 	clk    *clocktesting.FakeClock
 	drv    *fake.Driver
 	path   string
@@ -113,6 +114,13 @@ func newWorld(seed uint64, dir string, strict bool) (*world, error) {
 	return w, nil
 }
 
+// newID is the engine's ID source: seeded, so a seed replays with the same node IDs (and so
+// the same tie-breaks). A counter, not the rng, so IDs do not shift the operations drawn.
+func (w *world) newID(prefix string) string {
+	w.ids++
+	return fmt.Sprintf("%s-%010x", prefix, w.ids)
+}
+
 // start opens the store and starts a manual engine on it (also after a crash).
 func (w *world) start() error {
 	st, err := store.Open(w.path, time.Second)
@@ -122,6 +130,7 @@ func (w *world) start() error {
 	e, err := engine.New(engine.Config{
 		Store: st, Clock: w.clk, Driver: w.drv, DataDir: filepath.Dir(w.path),
 		CapacityVCPUs: w.capacity, MinIdleShutdown: minIdle, Manual: true,
+		NewID: w.newID,
 	})
 	if err != nil {
 		st.Close()
