@@ -1,0 +1,627 @@
+// Package drivertest is the conformance suite of node drivers: Run checks that a
+// driver.Driver keeps the contract of package driver, the same way for every driver. A
+// driver runs it by adding one test file that builds a Harness:
+//
+//	func TestConformance(t *testing.T) {
+//		drivertest.Run(t, drivertest.Harness{
+//			New:      func(t *testing.T) driver.Driver { return newDriver(t) },
+//			KillNode: func(t *testing.T, d driver.Driver, key string) { ... },
+//		})
+//	}
+//
+// The zero Harness asks for the whole contract; each field that relaxes it says so, and
+// the checks a driver is excused from still check what it promises instead (a driver
+// without sessions must refuse them with ErrPermanent; one that lists no nodes must list
+// none).
+//
+// Tasks are Programs rendered as POSIX sh command lines, so a driver that runs processes
+// needs nothing more; a driver that runs none (the fake) acts them out with Decode.
+//
+// Nothing here sleeps to see that nothing happened: every check reads a state or waits
+// for an event the driver owes. A wait is bounded in real time only so that a broken
+// driver fails instead of hanging.
+package drivertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+)
+
+// DefaultWaitLimit bounds each wait for an event and each call when Harness.WaitLimit is 0.
+const DefaultWaitLimit = 30 * time.Second
+
+// Harness builds drivers for Run and says what they can do.
+type Harness struct {
+	// New returns a fresh driver with no nodes. It registers its own cleanup (closing the
+	// driver, removing what it made); the suite terminates the nodes it created first.
+	New func(t *testing.T) driver.Driver
+
+	// Record, when set, is called with a node's spec before Create, as the engine
+	// persists a node before it creates it (the ssh harness maps the key to its test
+	// host). Keys the suite uses as unknown are never recorded.
+	Record func(t *testing.T, spec driver.NodeSpec)
+
+	// CreatePending says Create returns nodes that are not ready yet (a queued
+	// allocation); MakeReady then makes one ready from outside, and the driver must
+	// report it with NodeReady and Describe. Without it Create must return ready nodes.
+	CreatePending bool
+	MakeReady     func(t *testing.T, d driver.Driver, key string)
+
+	// KillNode makes a node die from outside the driver (its process killed, its
+	// allocation ended); the driver must report NodeGone. Set NoNodeGone instead for a
+	// driver that never reports NodeGone (an attached machine).
+	KillNode   func(t *testing.T, d driver.Driver, key string)
+	NoNodeGone bool
+
+	// NoExec says the driver offers no sessions: Exec must fail with ErrPermanent.
+	NoExec bool
+
+	// NoList says List never returns nodes (nothing the driver reaches is ever an
+	// orphan): it must return none, without an error.
+	NoList bool
+
+	// WaitLimit bounds each wait for an event and each call (default DefaultWaitLimit).
+	WaitLimit time.Duration
+}
+
+// Run runs the suite as subtests of t, each on a fresh driver from h.New.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	switch {
+	case h.New == nil:
+		t.Fatal("drivertest: Harness.New is required")
+	case h.CreatePending && h.MakeReady == nil:
+		t.Fatal("drivertest: Harness.CreatePending needs MakeReady")
+	case h.KillNode == nil && !h.NoNodeGone:
+		t.Fatal("drivertest: set Harness.KillNode, or NoNodeGone for a driver that never reports NodeGone")
+	}
+	if h.WaitLimit <= 0 {
+		h.WaitLimit = DefaultWaitLimit
+	}
+	s := &suite{h: h, run: randomHex(3)}
+	for _, c := range []struct {
+		name string
+		f    func(*env)
+	}{
+		{"CreateIsIdempotent", s.createIsIdempotent},
+		{"ConcurrentCreatesMakeOneNode", s.concurrentCreatesMakeOneNode},
+		{"Readiness", s.readiness},
+		{"ListFindsExactlyTheOwnersNodes", s.listByOwner},
+		{"TerminateIsIdempotentAndConfirmed", s.terminate},
+		{"StartTaskIsIdempotent", s.startTaskIsIdempotent},
+		{"TaskStatusAndExitCodes", s.taskStatusAndExitCodes},
+		{"TaskOutputFromOffset", s.taskOutputFromOffset},
+		{"KillTask", s.killTask},
+		{"Exec", s.exec},
+		{"NodeGone", s.nodeGone},
+		{"UnknownIsNotFound", s.unknownIsNotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.f(s.env(t)) })
+	}
+}
+
+// suite is one Run: its keys are unique to it, since some drivers keep what a node leaves
+// (an attached machine keeps its tasks' directories) and several runs may share one.
+type suite struct {
+	h   Harness
+	run string
+	n   atomic.Int64
+}
+
+// key returns a node, task or owner name unique to this run.
+func (s *suite) key(kind string) string {
+	return fmt.Sprintf("dt%s-%s%d", s.run, kind, s.n.Add(1))
+}
+
+// env is one subtest: a fresh driver and the events it delivered that no wait took yet.
+type env struct {
+	t   *testing.T
+	s   *suite
+	d   driver.Driver
+	ctx context.Context
+
+	mu     sync.Mutex
+	unread []driver.Event
+}
+
+func (s *suite) env(t *testing.T) *env {
+	d := s.h.New(t)
+	if d == nil {
+		t.Fatal("drivertest: Harness.New returned nil")
+	}
+	// Calls may take a while (a remote kill has a grace period) but never forever.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*s.h.WaitLimit)
+	t.Cleanup(cancel)
+	return &env{t: t, s: s, d: d, ctx: ctx}
+}
+
+// spec returns a new node's spec.
+func (e *env) spec(owner string) driver.NodeSpec {
+	return driver.NodeSpec{Key: e.s.key("n"), Owner: owner, VMSize: "Standard_DS3_v2", VCPUs: 4, MemoryGB: 14}
+}
+
+// create records and creates a node, checks what Create returned, and terminates the node
+// when the test ends.
+func (e *env) create(spec driver.NodeSpec) driver.NodeInfo {
+	e.t.Helper()
+	if e.s.h.Record != nil {
+		e.s.h.Record(e.t, spec)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*e.s.h.WaitLimit)
+		defer cancel()
+		if err := e.d.Terminate(ctx, spec.Key); err != nil {
+			e.t.Errorf("cleanup: terminating %s: %v", spec.Key, err)
+		}
+	})
+	info, err := e.d.Create(e.ctx, spec)
+	if err != nil {
+		e.t.Fatalf("Create(%s): %v", spec.Key, err)
+	}
+	e.checkCreated(spec, info)
+	return info
+}
+
+func (e *env) checkCreated(spec driver.NodeSpec, info driver.NodeInfo) {
+	e.t.Helper()
+	if info.Key != spec.Key || info.Owner != spec.Owner {
+		e.t.Fatalf("Create(%s, owner %q) returned key %q, owner %q", spec.Key, spec.Owner, info.Key, info.Owner)
+	}
+	if info.Address == "" {
+		e.t.Fatalf("Create(%s) returned no address", spec.Key)
+	}
+	switch {
+	case !e.s.h.CreatePending && !info.Ready:
+		e.t.Fatalf("Create(%s) returned a node that is not ready (reason %q); a driver whose nodes wait sets Harness.CreatePending", spec.Key, info.Reason)
+	case info.Ready && info.Reason != "":
+		e.t.Fatalf("Create(%s) returned a ready node with a pending reason %q", spec.Key, info.Reason)
+	}
+}
+
+// readyNode creates a node of owner and, when it is pending, makes it ready and waits for
+// its NodeReady. It returns the node's key.
+func (e *env) readyNode(owner string) string {
+	e.t.Helper()
+	info := e.create(e.spec(owner))
+	if !info.Ready {
+		e.s.h.MakeReady(e.t, e.d, info.Key)
+		e.waitEvent("NodeReady of "+info.Key, func(ev driver.Event) bool {
+			return ev.Kind == driver.NodeReady && ev.NodeKey == info.Key
+		})
+	}
+	return info.Key
+}
+
+// waitEvent returns the first event, read before or now, that match accepts; events it
+// does not accept stay for later waits. It fails the test after WaitLimit.
+func (e *env) waitEvent(what string, match func(driver.Event) bool) driver.Event {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, ev := range e.unread {
+		if match(ev) {
+			e.unread = slices.Delete(e.unread, i, i+1)
+			return ev
+		}
+	}
+	timer := time.NewTimer(e.s.h.WaitLimit)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-e.d.Events():
+			if match(ev) {
+				return ev
+			}
+			e.unread = append(e.unread, ev)
+		case <-timer.C:
+			e.t.Fatalf("no %s within %s; other events: %s", what, e.s.h.WaitLimit, formatEvents(e.unread))
+		}
+	}
+}
+
+// waitExit waits for a task's TaskExited and returns its exit code.
+func (e *env) waitExit(node, task string) int {
+	e.t.Helper()
+	ev := e.waitEvent("TaskExited of "+node+"/"+task, func(ev driver.Event) bool {
+		return ev.Kind == driver.TaskExited && ev.NodeKey == node && ev.TaskKey == task
+	})
+	return ev.ExitCode
+}
+
+// start starts a task running p and returns its key.
+func (e *env) start(node string, p Program) string {
+	e.t.Helper()
+	task := e.s.key("t")
+	if err := e.d.StartTask(e.ctx, node, driver.TaskSpec{Key: task, Command: p.Command()}); err != nil {
+		e.t.Fatalf("StartTask(%s, %s): %v", node, task, err)
+	}
+	return task
+}
+
+func (e *env) status(node, task string) driver.TaskStatus {
+	e.t.Helper()
+	st, err := e.d.TaskStatus(e.ctx, node, task)
+	if err != nil {
+		e.t.Fatalf("TaskStatus(%s, %s): %v", node, task, err)
+	}
+	return st
+}
+
+func (e *env) output(node, task string, offset int64) string {
+	e.t.Helper()
+	out, err := e.d.TaskOutput(e.ctx, node, task, offset)
+	if err != nil {
+		e.t.Fatalf("TaskOutput(%s, %s, %d): %v", node, task, offset, err)
+	}
+	return string(out)
+}
+
+// listKeys lists owner's nodes and returns their keys, sorted.
+func (e *env) listKeys(owner string) []string {
+	e.t.Helper()
+	nodes, err := e.d.List(e.ctx, owner)
+	if err != nil {
+		e.t.Fatalf("List(%q): %v", owner, err)
+	}
+	keys := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if owner != "" && n.Owner != owner {
+			e.t.Fatalf("List(%q) returned %s of owner %q", owner, n.Key, n.Owner)
+		}
+		keys = append(keys, n.Key)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (e *env) expectList(owner string, want ...string) {
+	e.t.Helper()
+	if e.s.h.NoList {
+		want = nil
+	}
+	slices.Sort(want)
+	if got := e.listKeys(owner); !slices.Equal(got, want) {
+		e.t.Fatalf("List(%q) = %v, want %v", owner, got, want)
+	}
+}
+
+func (e *env) expectNotFound(what string, err error) {
+	e.t.Helper()
+	if !driver.IsNotFound(err) {
+		e.t.Fatalf("%s: %v, want an error that is driver.ErrNotFound", what, err)
+	}
+}
+
+func (e *env) expectGone(node string) {
+	e.t.Helper()
+	_, err := e.d.Describe(e.ctx, node)
+	e.expectNotFound("Describe("+node+") of a gone node", err)
+}
+
+// Create is idempotent under the key: the second call returns the same node and List
+// holds it once.
+func (s *suite) createIsIdempotent(e *env) {
+	owner := s.key("owner")
+	spec := e.spec(owner)
+	a := e.create(spec)
+	b, err := e.d.Create(e.ctx, spec)
+	if err != nil {
+		e.t.Fatalf("second Create(%s): %v", spec.Key, err)
+	}
+	e.checkCreated(spec, b)
+	if a.Address != b.Address || (a.Ready && !b.Ready) {
+		e.t.Fatalf("second Create returned another node: %+v, then %+v", a, b)
+	}
+	e.expectList(owner, spec.Key)
+}
+
+// Creates that race under one key make one node.
+func (s *suite) concurrentCreatesMakeOneNode(e *env) {
+	owner := s.key("owner")
+	spec := e.spec(owner)
+	if s.h.Record != nil {
+		s.h.Record(e.t, spec)
+	}
+	e.t.Cleanup(func() { _ = e.d.Terminate(context.Background(), spec.Key) })
+	const n = 4
+	infos := make([]driver.NodeInfo, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { infos[i], errs[i] = e.d.Create(e.ctx, spec) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			e.t.Fatalf("Create %d of %d: %v", i+1, n, errs[i])
+		}
+		e.checkCreated(spec, infos[i])
+		if infos[i].Address != infos[0].Address {
+			e.t.Fatalf("racing Creates returned different nodes: %+v and %+v", infos[0], infos[i])
+		}
+	}
+	e.expectList(owner, spec.Key)
+	e.expectList("", spec.Key)
+}
+
+// Create says whether the node is ready; Describe says so too, and a pending node that
+// becomes ready is reported by NodeReady.
+func (s *suite) readiness(e *env) {
+	spec := e.spec(s.key("owner"))
+	info := e.create(spec)
+	described, err := e.d.Describe(e.ctx, spec.Key)
+	if err != nil {
+		e.t.Fatalf("Describe(%s): %v", spec.Key, err)
+	}
+	if described.Key != spec.Key {
+		e.t.Fatalf("Describe(%s) returned key %q", spec.Key, described.Key)
+	}
+	if !s.h.CreatePending {
+		if !described.Ready {
+			e.t.Fatalf("Describe(%s) says a node Create returned ready is not ready (%q)", spec.Key, described.Reason)
+		}
+		return
+	}
+	if info.Ready || described.Ready {
+		e.t.Fatalf("a pending driver's node is ready at once: Create %+v, Describe %+v", info, described)
+	}
+	err = e.d.StartTask(e.ctx, spec.Key, driver.TaskSpec{Key: s.key("t"), Command: Program{}.Command()})
+	if !driver.IsTransient(err) {
+		e.t.Fatalf("StartTask on a pending node: %v, want an error that is driver.ErrTransient", err)
+	}
+	s.h.MakeReady(e.t, e.d, spec.Key)
+	e.waitEvent("NodeReady of "+spec.Key, func(ev driver.Event) bool {
+		return ev.Kind == driver.NodeReady && ev.NodeKey == spec.Key
+	})
+	if described, err = e.d.Describe(e.ctx, spec.Key); err != nil || !described.Ready || described.Reason != "" {
+		e.t.Fatalf("Describe(%s) after NodeReady: %+v, %v; want ready", spec.Key, described, err)
+	}
+	again, err := e.d.Create(e.ctx, spec)
+	if err != nil || !again.Ready {
+		e.t.Fatalf("Create(%s) of a ready node: %+v, %v; want it, ready", spec.Key, again, err)
+	}
+	task := e.start(spec.Key, Program{ExitCode: 0})
+	if code := e.waitExit(spec.Key, task); code != 0 {
+		e.t.Fatalf("a task on the now ready node exited %d, want 0", code)
+	}
+}
+
+// List by owner finds exactly the owner's nodes, which is how the engine finds orphans;
+// a terminated node is no longer listed.
+func (s *suite) listByOwner(e *env) {
+	ownerA, ownerB := s.key("owner"), s.key("owner")
+	a1, a2, b1 := e.create(e.spec(ownerA)), e.create(e.spec(ownerA)), e.create(e.spec(ownerB))
+	e.expectList(ownerA, a1.Key, a2.Key)
+	e.expectList(ownerB, b1.Key)
+	e.expectList(s.key("owner"))
+	if !s.h.NoList {
+		all := e.listKeys("")
+		for _, k := range []string{a1.Key, a2.Key, b1.Key} {
+			if !slices.Contains(all, k) {
+				e.t.Fatalf("List(\"\") = %v, missing %s", all, k)
+			}
+		}
+	}
+	if err := e.d.Terminate(e.ctx, a1.Key); err != nil {
+		e.t.Fatalf("Terminate(%s): %v", a1.Key, err)
+	}
+	e.expectList(ownerA, a2.Key)
+}
+
+// Terminate returns once the node is gone (Describe says not found, its tasks with it)
+// and is idempotent; terminating a node never created returns nil.
+func (s *suite) terminate(e *env) {
+	node := e.readyNode(s.key("owner"))
+	task := e.start(node, Program{Block: true})
+	if err := e.d.Terminate(e.ctx, node); err != nil {
+		e.t.Fatalf("Terminate(%s): %v", node, err)
+	}
+	e.expectGone(node)
+	_, err := e.d.TaskStatus(e.ctx, node, task)
+	e.expectNotFound("TaskStatus of a task of a terminated node", err)
+	if err := e.d.Terminate(e.ctx, node); err != nil {
+		e.t.Fatalf("Terminate(%s) again: %v, want nil", node, err)
+	}
+	if err := e.d.Terminate(e.ctx, s.key("n")); err != nil {
+		e.t.Fatalf("Terminate of a node never created: %v, want nil", err)
+	}
+}
+
+// StartTask is idempotent under the task key: racing and repeated starts run the task
+// once, also after it ended.
+func (s *suite) startTaskIsIdempotent(e *env) {
+	node := e.readyNode(s.key("owner"))
+	task := s.key("t")
+	spec := driver.TaskSpec{Key: task, Command: Program{Output: "ran\n", ExitCode: 7}.Command(), Env: map[string]string{"DT_TASK": task}}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() { errs[i] = e.d.StartTask(e.ctx, node, spec) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			e.t.Fatalf("StartTask %d of %d: %v", i+1, len(errs), err)
+		}
+	}
+	if code := e.waitExit(node, task); code != 7 {
+		e.t.Fatalf("exit code %d, want 7", code)
+	}
+	if err := e.d.StartTask(e.ctx, node, spec); err != nil {
+		e.t.Fatalf("StartTask of an ended task: %v, want nil", err)
+	}
+	if st := e.status(node, task); st.Running || st.ExitCode != 7 {
+		e.t.Fatalf("status after starting an ended task again: %+v, want ended with 7 (not restarted)", st)
+	}
+	if out := e.output(node, task, 0); out != "ran\n" {
+		e.t.Fatalf("output %q, want %q: the task ran more than once", out, "ran\n")
+	}
+}
+
+// TaskStatus says running while a task runs and gives its exit code once it ended, the
+// same code TaskExited carries.
+func (s *suite) taskStatusAndExitCodes(e *env) {
+	node := e.readyNode(s.key("owner"))
+	running := e.start(node, Program{Block: true})
+	zero := e.start(node, Program{ExitCode: 0})
+	three := e.start(node, Program{ExitCode: 3})
+	for task, want := range map[string]int{zero: 0, three: 3} {
+		if code := e.waitExit(node, task); code != want {
+			e.t.Fatalf("TaskExited of %s: exit code %d, want %d", task, code, want)
+		}
+		if st := e.status(node, task); st.Running || st.ExitCode != want {
+			e.t.Fatalf("TaskStatus of %s: %+v, want ended with %d", task, st, want)
+		}
+	}
+	if st := e.status(node, running); !st.Running {
+		e.t.Fatalf("TaskStatus of a running task: %+v, want running", st)
+	}
+}
+
+// TaskOutput reads from an offset, and stays readable after the task ended.
+func (s *suite) taskOutputFromOffset(e *env) {
+	node := e.readyNode(s.key("owner"))
+	const text = "hello\nworld\n"
+	task := e.start(node, Program{Output: text})
+	e.waitExit(node, task)
+	for _, c := range []struct {
+		offset int64
+		want   string
+	}{{0, text}, {6, "world\n"}, {int64(len(text)) - 1, "\n"}, {int64(len(text)), ""}} {
+		if got := e.output(node, task, c.offset); got != c.want {
+			e.t.Fatalf("TaskOutput from %d = %q, want %q", c.offset, got, c.want)
+		}
+	}
+}
+
+// KillTask ends a running task as killed by a signal, and leaves an ended task as it was.
+func (s *suite) killTask(e *env) {
+	node := e.readyNode(s.key("owner"))
+	task := e.start(node, Program{Block: true})
+	if st := e.status(node, task); !st.Running {
+		e.t.Fatalf("status before the kill: %+v, want running", st)
+	}
+	if err := e.d.KillTask(e.ctx, node, task); err != nil {
+		e.t.Fatalf("KillTask of a running task: %v", err)
+	}
+	code := e.waitExit(node, task)
+	if code <= 128 {
+		e.t.Fatalf("a killed task exited %d, want 128 + a signal", code)
+	}
+	if st := e.status(node, task); st.Running || st.ExitCode != code {
+		e.t.Fatalf("status of the killed task: %+v, want ended with %d", st, code)
+	}
+	if err := e.d.KillTask(e.ctx, node, task); err != nil {
+		e.t.Fatalf("KillTask of a killed task: %v, want nil", err)
+	}
+	ended := e.start(node, Program{ExitCode: 3})
+	e.waitExit(node, ended)
+	if err := e.d.KillTask(e.ctx, node, ended); err != nil {
+		e.t.Fatalf("KillTask of an ended task: %v, want nil", err)
+	}
+	if st := e.status(node, ended); st.Running || st.ExitCode != 3 {
+		e.t.Fatalf("status of an ended task after KillTask: %+v, want ended with 3", st)
+	}
+}
+
+// Exec feeds stdin, collects output and returns the exit status; a driver without
+// sessions refuses them as permanent.
+func (s *suite) exec(e *env) {
+	node := e.readyNode(s.key("owner"))
+	var out bytes.Buffer
+	spec := driver.ExecSpec{
+		Command: Program{Output: "echo:", Stdin: true, ExitCode: 3}.Command(),
+		Stdin:   strings.NewReader("ping\n"),
+		Output:  &out,
+	}
+	code, err := e.d.Exec(e.ctx, node, spec)
+	if s.h.NoExec {
+		if !driver.IsPermanent(err) {
+			e.t.Fatalf("Exec on a driver without sessions: %d, %v; want an error that is driver.ErrPermanent", code, err)
+		}
+		return
+	}
+	if err != nil {
+		e.t.Fatalf("Exec: %v", err)
+	}
+	if code != 3 || out.String() != "echo:ping\n" {
+		e.t.Fatalf("Exec returned %d with output %q, want 3 with %q", code, out.String(), "echo:ping\n")
+	}
+	_, err = e.d.Exec(e.ctx, s.key("n"), driver.ExecSpec{Command: Program{}.Command(), Stdin: strings.NewReader(""), Output: &out})
+	e.expectNotFound("Exec on an unknown node", err)
+}
+
+// A node that dies from outside (or whose allocation ends by itself) is NodeGone, and
+// gone for Describe; terminating it then returns nil.
+func (s *suite) nodeGone(e *env) {
+	if s.h.KillNode == nil {
+		e.t.Skip("the driver never reports NodeGone (Harness.NoNodeGone)")
+	}
+	nodes := []string{e.readyNode(s.key("owner"))}
+	e.start(nodes[0], Program{Block: true})
+	if s.h.CreatePending {
+		nodes = append(nodes, e.create(e.spec(s.key("owner"))).Key) // ends before it is ready
+	}
+	for _, node := range nodes {
+		s.h.KillNode(e.t, e.d, node)
+		e.waitEvent("NodeGone of "+node, func(ev driver.Event) bool {
+			return ev.Kind == driver.NodeGone && ev.NodeKey == node
+		})
+		e.expectGone(node)
+		if err := e.d.Terminate(e.ctx, node); err != nil {
+			e.t.Fatalf("Terminate of a node that died: %v, want nil", err)
+		}
+	}
+}
+
+// Unknown nodes and tasks are ErrNotFound for every call that names them.
+func (s *suite) unknownIsNotFound(e *env) {
+	unknown := s.key("n")
+	_, err := e.d.Describe(e.ctx, unknown)
+	e.expectNotFound("Describe of an unknown node", err)
+	err = e.d.StartTask(e.ctx, unknown, driver.TaskSpec{Key: s.key("t"), Command: Program{}.Command()})
+	e.expectNotFound("StartTask on an unknown node", err)
+	_, err = e.d.TaskStatus(e.ctx, unknown, s.key("t"))
+	e.expectNotFound("TaskStatus on an unknown node", err)
+	_, err = e.d.TaskOutput(e.ctx, unknown, s.key("t"), 0)
+	e.expectNotFound("TaskOutput on an unknown node", err)
+	err = e.d.KillTask(e.ctx, unknown, s.key("t"))
+	e.expectNotFound("KillTask on an unknown node", err)
+
+	node := e.readyNode(s.key("owner"))
+	task := s.key("t")
+	_, err = e.d.TaskStatus(e.ctx, node, task)
+	e.expectNotFound("TaskStatus of an unknown task", err)
+	_, err = e.d.TaskOutput(e.ctx, node, task, 0)
+	e.expectNotFound("TaskOutput of an unknown task", err)
+	err = e.d.KillTask(e.ctx, node, task)
+	e.expectNotFound("KillTask of an unknown task", err)
+}
+
+func formatEvents(evs []driver.Event) string {
+	if len(evs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(evs))
+	for i, ev := range evs {
+		parts[i] = fmt.Sprintf("%s %s/%s exit %d", ev.Kind, ev.NodeKey, ev.TaskKey, ev.ExitCode)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
