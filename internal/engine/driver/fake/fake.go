@@ -80,7 +80,8 @@ type Options struct {
 	// PendingReason is a pending node's Reason (default "Resources", as squeue says).
 	PendingReason string
 	// Start, when set, decides what a task does when it starts (once per task key).
-	// Without it a task prints nothing and runs until FinishTask or KillTask.
+	// Without it a task prints nothing and runs until FinishTask or KillTask. It runs
+	// under the fake's lock, so it must not call the fake.
 	Start func(nodeKey string, spec driver.TaskSpec) Outcome
 	// Exec, when set, runs a session in place of the default, which copies stdin to the
 	// output and returns 0.
