@@ -1,22 +1,96 @@
-// Package driver defines where nodes come from. The engine chooses a node's key and
-// persists it before calling Create, so a crash between the two is repaired by calling
-// Create again with the same key; List by owner finds nodes the engine no longer records.
+// Package driver defines where nodes come from. A driver has two halves, the shape the
+// best provisioners share:
+//
+//   - Provisioner brings nodes up and down. The engine chooses a node's key and persists
+//     it before calling Create, so a crash between the two is repaired by calling Create
+//     again with the same key. Create is fast and may return before the node is usable (a
+//     queued allocation on a cluster manager can wait minutes): NodeInfo.Ready says which,
+//     and a node that becomes ready later is reported by Describe and by a NodeReady event.
+//     List by owner finds nodes the engine no longer records (orphans); Terminate is
+//     idempotent and returns only once the node is confirmed gone.
+//   - TaskRunner runs tasks on a node: StartTask is idempotent under a task key, and
+//     TaskStatus, TaskOutput (from an offset), KillTask and Exec follow.
+//
+// Errors are typed: ErrNotFound (the node or task is gone), ErrNoCapacity (no room for
+// the node now), ErrTransient (trying again later may work) and ErrPermanent (trying again
+// will not help until someone changes something). Check them with IsNotFound,
+// IsNoCapacity, IsTransient and IsPermanent; mark a cause with NoCapacity, Transient or
+// Permanent. An error with no kind is unclassified: treat it as transient, with a bound.
+//
 // Implementations: local (processes on this machine), ssh (attached machines) and, later,
-// slurm. The fake subpackage records calls for engine tests.
+// slurm; mux routes by key prefix between them. The fake subpackage records calls for
+// engine tests. The drivertest subpackage is the conformance suite every driver passes,
+// the fake included: a new driver runs it by adding one test file that calls
+// drivertest.Run.
 package driver
 
 import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"time"
 )
 
-// ErrNotFound is returned when a node or task does not exist (any more).
-var ErrNotFound = errors.New("not found")
+// The kinds of driver errors. Match them with errors.Is (or the Is... helpers): drivers
+// wrap them with context, so the error itself is rarely one of these values.
+var (
+	// ErrNotFound: the node or task does not exist (any more).
+	ErrNotFound = errors.New("not found")
+	// ErrNoCapacity: the provider cannot place the node now (a cloud's insufficient
+	// capacity, a full disk or no memory or processes left on this machine). Trying later,
+	// or with another size, may work.
+	ErrNoCapacity = errors.New("no capacity")
+	// ErrTransient: the call failed for a reason that passes (a machine that does not
+	// answer, a dropped connection, a node that is not ready yet); the same call may
+	// succeed later.
+	ErrTransient = errors.New("transient failure")
+	// ErrPermanent: the call will keep failing until someone changes something (rejected
+	// credentials, a changed host key, a missing or forbidden program, an unsupported
+	// operation).
+	ErrPermanent = errors.New("permanent failure")
+)
 
 // IsNotFound reports whether err means the node or task is gone.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// IsNoCapacity reports whether err means there is no room for the node now.
+func IsNoCapacity(err error) bool { return errors.Is(err, ErrNoCapacity) }
+
+// IsTransient reports whether err means the same call may succeed later.
+func IsTransient(err error) bool { return errors.Is(err, ErrTransient) }
+
+// IsPermanent reports whether err means the call will keep failing as it is.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+
+// NotFound marks err as ErrNotFound; nil stays nil. The message is err's.
+func NotFound(err error) error { return mark(err, ErrNotFound) }
+
+// NoCapacity marks err as ErrNoCapacity; nil stays nil. The message is err's.
+func NoCapacity(err error) error { return mark(err, ErrNoCapacity) }
+
+// Transient marks err as ErrTransient; nil stays nil. The message is err's.
+func Transient(err error) error { return mark(err, ErrTransient) }
+
+// Permanent marks err as ErrPermanent; nil stays nil. The message is err's.
+func Permanent(err error) error { return mark(err, ErrPermanent) }
+
+func mark(err, kind error) error {
+	if err == nil || errors.Is(err, kind) {
+		return err
+	}
+	return &kindError{err: err, kind: kind}
+}
+
+// kindError is a cause marked with a kind: errors.Is matches both, and the message is
+// the cause's alone.
+type kindError struct {
+	err  error
+	kind error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
 
 // NodeSpec asks for one node.
 type NodeSpec struct {
@@ -36,6 +110,13 @@ type NodeInfo struct {
 	// Address is where other nodes reach this one (MASTER_ADDR for distributed jobs).
 	Address   string
 	StartedAt time.Time
+	// Ready says the node is usable: tasks can start on it. A node that is not ready yet
+	// (a queued allocation) becomes ready later, which Describe and a NodeReady event
+	// report, or goes away (NodeGone) if it never does.
+	Ready bool
+	// Reason says why a node is not ready, in the provider's words (a cluster manager's
+	// pending reason such as "Resources" or "Priority"); empty when Ready.
+	Reason string
 }
 
 // TaskSpec is one process of a job on one node.
@@ -68,11 +149,27 @@ type TaskStatus struct {
 type EventKind int
 
 const (
-	// NodeGone: the node died or was released; its tasks are gone with it.
+	// NodeGone: the node died, was released or its allocation ended by itself (a time
+	// limit, preemption); its tasks are gone with it.
 	NodeGone EventKind = iota + 1
 	// TaskExited: a task ended; ExitCode holds its status.
 	TaskExited
+	// NodeReady: a node that Create returned not ready is now usable.
+	NodeReady
 )
+
+// String names the kind, for logs and test failures.
+func (k EventKind) String() string {
+	switch k {
+	case NodeGone:
+		return "NodeGone"
+	case TaskExited:
+		return "TaskExited"
+	case NodeReady:
+		return "NodeReady"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
 
 // Event reports a change the engine did not cause by a call it is waiting on.
 type Event struct {
@@ -82,32 +179,41 @@ type Event struct {
 	ExitCode int
 }
 
-// Driver brings nodes up and down and runs tasks on them. Every method is safe for
-// concurrent use.
-type Driver interface {
-	// Name is the driver's name as `mlcompute serve --nodes` spells it.
-	Name() string
-
-	// Create starts a node and returns once it is usable. It is idempotent under
-	// spec.Key: a second call with the key of a live node returns that node.
+// Provisioner brings nodes up and down: the node half of a driver. Every method is
+// ctx-first and safe for concurrent use.
+type Provisioner interface {
+	// Create starts a node, or returns the node already under spec.Key: it is idempotent
+	// under the key (chosen and persisted by the engine first), also when calls race, and
+	// never makes a second node for one key. It is fast: it may return before the node is
+	// usable, with Ready false (and a Reason); the node is then reported ready by Describe
+	// and by a NodeReady event, or gone by NodeGone. The node is watched from then on.
+	// ErrNoCapacity when there is no room for it now.
 	Create(ctx context.Context, spec NodeSpec) (NodeInfo, error)
 
-	// Describe returns a live node, or ErrNotFound if it is gone. A live node found here
-	// is watched from then on (its events arrive on Events): this is how an engine that
-	// restarted adopts the nodes it recorded.
+	// Describe returns a live node, ready or not, or ErrNotFound if it is gone (also once
+	// Terminate returned). A live node found here is watched from then on (its events
+	// arrive on Events): this is how an engine that restarted adopts the nodes it recorded.
 	Describe(ctx context.Context, key string) (NodeInfo, error)
 
 	// List returns the live nodes tagged with owner ("" for every node of this driver),
-	// watching them as Describe does.
+	// watching them as Describe does. The engine terminates those it does not record
+	// (orphans, say of a crash between Create and the engine's write).
 	List(ctx context.Context, owner string) ([]NodeInfo, error)
 
-	// Terminate stops a node and its tasks and returns once it is confirmed gone.
-	// Terminating a node that is already gone returns nil.
+	// Terminate stops a node and its tasks and returns once it is confirmed gone, so the
+	// engine may drop its record. Terminating a node that is already gone (or was never
+	// created) returns nil. It emits no NodeGone: the engine asked for it.
 	Terminate(ctx context.Context, key string) error
+}
 
+// TaskRunner runs tasks and sessions on nodes: the execution half of a driver. Every
+// method is ctx-first and safe for concurrent use. Every method returns ErrNotFound when
+// the node is gone; StartTask and Exec return ErrTransient on a node that is not ready.
+type TaskRunner interface {
 	// StartTask starts a task on a node under a wrapper that records its output and exit
 	// status on the node, so they survive an engine restart. It is idempotent under
-	// spec.Key. ErrNotFound if the node is gone.
+	// spec.Key: a task that exists, running or ended, is not started again. Its end is a
+	// TaskExited event (at least once).
 	StartTask(ctx context.Context, nodeKey string, spec TaskSpec) error
 
 	// TaskStatus returns a task's state; ErrNotFound if the node or task is unknown.
@@ -115,18 +221,32 @@ type Driver interface {
 
 	// TaskOutput returns the task's combined output from offset on (empty when there is
 	// nothing new). The output stays readable after the task ends, until the node goes.
+	// ErrNotFound if the node or task is unknown.
 	TaskOutput(ctx context.Context, nodeKey, taskKey string, offset int64) ([]byte, error)
+
+	// KillTask kills a task's whole process group; its TaskExited follows with the status
+	// of a killed process (128 + the signal). Killing an ended task returns nil and leaves
+	// its status as it was; ErrNotFound if the node or task is unknown.
+	KillTask(ctx context.Context, nodeKey, taskKey string) error
 
 	// Exec runs an interactive command on a node and returns its exit status when it ends.
 	// When ctx ends first the command's process group is killed. ErrNotFound if the node
-	// is gone. Unlike a task it leaves no record: a session ends with its connection.
+	// is gone; ErrPermanent from a driver that offers no sessions. Unlike a task it leaves
+	// no record: a session ends with its connection.
 	Exec(ctx context.Context, nodeKey string, spec ExecSpec) (int, error)
+}
 
-	// KillTask kills a task's whole process group; killing an ended task returns nil.
-	KillTask(ctx context.Context, nodeKey, taskKey string) error
+// Driver brings nodes up and down and runs tasks on them. Every method is safe for
+// concurrent use.
+type Driver interface {
+	// Name is the driver's name as `mlcompute serve --nodes` spells it.
+	Name() string
 
-	// Events delivers NodeGone and TaskExited for watched nodes. The channel is never
-	// closed while the driver lives; the engine drains it continuously.
+	Provisioner
+	TaskRunner
+
+	// Events delivers NodeReady, NodeGone and TaskExited for watched nodes. The channel
+	// is never closed while the driver lives; the engine drains it continuously.
 	Events() <-chan Event
 
 	// Close stops watching. It leaves nodes and tasks running: a restarted engine adopts them.

@@ -1,8 +1,13 @@
 // Package fake is an in-memory driver.Driver for engine tests. It records every call in
-// order, can fail the next call of a method, and lets the test end tasks and kill nodes,
-// which emits the Events a real driver would. It never sleeps and never starts a
+// order, can fail the next call of a method with any error (driver.Transient(err),
+// driver.ErrNoCapacity, ...), and lets the test make nodes ready, end tasks and kill
+// nodes, which emits the Events a real driver would. It never sleeps and never starts a
 // goroutine on the common path, so it composes with a fake clock: an event caused by
-// FinishTask or KillNode is on the Events channel when the call returns.
+// MakeReady, FinishTask or KillNode is on the Events channel when the call returns.
+//
+// By default Create returns nodes that are ready at once, as the local and ssh drivers
+// do; Options.CreatePending makes them wait for MakeReady, as a queued allocation on a
+// cluster manager does. It passes the drivertest conformance suite both ways.
 package fake
 
 import (
@@ -56,6 +61,33 @@ type Task struct {
 	Output []byte
 }
 
+// Outcome is what a new task does at once, as Options.Start decides it.
+type Outcome struct {
+	// Output is printed at once.
+	Output []byte
+	// Exited ends the task at once with ExitCode (TaskExited is emitted before StartTask
+	// returns); otherwise it runs until FinishTask or KillTask.
+	Exited   bool
+	ExitCode int
+}
+
+// Options configures NewWithOptions. The zero value is New's behaviour.
+type Options struct {
+	// CreatePending makes Create return nodes that are not ready (Ready false, Reason
+	// PendingReason) until MakeReady; StartTask and Exec on them fail with
+	// driver.ErrTransient.
+	CreatePending bool
+	// PendingReason is a pending node's Reason (default "Resources", as squeue says).
+	PendingReason string
+	// Start, when set, decides what a task does when it starts (once per task key).
+	// Without it a task prints nothing and runs until FinishTask or KillTask. It runs
+	// under the fake's lock, so it must not call the fake.
+	Start func(nodeKey string, spec driver.TaskSpec) Outcome
+	// Exec, when set, runs a session in place of the default, which copies stdin to the
+	// output and returns 0.
+	Exec func(ctx context.Context, nodeKey string, spec driver.ExecSpec) (int, error)
+}
+
 type node struct {
 	spec  driver.NodeSpec
 	info  driver.NodeInfo
@@ -64,7 +96,8 @@ type node struct {
 
 // Driver is the fake. The zero value is not usable; call New.
 type Driver struct {
-	clk clock.PassiveClock
+	clk  clock.PassiveClock
+	opts Options
 
 	mu      sync.Mutex
 	calls   []Call
@@ -81,13 +114,21 @@ type Driver struct {
 
 var _ driver.Driver = (*Driver)(nil)
 
-// New returns an empty fake whose nodes get StartedAt from clk (the real clock if nil).
-func New(clk clock.PassiveClock) *Driver {
+// New returns an empty fake whose nodes get StartedAt from clk (the real clock if nil)
+// and are ready at once.
+func New(clk clock.PassiveClock) *Driver { return NewWithOptions(clk, Options{}) }
+
+// NewWithOptions is New with options.
+func NewWithOptions(clk clock.PassiveClock, opts Options) *Driver {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	if opts.PendingReason == "" {
+		opts.PendingReason = "Resources"
+	}
 	return &Driver{
 		clk:     clk,
+		opts:    opts,
 		fail:    map[string][]error{},
 		nodes:   map[string]*node{},
 		watched: map[string]bool{},
@@ -100,7 +141,8 @@ func New(clk clock.PassiveClock) *Driver {
 func (d *Driver) Name() string { return Name }
 
 // Create starts a node, or returns the live node already under spec.Key. The node is
-// watched.
+// watched. It is ready at once unless Options.CreatePending is set; then it waits for
+// MakeReady.
 func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -114,8 +156,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 	if !ok {
 		n = &node{
 			spec:  spec,
-			info:  driver.NodeInfo{Key: spec.Key, Owner: spec.Owner, Address: "127.0.0.1", StartedAt: d.clk.Now()},
+			info:  driver.NodeInfo{Key: spec.Key, Owner: spec.Owner, Address: "127.0.0.1", StartedAt: d.clk.Now(), Ready: true},
 			tasks: map[string]*Task{},
+		}
+		if d.opts.CreatePending {
+			n.info.Ready, n.info.Reason = false, d.opts.PendingReason
 		}
 		d.nodes[spec.Key] = n
 	}
@@ -169,8 +214,9 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	return nil
 }
 
-// StartTask starts a running task, or does nothing when the key is known (running or
-// ended). driver.ErrNotFound if the node is gone.
+// StartTask starts a task, or does nothing when the key is known (running or ended). The
+// task runs until FinishTask or KillTask, unless Options.Start says otherwise.
+// driver.ErrNotFound if the node is gone, driver.ErrTransient if it is not ready.
 func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.TaskSpec) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -181,11 +227,23 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 	if !ok {
 		return fmt.Errorf("starting task %s on node %s: %w", spec.Key, nodeKey, driver.ErrNotFound)
 	}
+	if !n.info.Ready {
+		return driver.Transient(fmt.Errorf("starting task %s: node %s is not ready (%s)", spec.Key, nodeKey, n.info.Reason))
+	}
 	if len(spec.Command) == 0 {
 		return fmt.Errorf("starting task %s: empty command", spec.Key)
 	}
-	if _, ok := n.tasks[spec.Key]; !ok {
-		n.tasks[spec.Key] = &Task{Spec: cloneSpec(spec), Status: driver.TaskStatus{Running: true}}
+	if _, ok := n.tasks[spec.Key]; ok {
+		return nil
+	}
+	t := &Task{Spec: cloneSpec(spec), Status: driver.TaskStatus{Running: true}}
+	n.tasks[spec.Key] = t
+	if d.opts.Start != nil {
+		out := d.opts.Start(nodeKey, cloneSpec(spec))
+		t.Output = append(t.Output, out.Output...)
+		if out.Exited {
+			d.endTask(nodeKey, spec.Key, t, out.ExitCode)
+		}
 	}
 	return nil
 }
@@ -240,8 +298,8 @@ func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
 	return nil
 }
 
-// Events delivers NodeGone (KillNode) and TaskExited (FinishTask, KillTask) for watched
-// nodes. It is never closed.
+// Events delivers NodeReady (MakeReady), NodeGone (KillNode) and TaskExited (FinishTask,
+// KillTask, a task that Options.Start ends at once) for watched nodes. It is never closed.
 func (d *Driver) Events() <-chan driver.Event { return d.events }
 
 // Close stops watching: nodes and tasks stay, and events stop until Describe or List
@@ -271,7 +329,9 @@ func (d *Driver) Reopen() {
 }
 
 // FailNext makes the next call of method (MethodCreate, ...) return err without doing
-// anything. Several FailNext calls queue up in order.
+// anything. Several FailNext calls queue up in order. Any kind can be injected:
+// driver.ErrNoCapacity, driver.Transient(cause), driver.Permanent(cause), or a wrapped
+// driver.ErrNotFound.
 func (d *Driver) FailNext(method string, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -290,8 +350,42 @@ func (d *Driver) FinishTask(nodeKey, taskKey string, exitCode int) {
 	d.endTask(nodeKey, taskKey, t, exitCode)
 }
 
-// KillNode makes a node die on its own: it disappears with its tasks and NodeGone is
-// emitted if it was watched. Killing an unknown node does nothing.
+// MakeReady makes a pending node ready (Ready true, Reason cleared) and emits NodeReady
+// if it is watched, as a queued allocation that starts running. A node that is already
+// ready stays as it is, without an event. It panics if the node does not exist, which is
+// a bug in the test.
+func (d *Driver) MakeReady(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.nodes[key]
+	if !ok {
+		panic(fmt.Sprintf("fake.MakeReady: node %s does not exist", key))
+	}
+	if n.info.Ready {
+		return
+	}
+	n.info.Ready, n.info.Reason = true, ""
+	if d.watched[key] {
+		d.emit(driver.Event{Kind: driver.NodeReady, NodeKey: key})
+	}
+}
+
+// SetPendingReason changes the Reason of a node that is not ready (a cluster manager's
+// pending reason changing from "Priority" to "Resources"). It panics if the node does
+// not exist or is ready.
+func (d *Driver) SetPendingReason(key, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.nodes[key]
+	if !ok || n.info.Ready {
+		panic(fmt.Sprintf("fake.SetPendingReason: node %s does not exist or is ready", key))
+	}
+	n.info.Reason = reason
+}
+
+// KillNode makes a node die on its own, or its allocation end by itself (a time limit,
+// preemption, a failed machine): it disappears with its tasks and NodeGone is emitted if
+// it was watched. It works on pending nodes too. Killing an unknown node does nothing.
 func (d *Driver) KillNode(key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -488,17 +582,26 @@ func cloneSpec(s driver.TaskSpec) driver.TaskSpec {
 }
 
 // Exec echoes the session's stdin to its output (a stand-in for an interactive shell) and
-// returns 0 when stdin ends, or the context's error when ctx ends first.
+// returns 0 when stdin ends, or the context's error when ctx ends first; Options.Exec
+// replaces this. driver.ErrNotFound if the node is gone, driver.ErrTransient if it is
+// not ready.
 func (d *Driver) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec) (int, error) {
 	d.mu.Lock()
 	err := d.begin(ctx, MethodExec, nodeKey)
-	_, alive := d.nodes[nodeKey]
+	n, alive := d.nodes[nodeKey]
+	ready := alive && n.info.Ready
 	d.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
 	if !alive {
 		return 0, fmt.Errorf("finding node %s: %w", nodeKey, driver.ErrNotFound)
+	}
+	if !ready {
+		return 0, driver.Transient(fmt.Errorf("running a session on node %s: the node is not ready", nodeKey))
+	}
+	if d.opts.Exec != nil {
+		return d.opts.Exec(ctx, nodeKey, spec)
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -267,3 +267,108 @@ func TestContextIsHonoured(t *testing.T) {
 		t.Fatalf("want context.Canceled, got %v", err)
 	}
 }
+
+func TestPendingNodeBecomesReady(t *testing.T) {
+	d := NewWithOptions(clocktesting.NewFakePassiveClock(t0), Options{CreatePending: true, PendingReason: "Priority"})
+	ctx := context.Background()
+	info, err := d.Create(ctx, driver.NodeSpec{Key: "n1", Owner: "ws/c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Ready || info.Reason != "Priority" {
+		t.Fatalf("created %+v, want pending with reason Priority", info)
+	}
+	err = d.StartTask(ctx, "n1", driver.TaskSpec{Key: "t", Command: []string{"x"}})
+	if !driver.IsTransient(err) {
+		t.Fatalf("start on a pending node: %v, want transient", err)
+	}
+	if _, err := d.Exec(ctx, "n1", driver.ExecSpec{Command: []string{"sh"}}); !driver.IsTransient(err) {
+		t.Fatalf("exec on a pending node: %v, want transient", err)
+	}
+	d.SetPendingReason("n1", "Resources")
+	if info, _ := d.Describe(ctx, "n1"); info.Ready || info.Reason != "Resources" {
+		t.Fatalf("described %+v, want pending with reason Resources", info)
+	}
+	noEvent(t, d)
+	d.MakeReady("n1")
+	if ev := nextEvent(t, d); ev.Kind != driver.NodeReady || ev.NodeKey != "n1" {
+		t.Fatalf("event %+v, want NodeReady n1", ev)
+	}
+	d.MakeReady("n1") // already ready: no second event
+	noEvent(t, d)
+	if info, _ := d.Describe(ctx, "n1"); !info.Ready || info.Reason != "" {
+		t.Fatalf("described %+v, want ready", info)
+	}
+	if err := d.StartTask(ctx, "n1", driver.TaskSpec{Key: "t", Command: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPendingNodeCanEndByItself(t *testing.T) {
+	d := NewWithOptions(nil, Options{CreatePending: true})
+	if _, err := d.Create(context.Background(), driver.NodeSpec{Key: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	d.KillNode("n1") // the allocation ended (time limit, preemption) before it ran
+	if ev := nextEvent(t, d); ev.Kind != driver.NodeGone || ev.NodeKey != "n1" {
+		t.Fatalf("event %+v, want NodeGone n1", ev)
+	}
+	if _, err := d.Describe(context.Background(), "n1"); !driver.IsNotFound(err) {
+		t.Fatalf("describe: %v, want not found", err)
+	}
+}
+
+func TestStartOptionEndsTasksAtOnce(t *testing.T) {
+	d := NewWithOptions(nil, Options{Start: func(node string, spec driver.TaskSpec) Outcome {
+		return Outcome{Output: []byte(node + " ran " + spec.Command[0]), Exited: spec.Command[0] == "quick", ExitCode: 3}
+	}})
+	ctx := context.Background()
+	if _, err := d.Create(ctx, driver.NodeSpec{Key: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // the second start is a no-op
+		if err := d.StartTask(ctx, "n1", driver.TaskSpec{Key: "q", Command: []string{"quick"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ev := nextEvent(t, d); ev.Kind != driver.TaskExited || ev.TaskKey != "q" || ev.ExitCode != 3 {
+		t.Fatalf("event %+v, want TaskExited q 3", ev)
+	}
+	noEvent(t, d)
+	if out, _ := d.TaskOutput(ctx, "n1", "q", 0); string(out) != "n1 ran quick" {
+		t.Fatalf("output %q", out)
+	}
+	if err := d.StartTask(ctx, "n1", driver.TaskSpec{Key: "s", Command: []string{"slow"}}); err != nil {
+		t.Fatal(err)
+	}
+	noEvent(t, d)
+	if st, _ := d.TaskStatus(ctx, "n1", "s"); !st.Running {
+		t.Fatalf("slow task %+v, want running", st)
+	}
+}
+
+func TestFailNextInjectsEveryKind(t *testing.T) {
+	d := newFake()
+	ctx := context.Background()
+	cause := errors.New("boom")
+	kinds := []struct {
+		err error
+		is  func(error) bool
+	}{
+		{fmt.Errorf("describing: %w", driver.ErrNotFound), driver.IsNotFound},
+		{driver.ErrNoCapacity, driver.IsNoCapacity},
+		{driver.Transient(cause), driver.IsTransient},
+		{driver.Permanent(cause), driver.IsPermanent},
+	}
+	for _, k := range kinds {
+		d.FailNext(MethodCreate, k.err)
+	}
+	for i, k := range kinds {
+		if _, err := d.Create(ctx, driver.NodeSpec{Key: "n1"}); !k.is(err) {
+			t.Fatalf("call %d: %v, want %v", i, err, k.err)
+		}
+	}
+	if _, err := d.Create(ctx, driver.NodeSpec{Key: "n1"}); err != nil {
+		t.Fatalf("after the queue: %v", err)
+	}
+}

@@ -7,6 +7,14 @@
 // the moment it happens, and each running task has one long-poll request that the agent
 // answers when the task exits, which becomes a TaskExited event with the recorded exit
 // code. Nothing polls on an interval.
+//
+// A node is ready when Create returns (its agent serves), so NodeInfo.Ready is always
+// true and the driver never emits NodeReady. Errors: ErrNotFound for a node whose
+// directory is gone or whose agent is dead, and for an unknown task; ErrNoCapacity when
+// Create finds no room (a full disk or quota, no memory or processes left); ErrPermanent
+// when it cannot work until someone acts (no permission, a read-only file system, a
+// missing or unrunnable agent binary); ErrTransient when an agent that runs does not
+// answer, or did not start serving in time.
 package local
 
 import (
@@ -19,6 +27,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -151,7 +160,8 @@ func (d *Driver) Name() string { return Name }
 // its own session with its output in agent.log) and returns once the agent serves. If a
 // live agent already serves that directory, Create returns that node: it is idempotent
 // under spec.Key. A directory whose agent died gets a new agent, which first kills
-// whatever the dead one left running. The node is watched from then on.
+// whatever the dead one left running. The node is watched from then on and is ready:
+// NodeInfo.Ready is true. Failing system calls are classified (see classify).
 func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
 	dir, err := d.nodeDir(spec.Key)
 	if err != nil {
@@ -169,16 +179,16 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))
 	}
 	rec := nodeRecord{Key: spec.Key, Owner: spec.Owner, VMSize: spec.VMSize, VCPUs: spec.VCPUs, MemoryGB: spec.MemoryGB, Created: d.clk.Now().UTC()}
 	raw, _ := json.MarshalIndent(rec, "", "  ")
 	if err := nodeagent.WriteFileAtomic(filepath.Join(dir, nodeagent.NodeFile), append(raw, '\n'), 0o600); err != nil {
-		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))
 	}
 	sp, err := nodeagent.Spawn(d.argv, dir)
 	if err != nil {
-		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))
 	}
 	timer := d.clk.NewTimer(d.startTimeout)
 	defer timer.Stop()
@@ -189,8 +199,8 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, ctx.Err())
 	case <-timer.C():
 		_ = sp.Cmd.Process.Kill()
-		return driver.NodeInfo{}, fmt.Errorf("creating node %s: the node agent did not serve within %s; see %s",
-			spec.Key, d.startTimeout, filepath.Join(dir, nodeagent.LogFile))
+		return driver.NodeInfo{}, driver.Transient(fmt.Errorf("creating node %s: the node agent did not serve within %s; see %s",
+			spec.Key, d.startTimeout, filepath.Join(dir, nodeagent.LogFile)))
 	}
 	info, aerr := d.adopt(ctx, spec.Key, dir)
 	if aerr != nil {
@@ -421,6 +431,25 @@ func readRecord(dir string) (nodeRecord, error) {
 		return nodeRecord{}, fmt.Errorf("parsing %s: %w", nodeagent.NodeFile, err)
 	}
 	return rec, nil
+}
+
+// classify marks a failed system call of Create by its errno: no room (a full disk or
+// quota, no memory, no processes or file descriptors left) is driver.ErrNoCapacity, since
+// another node size or a later try may fit; no permission, a read-only file system or a
+// missing or unrunnable agent binary is driver.ErrPermanent, since it fails until the
+// operator acts. Anything else is returned as it is.
+func classify(err error) error {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.ENOMEM, syscall.EAGAIN, syscall.EMFILE, syscall.ENFILE} {
+		if errors.Is(err, errno) {
+			return driver.NoCapacity(err)
+		}
+	}
+	for _, errno := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOENT, syscall.ENOEXEC, syscall.ENOTDIR} {
+		if errors.Is(err, errno) {
+			return driver.Permanent(err)
+		}
+	}
+	return err
 }
 
 // removeAll removes dir, first making read-only directories (kept from a code dir)

@@ -602,3 +602,48 @@ func TestConfigIsChecked(t *testing.T) {
 		t.Fatal("want an error for key ..")
 	}
 }
+
+func TestCreateClassifiesSpawnFailures(t *testing.T) {
+	root, err := os.MkdirTemp("", "mlc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	notExecutable := filepath.Join(root, "agent")
+	if err := os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, argv := range map[string][]string{
+		"NotExecutable": {notExecutable},
+		"Missing":       {filepath.Join(root, "no-such-agent")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, err := New(Config{Dir: filepath.Join(root, name), AgentArgv: argv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			_, err = d.Create(ctxT(t), driver.NodeSpec{Key: "n1"})
+			if !driver.IsPermanent(err) {
+				t.Fatalf("create with agent %s: %v, want a permanent error", argv[0], err)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	wrap := func(errno syscall.Errno) error { return &os.PathError{Op: "open", Path: "x", Err: errno} }
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.ENOMEM, syscall.EAGAIN} {
+		if err := classify(wrap(errno)); !driver.IsNoCapacity(err) || driver.IsPermanent(err) {
+			t.Errorf("%v: %v is not no-capacity only", errno, err)
+		}
+	}
+	for _, errno := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOENT} {
+		if err := classify(wrap(errno)); !driver.IsPermanent(err) || driver.IsNoCapacity(err) {
+			t.Errorf("%v: %v is not permanent only", errno, err)
+		}
+	}
+	if err := classify(errors.New("x")); driver.IsPermanent(err) || driver.IsNoCapacity(err) || driver.IsTransient(err) {
+		t.Errorf("an unknown error was classified: %v", err)
+	}
+}

@@ -51,7 +51,7 @@ func (d *Driver) adopt(ctx context.Context, key, dir string) (driver.NodeInfo, e
 		return driver.NodeInfo{}, d.mapErr(dir, err)
 	}
 	d.watchNode(key, dir, c, p, second.Tasks)
-	return driver.NodeInfo{Key: rec.Key, Owner: rec.Owner, Address: Address, StartedAt: rec.Created}, nil
+	return driver.NodeInfo{Key: rec.Key, Owner: rec.Owner, Address: Address, StartedAt: rec.Created, Ready: true}, nil
 }
 
 // watchNode starts watching the agent held by p, taking ownership of p, unless that agent
@@ -300,13 +300,15 @@ func (d *Driver) stopAgent(ctx context.Context, p *proc.Proc) error {
 }
 
 // mapErr turns agent errors into driver errors: an unknown task, or an agent that is not
-// running, is ErrNotFound; an agent that runs but does not answer is a plain error.
+// running, is ErrNotFound; an agent that runs but does not answer is ErrTransient.
 func (d *Driver) mapErr(dir string, err error) error {
 	switch {
 	case errors.Is(err, nodeagent.ErrNotFound):
 		return driver.ErrNotFound
 	case errors.Is(err, nodeagent.ErrUnreachable) && !d.agentAlive(dir):
 		return fmt.Errorf("node agent is not running: %w", driver.ErrNotFound)
+	case errors.Is(err, nodeagent.ErrUnreachable):
+		return driver.Transient(err)
 	}
 	return err
 }

@@ -49,6 +49,15 @@ type DriverConfig struct {
 // sharing a machine never collide. Every started or adopted task has a watcher: a remote
 // wait on one connection per machine, which reconnects with back-off when the connection
 // drops, so TaskExited is delivered once the machine is reachable again.
+//
+// A node is ready from Create on (NodeInfo.Ready is always true; no NodeReady): the
+// machine answered, and one that stops answering is still the node. Errors: ErrNotFound
+// for a node the engine no longer holds (Lookup says so) or that Terminate detached, and
+// for an unknown task; ErrTransient for a machine that cannot be reached (unreachable,
+// refused, a connection that dropped and could not be made again); ErrPermanent for one
+// that rejects the engine (credentials, host key, not Linux), an unusable target, and
+// Exec, which attached machines do not offer. The driver never reports NodeGone and lists
+// no nodes.
 type Driver struct {
 	cfg    DriverConfig
 	ctx    context.Context
@@ -99,7 +108,8 @@ func (d *Driver) Name() string { return "ssh" }
 func remoteKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }
 
 // client returns the node's connection, dialing when there is none; fresh says it was
-// dialed for this call.
+// dialed for this call. A failed dial is a *Error, which matches driver.ErrTransient or
+// driver.ErrPermanent.
 func (d *Driver) client(ctx context.Context, nodeKey string) (c *Client, fresh bool, err error) {
 	t, err := d.cfg.Lookup(ctx, nodeKey)
 	if err != nil {
@@ -192,7 +202,8 @@ func (d *Driver) keepAlive(nodeKey string, c *Client) {
 // (which may have died since it was last used, before the keep-alive noticed), f runs once
 // more on a fresh one; every f is idempotent, so running it twice is safe. Any other
 // failure (a remote command's exit status, a local error, a missing task) is f's own: it
-// is returned as it is, and the connection and its other sessions carry on.
+// is returned as it is, and the connection and its other sessions carry on. A failure of
+// a fresh connection that then stops answering is driver.ErrTransient.
 func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) error {
 	for {
 		c, fresh, err := d.client(ctx, nodeKey)
@@ -205,7 +216,7 @@ func (d *Driver) do(ctx context.Context, nodeKey string, f func(*Client) error) 
 		}
 		d.drop(nodeKey, c)
 		if fresh {
-			return err
+			return driver.Transient(err)
 		}
 	}
 }
@@ -227,7 +238,8 @@ func (d *Driver) answers(c *Client) bool {
 }
 
 // Create checks that the machine is reachable with the node's target (the host key as
-// pinned) and returns the node. It creates nothing: the node is the machine.
+// pinned) and returns the node, ready. It creates nothing: the node is the machine. It
+// undoes a Terminate: the node is attached again.
 func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
 	d.mu.Lock()
 	delete(d.detached, spec.Key)
@@ -239,7 +251,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 	if err != nil {
 		return driver.NodeInfo{}, err
 	}
-	return driver.NodeInfo{Key: spec.Key, Owner: spec.Owner, Address: t.Address, StartedAt: d.cfg.Clock.Now()}, nil
+	return driver.NodeInfo{Key: spec.Key, Owner: spec.Owner, Address: t.Address, StartedAt: d.cfg.Clock.Now(), Ready: true}, nil
 }
 
 // Describe returns the node while the engine holds it, without waiting for the machine:
@@ -247,13 +259,19 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 // every machine. In the background it reconnects (with back-off) and watches the node's
 // tasks that are still running and those Tasks names (which may have ended while nobody
 // watched), which is how a restarted engine re-attaches to them and learns how they ended.
+// The node is ready (an unreachable machine's calls fail with ErrTransient until it
+// answers). ErrNotFound once Terminate detached the node, until Create attaches it again.
 func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, error) {
 	t, err := d.cfg.Lookup(ctx, key)
 	if err != nil {
 		return driver.NodeInfo{}, err
 	}
 	d.mu.Lock()
-	adopt := !d.adopted[key] && !d.detached[key] && d.ctx.Err() == nil
+	if d.detached[key] {
+		d.mu.Unlock()
+		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, errDetached)
+	}
+	adopt := !d.adopted[key] && d.ctx.Err() == nil
 	if adopt {
 		d.adopted[key] = true
 		d.wg.Add(1)
@@ -262,7 +280,7 @@ func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, err
 	if adopt {
 		go d.adopt(key)
 	}
-	return driver.NodeInfo{Key: key, Address: t.Address}, nil
+	return driver.NodeInfo{Key: key, Address: t.Address, Ready: true}, nil
 }
 
 func (d *Driver) adopt(nodeKey string) {
@@ -368,9 +386,9 @@ func (d *Driver) List(context.Context, string) ([]driver.NodeInfo, error) { retu
 // Terminate detaches the node: it kills the node's running tasks (their process groups),
 // lets their watchers report the exits, then stops watching the node and closes its
 // connection; it leaves everything else on the machine as it is. Until Create, no call
-// for the node connects again. It never fails because the machine cannot be reached: a
-// detached machine is not the engine's to wait for, so that is logged and the node counts
-// as gone.
+// for the node connects again, and Describe says ErrNotFound. It never fails because the
+// machine cannot be reached: a detached machine is not the engine's to wait for, so that
+// is logged and the node counts as gone.
 func (d *Driver) Terminate(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+killLimit)
 	defer cancel()
@@ -474,9 +492,10 @@ func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset
 	return out, err
 }
 
-// Exec is not offered on attached machines: people reach their own machines with ssh.
+// Exec is not offered on attached machines: people reach their own machines with ssh. It
+// fails with driver.ErrPermanent.
 func (d *Driver) Exec(context.Context, string, driver.ExecSpec) (int, error) {
-	return 0, fmt.Errorf("interactive sessions are not offered on attached machines; connect with ssh")
+	return 0, driver.Permanent(errors.New("interactive sessions are not offered on attached machines; connect with ssh"))
 }
 
 // KillTask kills the task's process group on the machine.

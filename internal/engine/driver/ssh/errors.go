@@ -3,6 +3,8 @@ package ssh
 import (
 	"errors"
 	"fmt"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
 // ErrorKind says why reaching a machine failed.
@@ -67,6 +69,23 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes an Error match the driver's error kinds: a machine that cannot be reached
+// (unreachable, refused) is driver.ErrTransient, since machines come back; one that
+// rejects the engine (credentials, host key, not Linux) or a target that is unusable is
+// driver.ErrPermanent, since it fails until someone changes the machine or the target.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case driver.ErrTransient:
+		return e.Kind == KindUnreachable || e.Kind == KindConnectionRefused
+	case driver.ErrPermanent:
+		switch e.Kind {
+		case KindAuthFailed, KindHostKeyMismatch, KindNotLinux, KindInvalidTarget:
+			return true
+		}
+	}
+	return false
+}
 
 func isKind(err error, k ErrorKind) bool {
 	var e *Error

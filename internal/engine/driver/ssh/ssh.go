@@ -28,6 +28,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
 // DefaultPort is the SSH port used when Target.Port is 0.
@@ -158,7 +160,8 @@ func Dial(ctx context.Context, t Target) (*Client, error) {
 			}
 			return nil, &Error{Kind: KindUnreachable, Address: addr, Err: fmt.Errorf("no SSH handshake before the deadline: %w", cause)}
 		}
-		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
+		// The connection broke during the handshake (reset, closed): try again later.
+		return nil, driver.Transient(fmt.Errorf("ssh handshake with %s: %w", addr, err))
 	}
 	if !stopped { // ctx ended right after the handshake closed the connection
 		_ = cc.Close()

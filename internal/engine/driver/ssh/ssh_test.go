@@ -69,7 +69,7 @@ func TestSSH(t *testing.T) {
 		wrong := "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
 		tg.HostKeyFingerprint = wrong
 		_, err = Probe(testCtx(t), tg)
-		if !IsHostKeyMismatch(err) {
+		if !IsHostKeyMismatch(err) || !driver.IsPermanent(err) {
 			t.Fatalf("got %v, want a host key mismatch", err)
 		}
 		if !strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), s.Fingerprint) {
@@ -82,7 +82,7 @@ func TestSSH(t *testing.T) {
 		secret := "not-the-password-" + s.Password
 		tg := Target{Address: s.Address, Port: s.Port, Username: s.User, Password: secret}
 		_, err := Probe(testCtx(t), tg)
-		if !IsAuthFailed(err) {
+		if !IsAuthFailed(err) || !driver.IsPermanent(err) {
 			t.Fatalf("got %v, want an authentication failure", err)
 		}
 		if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), s.User) {
@@ -99,7 +99,7 @@ func TestSSH(t *testing.T) {
 		tg := s.target()
 		tg.PrivateKeyPEM = newClientKey(t, "", &unused)
 		_, err := Probe(testCtx(t), tg)
-		if !IsAuthFailed(err) {
+		if !IsAuthFailed(err) || !driver.IsPermanent(err) {
 			t.Fatalf("got %v, want an authentication failure", err)
 		}
 		if strings.Contains(err.Error(), "PRIVATE KEY") {
@@ -112,7 +112,7 @@ func TestSSH(t *testing.T) {
 		tg := s.target()
 		tg.PrivateKeyPEM = s.DarwinKey
 		_, err := Probe(testCtx(t), tg)
-		if !IsNotLinux(err) || !strings.Contains(err.Error(), `"Darwin"`) {
+		if !IsNotLinux(err) || !driver.IsPermanent(err) || !strings.Contains(err.Error(), `"Darwin"`) {
 			t.Fatalf("got %v, want not Linux naming Darwin", err)
 		}
 	})
@@ -122,7 +122,7 @@ func TestSSH(t *testing.T) {
 		tg := s.target()
 		tg.Port = s.ClosedPort(t)
 		_, err := Probe(testCtx(t), tg)
-		if !IsConnectionRefused(err) {
+		if !IsConnectionRefused(err) || !driver.IsTransient(err) {
 			t.Fatalf("got %v, want connection refused", err)
 		}
 	})
@@ -133,7 +133,7 @@ func TestSSH(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := Probe(ctx, Target{Address: "attached.invalid", Username: "u", Password: "p"})
-		if !IsUnreachable(err) {
+		if !IsUnreachable(err) || !driver.IsTransient(err) {
 			t.Fatalf("got %v, want unreachable", err)
 		}
 	})
@@ -158,7 +158,7 @@ func TestSSH(t *testing.T) {
 		defer cancel()
 		tg := Target{Address: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port, Username: s.User, PrivateKeyPEM: s.KeyPEM}
 		_, err = Probe(ctx, tg)
-		if !IsUnreachable(err) || !errors.Is(err, context.DeadlineExceeded) {
+		if !IsUnreachable(err) || !driver.IsTransient(err) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want unreachable after the deadline", err)
 		}
 	})
