@@ -272,7 +272,7 @@ func jobViews(jobs []jobRecord) []cluster.Job {
 
 // createNode asks the driver for a committed node and records the outcome.
 func (e *Engine) createNode(ctx context.Context, n nodeRecord, size catalog.Size) {
-	_, err := e.driver.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
+	info, err := e.driver.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
 	if ctx.Err() != nil {
 		return
 	}
@@ -288,18 +288,47 @@ func (e *Engine) createNode(ctx context.Context, n nodeRecord, size catalog.Size
 		if cur.State != api.NodePreparing {
 			return false
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			cur.State, cur.Error = api.NodeUnusable, err.Error()
-		} else {
-			cur.State, cur.IdleSince = api.NodeIdle, now
+		case info.Ready:
+			cur.State, cur.IdleSince, cur.Reason = api.NodeIdle, now, ""
+		default:
+			// Created but not usable yet (a queued allocation): it stays preparing, with
+			// the driver's reason, until a NodeReady event.
+			cur.Reason = info.Reason
 		}
 		return true
 	})
 	e.mu.Unlock()
-	if err == nil {
+	switch {
+	case err == nil && info.Ready:
 		e.log.Info("node ready", "node", n.key())
+	case err == nil:
+		e.log.Info("node created, waiting to be ready", "node", n.key(), "reason", info.Reason)
 	}
 	e.kick(n.Compute)
+}
+
+// nodeReady records that a node the driver created not ready is now usable.
+func (e *Engine) nodeReady(id string) {
+	e.mu.Lock()
+	var compute string
+	now := e.clock.Now().UTC()
+	_ = e.store.Update(func(tx *store.Tx) error {
+		n, ok := e.nodeByID(tx, id)
+		if !ok || n.Released || n.State != api.NodePreparing || !n.Admitted {
+			return nil
+		}
+		compute = n.Compute
+		n.State, n.IdleSince, n.Reason = api.NodeIdle, now, ""
+		return tx.Put(store.Nodes, n.key(), n)
+	})
+	e.mu.Unlock()
+	if compute != "" {
+		e.log.Info("node ready", "node", id, "compute", compute)
+		e.kick(compute)
+	}
 }
 
 // releaseNode terminates a node the store already marks released, once, and deletes its
@@ -368,6 +397,8 @@ func (e *Engine) onEvent(ctx context.Context, ev driver.Event) {
 		e.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
 	case driver.NodeGone:
 		e.nodeGone(ev.NodeKey)
+	case driver.NodeReady:
+		e.nodeReady(ev.NodeKey)
 	}
 }
 

@@ -38,9 +38,14 @@ func newRig(t *testing.T) *rig { return newRigWithCapacity(t, 0) }
 
 func newRigWithCapacity(t *testing.T, capacity int64) *rig {
 	t.Helper()
+	return newRigWithDriver(t, capacity, fake.Options{})
+}
+
+func newRigWithDriver(t *testing.T, capacity int64, opts fake.Options) *rig {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	r := &rig{t: t, clk: clk, drv: fake.New(clk), path: path, capacity: capacity}
+	r := &rig{t: t, clk: clk, drv: fake.NewWithOptions(clk, opts), path: path, capacity: capacity}
 	r.start()
 	t.Cleanup(func() { r.stop() })
 	return r
@@ -576,5 +581,27 @@ func TestFailedPreemptionIsRetried(t *testing.T) {
 	r.eventually("prod job running after the retry", r.status("lab", j.ID, api.JobRunning))
 	if c := r.compute("lab", "spot"); c.NodeStateCounts.Preempted != 1 {
 		t.Fatalf("spot counts %+v; want one preempted node", c.NodeStateCounts)
+	}
+}
+
+// A driver's Create may return before the node is usable (a queued allocation): the node
+// stays preparing with the driver's reason, gets no job, and becomes idle on NodeReady.
+func TestNodeCreatedNotReadyWaitsForNodeReady(t *testing.T) {
+	r := newRigWithDriver(t, 0, fake.Options{CreatePending: true})
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 2, "PT120S")
+	j := r.submit("lab", "cpu", 1)
+	r.settle()
+	c := r.compute("lab", "cpu")
+	if len(c.Nodes) != 1 || c.Nodes[0].State != api.NodePreparing || c.Nodes[0].Reason == "" {
+		t.Fatalf("nodes %+v; want one preparing node with the driver's reason", c.Nodes)
+	}
+	if got := r.job("lab", j.ID).Status; got != api.JobQueued {
+		t.Fatalf("job %s on a node that is not ready; want Queued", got)
+	}
+	r.drv.MakeReady(c.Nodes[0].ID)
+	r.eventually("job running once the node is ready", r.status("lab", j.ID, api.JobRunning))
+	if n := r.compute("lab", "cpu").Nodes[0]; n.Reason != "" {
+		t.Fatalf("a ready node still shows reason %q", n.Reason)
 	}
 }

@@ -28,6 +28,8 @@ type nodeRecord struct {
 	// the driver confirms the node is gone.
 	Released bool   `json:"released,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Reason is why a node the driver created is not ready yet (preparing until NodeReady).
+	Reason string `json:"reason,omitempty"`
 }
 
 func (n nodeRecord) key() string { return n.Compute + "/" + n.ID }
@@ -36,6 +38,9 @@ func (n nodeRecord) api() api.Node {
 	out := api.Node{ID: n.ID, State: n.State, JobID: n.JobID, CreatedOn: n.CreatedOn}
 	if n.State == api.NodeIdle {
 		out.IdleSince = n.IdleSince
+	}
+	if n.State == api.NodePreparing {
+		out.Reason = n.Reason
 	}
 	return out
 }

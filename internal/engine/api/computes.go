@@ -101,6 +101,9 @@ type Node struct {
 	CreatedOn time.Time `json:"created_on"`
 	// IdleSince is when the node last became idle (zero when it is not idle).
 	IdleSince time.Time `json:"idle_since,omitempty"`
+	// Reason says why a preparing node is not usable yet, in its driver's words (a cluster
+	// manager's pending reason, such as "Resources").
+	Reason string `json:"reason,omitempty"`
 }
 
 // Compute is a compute as the engine holds it, with its runtime state.
