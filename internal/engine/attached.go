@@ -10,6 +10,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/mux"
 	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -17,49 +18,19 @@ import (
 // An attached compute is a machine the user owns, reached over SSH. It is a compute of
 // exactly one node that never scales: the node stands for the machine, so the controller
 // treats it as a cluster with min = max = 1, and jobs reach it through the usual queue.
-// Its node keys start with attachedNodePrefix, which is how the engine's routing driver
+// Its node keys start with model.AttachedNodePrefix, which is how the engine's routing driver
 // sends them to the ssh driver while every other node stays on the operator's driver.
 // The machine's credentials are kept in the store (a 0600 file) and never returned.
-
-// attachedNodePrefix starts the keys of attached machines' nodes.
-const attachedNodePrefix = "vm-"
 
 // attachProbeTimeout bounds the connection and checks made when a machine is attached.
 const attachProbeTimeout = 30 * time.Second
 
-// attachedRecord is the attached part of a compute record.
-type attachedRecord struct {
-	Address            string  `json:"address"`
-	Port               int64   `json:"port"`
-	Username           string  `json:"username"`
-	Password           string  `json:"password,omitempty"`
-	PrivateKey         string  `json:"private_key,omitempty"`
-	HostKeyFingerprint string  `json:"host_key_fingerprint"`
-	VCPUs              int64   `json:"vcpus"`
-	MemoryGB           float64 `json:"memory_gb"`
-}
-
-func (a attachedRecord) target() sshdrv.Target {
+// sshTarget is how the ssh driver reaches an attached machine.
+func sshTarget(a model.Attached) sshdrv.Target {
 	return sshdrv.Target{
 		Address: a.Address, Port: int(a.Port), Username: a.Username,
 		Password: a.Password, PrivateKeyPEM: a.PrivateKey, HostKeyFingerprint: a.HostKeyFingerprint,
 	}
-}
-
-// api is what a read shows: everything but the secrets.
-func (a attachedRecord) api() *api.VirtualMachine {
-	return &api.VirtualMachine{
-		Address: a.Address, SSHPort: a.Port, Username: a.Username,
-		HostKeyFingerprint: a.HostKeyFingerprint, VCPUs: a.VCPUs, MemoryGB: a.MemoryGB,
-	}
-}
-
-// nodeIDPrefix is how the IDs of a compute's nodes start.
-func (c computeRecord) nodeIDPrefix() string {
-	if c.Attached != nil {
-		return strings.TrimSuffix(attachedNodePrefix, "-")
-	}
-	return "node"
 }
 
 // withAttached wraps the operator's driver so that attached machines' nodes go to an
@@ -67,7 +38,7 @@ func (c computeRecord) nodeIDPrefix() string {
 func (e *Engine) withAttached(ctx context.Context, d driver.Driver) driver.Driver {
 	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: e.attachedTarget, Tasks: e.attachedTasks, Logger: e.log.Named("ssh")})
 	context.AfterFunc(ctx, func() { _ = vms.Close() })
-	return mux.New(ctx, d, mux.Route{Prefix: attachedNodePrefix, Driver: vms})
+	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms})
 }
 
 // attachedTarget is the ssh driver's Lookup: how to reach the machine of a stored node.
@@ -78,13 +49,13 @@ func (e *Engine) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Targe
 		if !ok {
 			return driver.ErrNotFound
 		}
-		var rec computeRecord
+		var rec model.Compute
 		if ok, err := tx.Get(store.Computes, n.Compute, &rec); err != nil {
 			return err
 		} else if !ok || rec.Attached == nil {
 			return driver.ErrNotFound
 		}
-		t = rec.Attached.target()
+		t = sshTarget(*rec.Attached)
 		return nil
 	})
 	return t, err
@@ -104,7 +75,7 @@ func (e *Engine) attachedTasks(_ context.Context, nodeKey string) ([]string, err
 		if n.Task == "" || n.JobID == "" {
 			return nil
 		}
-		if j, ok := getJob(tx, workspaceOf(n.Compute), n.JobID); ok && j.Status == api.JobRunning {
+		if j, ok := model.GetJob(tx, model.WorkspaceOf(n.Compute), n.JobID); ok && j.Status == api.JobRunning {
 			keys = append(keys, n.Task)
 		}
 		return nil
@@ -115,9 +86,9 @@ func (e *Engine) attachedTasks(_ context.Context, nodeKey string) ([]string, err
 // busyNodes reports whether a node other than an idle attached machine exists: an
 // attached machine waiting for jobs is a record, not work that keeps the engine up.
 func busyNodes(tx *store.Tx) bool {
-	nodes, _ := store.List[nodeRecord](tx, store.Nodes, "")
+	nodes, _ := store.List[model.Node](tx, store.Nodes, "")
 	for _, n := range nodes {
-		if !strings.HasPrefix(n.ID, attachedNodePrefix) || n.State != api.NodeIdle {
+		if !strings.HasPrefix(n.ID, model.AttachedNodePrefix) || n.State != api.NodeIdle {
 			return true
 		}
 	}
@@ -138,21 +109,21 @@ func (e *Engine) createAttached(ctx context.Context, workspace string, spec api.
 	id := api.ComputeID(workspace, spec.Name)
 	key := workspace + "/" + spec.Name
 	check := func(tx *store.Tx) (bool, error) {
-		if _, err := getWorkspace(tx, workspace); err != nil {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return false, err
 		}
-		if done, err := replayed(tx, idempotencyKey, id); done || err != nil {
+		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
 			return done, err
 		}
-		var existing computeRecord
+		var existing model.Compute
 		if ok, err := tx.Get(store.Computes, key, &existing); err != nil {
 			return false, err
 		} else if ok {
-			return false, api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, existing.resourceType(), id)
+			return false, api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, existing.ResourceType(), id)
 		}
 		return false, nil
 	}
-	// Cheap checks first: a replayed create or a taken name never dials the machine.
+	// Cheap checks first: a model.Replayed create or a taken name never dials the machine.
 	var replay bool
 	if err := e.store.View(func(tx *store.Tx) (err error) { replay, err = check(tx); return err }); err != nil {
 		return nil, err
@@ -161,7 +132,7 @@ func (e *Engine) createAttached(ctx context.Context, workspace string, spec api.
 		return e.GetCompute(ctx, workspace, spec.Name)
 	}
 
-	a := attachedRecord{
+	a := model.Attached{
 		Address: vm.Address, Port: vm.SSHPort, Username: vm.Username,
 		Password: vm.Password, PrivateKey: vm.PrivateKey, HostKeyFingerprint: vm.HostKeyFingerprint,
 	}
@@ -170,7 +141,7 @@ func (e *Engine) createAttached(ctx context.Context, workspace string, spec api.
 		return nil, err
 	}
 	a.HostKeyFingerprint, a.VCPUs, a.MemoryGB = info.HostKeyFingerprint, info.VCPUs, info.MemoryGB
-	rec := computeRecord{
+	rec := model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeAttached, Description: spec.Description, Tags: spec.Tags,
 		CreatedOn: e.clock.Now().UTC(), Attached: &a,
 		ScaleSettings: &api.ScaleSettings{MinNodeCount: 1, MaxNodeCount: 1, ScaleDownNodesAfterIdleDuration: "PT0S"},
@@ -185,14 +156,14 @@ func (e *Engine) createAttached(ctx context.Context, workspace string, spec api.
 		if err := tx.Put(store.Computes, key, rec); err != nil {
 			return err
 		}
-		return remember(tx, idempotencyKey, id)
+		return model.Remember(tx, idempotencyKey, id)
 	})
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if !replay {
-		e.log.Info("machine attached", "compute", key, "address", a.target().String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
+		e.log.Info("machine attached", "compute", key, "address", sshTarget(a).String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
 		e.kick(key)
 	}
 	return e.GetCompute(ctx, workspace, spec.Name)
@@ -200,10 +171,10 @@ func (e *Engine) createAttached(ctx context.Context, workspace string, spec api.
 
 // probeAttached connects to the machine and reads its size, turning every way that can
 // fail into an error on the setting to fix.
-func (e *Engine) probeAttached(ctx context.Context, a attachedRecord) (sshdrv.HostInfo, error) {
+func (e *Engine) probeAttached(ctx context.Context, a model.Attached) (sshdrv.HostInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, attachProbeTimeout)
 	defer cancel()
-	info, err := sshdrv.Probe(ctx, a.target())
+	info, err := sshdrv.Probe(ctx, sshTarget(a))
 	if err == nil {
 		return info, nil
 	}
@@ -224,9 +195,9 @@ func (e *Engine) probeAttached(ctx context.Context, a attachedRecord) (sshdrv.Ho
 	case sshdrv.IsInvalidTarget(err):
 		field = credential
 	case errors.Is(err, context.Canceled):
-		return info, api.Errorf(api.CodeUnavailable, "", "attaching %s was cancelled", a.target())
+		return info, api.Errorf(api.CodeUnavailable, "", "attaching %s was cancelled", sshTarget(a))
 	default:
-		return info, api.Errorf(api.CodeInvalid, "virtual_machine.address", "attaching %s: %v", a.target(), err)
+		return info, api.Errorf(api.CodeInvalid, "virtual_machine.address", "attaching %s: %v", sshTarget(a), err)
 	}
 	return info, api.Errorf(api.CodeInvalid, field, "cannot attach the machine: %v", err)
 }
@@ -237,8 +208,8 @@ func (e *Engine) probeAttached(ctx context.Context, a attachedRecord) (sshdrv.Ho
 // host key identify the machine and do not change. handled is false when the compute is
 // not an attached one (or cannot be read), for the caller to go on as before.
 func (e *Engine) updateAttached(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (handled bool, _ *api.Compute, _ error) {
-	var rec computeRecord
-	if err := e.store.View(func(tx *store.Tx) (err error) { rec, err = getCompute(tx, workspace, name); return err }); err != nil || rec.Attached == nil {
+	var rec model.Compute
+	if err := e.store.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, name); return err }); err != nil || rec.Attached == nil {
 		return false, nil, nil
 	}
 	switch {
@@ -283,7 +254,7 @@ func (e *Engine) updateAttached(ctx context.Context, workspace, name string, upd
 	}
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		cur, err := getCompute(tx, workspace, name)
+		cur, err := model.GetCompute(tx, workspace, name)
 		if err != nil {
 			return err
 		}
@@ -291,7 +262,7 @@ func (e *Engine) updateAttached(ctx context.Context, workspace, name string, upd
 			return api.Errorf(api.CodeConflict, "", "compute %q is being detached", name)
 		}
 		cur.Description, cur.Tags, cur.Attached = upd.Description, upd.Tags, &next
-		return tx.Put(store.Computes, cur.key(), cur)
+		return tx.Put(store.Computes, cur.Key(), cur)
 	})
 	e.mu.Unlock()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -20,12 +21,12 @@ import (
 // admission is what one admission pass decided; the caller acts on it after the commit.
 type admission struct {
 	create  []admitted
-	preempt []nodeRecord
+	preempt []model.Node
 	kills   []taskRef
 }
 
 type admitted struct {
-	node nodeRecord
+	node model.Node
 	size catalog.Size
 }
 
@@ -35,26 +36,26 @@ type taskRef struct{ node, task string }
 // Callers hold e.mu and pass the transaction of their reconcile pass.
 func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 	var out admission
-	nodes, err := store.List[nodeRecord](tx, store.Nodes, "")
+	nodes, err := store.List[model.Node](tx, store.Nodes, "")
 	if err != nil {
 		return out, err
 	}
-	recs, err := store.List[computeRecord](tx, store.Computes, "")
+	recs, err := store.List[model.Compute](tx, store.Computes, "")
 	if err != nil {
 		return out, err
 	}
-	computes := map[string]computeRecord{}
+	computes := map[string]model.Compute{}
 	for _, c := range recs {
-		computes[c.key()] = c
+		computes[c.Key()] = c
 	}
-	size := func(n nodeRecord) catalog.Size {
+	size := func(n model.Node) catalog.Size {
 		s, _ := catalog.Lookup(computes[n.Compute].VMSize)
 		return s
 	}
-	dedicated := func(n nodeRecord) bool { return computes[n.Compute].VMPriority != api.PriorityLowPriority }
+	dedicated := func(n model.Node) bool { return computes[n.Compute].VMPriority != api.PriorityLowPriority }
 
 	var used, terminating int64
-	var waiting, victims []nodeRecord
+	var waiting, victims []model.Node
 	for _, n := range nodes {
 		switch {
 		case n.Admitted:
@@ -68,7 +69,7 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 			waiting = append(waiting, n)
 		}
 	}
-	slices.SortFunc(waiting, func(a, b nodeRecord) int {
+	slices.SortFunc(waiting, func(a, b model.Node) int {
 		if da, db := dedicated(a), dedicated(b); da != db {
 			if da {
 				return -1
@@ -78,7 +79,7 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 		return cmp.Or(a.CreatedOn.Compare(b.CreatedOn), cmp.Compare(a.ID, b.ID))
 	})
 	// Idle victims first, then the newest: the least work is lost.
-	slices.SortFunc(victims, func(a, b nodeRecord) int {
+	slices.SortFunc(victims, func(a, b model.Node) int {
 		if ia, ib := a.State == api.NodeIdle, b.State == api.NodeIdle; ia != ib {
 			if ia {
 				return -1
@@ -95,7 +96,7 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 		need := size(w).VCPUs
 		if e.capacity == 0 || used+need <= e.capacity {
 			w.Admitted, w.State = true, api.NodePreparing
-			if err := tx.Put(store.Nodes, w.key(), w); err != nil {
+			if err := tx.Put(store.Nodes, w.Key(), w); err != nil {
 				return out, err
 			}
 			out.create = append(out.create, admitted{node: w, size: size(w)})
@@ -110,7 +111,7 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 			projected += need // it fits once the nodes being terminated are gone
 			continue
 		}
-		var picked []nodeRecord
+		var picked []model.Node
 		free := int64(0)
 		for _, v := range victims {
 			if projected-free+need <= e.capacity {
@@ -135,16 +136,16 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 
 // preemptLocked marks a node preempted and sends its job back to the queue with a new
 // attempt; the node's other ranks are freed and their tasks killed after the commit.
-func (e *Engine) preemptLocked(tx *store.Tx, v nodeRecord, now time.Time, out *admission) error {
+func (e *Engine) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *admission) error {
 	if v.JobID != "" {
-		j, ok := getJob(tx, workspaceOf(v.Compute), v.JobID)
+		j, ok := model.GetJob(tx, model.WorkspaceOf(v.Compute), v.JobID)
 		if ok && !api.Terminal(j.Status) {
 			for rank, id := range j.Nodes {
 				if id == v.ID {
 					continue
 				}
-				out.kills = append(out.kills, taskRef{node: id, task: j.taskKey(rank)})
-				var n nodeRecord
+				out.kills = append(out.kills, taskRef{node: id, task: j.TaskKey(rank)})
+				var n model.Node
 				if found, err := tx.Get(store.Nodes, j.ComputeKey+"/"+id, &n); err != nil {
 					return err
 				} else if found && n.JobID == j.ID {
@@ -152,21 +153,21 @@ func (e *Engine) preemptLocked(tx *store.Tx, v nodeRecord, now time.Time, out *a
 					if n.State == api.NodeRunning {
 						n.State, n.IdleSince = api.NodeIdle, now
 					}
-					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+					if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 						return err
 					}
 				}
 			}
 			j.Status, j.Nodes, j.RankExits, j.StartedAt, j.MasterPort = api.JobQueued, []string{}, nil, nil, 0
 			j.Attempt++
-			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+			if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 				return err
 			}
 			e.log.Warn("job requeued: its node was preempted", "job", j.ID, "node", v.ID, "attempt", j.Attempt)
 		}
 	}
 	v.State, v.Preempting, v.JobID, v.Task, v.IdleSince = api.NodePreempted, true, "", "", time.Time{}
-	if err := tx.Put(store.Nodes, v.key(), v); err != nil {
+	if err := tx.Put(store.Nodes, v.Key(), v); err != nil {
 		return err
 	}
 	out.preempt = append(out.preempt, v)
@@ -188,14 +189,14 @@ func (e *Engine) act(a admission) {
 
 // preemptNode terminates a preempted node once; when the driver confirms, the node stops
 // holding capacity and waits for it again.
-func (e *Engine) preemptNode(n nodeRecord) {
+func (e *Engine) preemptNode(n model.Node) {
 	e.terminateOnce(e.ctx, n, "preempting", func() error {
-		return e.updateNode(n.key(), func(cur *nodeRecord) bool {
+		return e.updateNode(n.Key(), func(cur *model.Node) bool {
 			cur.Admitted, cur.Preempting = false, false
 			return true
 		})
 	}, func() {
-		e.log.Warn("node preempted for a Dedicated node", "node", n.key())
+		e.log.Warn("node preempted for a Dedicated node", "node", n.Key())
 		e.kickAll()
 	})
 }

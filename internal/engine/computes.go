@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
@@ -16,48 +15,13 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// computeRecord is a compute as stored. Runtime state (nodes, counts) lives in node records
-// and is folded in when the compute is read.
-type computeRecord struct {
-	Workspace     string             `json:"workspace"`
-	Name          string             `json:"name"`
-	Type          string             `json:"type"`
-	VMSize        string             `json:"vm_size"`
-	VMPriority    string             `json:"vm_priority,omitempty"`
-	Description   string             `json:"description,omitempty"`
-	Tags          map[string]string  `json:"tags,omitempty"`
-	ScaleSettings *api.ScaleSettings `json:"scale_settings,omitempty"`
-	CreatedOn     time.Time          `json:"created_on"`
-	// Deleting is set (and committed) before any node is released, so a crash in the
-	// middle of a delete resumes it instead of leaking nodes.
-	Deleting bool `json:"deleting,omitempty"`
-	// Serverless marks a compute made for one job alone; it goes with the job.
-	Serverless bool   `json:"serverless,omitempty"`
-	ForJob     string `json:"for_job,omitempty"`
-	// Instance is set for compute instances.
-	Instance *instanceRecord `json:"instance,omitempty"`
-	// Attached is set for attached machines (attached.go).
-	Attached *attachedRecord `json:"attached,omitempty"`
-}
-
-func (c computeRecord) key() string { return c.Workspace + "/" + c.Name }
-
-// idleAfter is the cluster's scale-down delay; the spec was validated on the way in.
-func (c computeRecord) idleAfter() time.Duration {
-	if c.ScaleSettings == nil {
-		return 0
-	}
-	d, _ := validation.Duration("", c.ScaleSettings.WithDefaults().ScaleDownNodesAfterIdleDuration, 0, validation.MaxScaleDownAfterIdle)
-	return d
-}
-
 // CreateCompute creates a compute cluster. Idempotent under the key like CreateWorkspace.
 func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
 	if spec.Type == "" {
 		spec.Type = api.TypeComputeCluster
 	}
 	now := e.clock.Now().UTC()
-	var rec computeRecord
+	var rec model.Compute
 	switch spec.Type {
 	case api.TypeComputeCluster:
 		size, err := validation.ComputeCluster(spec)
@@ -68,7 +32,7 @@ func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.C
 			spec.VMPriority = api.PriorityDedicated
 		}
 		settings := spec.ScaleSettings.WithDefaults()
-		rec = computeRecord{
+		rec = model.Compute{
 			Workspace: workspace, Name: spec.Name, Type: spec.Type, VMSize: size.Name, VMPriority: spec.VMPriority,
 			Description: spec.Description, Tags: spec.Tags, ScaleSettings: &settings, CreatedOn: now,
 		}
@@ -93,33 +57,33 @@ func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.C
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		ws, err := getWorkspace(tx, workspace)
+		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
 		}
-		if done, err := replayed(tx, idempotencyKey, id); done || err != nil {
+		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
 			return err
 		}
-		var existing computeRecord
-		if ok, err := tx.Get(store.Computes, rec.key(), &existing); err != nil {
+		var existing model.Compute
+		if ok, err := tx.Get(store.Computes, rec.Key(), &existing); err != nil {
 			return err
 		} else if ok {
-			return api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, rec.resourceType(), id)
+			return api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, rec.ResourceType(), id)
 		}
-		if err := e.checkQuota(ws, rec, rec.quotaField()); err != nil {
+		if err := e.checkQuota(ws, rec, rec.QuotaField()); err != nil {
 			return err
 		}
-		if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
+		if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
 			return err
 		}
-		return remember(tx, idempotencyKey, id)
+		return model.Remember(tx, idempotencyKey, id)
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.indexCompute(rec)
-	e.log.Info("compute created", "compute", rec.key(), "type", rec.Type, "vm_size", rec.VMSize)
-	e.kick(rec.key())
+	e.log.Info("compute created", "compute", rec.Key(), "type", rec.Type, "vm_size", rec.VMSize)
+	e.kick(rec.Key())
 	return e.GetCompute(context.Background(), workspace, spec.Name)
 }
 
@@ -130,13 +94,13 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var updated computeRecord
+	var updated model.Compute
 	err := e.store.Update(func(tx *store.Tx) error {
-		ws, err := getWorkspace(tx, workspace)
+		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
 		}
-		rec, err := getCompute(tx, workspace, name)
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil {
 			return err
 		}
@@ -151,11 +115,11 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 			if err := e.updateInstance(&rec, upd, e.clock.Now().UTC()); err != nil {
 				return err
 			}
-			if err := e.checkQuota(ws, rec, rec.quotaField()); err != nil {
+			if err := e.checkQuota(ws, rec, rec.QuotaField()); err != nil {
 				return err
 			}
 			updated = rec
-			return tx.Put(store.Computes, rec.key(), rec)
+			return tx.Put(store.Computes, rec.Key(), rec)
 		}
 		if upd.VMSize != "" && !strings.EqualFold(upd.VMSize, rec.VMSize) {
 			return api.Errorf(api.CodeInvalid, "vm_size", "a compute cluster's vm_size cannot change; replace the cluster")
@@ -166,12 +130,12 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 			}
 			s := upd.ScaleSettings.WithDefaults()
 			rec.ScaleSettings = &s
-			if err := e.checkQuota(ws, rec, rec.quotaField()); err != nil {
+			if err := e.checkQuota(ws, rec, rec.QuotaField()); err != nil {
 				return err
 			}
 		}
 		updated = rec
-		return tx.Put(store.Computes, rec.key(), rec)
+		return tx.Put(store.Computes, rec.Key(), rec)
 	})
 	if err != nil {
 		return nil, err
@@ -186,12 +150,12 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 func (e *Engine) GetCompute(_ context.Context, workspace, name string) (*api.Compute, error) {
 	var out *api.Compute
 	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil {
 			return err
 		}
 		if rec.Serverless {
-			return notFoundCompute(workspace, name)
+			return model.NotFoundCompute(workspace, name)
 		}
 		out, err = e.describe(tx, rec)
 		return err
@@ -203,10 +167,10 @@ func (e *Engine) GetCompute(_ context.Context, workspace, name string) (*api.Com
 func (e *Engine) ListComputes(_ context.Context, workspace string) ([]api.Compute, error) {
 	var out []api.Compute
 	err := e.store.View(func(tx *store.Tx) error {
-		if _, err := getWorkspace(tx, workspace); err != nil {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
-		recs, err := store.List[computeRecord](tx, store.Computes, workspace+"/")
+		recs, err := store.List[model.Compute](tx, store.Computes, workspace+"/")
 		if err != nil {
 			return err
 		}
@@ -226,8 +190,8 @@ func (e *Engine) ListComputes(_ context.Context, workspace string) ([]api.Comput
 }
 
 // describe folds a compute's node records into its API form.
-func (e *Engine) describe(tx *store.Tx, rec computeRecord) (*api.Compute, error) {
-	nodes, err := store.List[nodeRecord](tx, store.Nodes, rec.key()+"/")
+func (e *Engine) describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
+	nodes, err := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
 	if err != nil {
 		return nil, err
 	}
@@ -248,10 +212,10 @@ func (e *Engine) describe(tx *store.Tx, rec computeRecord) (*api.Compute, error)
 		}
 	}
 	if rec.Attached != nil {
-		c.VirtualMachine, c.ScaleSettings = rec.Attached.api(), nil
+		c.VirtualMachine, c.ScaleSettings = rec.Attached.API(), nil
 	}
 	for _, n := range nodes {
-		c.Nodes = append(c.Nodes, n.api())
+		c.Nodes = append(c.Nodes, n.API())
 		switch n.State {
 		case api.NodeIdle:
 			c.NodeStateCounts.Idle++
@@ -283,25 +247,25 @@ func (e *Engine) describe(tx *store.Tx, rec computeRecord) (*api.Compute, error)
 // (max_node_count times the size's vCPUs each, with rec replacing its stored version) fit
 // the family's quota (rules/quota). The other computes' use comes from the quota index, so
 // the check costs the same however many computes the store holds. Callers hold e.mu.
-func (e *Engine) checkQuota(ws *api.Workspace, rec computeRecord, field string) error {
+func (e *Engine) checkQuota(ws *api.Workspace, rec model.Compute, field string) error {
 	size, ok := catalog.Lookup(rec.VMSize)
 	if !ok {
 		return api.Errorf(api.CodeInvalid, "vm_size", "unknown VM size %q", rec.VMSize)
 	}
-	used := e.quota.Used(ws.Name, size.Family, rec.key())
-	want, wantOK := quota.Demand(rec.maxNodes(), size.VCPUs)
+	used := e.quota.Used(ws.Name, size.Family, rec.Key())
+	want, wantOK := quota.Demand(rec.MaxNodes(), size.VCPUs)
 	limit := EffectiveQuota(ws, size.Family)
 	if !wantOK {
 		// Validation bounds max_node_count, so only a record from an older engine gets here.
 		return api.Errorf(api.CodeQuotaExceeded, field, "%s asks for %d nodes x %d vCPUs of %s, more vCPUs than any quota can hold; lower max_node_count",
-			rec.Name, rec.maxNodes(), size.VCPUs, size.Name)
+			rec.Name, rec.MaxNodes(), size.VCPUs, size.Name)
 	}
 	d := quota.Check(used, want, limit)
 	if d.Fits {
 		return nil
 	}
 	detail := ""
-	if holders := e.quota.Holders(ws.Name, size.Family, rec.key()); len(holders) > 0 {
+	if holders := e.quota.Holders(ws.Name, size.Family, rec.Key()); len(holders) > 0 {
 		names := make([]string, 0, len(holders))
 		for _, h := range holders {
 			names = append(names, fmt.Sprintf("%s (%d vCPUs)", h.Name, h.VCPUs))
@@ -314,17 +278,17 @@ func (e *Engine) checkQuota(ws *api.Workspace, rec computeRecord, field string) 
 	}
 	return api.Errorf(api.CodeQuotaExceeded, field,
 		"%s needs %d vCPUs of %s (%d nodes x %d vCPUs of %s) but workspace %q has %d of %d left%s; %s",
-		rec.Name, want, size.Family, rec.maxNodes(), size.VCPUs, size.Name, ws.Name, d.Left, limit, detail, hint)
+		rec.Name, want, size.Family, rec.MaxNodes(), size.VCPUs, size.Name, ws.Name, d.Left, limit, detail, hint)
 }
 
 // holding is what rec holds of its workspace's quota, for the quota index; ok is false for a
 // compute without a catalog size (an attached machine).
-func holding(rec computeRecord) (model.Holding, bool) {
+func holding(rec model.Compute) (model.Holding, bool) {
 	size, ok := catalog.Lookup(rec.VMSize)
 	if !ok || rec.Attached != nil {
 		return model.Holding{}, false
 	}
-	vcpus, ok := quota.Demand(rec.maxNodes(), size.VCPUs)
+	vcpus, ok := quota.Demand(rec.MaxNodes(), size.VCPUs)
 	if !ok {
 		vcpus = math.MaxInt64
 	}
@@ -333,94 +297,21 @@ func holding(rec computeRecord) (model.Holding, bool) {
 
 // indexCompute brings the quota index up to date with a committed compute record.
 // Callers hold e.mu.
-func (e *Engine) indexCompute(rec computeRecord) {
+func (e *Engine) indexCompute(rec model.Compute) {
 	if h, ok := holding(rec); ok {
-		e.quota.Set(rec.key(), h)
+		e.quota.Set(rec.Key(), h)
 	}
 }
 
 // loadQuotaIndex fills the quota index from the store, once, when the engine is built.
 func (e *Engine) loadQuotaIndex() error {
 	return e.store.View(func(tx *store.Tx) error {
-		recs, err := store.List[computeRecord](tx, store.Computes, "")
+		recs, err := store.List[model.Compute](tx, store.Computes, "")
 		for _, rec := range recs {
 			e.indexCompute(rec)
 		}
 		return err
 	})
-}
-
-// resourceType is the Terraform resource that manages this kind of compute.
-func (c computeRecord) resourceType() string {
-	if c.Instance != nil {
-		return "mlcompute_compute_instance"
-	}
-	if c.Attached != nil {
-		return "mlcompute_attached_compute"
-	}
-	return "mlcompute_compute_cluster"
-}
-
-// quotaField is the input that sets how many vCPUs the compute may use: a cluster's
-// max_node_count, an instance's size.
-func (c computeRecord) quotaField() string {
-	if c.Instance != nil {
-		return "vm_size"
-	}
-	return "scale_settings.max_node_count"
-}
-
-func (c computeRecord) maxNodes() int64 {
-	if c.ScaleSettings == nil {
-		return 1
-	}
-	return c.ScaleSettings.MaxNodeCount
-}
-
-func getWorkspace(tx *store.Tx, name string) (*api.Workspace, error) {
-	var ws api.Workspace
-	ok, err := tx.Get(store.Workspaces, name, &ws)
-	if err == nil && !ok {
-		return nil, notFoundWorkspace(name)
-	}
-	return &ws, err
-}
-
-func getCompute(tx *store.Tx, workspace, name string) (computeRecord, error) {
-	var rec computeRecord
-	ok, err := tx.Get(store.Computes, workspace+"/"+name, &rec)
-	if err == nil && !ok {
-		return rec, notFoundCompute(workspace, name)
-	}
-	return rec, err
-}
-
-func notFoundCompute(workspace, name string) error {
-	return api.Errorf(api.CodeNotFound, "", "compute %q not found in workspace %q", name, workspace)
-}
-
-// replayed reports whether a create with this idempotency key already happened (for id).
-func replayed(tx *store.Tx, key, id string) (bool, error) {
-	if key == "" {
-		return false, nil
-	}
-	var rec idempotencyRecord
-	ok, err := tx.Get(store.Idempotency, key, &rec)
-	if err != nil || !ok {
-		return false, err
-	}
-	if rec.ID != id {
-		return false, api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", key, rec.ID)
-	}
-	return true, nil
-}
-
-// remember records that the create with this key made id.
-func remember(tx *store.Tx, key, id string) error {
-	if key == "" {
-		return nil
-	}
-	return tx.Put(store.Idempotency, key, idempotencyRecord{ID: id})
 }
 
 // DeleteCompute cancels a compute's jobs, releases its nodes and deletes it. It returns
@@ -430,9 +321,9 @@ func (e *Engine) DeleteCompute(ctx context.Context, workspace, name string) erro
 	key := workspace + "/" + name
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
-			return notFoundCompute(workspace, name)
+			return model.NotFoundCompute(workspace, name)
 		}
 		if rec.Deleting {
 			return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/cluster"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -63,16 +64,16 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 	now := e.clock.Now().UTC()
 
 	var (
-		rec       computeRecord
+		rec       model.Compute
 		exists    bool
-		nodes     []nodeRecord
-		jobs      []jobRecord
-		toStop    []nodeRecord
-		toStart   []jobRecord
-		toKill    []jobRecord
+		nodes     []model.Node
+		jobs      []model.Job
+		toStop    []model.Node
+		toStart   []model.Job
+		toKill    []model.Job
 		adm       admission
 		inst      instanceActions
-		toPreempt []nodeRecord
+		toPreempt []model.Node
 		gone      bool
 	)
 	err := e.store.Update(func(tx *store.Tx) error {
@@ -80,10 +81,10 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 		if exists, err = tx.Get(store.Computes, key, &rec); err != nil || !exists {
 			return err
 		}
-		if nodes, err = store.List[nodeRecord](tx, store.Nodes, key+"/"); err != nil {
+		if nodes, err = store.List[model.Node](tx, store.Nodes, key+"/"); err != nil {
 			return err
 		}
-		if jobs, err = activeJobs(tx, rec); err != nil {
+		if jobs, err = model.ActiveJobs(tx, rec); err != nil {
 			return err
 		}
 		if rec.Serverless && len(jobs) == 0 && !rec.Deleting {
@@ -94,8 +95,8 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 		}
 		if rec.Deleting {
 			for _, j := range jobs {
-				j.finish(api.JobCanceled, nil, "compute deleted", now)
-				if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+				j.Finish(api.JobCanceled, nil, "compute deleted", now)
+				if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 					return err
 				}
 				toKill = append(toKill, j)
@@ -103,7 +104,7 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 			for _, n := range nodes {
 				if !n.Released {
 					n.Released, n.State = true, api.NodeLeaving
-					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+					if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 						return err
 					}
 				}
@@ -142,15 +143,15 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 		}
 
 		plan := cluster.Decide(clusterOf(rec), nodeViews(nodes), jobViews(jobs), now)
-		byID := map[string]*nodeRecord{}
+		byID := map[string]*model.Node{}
 		for i := range nodes {
 			byID[nodes[i].ID] = &nodes[i]
 		}
 		for _, id := range plan.Unplaceable {
 			for _, j := range jobs {
 				if j.ID == id {
-					j.finish(api.JobFailed, nil, fmt.Sprintf("the job needs %d nodes but compute %s has max_node_count %d", j.Count, rec.Name, rec.maxNodes()), now)
-					if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+					j.Finish(api.JobFailed, nil, fmt.Sprintf("the job needs %d nodes but compute %s has max_node_count %d", j.Count, rec.Name, rec.MaxNodes()), now)
+					if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 						return err
 					}
 				}
@@ -162,7 +163,7 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 				continue
 			}
 			n.Released, n.State = true, api.NodeLeaving
-			if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+			if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 				return err
 			}
 			e.loop.RemoveTimer(nodeIdleTimer(*n))
@@ -171,7 +172,7 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 		for _, id := range plan.Drain {
 			if n := byID[id]; n != nil && n.State != api.NodeLeaving {
 				n.State = api.NodeLeaving
-				if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+				if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 					return err
 				}
 			}
@@ -187,8 +188,8 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 					e.kick(key)
 				}
 				for range create {
-					n := nodeRecord{ID: e.newID(rec.nodeIDPrefix()), Compute: key, State: api.NodePreparing, CreatedOn: now}
-					if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+					n := model.Node{ID: e.newID(rec.NodeIDPrefix()), Compute: key, State: api.NodePreparing, CreatedOn: now}
+					if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 						return err
 					}
 				}
@@ -202,13 +203,13 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 			j.Status, j.Nodes = api.JobPreparing, ids
 			for rank, id := range ids {
 				n := byID[id]
-				n.State, n.JobID, n.Rank, n.Task, n.IdleSince = api.NodeRunning, j.ID, rank, j.taskKey(rank), time.Time{}
-				if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+				n.State, n.JobID, n.Rank, n.Task, n.IdleSince = api.NodeRunning, j.ID, rank, j.TaskKey(rank), time.Time{}
+				if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 					return err
 				}
 				e.loop.RemoveTimer(nodeIdleTimer(*n))
 			}
-			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+			if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 				return err
 			}
 			toStart = append(toStart, j)
@@ -246,15 +247,15 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 	return nil
 }
 
-func clusterOf(rec computeRecord) cluster.Cluster {
-	c := cluster.Cluster{Max: rec.maxNodes(), IdleAfter: rec.idleAfter()}
+func clusterOf(rec model.Compute) cluster.Cluster {
+	c := cluster.Cluster{Max: rec.MaxNodes(), IdleAfter: rec.IdleAfter()}
 	if rec.ScaleSettings != nil {
 		c.Min = rec.ScaleSettings.MinNodeCount
 	}
 	return c
 }
 
-func nodeViews(nodes []nodeRecord) []cluster.Node {
+func nodeViews(nodes []model.Node) []cluster.Node {
 	out := make([]cluster.Node, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, cluster.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince})
@@ -262,7 +263,7 @@ func nodeViews(nodes []nodeRecord) []cluster.Node {
 	return out
 }
 
-func jobViews(jobs []jobRecord) []cluster.Job {
+func jobViews(jobs []model.Job) []cluster.Job {
 	out := make([]cluster.Job, 0, len(jobs))
 	for _, j := range jobs {
 		out = append(out, cluster.Job{ID: j.ID, Status: j.Status, Count: j.Count, SubmittedAt: j.SubmittedAt})
@@ -271,7 +272,7 @@ func jobViews(jobs []jobRecord) []cluster.Job {
 }
 
 // createNode asks the driver for a committed node and records the outcome.
-func (e *Engine) createNode(ctx context.Context, n nodeRecord, size catalog.Size) {
+func (e *Engine) createNode(ctx context.Context, n model.Node, size catalog.Size) {
 	info, err := e.driver.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
 	if ctx.Err() != nil {
 		return
@@ -279,12 +280,12 @@ func (e *Engine) createNode(ctx context.Context, n nodeRecord, size catalog.Size
 	e.mu.Lock()
 	now := e.clock.Now().UTC()
 	if err != nil {
-		e.log.Error("node failed to start", "node", n.key(), "error", err)
+		e.log.Error("node failed to start", "node", n.Key(), "error", err)
 		e.backoff[n.Compute] = now.Add(createBackoff)
 	} else {
 		delete(e.backoff, n.Compute)
 	}
-	_ = e.updateNode(n.key(), func(cur *nodeRecord) bool {
+	_ = e.updateNode(n.Key(), func(cur *model.Node) bool {
 		if cur.State != api.NodePreparing {
 			return false
 		}
@@ -303,9 +304,9 @@ func (e *Engine) createNode(ctx context.Context, n nodeRecord, size catalog.Size
 	e.mu.Unlock()
 	switch {
 	case err == nil && info.Ready:
-		e.log.Info("node ready", "node", n.key())
+		e.log.Info("node ready", "node", n.Key())
 	case err == nil:
-		e.log.Info("node created, waiting to be ready", "node", n.key(), "reason", info.Reason)
+		e.log.Info("node created, waiting to be ready", "node", n.Key(), "reason", info.Reason)
 	}
 	e.kick(n.Compute)
 }
@@ -322,7 +323,7 @@ func (e *Engine) nodeReady(id string) {
 		}
 		compute = n.Compute
 		n.State, n.IdleSince, n.Reason = api.NodeIdle, now, ""
-		return tx.Put(store.Nodes, n.key(), n)
+		return tx.Put(store.Nodes, n.Key(), n)
 	})
 	e.mu.Unlock()
 	if compute != "" {
@@ -333,12 +334,12 @@ func (e *Engine) nodeReady(id string) {
 
 // releaseNode terminates a node the store already marks released, once, and deletes its
 // record when the driver confirms it is gone.
-func (e *Engine) releaseNode(ctx context.Context, n nodeRecord) {
+func (e *Engine) releaseNode(ctx context.Context, n model.Node) {
 	e.terminateOnce(ctx, n, "releasing", func() error {
 		e.loop.RemoveTimer(nodeIdleTimer(n))
-		return e.store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.key()) })
+		return e.store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.Key()) })
 	}, func() {
-		e.log.Info("node released", "node", n.key())
+		e.log.Info("node released", "node", n.Key())
 		if e.capacity > 0 {
 			e.kickAll() // the freed capacity may admit nodes of other computes
 		} else {
@@ -351,22 +352,22 @@ func (e *Engine) releaseNode(ctx context.Context, n nodeRecord) {
 // driver confirms, gone records it (under e.mu) and then after runs. On failure the node
 // keeps its mark in the store (released or preempting): every pass terminates marked nodes
 // again, and a back-off timer brings the next pass. Callers hold e.mu.
-func (e *Engine) terminateOnce(ctx context.Context, n nodeRecord, doing string, gone func() error, after func()) {
-	if e.releasing[n.key()] {
+func (e *Engine) terminateOnce(ctx context.Context, n model.Node, doing string, gone func() error, after func()) {
+	if e.releasing[n.Key()] {
 		return
 	}
-	e.releasing[n.key()] = true
+	e.releasing[n.Key()] = true
 	e.loop.Go(func() {
 		err := e.driver.Terminate(ctx, n.ID)
 		e.mu.Lock()
-		delete(e.releasing, n.key())
+		delete(e.releasing, n.Key())
 		if err == nil {
 			err = gone()
 		}
 		e.mu.Unlock()
 		if err != nil {
 			if ctx.Err() == nil {
-				e.log.Error(doing+" node failed; will retry", "node", n.key(), "error", err)
+				e.log.Error(doing+" node failed; will retry", "node", n.Key(), "error", err)
 				e.loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}, e.clock.Now().Add(createBackoff))
 			}
 			return
@@ -376,9 +377,9 @@ func (e *Engine) terminateOnce(ctx context.Context, n nodeRecord, doing string, 
 }
 
 // updateNode applies f to a stored node and commits when f reports a change. Callers hold e.mu.
-func (e *Engine) updateNode(key string, f func(*nodeRecord) bool) error {
+func (e *Engine) updateNode(key string, f func(*model.Node) bool) error {
 	return e.store.Update(func(tx *store.Tx) error {
-		var n nodeRecord
+		var n model.Node
 		ok, err := tx.Get(store.Nodes, key, &n)
 		if err != nil || !ok || !f(&n) {
 			return err
@@ -437,14 +438,14 @@ func (e *Engine) actInstance(ctx context.Context, a instanceActions) {
 }
 
 // nodeByID finds a stored node by its driver key.
-func (e *Engine) nodeByID(tx *store.Tx, id string) (nodeRecord, bool) {
-	nodes, _ := store.List[nodeRecord](tx, store.Nodes, "")
+func (e *Engine) nodeByID(tx *store.Tx, id string) (model.Node, bool) {
+	nodes, _ := store.List[model.Node](tx, store.Nodes, "")
 	for _, n := range nodes {
 		if n.ID == id {
 			return n, true
 		}
 	}
-	return nodeRecord{}, false
+	return model.Node{}, false
 }
 
 // nodeGone marks a node that died unusable (it is then released and replaced) and fails
@@ -459,27 +460,22 @@ func (e *Engine) nodeGone(id string) {
 		}
 		compute = n.Compute
 		if n.JobID != "" {
-			if j, ok := getJob(tx, workspaceOf(n.Compute), n.JobID); ok && !api.Terminal(j.Status) {
-				j.finish(api.JobFailed, nil, fmt.Sprintf("node %s was lost while the job ran", n.ID), e.clock.Now().UTC())
-				if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+			if j, ok := model.GetJob(tx, model.WorkspaceOf(n.Compute), n.JobID); ok && !api.Terminal(j.Status) {
+				j.Finish(api.JobFailed, nil, fmt.Sprintf("node %s was lost while the job ran", n.ID), e.clock.Now().UTC())
+				if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 					return err
 				}
 				e.loop.Go(func() { e.killJob(e.ctx, j) })
 			}
 		}
 		n.State, n.Error, n.JobID, n.Task = api.NodeUnusable, "node process exited", "", ""
-		return tx.Put(store.Nodes, n.key(), n)
+		return tx.Put(store.Nodes, n.Key(), n)
 	})
 	e.mu.Unlock()
 	if compute != "" {
 		e.log.Warn("node lost", "node", id, "compute", compute)
 		e.kick(compute)
 	}
-}
-
-func workspaceOf(computeKey string) string {
-	ws, _, _ := strings.Cut(computeKey, "/")
-	return ws
 }
 
 // randomID is the default ID source: 10 hex digits from crypto/rand.
@@ -494,14 +490,14 @@ func randomID(prefix string) string {
 // that the store does not know are released; jobs are resumed or finished from what the
 // nodes recorded.
 func (e *Engine) recover(ctx context.Context) error {
-	var nodes []nodeRecord
-	var computes []computeRecord
+	var nodes []model.Node
+	var computes []model.Compute
 	err := e.store.View(func(tx *store.Tx) error {
 		var err error
-		if nodes, err = store.List[nodeRecord](tx, store.Nodes, ""); err != nil {
+		if nodes, err = store.List[model.Node](tx, store.Nodes, ""); err != nil {
 			return err
 		}
-		computes, err = store.List[computeRecord](tx, store.Computes, "")
+		computes, err = store.List[model.Compute](tx, store.Computes, "")
 		return err
 	})
 	if err != nil {
@@ -562,9 +558,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 	}
 	// Jobs caught between assignment and start are started again; StartTask is idempotent.
-	var preparing []jobRecord
+	var preparing []model.Job
 	_ = e.store.View(func(tx *store.Tx) error {
-		all, err := store.List[jobRecord](tx, store.Jobs, "")
+		all, err := store.List[model.Job](tx, store.Jobs, "")
 		for _, j := range all {
 			if j.Status == api.JobPreparing {
 				preparing = append(preparing, j)
@@ -576,15 +572,15 @@ func (e *Engine) recover(ctx context.Context) error {
 		e.loop.Go(func() { e.startJob(ctx, j) })
 	}
 	for _, c := range computes {
-		e.kick(c.key())
+		e.kick(c.Key())
 	}
 	e.recoverEndpoints(ctx)
 	return nil
 }
 
-func (e *Engine) vmSizeOf(computes []computeRecord, key string) string {
+func (e *Engine) vmSizeOf(computes []model.Compute, key string) string {
 	for _, c := range computes {
-		if c.key() == key {
+		if c.Key() == key {
 			return c.VMSize
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -457,8 +458,8 @@ func (r *rig) task(ws, jobID string, rank int) string {
 	r.t.Helper()
 	var key string
 	_ = r.st.View(func(tx *store.Tx) error {
-		j, _ := getJob(tx, ws, jobID)
-		key = j.taskKey(rank)
+		j, _ := model.GetJob(tx, ws, jobID)
+		key = j.TaskKey(rank)
 		return nil
 	})
 	return key

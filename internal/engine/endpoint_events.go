@@ -7,6 +7,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -31,7 +32,7 @@ func (e *Engine) endpointEvent(ctx context.Context, ev driver.Event) bool {
 	}
 	e.mu.Lock()
 	now := e.clock.Now().UTC()
-	_ = e.updateEndpointInstance(key, ev.NodeKey, func(rec *endpointRecord, in *endpointInstance) {
+	_ = e.updateEndpointInstance(key, ev.NodeKey, func(rec *model.Endpoint, in *model.EndpointInstance) {
 		if in.Terminating || in.State == api.EndpointInstanceDraining || in.State == api.EndpointInstanceFailed {
 			return
 		}
@@ -56,17 +57,12 @@ func tail(s string, n int) string {
 	return s
 }
 
-func nameOf(key string) string {
-	_, name, _ := strings.Cut(key, "/")
-	return name
-}
-
 // endpointNodeIDs lists the nodes endpoint instances hold, so recovery does not take them
 // for orphans.
 func (e *Engine) endpointNodeIDs() []string {
 	var ids []string
 	_ = e.store.View(func(tx *store.Tx) error {
-		recs, err := store.List[endpointRecord](tx, store.Endpoints, "")
+		recs, err := store.List[model.Endpoint](tx, store.Endpoints, "")
 		for _, rec := range recs {
 			for _, in := range rec.Instances {
 				ids = append(ids, in.ID)
@@ -83,16 +79,16 @@ func (e *Engine) endpointNodeIDs() []string {
 // arrives before the first pass must reach the adopted instances, not find no endpoint.
 // Then every endpoint gets a pass.
 func (e *Engine) recoverEndpoints(ctx context.Context) {
-	var recs []endpointRecord
+	var recs []model.Endpoint
 	_ = e.store.View(func(tx *store.Tx) error {
 		var err error
-		recs, err = store.List[endpointRecord](tx, store.Endpoints, "")
+		recs, err = store.List[model.Endpoint](tx, store.Endpoints, "")
 		return err
 	})
 	for _, rec := range recs {
 		for _, in := range rec.Instances {
 			e.mu.Lock()
-			e.ep.nodes[in.ID] = rec.key()
+			e.ep.nodes[in.ID] = rec.Key()
 			e.mu.Unlock()
 			if in.Terminating || in.StartedAt.IsZero() || in.State == api.EndpointInstanceFailed || in.State == api.EndpointInstanceDraining {
 				continue // the pass terminates, starts or restarts it
@@ -104,7 +100,7 @@ func (e *Engine) recoverEndpoints(ctx context.Context) {
 			}
 			e.mu.Lock()
 			now := e.clock.Now().UTC()
-			_ = e.updateEndpointInstance(rec.key(), in.ID, func(r *endpointRecord, cur *endpointInstance) {
+			_ = e.updateEndpointInstance(rec.Key(), in.ID, func(r *model.Endpoint, cur *model.EndpointInstance) {
 				if !alive {
 					e.instanceFailed(r, cur, "it was not running when the engine started", now)
 					return
@@ -116,8 +112,8 @@ func (e *Engine) recoverEndpoints(ctx context.Context) {
 			e.mu.Unlock()
 		}
 		e.mu.Lock()
-		e.syncRouter(rec.key())
+		e.syncRouter(rec.Key())
 		e.mu.Unlock()
-		e.kickEndpoint(rec.key())
+		e.kickEndpoint(rec.Key())
 	}
 }

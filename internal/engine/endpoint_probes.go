@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -58,10 +59,10 @@ func (e *Engine) runProbe(id, kind string) {
 	if !ok || st == nil {
 		return
 	}
-	var in endpointInstance
+	var in model.EndpointInstance
 	var probe api.Probe
 	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, workspaceOf(key), nameOf(key))
+		rec, err := model.GetEndpoint(tx, model.WorkspaceOf(key), model.NameOf(key))
 		if err != nil {
 			return err
 		}
@@ -70,7 +71,7 @@ func (e *Engine) runProbe(id, kind string) {
 				in = x
 			}
 		}
-		if d, ok := rec.deployment(in.Deployment); ok && in.ID != "" {
+		if d, ok := rec.Deployment(in.Deployment); ok && in.ID != "" {
 			probe = *d.Spec.ReadinessProbe
 			if kind == probeLive {
 				probe = *d.Spec.LivenessProbe
@@ -105,11 +106,11 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, pass
 	}
 	now := e.clock.Now().UTC()
 	var changed bool
-	_ = e.updateEndpointInstance(key, id, func(rec *endpointRecord, in *endpointInstance) {
+	_ = e.updateEndpointInstance(key, id, func(rec *model.Endpoint, in *model.EndpointInstance) {
 		if in.Task != task || in.Terminating || (in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
 			return
 		}
-		d, found := rec.deployment(in.Deployment)
+		d, found := rec.Deployment(in.Deployment)
 		if !found {
 			return // removed: its instances drain
 		}

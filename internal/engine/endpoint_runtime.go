@@ -16,6 +16,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -107,10 +108,10 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 	defer e.mu.Unlock()
 	now := e.clock.Now().UTC()
 	var (
-		rec          endpointRecord
+		rec          model.Endpoint
 		exists, gone bool
-		toStart      []endpointInstance
-		toTerminate  []endpointInstance
+		toStart      []model.EndpointInstance
+		toTerminate  []model.EndpointInstance
 	)
 	err := e.store.Update(func(tx *store.Tx) error {
 		var err error
@@ -149,7 +150,7 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		return
 	}
 	if !exists || gone || rec.Deleting {
-		e.ep.router.RemoveEndpoint(nameOf(key))
+		e.ep.router.RemoveEndpoint(model.NameOf(key))
 		if gone {
 			e.log.Info("online endpoint deleted", "endpoint", key)
 		}
@@ -176,8 +177,8 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 }
 
 // planEndpoint applies the rules to a live endpoint's instances, in place.
-func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
-	key := rec.key()
+func (e *Engine) planEndpoint(rec *model.Endpoint, now time.Time) {
+	key := rec.Key()
 	allReady := true
 	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
 		d := rec.Deployments[name]
@@ -188,9 +189,9 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 			}
 		}
 		for int64(len(cur)) < d.Spec.InstanceCount {
-			rec.Instances = append(rec.Instances, endpointInstance{
+			rec.Instances = append(rec.Instances, model.EndpointInstance{
 				ID: e.newID("ep"), Deployment: name, Generation: d.Generation, Port: e.freePort(rec.Instances),
-				Task: "serve-0", State: api.EndpointInstanceStarting, Process: processOf(d.Spec),
+				Task: "serve-0", State: api.EndpointInstanceStarting, Process: model.ProcessOf(d.Spec),
 			})
 			cur = append(cur, len(rec.Instances)-1)
 		}
@@ -228,9 +229,9 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 			}
 		}
 	}
-	rec.moveTraffic()
+	rec.MoveTraffic()
 	for i, in := range rec.Instances {
-		if _, ok := rec.deployment(in.Deployment); !ok && in.State != api.EndpointInstanceDraining && !in.Terminating {
+		if _, ok := rec.Deployment(in.Deployment); !ok && in.State != api.EndpointInstanceDraining && !in.Terminating {
 			e.drain(rec, i, now)
 		}
 	}
@@ -262,10 +263,10 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 
 // drain takes an instance out of the router; it is terminated once its requests have had
 // the deployment's request timeout to finish.
-func (e *Engine) drain(rec *endpointRecord, i int, now time.Time) {
+func (e *Engine) drain(rec *model.Endpoint, i int, now time.Time) {
 	in := &rec.Instances[i]
 	timeout := time.Duration(api.DefaultRequestTimeoutMS) * time.Millisecond
-	if d, ok := rec.deployment(in.Deployment); ok && d.Spec.RequestSettings != nil {
+	if d, ok := rec.Deployment(in.Deployment); ok && d.Spec.RequestSettings != nil {
 		timeout = time.Duration(d.Spec.RequestSettings.RequestTimeoutMS) * time.Millisecond
 	}
 	if in.State != api.EndpointInstanceReady {
@@ -275,13 +276,13 @@ func (e *Engine) drain(rec *endpointRecord, i int, now time.Time) {
 	in.State, in.DrainUntil = api.EndpointInstanceDraining, now.Add(timeout+drainGrace)
 	e.loop.RemoveTimer(probeTimer(in.ID, probeReady))
 	e.loop.RemoveTimer(probeTimer(in.ID, probeLive))
-	e.log.Debug("instance draining", "endpoint", rec.key(), "instance", in.ID, "deployment", in.Deployment)
+	e.log.Debug("instance draining", "endpoint", rec.Key(), "instance", in.ID, "deployment", in.Deployment)
 }
 
 // freePort picks a free loopback port no other instance of the endpoint holds. The kernel
 // does not hand out a port that is bound, and ports of other endpoints are bound by their
 // running instances.
-func (e *Engine) freePort(taken []endpointInstance) int {
+func (e *Engine) freePort(taken []model.EndpointInstance) int {
 	for range 20 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -289,7 +290,7 @@ func (e *Engine) freePort(taken []endpointInstance) int {
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		if !slices.ContainsFunc(taken, func(in endpointInstance) bool { return in.Port == port }) {
+		if !slices.ContainsFunc(taken, func(in model.EndpointInstance) bool { return in.Port == port }) {
 			return port
 		}
 	}
@@ -298,7 +299,7 @@ func (e *Engine) freePort(taken []endpointInstance) int {
 
 // startInstance creates the instance's node (idempotent under its key) and starts its
 // current process, then schedules its probes.
-func (e *Engine) startInstance(ctx context.Context, key string, rec endpointRecord, in endpointInstance) {
+func (e *Engine) startInstance(ctx context.Context, key string, rec model.Endpoint, in model.EndpointInstance) {
 	spec := in.Process
 	size, _ := catalog.Lookup(spec.InstanceType)
 	info, err := e.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
@@ -320,7 +321,7 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 	e.mu.Lock()
 	delete(e.ep.starting, in.ID)
 	now := e.clock.Now().UTC()
-	_ = e.updateEndpointInstance(key, in.ID, func(rec *endpointRecord, cur *endpointInstance) {
+	_ = e.updateEndpointInstance(key, in.ID, func(rec *model.Endpoint, cur *model.EndpointInstance) {
 		if cur.Task != in.Task || cur.Terminating || cur.State != api.EndpointInstanceStarting {
 			return
 		}
@@ -329,7 +330,7 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 			return
 		}
 		cur.Host, cur.StartedAt = info.Address, now
-		d, ok := rec.deployment(cur.Deployment)
+		d, ok := rec.Deployment(cur.Deployment)
 		if !ok {
 			return // removed meanwhile: the next pass drains it
 		}
@@ -350,7 +351,7 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 
 // instanceFailed marks an instance failed, kills its process and schedules its restart.
 // Callers hold e.mu and commit rec.
-func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why string, now time.Time) {
+func (e *Engine) instanceFailed(rec *model.Endpoint, in *model.EndpointInstance, why string, now time.Time) {
 	if !in.EverReady {
 		in.Failures++
 	}
@@ -362,12 +363,12 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 	delete(e.ep.probes, in.ID)
 	e.loop.RemoveTimer(probeTimer(in.ID, probeReady))
 	e.loop.RemoveTimer(probeTimer(in.ID, probeLive))
-	e.loop.SetTimer(endpointStepTimer(rec.key(), in.ID), in.RestartAt)
+	e.loop.SetTimer(endpointStepTimer(rec.Key(), in.ID), in.RestartAt)
 	if d, ok := rec.Deployments[in.Deployment]; ok && in.Failures >= failedStartsBeforeError {
 		d.Error = fmt.Sprintf("instance %s failed %d times in a row before becoming ready; last: %s", in.ID, in.Failures, why)
 		rec.Deployments[in.Deployment] = d
 	}
-	e.log.Warn("endpoint instance failed; restarting", "endpoint", rec.key(), "instance", in.ID, "reason", why, "restart_in", backoff)
+	e.log.Warn("endpoint instance failed; restarting", "endpoint", rec.Key(), "instance", in.ID, "reason", why, "restart_in", backoff)
 	// Killed after the commit, by updateEndpointInstance.
 	e.ep.kills = append(e.ep.kills, [2]string{in.ID, in.Task})
 }
@@ -376,15 +377,15 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 // commits and pushes the router; most probe results change nothing and write nothing.
 // Callers hold e.mu, which every writer of endpoint records holds, so the record read
 // here is still current when it is written.
-func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, *endpointInstance)) error {
-	var rec endpointRecord
+func (e *Engine) updateEndpointInstance(key, id string, f func(*model.Endpoint, *model.EndpointInstance)) error {
+	var rec model.Endpoint
 	idx := -1
 	err := e.store.View(func(tx *store.Tx) error {
 		ok, err := tx.Get(store.Endpoints, key, &rec)
 		if err != nil || !ok {
 			return err
 		}
-		idx = slices.IndexFunc(rec.Instances, func(in endpointInstance) bool { return in.ID == id })
+		idx = slices.IndexFunc(rec.Instances, func(in model.EndpointInstance) bool { return in.ID == id })
 		return nil
 	})
 	if err == nil && idx >= 0 {
@@ -412,18 +413,18 @@ func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, 
 }
 
 // terminateInstance terminates an instance's node and, once the driver confirms, removes it.
-func (e *Engine) terminateInstance(ctx context.Context, key string, in endpointInstance) {
+func (e *Engine) terminateInstance(ctx context.Context, key string, in model.EndpointInstance) {
 	err := e.driver.Terminate(ctx, in.ID)
 	e.mu.Lock()
 	delete(e.ep.terminating, in.ID)
 	if err == nil {
 		err = e.store.Update(func(tx *store.Tx) error {
-			var rec endpointRecord
+			var rec model.Endpoint
 			ok, err := tx.Get(store.Endpoints, key, &rec)
 			if err != nil || !ok {
 				return err
 			}
-			rec.Instances = slices.DeleteFunc(rec.Instances, func(x endpointInstance) bool { return x.ID == in.ID })
+			rec.Instances = slices.DeleteFunc(rec.Instances, func(x model.EndpointInstance) bool { return x.ID == in.ID })
 			return tx.Put(store.Endpoints, key, rec)
 		})
 	}
@@ -449,7 +450,7 @@ func (e *Engine) terminateInstance(ctx context.Context, key string, in endpointI
 // syncRouter gives the router the endpoint's stored table: after a write that pushed its
 // own table failed to commit, and at start. Callers hold e.mu.
 func (e *Engine) syncRouter(key string) {
-	var rec endpointRecord
+	var rec model.Endpoint
 	exists := false
 	err := e.store.View(func(tx *store.Tx) (err error) {
 		exists, err = tx.Get(store.Endpoints, key, &rec)
@@ -461,13 +462,13 @@ func (e *Engine) syncRouter(key string) {
 	case exists && !rec.Deleting:
 		e.pushRouter(rec)
 	default:
-		e.ep.router.RemoveEndpoint(nameOf(key))
+		e.ep.router.RemoveEndpoint(model.NameOf(key))
 	}
 }
 
 // pushRouter gives the router the endpoint's current table: the deployments with their
 // ready instances, the traffic, and the credentials.
-func (e *Engine) pushRouter(rec endpointRecord) {
+func (e *Engine) pushRouter(rec model.Endpoint) {
 	ep := router.Endpoint{
 		Name: rec.Name, AuthMode: rec.AuthMode,
 		Keys:        [2]string{rec.Keys.PrimaryKey, rec.Keys.SecondaryKey},

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -39,10 +40,10 @@ type tokenClaims struct {
 // base64url(HMAC-SHA256(claims)) under a secret kept in the store, so tokens survive an
 // engine restart and are bound to one endpoint.
 func (e *Engine) GetEndpointToken(_ context.Context, workspace, name string) (*api.EndpointToken, error) {
-	var rec endpointRecord
+	var rec model.Endpoint
 	err := e.store.View(func(tx *store.Tx) error {
 		var err error
-		rec, err = getEndpoint(tx, workspace, name)
+		rec, err = model.GetEndpoint(tx, workspace, name)
 		return err
 	})
 	if err != nil {
@@ -56,7 +57,7 @@ func (e *Engine) GetEndpointToken(_ context.Context, workspace, name string) (*a
 		return nil, err
 	}
 	exp := e.clock.Now().UTC().Add(TokenLifetime).Truncate(time.Second)
-	claims, _ := json.Marshal(tokenClaims{Endpoint: rec.key(), Expires: exp.Unix()})
+	claims, _ := json.Marshal(tokenClaims{Endpoint: rec.Key(), Expires: exp.Unix()})
 	payload := base64.RawURLEncoding.EncodeToString(claims)
 	return &api.EndpointToken{AccessToken: payload + "." + sign(secret, payload), ExpiresOn: exp}, nil
 }

@@ -7,10 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -21,141 +21,6 @@ import (
 // turns a record into running instances (and the scoring router's table) lives in
 // endpoint_runtime.go (probes in endpoint_probes.go, events and adoption in
 // endpoint_events.go); the scoring listener and AML tokens in endpoint_scoring.go.
-
-// endpointRecord is an online endpoint as stored, keyed "<workspace>/<name>". Its instances
-// are stored in it, so an engine that restarts adopts them (their nodes are known) rather
-// than releasing them as orphans.
-type endpointRecord struct {
-	Workspace     string                      `json:"workspace"`
-	Name          string                      `json:"name"`
-	AuthMode      string                      `json:"auth_mode"`
-	Description   string                      `json:"description,omitempty"`
-	Tags          map[string]string           `json:"tags,omitempty"`
-	Deployments   map[string]deploymentRecord `json:"deployments"`
-	Traffic       map[string]int64            `json:"traffic,omitempty"`
-	MirrorTraffic map[string]int64            `json:"mirror_traffic,omitempty"`
-	// LiveTraffic is the split the router applies. It becomes Traffic once every deployment
-	// Traffic sends requests to has rolled out; until then the previous split stays, so an
-	// apply that adds green and gives it all traffic never routes to a green with nothing
-	// ready yet.
-	LiveTraffic map[string]int64 `json:"live_traffic,omitempty"`
-	// Retiring holds removed deployments that LiveTraffic still sends requests to: their
-	// instances serve until the split moves, then drain.
-	Retiring  map[string]deploymentRecord `json:"retiring,omitempty"`
-	Keys      api.EndpointKeys            `json:"keys"`
-	CreatedOn time.Time                   `json:"created_on"`
-	// Provisioned is set once every deployment had all its instances ready: Creating ends.
-	Provisioned bool `json:"provisioned,omitempty"`
-	// Deleting is committed before any instance is terminated, so a crash mid-delete
-	// resumes the delete.
-	Deleting  bool               `json:"deleting,omitempty"`
-	Instances []endpointInstance `json:"instances,omitempty"`
-}
-
-// deploymentRecord is one deployment: its spec with defaults filled and the size in the
-// catalog's spelling, and its generation.
-type deploymentRecord struct {
-	Spec       api.DeploymentSpec `json:"spec"`
-	Generation int64              `json:"generation"`
-	// Error says why the deployment cannot become ready; cleared once an instance of it is.
-	Error string `json:"error,omitempty"`
-}
-
-// endpointInstance is one instance: a node of the engine's driver running the deployment's
-// command as a task.
-type endpointInstance struct {
-	// ID is also the node's driver key, chosen and committed before the driver is called.
-	ID         string `json:"id"`
-	Deployment string `json:"deployment"`
-	Generation int64  `json:"generation"`
-	Host       string `json:"host,omitempty"`
-	// Port is chosen by the engine and passed as PORT; kept across restarts.
-	Port int `json:"port"`
-	// Task is the driver key of the current process; a new one per restart.
-	Task      string    `json:"task"`
-	State     string    `json:"state"`
-	Restarts  int64     `json:"restarts"`
-	StartedAt time.Time `json:"started_at,omitempty"`
-	// Failures counts consecutive starts that ended (exit, or readiness never passing)
-	// before the instance was ready once.
-	Failures int64 `json:"failures,omitempty"`
-	// EverReady is set once the current process passed its readiness probe.
-	EverReady bool `json:"ever_ready,omitempty"`
-	// RestartAt, when set, is when a failed instance is started again.
-	RestartAt time.Time `json:"restart_at,omitempty"`
-	// DrainUntil is when a draining instance is terminated: its requests have had the
-	// deployment's whole request timeout to finish by then.
-	DrainUntil time.Time `json:"drain_until,omitempty"`
-	// Terminating is set before the node is terminated; the instance goes once the driver
-	// confirms.
-	Terminating bool `json:"terminating,omitempty"`
-	// Process is what the instance runs, fixed at its creation: a restart during a rollout
-	// runs the instance's own generation, not the new one.
-	Process instanceProcess `json:"process"`
-}
-
-// instanceProcess is the part of a deployment that makes an instance's process.
-type instanceProcess struct {
-	InstanceType         string            `json:"instance_type"`
-	Command              []string          `json:"command"`
-	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
-	SnapshotID           string            `json:"snapshot_id,omitempty"`
-}
-
-func processOf(d api.DeploymentSpec) instanceProcess {
-	return instanceProcess{InstanceType: d.InstanceType, Command: d.Command, EnvironmentVariables: d.EnvironmentVariables, SnapshotID: d.SnapshotID}
-}
-
-func (r endpointRecord) key() string { return r.Workspace + "/" + r.Name }
-
-// deployment returns a deployment by name, a retiring one included.
-func (r endpointRecord) deployment(name string) (deploymentRecord, bool) {
-	if d, ok := r.Deployments[name]; ok {
-		return d, true
-	}
-	d, ok := r.Retiring[name]
-	return d, ok
-}
-
-// rolledOut reports whether a deployment has its instance_count of ready instances of its
-// current generation.
-func (r endpointRecord) rolledOut(name string) bool {
-	d, ok := r.Deployments[name]
-	if !ok {
-		return false
-	}
-	var ready int64
-	for _, in := range r.Instances {
-		if in.Deployment == name && in.Generation == d.Generation && in.State == api.EndpointInstanceReady && !in.Terminating {
-			ready++
-		}
-	}
-	return ready >= d.Spec.InstanceCount
-}
-
-// trafficRolledOut reports whether every deployment the declared split sends requests to
-// has rolled out.
-func (r endpointRecord) trafficRolledOut() bool {
-	for name, percent := range r.Traffic {
-		if percent > 0 && !r.rolledOut(name) {
-			return false
-		}
-	}
-	return true
-}
-
-// moveTraffic makes the declared split live once every deployment it sends requests to
-// has rolled out, and lets go of the retiring deployments the live split no longer uses.
-func (r *endpointRecord) moveTraffic() {
-	if !maps.Equal(r.LiveTraffic, r.Traffic) && r.trafficRolledOut() {
-		r.LiveTraffic = maps.Clone(r.Traffic)
-	}
-	for name := range r.Retiring {
-		if r.LiveTraffic[name] == 0 {
-			delete(r.Retiring, name)
-		}
-	}
-}
 
 // endpointDirtyKey is an endpoint's key in the controller's work set; the prefix keeps it
 // apart from a compute of the same name.
@@ -175,7 +40,7 @@ func (e *Engine) CreateEndpoint(_ context.Context, workspace string, spec api.En
 	if spec.AuthMode == "" {
 		spec.AuthMode = api.AuthModeKey
 	}
-	rec := endpointRecord{
+	rec := model.Endpoint{
 		Workspace: workspace, Name: spec.Name, AuthMode: spec.AuthMode, Description: spec.Description,
 		Tags: spec.Tags, Deployments: deployments, Traffic: spec.Traffic, MirrorTraffic: spec.MirrorTraffic,
 		Keys:      api.EndpointKeys{PrimaryKey: newKey(), SecondaryKey: newKey()},
@@ -184,13 +49,13 @@ func (e *Engine) CreateEndpoint(_ context.Context, workspace string, spec api.En
 	id := api.EndpointID(workspace, spec.Name)
 	e.mu.Lock()
 	err = e.store.Update(func(tx *store.Tx) error {
-		if _, err := getWorkspace(tx, workspace); err != nil {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
-		if done, err := replayed(tx, idempotencyKey, id); done || err != nil {
+		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
 			return err
 		}
-		if ok, err := tx.Get(store.Endpoints, rec.key(), &endpointRecord{}); err != nil {
+		if ok, err := tx.Get(store.Endpoints, rec.Key(), &model.Endpoint{}); err != nil {
 			return err
 		} else if ok {
 			return api.Errorf(api.CodeConflict, "name", "online endpoint %q already exists in workspace %q; to manage it with Terraform, import it: terraform import mlcompute_online_endpoint.<name> %s", spec.Name, workspace, id)
@@ -198,29 +63,29 @@ func (e *Engine) CreateEndpoint(_ context.Context, workspace string, spec api.En
 		// Scoring URIs are /{endpoint}/score on the engine's one scoring listener, so an
 		// endpoint name is unique across workspaces, as it is within an Azure region.
 		for _, k := range tx.Keys(store.Endpoints, "") {
-			if nameOf(k) == spec.Name {
-				return api.Errorf(api.CodeConflict, "name", "online endpoint name %q is taken by workspace %q; endpoint names are unique across the engine because they form the scoring URI", spec.Name, workspaceOf(k))
+			if model.NameOf(k) == spec.Name {
+				return api.Errorf(api.CodeConflict, "name", "online endpoint name %q is taken by workspace %q; endpoint names are unique across the engine because they form the scoring URI", spec.Name, model.WorkspaceOf(k))
 			}
 		}
-		if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
+		if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
 			return err
 		}
-		return remember(tx, idempotencyKey, id)
+		return model.Remember(tx, idempotencyKey, id)
 	})
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	e.log.Info("online endpoint created", "endpoint", rec.key(), "deployments", slices.Sorted(maps.Keys(rec.Deployments)))
-	e.kickEndpoint(rec.key())
+	e.log.Info("online endpoint created", "endpoint", rec.Key(), "deployments", slices.Sorted(maps.Keys(rec.Deployments)))
+	e.kickEndpoint(rec.Key())
 	return e.GetEndpoint(context.Background(), workspace, spec.Name)
 }
 
 // deploymentRecords validates snapshots, fills defaults and canonical sizes, and carries
 // generations over from the previous deployments: a deployment whose processes must change
 // gets the next generation, which rolls it out.
-func (e *Engine) deploymentRecords(specs map[string]api.DeploymentSpec, prev map[string]deploymentRecord) (map[string]deploymentRecord, error) {
-	out := make(map[string]deploymentRecord, len(specs))
+func (e *Engine) deploymentRecords(specs map[string]api.DeploymentSpec, prev map[string]model.Deployment) (map[string]model.Deployment, error) {
+	out := make(map[string]model.Deployment, len(specs))
 	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		d := specs[name]
 		size, err := validation.VMSize("deployments."+name+".instance_type", d.InstanceType, catalog.OnlineDeployment)
@@ -234,7 +99,7 @@ func (e *Engine) deploymentRecords(specs map[string]api.DeploymentSpec, prev map
 			}
 		}
 		validation.DefaultDeployment(&d)
-		rec := deploymentRecord{Spec: d, Generation: 1}
+		rec := model.Deployment{Spec: d, Generation: 1}
 		if old, ok := prev[name]; ok {
 			rec.Generation, rec.Error = old.Generation, old.Error
 			if needsRollout(old.Spec, d) {
@@ -266,7 +131,7 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 	}
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, workspace, name)
+		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil {
 			return err
 		}
@@ -276,7 +141,7 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 		// A retiring deployment declared again continues from its generation.
 		prev := maps.Clone(rec.Retiring)
 		if prev == nil {
-			prev = map[string]deploymentRecord{}
+			prev = map[string]model.Deployment{}
 		}
 		maps.Copy(prev, rec.Deployments)
 		deployments, err := e.deploymentRecords(upd.Deployments, prev)
@@ -286,7 +151,7 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 		for name, d := range prev {
 			if _, kept := deployments[name]; !kept && rec.LiveTraffic[name] > 0 {
 				if rec.Retiring == nil {
-					rec.Retiring = map[string]deploymentRecord{}
+					rec.Retiring = map[string]model.Deployment{}
 				}
 				rec.Retiring[name] = d
 			} else {
@@ -295,12 +160,12 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 		}
 		rec.AuthMode, rec.Description, rec.Tags = upd.AuthMode, upd.Description, upd.Tags
 		rec.Deployments, rec.Traffic, rec.MirrorTraffic = deployments, upd.Traffic, upd.MirrorTraffic
-		rec.moveTraffic()
+		rec.MoveTraffic()
 		// Auth and request settings apply when the call returns, and so does the split
 		// when the deployments it sends to are rolled out already; otherwise it moves once
 		// they are. The router gets them before the commit, as in reconcileEndpoint.
 		e.pushRouter(rec)
-		return tx.Put(store.Endpoints, rec.key(), rec)
+		return tx.Put(store.Endpoints, rec.Key(), rec)
 	})
 	if err != nil {
 		e.syncRouter(workspace + "/" + name)
@@ -318,7 +183,7 @@ func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd a
 func (e *Engine) GetEndpoint(_ context.Context, workspace, name string) (*api.Endpoint, error) {
 	var out *api.Endpoint
 	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, workspace, name)
+		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil {
 			return err
 		}
@@ -333,10 +198,10 @@ func (e *Engine) GetEndpoint(_ context.Context, workspace, name string) (*api.En
 func (e *Engine) ListEndpoints(_ context.Context, workspace string) ([]api.Endpoint, error) {
 	var out []api.Endpoint
 	err := e.store.View(func(tx *store.Tx) error {
-		if _, err := getWorkspace(tx, workspace); err != nil {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
-		recs, err := store.List[endpointRecord](tx, store.Endpoints, workspace+"/")
+		recs, err := store.List[model.Endpoint](tx, store.Endpoints, workspace+"/")
 		for _, rec := range recs {
 			out = append(out, e.describeEndpoint(rec))
 		}
@@ -353,7 +218,7 @@ func (e *Engine) DeleteEndpoint(ctx context.Context, workspace, name string) err
 	key := workspace + "/" + name
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, workspace, name)
+		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil || rec.Deleting {
 			return err
 		}
@@ -398,7 +263,7 @@ func (e *Engine) waitEndpointsDeleted(ctx context.Context, keys []string) error 
 func (e *Engine) GetEndpointKeys(_ context.Context, workspace, name string) (*api.EndpointKeys, error) {
 	var keys api.EndpointKeys
 	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, workspace, name)
+		rec, err := model.GetEndpoint(tx, workspace, name)
 		keys = rec.Keys
 		return err
 	})
@@ -417,7 +282,7 @@ func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyT
 	var keys api.EndpointKeys
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, workspace, name)
+		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil {
 			return err
 		}
@@ -432,7 +297,7 @@ func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyT
 			// before the commit, as in reconcileEndpoint.
 			e.pushRouter(rec)
 		}
-		return tx.Put(store.Endpoints, rec.key(), rec)
+		return tx.Put(store.Endpoints, rec.Key(), rec)
 	})
 	if err != nil {
 		e.syncRouter(workspace + "/" + name)
@@ -446,15 +311,6 @@ func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyT
 	return &keys, nil
 }
 
-func getEndpoint(tx *store.Tx, workspace, name string) (endpointRecord, error) {
-	var rec endpointRecord
-	ok, err := tx.Get(store.Endpoints, workspace+"/"+name, &rec)
-	if err == nil && !ok {
-		return rec, api.Errorf(api.CodeNotFound, "", "online endpoint %q not found in workspace %q", name, workspace)
-	}
-	return rec, err
-}
-
 // newKey is a 32-byte random key, base64url without padding (43 characters).
 func newKey() string {
 	b := make([]byte, 32)
@@ -463,7 +319,7 @@ func newKey() string {
 }
 
 // describeEndpoint is an endpoint as the API shows it.
-func (e *Engine) describeEndpoint(rec endpointRecord) api.Endpoint {
+func (e *Engine) describeEndpoint(rec model.Endpoint) api.Endpoint {
 	out := api.Endpoint{
 		ID: api.EndpointID(rec.Workspace, rec.Name), Workspace: rec.Workspace, Name: rec.Name,
 		AuthMode: rec.AuthMode, Description: rec.Description, Tags: rec.Tags,
@@ -498,37 +354,10 @@ func (e *Engine) describeEndpoint(rec endpointRecord) api.Endpoint {
 		out.ProvisioningState, out.Error = api.ProvisioningFailed, strings.Join(errs, "; ")
 	case !rec.Provisioned:
 		out.ProvisioningState = api.ProvisioningCreating
-	case !rec.settled():
+	case !rec.Settled():
 		out.ProvisioningState = api.ProvisioningUpdating
 	default:
 		out.ProvisioningState = api.ProvisioningSucceeded
 	}
 	return out
-}
-
-// settled reports whether every deployment has its instance_count of ready instances of
-// its current generation, no older instance still takes traffic, and the declared split
-// is the live one.
-func (r endpointRecord) settled() bool {
-	if len(r.Retiring) > 0 || !maps.Equal(r.LiveTraffic, r.Traffic) {
-		return false
-	}
-	for name, d := range r.Deployments {
-		var ready int64
-		for _, in := range r.Instances {
-			if in.Deployment != name || in.Terminating || in.State == api.EndpointInstanceDraining {
-				continue
-			}
-			if in.Generation != d.Generation {
-				return false
-			}
-			if in.State == api.EndpointInstanceReady {
-				ready++
-			}
-		}
-		if ready < d.Spec.InstanceCount {
-			return false
-		}
-	}
-	return true
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -74,11 +75,11 @@ func (r *rig) endpoint(ws, name string) *api.Endpoint {
 }
 
 // storedInstances reads the endpoint's instances as stored (with their ports).
-func (r *rig) storedInstances(ws, name string) []endpointInstance {
+func (r *rig) storedInstances(ws, name string) []model.EndpointInstance {
 	r.t.Helper()
-	var out []endpointInstance
+	var out []model.EndpointInstance
 	err := r.st.View(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, ws, name)
+		rec, err := model.GetEndpoint(tx, ws, name)
 		out = rec.Instances
 		return err
 	})
@@ -89,9 +90,9 @@ func (r *rig) storedInstances(ws, name string) []endpointInstance {
 }
 
 // started waits until n instances of the deployment and generation have a process.
-func (r *rig) started(ws, name, deployment string, gen int64, n int) []endpointInstance {
+func (r *rig) started(ws, name, deployment string, gen int64, n int) []model.EndpointInstance {
 	r.t.Helper()
-	var got []endpointInstance
+	var got []model.EndpointInstance
 	r.eventually("instances started", func() bool {
 		got = got[:0]
 		for _, in := range r.storedInstances(ws, name) {

@@ -167,7 +167,7 @@ func (e *Engine) HasWork() bool {
 			busy = true
 			return nil
 		}
-		jobs, err := store.List[jobRecord](tx, store.Jobs, "")
+		jobs, err := store.List[model.Job](tx, store.Jobs, "")
 		if err != nil {
 			return err
 		}
@@ -175,7 +175,7 @@ func (e *Engine) HasWork() bool {
 			busy = busy || !api.Terminal(j.Status)
 		}
 		// An enabled schedule must fire even while its instance is stopped.
-		computes, err := store.List[computeRecord](tx, store.Computes, "")
+		computes, err := store.List[model.Compute](tx, store.Computes, "")
 		for _, c := range computes {
 			if c.Instance == nil {
 				continue

@@ -12,6 +12,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/idle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/schedule"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -34,26 +35,7 @@ const (
 	stageDone     = "done"
 )
 
-// instanceRecord is the instance part of a compute record.
-type instanceRecord struct {
-	Settings      api.InstanceSettings `json:"settings"`
-	Desired       string               `json:"desired"` // Running or Stopped
-	State         string               `json:"state"`
-	LastOperation api.Operation        `json:"last_operation"`
-	LastActivity  time.Time            `json:"last_activity"`
-	// SchedulesSeen: firings at or before it are applied (or predate the schedule).
-	SchedulesSeen time.Time `json:"schedules_seen"`
-	CreationDone  bool      `json:"creation_done,omitempty"`
-	// StartSeq counts starts; setup task keys carry it so a stale exit is recognised.
-	StartSeq     int       `json:"start_seq"`
-	Stage        string    `json:"stage,omitempty"`
-	StageRunning bool      `json:"stage_running,omitempty"`
-	StageDue     time.Time `json:"stage_due,omitempty"` // the running script's timeout
-	Error        string    `json:"error,omitempty"`
-	Resizing     bool      `json:"resizing,omitempty"`
-}
-
-func (e *Engine) instanceIdleAfter(rec computeRecord) time.Duration {
+func (e *Engine) instanceIdleAfter(rec model.Compute) time.Duration {
 	d, _ := validation.IdleTimeBeforeShutdown(rec.Instance.Settings.IdleTimeBeforeShutdown, 0)
 	return d
 }
@@ -115,15 +97,15 @@ func prefixField(err error, prefix string) error {
 }
 
 // newInstanceRecord makes the record of a new instance, which starts at once.
-func (e *Engine) newInstanceRecord(spec api.ComputeSpec, size catalog.Size, workspace string, now time.Time) (computeRecord, error) {
+func (e *Engine) newInstanceRecord(spec api.ComputeSpec, size catalog.Size, workspace string, now time.Time) (model.Compute, error) {
 	settings := normalizeInstance(spec.Instance)
 	if err := e.validateInstance(settings); err != nil {
-		return computeRecord{}, err
+		return model.Compute{}, err
 	}
-	return computeRecord{
+	return model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeComputeInstance, VMSize: size.Name,
 		VMPriority: api.PriorityDedicated, Description: spec.Description, Tags: spec.Tags, CreatedOn: now,
-		Instance: &instanceRecord{
+		Instance: &model.Instance{
 			Settings: settings, Desired: api.InstanceRunning, State: api.InstanceCreating,
 			LastOperation: api.Operation{Name: "Create", Status: "InProgress", Trigger: api.TriggerUser, Time: now},
 			LastActivity:  now, SchedulesSeen: now,
@@ -132,7 +114,7 @@ func (e *Engine) newInstanceRecord(spec api.ComputeSpec, size catalog.Size, work
 }
 
 // updateInstance applies an update to an instance record. Callers hold e.mu.
-func (e *Engine) updateInstance(rec *computeRecord, upd api.ComputeUpdate, now time.Time) error {
+func (e *Engine) updateInstance(rec *model.Compute, upd api.ComputeUpdate, now time.Time) error {
 	inst := rec.Instance
 	if upd.VMSize != "" {
 		size, err := validation.VMSize("vm_size", upd.VMSize, catalog.ComputeInstance)
@@ -162,8 +144,8 @@ func (e *Engine) updateInstance(rec *computeRecord, upd api.ComputeUpdate, now t
 }
 
 // activity is an instance's activity as the idle rule sees it.
-func (e *Engine) activity(rec computeRecord) idle.Activity {
-	a := idle.Activity{LastActivity: rec.Instance.LastActivity, OpenSessions: e.sessions[rec.key()]}
+func (e *Engine) activity(rec model.Compute) idle.Activity {
+	a := idle.Activity{LastActivity: rec.Instance.LastActivity, OpenSessions: e.sessions[rec.Key()]}
 	if rec.Instance.State == api.InstanceJobRunning {
 		a.RunningJobs = 1
 	}
@@ -175,9 +157,9 @@ func (e *Engine) InstanceAction(_ context.Context, workspace, name, action strin
 	e.mu.Lock()
 	now := e.clock.Now().UTC()
 	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
-			return notFoundCompute(workspace, name)
+			return model.NotFoundCompute(workspace, name)
 		}
 		if rec.Instance == nil {
 			return api.Errorf(api.CodeInvalid, "", "compute %q is a %s; only compute instances start and stop", name, rec.Type)
@@ -196,7 +178,7 @@ func (e *Engine) InstanceAction(_ context.Context, workspace, name, action strin
 		default:
 			return api.Errorf(api.CodeInvalid, "action", "unknown action %q; allowed: start, stop, restart", action)
 		}
-		return tx.Put(store.Computes, rec.key(), rec)
+		return tx.Put(store.Computes, rec.Key(), rec)
 	})
 	e.mu.Unlock()
 	if err != nil {
@@ -210,12 +192,12 @@ func (e *Engine) InstanceAction(_ context.Context, workspace, name, action strin
 func (e *Engine) ReportActivity(_ context.Context, workspace, name string) error {
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Instance == nil {
-			return notFoundCompute(workspace, name)
+			return model.NotFoundCompute(workspace, name)
 		}
 		rec.Instance.LastActivity = e.activity(rec).Touch(e.clock.Now().UTC()).LastActivity
-		return tx.Put(store.Computes, rec.key(), rec)
+		return tx.Put(store.Computes, rec.Key(), rec)
 	})
 	e.mu.Unlock()
 	if err == nil {
@@ -240,7 +222,7 @@ func (e *Engine) CloseSession(workspace, name string) {
 		e.sessions[key]--
 	}
 	_ = e.store.Update(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Instance == nil {
 			return nil
 		}
@@ -251,7 +233,7 @@ func (e *Engine) CloseSession(workspace, name string) {
 	e.kick(key)
 }
 
-func (e *Engine) setDesired(rec *computeRecord, desired, op, trigger string, now time.Time) {
+func (e *Engine) setDesired(rec *model.Compute, desired, op, trigger string, now time.Time) {
 	inst := rec.Instance
 	if inst.Desired == desired && inst.State == desired {
 		return
@@ -265,19 +247,19 @@ func (e *Engine) setDesired(rec *computeRecord, desired, op, trigger string, now
 
 // instanceActions is what one pass over an instance decided; the caller acts after commit.
 type instanceActions struct {
-	stop     []nodeRecord
+	stop     []model.Node
 	setup    *driver.TaskSpec
 	setupOn  string
 	kill     []taskRef
-	startJob []jobRecord
-	cancel   []jobRecord
+	startJob []model.Job
+	cancel   []model.Job
 }
 
 // reconcileInstance decides one pass for an instance. Callers hold e.mu and the transaction.
-func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nodeRecord, jobs []jobRecord, now time.Time) (instanceActions, error) {
+func (e *Engine) reconcileInstance(tx *store.Tx, rec *model.Compute, nodes []model.Node, jobs []model.Job, now time.Time) (instanceActions, error) {
 	var out instanceActions
 	inst := rec.Instance
-	key := rec.key()
+	key := rec.Key()
 
 	// Schedules: apply the latest firing due since the last pass (also one missed while
 	// the engine was down), then wait for the next.
@@ -297,7 +279,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		e.loop.RemoveTimer(instanceTimer(runtime.Schedule, key))
 	}
 
-	var node *nodeRecord
+	var node *model.Node
 	for i := range nodes {
 		if !nodes[i].Released {
 			node = &nodes[i]
@@ -317,7 +299,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 			out.kill = append(out.kill, taskRef{node: node.ID, task: node.Task})
 		}
 		node.Released, node.State = true, api.NodeLeaving
-		if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+		if err := tx.Put(store.Nodes, node.Key(), *node); err != nil {
 			return err
 		}
 		out.stop = append(out.stop, *node)
@@ -325,8 +307,8 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 	}
 	cancelJobs := func(why string) error {
 		for _, j := range jobs {
-			j.finish(api.JobCanceled, nil, why, now)
-			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+			j.Finish(api.JobCanceled, nil, why, now)
+			if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 				return err
 			}
 			out.cancel = append(out.cancel, j)
@@ -377,8 +359,8 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		if inst.State != api.InstanceCreating {
 			inst.State = api.InstanceStarting
 		}
-		n := nodeRecord{ID: e.newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
-		return out, tx.Put(store.Nodes, n.key(), n)
+		n := model.Node{ID: e.newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
+		return out, tx.Put(store.Nodes, n.Key(), n)
 
 	case inst.State == api.InstanceSetupFailed:
 		return out, nil
@@ -410,7 +392,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		inst.Stage, inst.StageRunning, inst.StageDue = stage, true, now.Add(timeout)
 		task := fmt.Sprintf("setup-%d-%s", inst.StartSeq, stage)
 		node.State, node.JobID, node.Task = api.NodeRunning, "setup", task
-		if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+		if err := tx.Put(store.Nodes, node.Key(), *node); err != nil {
 			return out, err
 		}
 		out.setup = &driver.TaskSpec{Key: task, Command: []string{"sh", "-c", script.Inline}, Env: map[string]string{"MLCOMPUTE_COMPUTE": rec.Name, "MLCOMPUTE_WORKSPACE": rec.Workspace}}
@@ -426,11 +408,11 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 				continue
 			}
 			j.Status, j.Nodes = api.JobPreparing, []string{node.ID}
-			node.State, node.JobID, node.Rank, node.Task, node.IdleSince = api.NodeRunning, j.ID, 0, j.taskKey(0), time.Time{}
-			if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+			node.State, node.JobID, node.Rank, node.Task, node.IdleSince = api.NodeRunning, j.ID, 0, j.TaskKey(0), time.Time{}
+			if err := tx.Put(store.Nodes, node.Key(), *node); err != nil {
 				return out, err
 			}
-			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+			if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 				return out, err
 			}
 			out.startJob = append(out.startJob, j)
@@ -466,7 +448,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 }
 
 // nextStage returns the next setup script of the current start, or nil when none is left.
-func nextStage(inst *instanceRecord) (string, *api.SetupScript) {
+func nextStage(inst *model.Instance) (string, *api.SetupScript) {
 	ss := inst.Settings.SetupScripts
 	if ss == nil {
 		ss = &api.SetupScripts{}
@@ -483,10 +465,10 @@ func nextStage(inst *instanceRecord) (string, *api.SetupScript) {
 	return stageDone, nil
 }
 
-func scheduleEntries(rec computeRecord) []schedule.Entry {
+func scheduleEntries(rec model.Compute) []schedule.Entry {
 	var out []schedule.Entry
 	for i, s := range rec.Instance.Settings.Schedules {
-		out = append(out, schedule.Entry{Key: rec.key() + "/" + strconv.Itoa(i), Action: s.Action, Cron: s.Cron, TimeZone: s.TimeZone, Enabled: s.IsEnabled()})
+		out = append(out, schedule.Entry{Key: rec.Key() + "/" + strconv.Itoa(i), Action: s.Action, Cron: s.Cron, TimeZone: s.TimeZone, Enabled: s.IsEnabled()})
 	}
 	return out
 }
@@ -512,7 +494,7 @@ func (e *Engine) setupExited(ctx context.Context, nodeID, task string, code int)
 			return nil
 		}
 		key = n.Compute
-		var rec computeRecord
+		var rec model.Compute
 		if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok || rec.Instance == nil {
 			return err
 		}
@@ -542,7 +524,7 @@ func (e *Engine) setupExited(ctx context.Context, nodeID, task string, code int)
 				inst.CreationDone = false
 			}
 		}
-		if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 			return err
 		}
 		return tx.Put(store.Computes, key, rec)
@@ -570,9 +552,9 @@ func (e *Engine) Exec(ctx context.Context, workspace, name string, command []str
 	}
 	var node string
 	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
-			return notFoundCompute(workspace, name)
+			return model.NotFoundCompute(workspace, name)
 		}
 		if rec.Instance == nil {
 			return api.Errorf(api.CodeInvalid, "", "compute %q is a %s; sessions open on compute instances", name, rec.Type)
@@ -580,7 +562,7 @@ func (e *Engine) Exec(ctx context.Context, workspace, name string, command []str
 		if s := rec.Instance.State; s != api.InstanceRunning && s != api.InstanceJobRunning {
 			return api.Errorf(api.CodeConflict, "", "compute instance %q is %s; start it first (mlcompute compute start)", name, s)
 		}
-		nodes, err := store.List[nodeRecord](tx, store.Nodes, rec.key()+"/")
+		nodes, err := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
 		for _, n := range nodes {
 			if !n.Released {
 				node = n.ID

@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -23,69 +23,6 @@ import (
 type SnapshotStore interface {
 	Put(r io.Reader) (id string, err error)
 	Path(id string) (string, error)
-}
-
-// jobRecord is a job as stored, keyed "<workspace>/<id>".
-type jobRecord struct {
-	api.Job
-	// ComputeKey is "<workspace>/<compute record name>" (serverless jobs get their own).
-	ComputeKey string      `json:"compute_key"`
-	RankExits  map[int]int `json:"rank_exits,omitempty"`
-	MasterPort int         `json:"master_port,omitempty"`
-	// Attempt counts the times the job was started; a job whose nodes were preempted goes
-	// back to the queue with the next attempt, so exits of the old attempt's tasks are
-	// recognised and ignored.
-	Attempt int `json:"attempt,omitempty"`
-}
-
-// taskKey is the driver key of one rank of one attempt of a job.
-func (j jobRecord) taskKey(rank int) string {
-	return fmt.Sprintf("%s.%d-%d", j.ID, j.Attempt, rank)
-}
-
-// parseTaskKey splits a task key into job ID, attempt and rank.
-func parseTaskKey(task string) (jobID string, attempt, rank int, ok bool) {
-	dash := strings.LastIndex(task, "-")
-	dot := strings.LastIndex(task, ".")
-	if dash < 0 || dot < 0 || dot > dash {
-		return "", 0, 0, false
-	}
-	var err1, err2 error
-	attempt, err1 = strconv.Atoi(task[dot+1 : dash])
-	rank, err2 = strconv.Atoi(task[dash+1:])
-	return task[:dot], attempt, rank, err1 == nil && err2 == nil
-}
-
-func (j jobRecord) key() string { return j.Workspace + "/" + j.ID }
-
-func (j *jobRecord) finish(status string, exitCode *int, why string, now time.Time) {
-	j.Status, j.ExitCode, j.Error, j.EndedAt = status, exitCode, why, &now
-}
-
-// activeJobs lists the compute's jobs that are not finished, oldest first.
-func activeJobs(tx *store.Tx, rec computeRecord) ([]jobRecord, error) {
-	all, err := store.List[jobRecord](tx, store.Jobs, rec.Workspace+"/")
-	if err != nil {
-		return nil, err
-	}
-	var out []jobRecord
-	for _, j := range all {
-		if j.ComputeKey == rec.key() && !api.Terminal(j.Status) {
-			out = append(out, j)
-		}
-	}
-	slices.SortFunc(out, func(a, b jobRecord) int { return a.SubmittedAt.Compare(b.SubmittedAt) })
-	return out, nil
-}
-
-func getJob(tx *store.Tx, workspace, id string) (jobRecord, bool) {
-	var j jobRecord
-	ok, err := tx.Get(store.Jobs, workspace+"/"+id, &j)
-	return j, ok && err == nil
-}
-
-func notFoundJob(workspace, id string) error {
-	return api.Errorf(api.CodeNotFound, "", "job %q not found in workspace %q", id, workspace)
 }
 
 // SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
@@ -107,13 +44,13 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now().UTC()
-	j := jobRecord{Job: api.Job{
+	j := model.Job{Job: api.Job{
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
 		Command: spec.Command, Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
 	}}
-	var serverless *computeRecord // the compute made for a serverless job, once committed
+	var serverless *model.Compute // the compute made for a serverless job, once committed
 	err := e.store.Update(func(tx *store.Tx) error {
-		ws, err := getWorkspace(tx, workspace)
+		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
 		}
@@ -124,11 +61,11 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 		// Sequential IDs keep first-in-first-out order when submissions share a timestamp.
 		j.ID = fmt.Sprintf("job-%08d", seq)
 		if idempotencyKey != "" {
-			var rec idempotencyRecord
+			var rec model.Idempotency
 			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil {
 				return err
 			} else if ok {
-				prior, found := getJob(tx, workspace, rec.ID)
+				prior, found := model.GetJob(tx, workspace, rec.ID)
 				if !found {
 					return api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", idempotencyKey, rec.ID)
 				}
@@ -136,7 +73,7 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 				return nil
 			}
 		}
-		var rec computeRecord
+		var rec model.Compute
 		if spec.Compute == api.ServerlessCompute {
 			if spec.InstanceType == "" {
 				return api.Errorf(api.CodeInvalid, "instance_type", "a serverless job needs --instance-type, a VM size such as Standard_DS3_v2")
@@ -145,7 +82,7 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 			if err != nil {
 				return err
 			}
-			rec = computeRecord{
+			rec = model.Compute{
 				Workspace: workspace, Name: "serverless-" + j.ID, Type: api.TypeComputeCluster, VMSize: size.Name,
 				VMPriority: api.PriorityDedicated, CreatedOn: now, Serverless: true, ForJob: j.ID,
 				ScaleSettings: &api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: spec.InstanceCount, ScaleDownNodesAfterIdleDuration: "PT0S"},
@@ -153,13 +90,13 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 			if err := e.checkQuota(ws, rec, "instance_type"); err != nil {
 				return err
 			}
-			if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
+			if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
 				return err
 			}
 			serverless = &rec
 		} else {
-			if rec, err = getCompute(tx, workspace, spec.Compute); err != nil || rec.Serverless {
-				return notFoundCompute(workspace, spec.Compute)
+			if rec, err = model.GetCompute(tx, workspace, spec.Compute); err != nil || rec.Serverless {
+				return model.NotFoundCompute(workspace, spec.Compute)
 			}
 			if rec.Deleting {
 				return api.Errorf(api.CodeConflict, "compute", "compute %q is being deleted", spec.Compute)
@@ -171,17 +108,17 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 				return api.Errorf(api.CodeInvalid, "instance_count",
 					"attached compute %q is one machine, so a job on it runs with instance_count 1 (asked: %d); attach more machines and submit a job to each", spec.Compute, spec.InstanceCount)
 			}
-			if spec.InstanceCount > rec.maxNodes() {
+			if spec.InstanceCount > rec.MaxNodes() {
 				return api.Errorf(api.CodeInvalid, "instance_count",
 					"the job asks for %d nodes but compute %q has max_node_count %d; lower --instance-count or raise max_node_count",
-					spec.InstanceCount, spec.Compute, rec.maxNodes())
+					spec.InstanceCount, spec.Compute, rec.MaxNodes())
 			}
 		}
-		j.ComputeKey = rec.key()
-		if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+		j.ComputeKey = rec.Key()
+		if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 			return err
 		}
-		return remember(tx, idempotencyKey, j.ID)
+		return model.Remember(tx, idempotencyKey, j.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -199,9 +136,9 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 func (e *Engine) GetJob(_ context.Context, workspace, id string) (*api.Job, error) {
 	var out *api.Job
 	err := e.store.View(func(tx *store.Tx) error {
-		j, ok := getJob(tx, workspace, id)
+		j, ok := model.GetJob(tx, workspace, id)
 		if !ok {
-			return notFoundJob(workspace, id)
+			return model.NotFoundJob(workspace, id)
 		}
 		out = &j.Job
 		return nil
@@ -213,10 +150,10 @@ func (e *Engine) GetJob(_ context.Context, workspace, id string) (*api.Job, erro
 func (e *Engine) ListJobs(_ context.Context, workspace string) ([]api.Job, error) {
 	var out []api.Job
 	err := e.store.View(func(tx *store.Tx) error {
-		if _, err := getWorkspace(tx, workspace); err != nil {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
-		all, err := store.List[jobRecord](tx, store.Jobs, workspace+"/")
+		all, err := store.List[model.Job](tx, store.Jobs, workspace+"/")
 		for _, j := range all {
 			out = append(out, j.Job)
 		}
@@ -229,17 +166,17 @@ func (e *Engine) ListJobs(_ context.Context, workspace string) ([]api.Job, error
 // CancelJob cancels a job that has not finished; cancelling a finished job returns it as is.
 func (e *Engine) CancelJob(_ context.Context, workspace, id string) (*api.Job, error) {
 	e.mu.Lock()
-	var j jobRecord
+	var j model.Job
 	err := e.store.Update(func(tx *store.Tx) error {
 		var ok bool
-		if j, ok = getJob(tx, workspace, id); !ok {
-			return notFoundJob(workspace, id)
+		if j, ok = model.GetJob(tx, workspace, id); !ok {
+			return model.NotFoundJob(workspace, id)
 		}
 		if api.Terminal(j.Status) {
 			return nil
 		}
-		j.finish(api.JobCanceled, nil, "canceled by user", e.clock.Now().UTC())
-		return tx.Put(store.Jobs, j.key(), j)
+		j.Finish(api.JobCanceled, nil, "canceled by user", e.clock.Now().UTC())
+		return tx.Put(store.Jobs, j.Key(), j)
 	})
 	e.mu.Unlock()
 	if err != nil {
@@ -268,10 +205,10 @@ func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, of
 		}
 		return raw[offset:], int64(len(raw)), api.Terminal(j.Status), nil
 	}
-	var rec jobRecord
-	_ = e.store.View(func(tx *store.Tx) error { rec, _ = getJob(tx, workspace, id); return nil })
+	var rec model.Job
+	_ = e.store.View(func(tx *store.Tx) error { rec, _ = model.GetJob(tx, workspace, id); return nil })
 	if rank < len(j.Nodes) && (j.Status == api.JobRunning || j.Status == api.JobPreparing || api.Terminal(j.Status)) {
-		data, err := e.driver.TaskOutput(ctx, j.Nodes[rank], rec.taskKey(rank), offset)
+		data, err := e.driver.TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset)
 		if err == nil {
 			return data, offset + int64(len(data)), false, nil
 		}
@@ -284,17 +221,17 @@ func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, of
 }
 
 // startJob starts every rank of an assigned job.
-func (e *Engine) startJob(ctx context.Context, j jobRecord) {
+func (e *Engine) startJob(ctx context.Context, j model.Job) {
 	if j.MasterPort == 0 {
 		j.MasterPort = freePort()
 		e.mu.Lock()
 		_ = e.store.Update(func(tx *store.Tx) error {
-			cur, ok := getJob(tx, j.Workspace, j.ID)
+			cur, ok := model.GetJob(tx, j.Workspace, j.ID)
 			if !ok || cur.Status != api.JobPreparing {
 				return nil
 			}
 			cur.MasterPort = j.MasterPort
-			return tx.Put(store.Jobs, cur.key(), cur)
+			return tx.Put(store.Jobs, cur.Key(), cur)
 		})
 		e.mu.Unlock()
 	}
@@ -315,24 +252,24 @@ func (e *Engine) startJob(ctx context.Context, j jobRecord) {
 		env["WORLD_SIZE"] = strconv.FormatInt(j.Count, 10)
 		env["MASTER_ADDR"], env["MASTER_PORT"] = master.Address, strconv.Itoa(j.MasterPort)
 		env["MLCOMPUTE_JOB_ID"] = j.ID
-		err = e.driver.StartTask(ctx, node, driver.TaskSpec{Key: j.taskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir})
+		err = e.driver.StartTask(ctx, node, driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir})
 	}
 	if ctx.Err() != nil {
 		return
 	}
 	e.mu.Lock()
 	_ = e.store.Update(func(tx *store.Tx) error {
-		cur, ok := getJob(tx, j.Workspace, j.ID)
+		cur, ok := model.GetJob(tx, j.Workspace, j.ID)
 		if !ok || cur.Status != api.JobPreparing {
 			return nil
 		}
 		now := e.clock.Now().UTC()
 		if err != nil {
-			cur.finish(api.JobFailed, nil, fmt.Sprintf("starting the job: %v", err), now)
+			cur.Finish(api.JobFailed, nil, fmt.Sprintf("starting the job: %v", err), now)
 		} else {
 			cur.Status, cur.StartedAt = api.JobRunning, &now
 		}
-		return tx.Put(store.Jobs, cur.key(), cur)
+		return tx.Put(store.Jobs, cur.Key(), cur)
 	})
 	e.mu.Unlock()
 	if err != nil {
@@ -345,20 +282,20 @@ func (e *Engine) startJob(ctx context.Context, j jobRecord) {
 }
 
 // killJob kills every rank of a job; the ranks' exits then free their nodes.
-func (e *Engine) killJob(ctx context.Context, j jobRecord) {
+func (e *Engine) killJob(ctx context.Context, j model.Job) {
 	for rank, node := range j.Nodes {
-		if err := e.driver.KillTask(ctx, node, j.taskKey(rank)); err != nil && !driver.IsNotFound(err) {
+		if err := e.driver.KillTask(ctx, node, j.TaskKey(rank)); err != nil && !driver.IsNotFound(err) {
 			e.log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
 		}
 	}
 }
 
 // freeNodes returns a job's nodes to idle when its tasks never started.
-func (e *Engine) freeNodes(j jobRecord) {
+func (e *Engine) freeNodes(j model.Job) {
 	e.mu.Lock()
 	now := e.clock.Now().UTC()
 	for _, id := range j.Nodes {
-		_ = e.updateNode(j.ComputeKey+"/"+id, func(n *nodeRecord) bool {
+		_ = e.updateNode(j.ComputeKey+"/"+id, func(n *model.Node) bool {
 			if n.JobID != j.ID {
 				return false
 			}
@@ -376,16 +313,16 @@ func (e *Engine) freeNodes(j jobRecord) {
 // taskExited saves a rank's output, frees its node and finishes the job when it is done.
 // Exits of an earlier attempt (the job was preempted and requeued) only free their node.
 func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) {
-	jobID, attempt, rank, ok := parseTaskKey(task)
+	jobID, attempt, rank, ok := model.ParseTaskKey(task)
 	if !ok {
 		return
 	}
-	var j jobRecord
+	var j model.Job
 	var found bool
 	_ = e.store.View(func(tx *store.Tx) error {
 		n, ok := e.nodeByID(tx, nodeID)
 		if ok {
-			j, found = getJob(tx, workspaceOf(n.Compute), jobID)
+			j, found = model.GetJob(tx, model.WorkspaceOf(n.Compute), jobID)
 		}
 		return nil
 	})
@@ -404,7 +341,7 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 	e.mu.Lock()
 	now := e.clock.Now().UTC()
 	_ = e.store.Update(func(tx *store.Tx) error {
-		cur, ok := getJob(tx, j.Workspace, jobID)
+		cur, ok := model.GetJob(tx, j.Workspace, jobID)
 		if !ok {
 			return nil
 		}
@@ -418,20 +355,20 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 					switch {
 					case code != 0:
 						c := code
-						cur.finish(api.JobFailed, &c, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
+						cur.Finish(api.JobFailed, &c, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
 						kill = true
 					case int64(len(cur.RankExits)) == cur.Count:
 						c := 0
-						cur.finish(api.JobCompleted, &c, "", now)
+						cur.Finish(api.JobCompleted, &c, "", now)
 					}
 				}
-				if err := tx.Put(store.Jobs, cur.key(), cur); err != nil {
+				if err := tx.Put(store.Jobs, cur.Key(), cur); err != nil {
 					return err
 				}
 			}
 		}
 		j = cur
-		var n nodeRecord
+		var n model.Node
 		if ok, err := tx.Get(store.Nodes, cur.ComputeKey+"/"+nodeID, &n); err != nil || !ok || n.Task != task {
 			return err
 		}
@@ -439,7 +376,7 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 		if n.State == api.NodeRunning {
 			n.State, n.IdleSince = api.NodeIdle, now
 		}
-		return tx.Put(store.Nodes, n.key(), n)
+		return tx.Put(store.Nodes, n.Key(), n)
 	})
 	e.mu.Unlock()
 	if kill {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/mux"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 )
 
@@ -65,7 +66,7 @@ func (e *Engine) settleManual(ctx context.Context) {
 
 var errNotStarted = errors.New("engine not started")
 
-func nodeIdleTimer(n nodeRecord) runtime.Timer {
+func nodeIdleTimer(n model.Node) runtime.Timer {
 	return runtime.Timer{Kind: runtime.NodeIdle, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}
 }
 

@@ -7,14 +7,10 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
-
-// idempotencyRecord remembers which object a create call with a given key made.
-type idempotencyRecord struct {
-	ID string `json:"id"`
-}
 
 // CreateWorkspace creates a workspace. A retry with the same idempotency key returns the
 // workspace the first attempt created; any other create of a taken name is a conflict.
@@ -30,7 +26,7 @@ func (e *Engine) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idem
 
 	var out api.Workspace
 	err := e.store.Update(func(tx *store.Tx) error {
-		if done, err := replayed(tx, idempotencyKey, api.WorkspaceID(spec.Name)); done || err != nil {
+		if done, err := model.Replayed(tx, idempotencyKey, api.WorkspaceID(spec.Name)); done || err != nil {
 			if done {
 				_, err = tx.Get(store.Workspaces, spec.Name, &out)
 			}
@@ -55,7 +51,7 @@ func (e *Engine) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idem
 		if err := tx.Put(store.Workspaces, spec.Name, out); err != nil {
 			return err
 		}
-		return remember(tx, idempotencyKey, out.ID)
+		return model.Remember(tx, idempotencyKey, out.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -70,7 +66,7 @@ func (e *Engine) GetWorkspace(_ context.Context, name string) (*api.Workspace, e
 	err := e.store.View(func(tx *store.Tx) error {
 		ok, err := tx.Get(store.Workspaces, name, &ws)
 		if err == nil && !ok {
-			return notFoundWorkspace(name)
+			return model.NotFoundWorkspace(name)
 		}
 		return err
 	})
@@ -105,7 +101,7 @@ func (e *Engine) UpdateWorkspace(_ context.Context, name string, upd api.Workspa
 			return err
 		}
 		if !ok {
-			return notFoundWorkspace(name)
+			return model.NotFoundWorkspace(name)
 		}
 		ws.Description, ws.Tags, ws.Quotas = upd.Description, upd.Tags, upd.Quotas
 		return tx.Put(store.Workspaces, name, ws)
@@ -124,7 +120,7 @@ func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) e
 	var computes, endpoints []string
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
-		if _, err := getWorkspace(tx, name); err != nil {
+		if _, err := model.GetWorkspace(tx, name); err != nil {
 			return err
 		}
 		held := heldBy(tx, name)
@@ -133,12 +129,12 @@ func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) e
 				"workspace %q still holds %s; delete them first, or set force_destroy = true to delete them with the workspace",
 				name, strings.Join(held, ", "))
 		}
-		recs, err := store.List[computeRecord](tx, store.Computes, name+"/")
+		recs, err := store.List[model.Compute](tx, store.Computes, name+"/")
 		for _, rec := range recs {
-			computes = append(computes, rec.key())
+			computes = append(computes, rec.Key())
 			if !rec.Deleting {
 				rec.Deleting = true
-				if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
+				if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
 					return err
 				}
 			}
@@ -146,12 +142,12 @@ func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) e
 		if err != nil {
 			return err
 		}
-		eps, err := store.List[endpointRecord](tx, store.Endpoints, name+"/")
+		eps, err := store.List[model.Endpoint](tx, store.Endpoints, name+"/")
 		for _, rec := range eps {
-			endpoints = append(endpoints, rec.key())
+			endpoints = append(endpoints, rec.Key())
 			if !rec.Deleting {
 				rec.Deleting = true
-				if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
+				if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
 					return err
 				}
 			}
@@ -208,8 +204,4 @@ func EffectiveQuota(ws *api.Workspace, family string) int64 {
 		return f.DefaultQuota
 	}
 	return 0
-}
-
-func notFoundWorkspace(name string) error {
-	return api.Errorf(api.CodeNotFound, "", "workspace %q not found", name)
 }
