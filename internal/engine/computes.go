@@ -341,36 +341,12 @@ func (e *Engine) DeleteCompute(ctx context.Context, workspace, name string) erro
 
 // waitDeleted kicks the computes and waits until their records are gone.
 func (e *Engine) waitDeleted(ctx context.Context, keys []string) error {
-	chans := make([]chan struct{}, len(keys))
-	e.waitMu.Lock()
+	objs := make([]runtime.Key, len(keys))
 	for i, k := range keys {
-		chans[i] = make(chan struct{})
-		e.waiters[runtime.ComputeKey(k)] = append(e.waiters[runtime.ComputeKey(k)], chans[i])
+		objs[i] = runtime.ComputeKey(k)
 	}
-	e.waitMu.Unlock()
-	for _, k := range keys {
-		e.kick(k)
-	}
-	e.settleManual(ctx)
-	for i, ch := range chans {
-		if gone(ch) {
-			continue
-		}
-		select {
-		case <-ch:
-		case <-e.waitDone(ctx):
-			return api.Errorf(api.CodeUnavailable, "", "compute %s is still releasing its nodes; the delete goes on in the background, try again to wait for it", keys[i])
-		}
+	if k, ok := e.loop.AwaitDeleted(ctx, objs); !ok {
+		return api.Errorf(api.CodeUnavailable, "", "compute %s is still releasing its nodes; the delete goes on in the background, try again to wait for it", k.Name)
 	}
 	return nil
-}
-
-// notifyGone wakes the callers waiting for a compute's or an endpoint's deletion.
-func (e *Engine) notifyGone(key runtime.Key) {
-	e.waitMu.Lock()
-	for _, ch := range e.waiters[key] {
-		close(ch)
-	}
-	delete(e.waiters, key)
-	e.waitMu.Unlock()
 }

@@ -41,7 +41,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.ctx = ctx
 	e.driver = e.withAttached(ctx, e.driver)
-	e.loop = e.newLoop()
+	e.watchDriver()
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("recovering after restart: %w", err)
 	}
@@ -227,7 +227,7 @@ func (e *Engine) reconcileComputeOnce(ctx context.Context, key string) error {
 	if gone {
 		e.quota.Delete(key)
 		e.log.Info("compute deleted", "compute", key)
-		e.notifyGone(runtime.ComputeKey(key))
+		e.loop.Deleted(runtime.ComputeKey(key))
 		return nil
 	}
 	e.act(adm)

@@ -156,7 +156,7 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		}
 		if !rec.Deleting || gone {
 			// Also when it was already gone: a delete that came late still returns.
-			e.notifyGone(runtime.EndpointKey(key))
+			e.loop.Deleted(runtime.EndpointKey(key))
 		}
 	}
 	for _, in := range toStart {

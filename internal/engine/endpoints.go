@@ -235,26 +235,12 @@ func (e *Engine) DeleteEndpoint(ctx context.Context, workspace, name string) err
 
 // waitEndpointsDeleted kicks the endpoints and waits until their records are gone.
 func (e *Engine) waitEndpointsDeleted(ctx context.Context, keys []string) error {
-	chans := make([]chan struct{}, len(keys))
-	e.waitMu.Lock()
+	objs := make([]runtime.Key, len(keys))
 	for i, k := range keys {
-		chans[i] = make(chan struct{})
-		e.waiters[runtime.EndpointKey(k)] = append(e.waiters[runtime.EndpointKey(k)], chans[i])
+		objs[i] = runtime.EndpointKey(k)
 	}
-	e.waitMu.Unlock()
-	for _, k := range keys {
-		e.kickEndpoint(k)
-	}
-	e.settleManual(ctx)
-	for i, ch := range chans {
-		if gone(ch) {
-			continue
-		}
-		select {
-		case <-ch:
-		case <-e.waitDone(ctx):
-			return api.Errorf(api.CodeUnavailable, "", "online endpoint %s is still stopping its instances; the delete goes on in the background, try again to wait for it", keys[i])
-		}
+	if k, ok := e.loop.AwaitDeleted(ctx, objs); !ok {
+		return api.Errorf(api.CodeUnavailable, "", "online endpoint %s is still stopping its instances; the delete goes on in the background, try again to wait for it", k.Name)
 	}
 	return nil
 }

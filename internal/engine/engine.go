@@ -84,10 +84,6 @@ type Engine struct {
 	manual bool
 	newID  func(prefix string) string
 
-	// waitMu guards the delete waiters.
-	waitMu  sync.Mutex
-	waiters map[runtime.Key][]chan struct{}
-
 	// ep is the online endpoints' runtime (endpoint_runtime.go).
 	ep *endpointRuntime
 }
@@ -129,11 +125,11 @@ func New(cfg Config) (*Engine, error) {
 		ctx:             context.Background(),
 		backoff:         map[string]time.Time{},
 		releasing:       map[string]bool{},
-		waiters:         map[runtime.Key][]chan struct{}{},
 		manual:          cfg.Manual,
 		newID:           cfg.NewID,
 		quota:           model.NewQuotaIndex(),
 	}
+	e.loop = e.newLoop()
 	if err := e.loadQuotaIndex(); err != nil {
 		return nil, fmt.Errorf("indexing computes: %w", err)
 	}
