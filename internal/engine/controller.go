@@ -29,9 +29,6 @@ import (
 // whatever min_node_count or a job asks for.
 const maxNodesPerPass = 64
 
-// createBackoff bounds how often a compute whose nodes fail to start retries.
-const createBackoff = 5 * time.Second
-
 // Start adopts what a previous run left (live nodes and their tasks), releases orphans,
 // and then, unless the engine is manual, runs the work loop until ctx ends. A manual
 // engine does nothing until Settle.
@@ -42,6 +39,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.ctx = ctx
 	e.driver = e.withAttached(ctx, e.driver)
 	e.watchDriver()
+	e.endpoints.Start(ctx, e.driver)
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("recovering after restart: %w", err)
 	}
@@ -281,7 +279,7 @@ func (e *Engine) createNode(ctx context.Context, n model.Node, size catalog.Size
 	now := e.clock.Now().UTC()
 	if err != nil {
 		e.log.Error("node failed to start", "node", n.Key(), "error", err)
-		e.backoff[n.Compute] = now.Add(createBackoff)
+		e.backoff[n.Compute] = now.Add(runtime.RetryAfter)
 	} else {
 		delete(e.backoff, n.Compute)
 	}
@@ -368,7 +366,7 @@ func (e *Engine) terminateOnce(ctx context.Context, n model.Node, doing string, 
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Error(doing+" node failed; will retry", "node", n.Key(), "error", err)
-				e.loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}, e.clock.Now().Add(createBackoff))
+				e.loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}, e.clock.Now().Add(runtime.RetryAfter))
 			}
 			return
 		}
@@ -390,7 +388,7 @@ func (e *Engine) updateNode(key string, f func(*model.Node) bool) error {
 
 // onEvent applies one driver event.
 func (e *Engine) onEvent(ctx context.Context, ev driver.Event) {
-	if e.endpointEvent(ctx, ev) {
+	if e.endpoints.HandleEvent(ctx, ev) {
 		return
 	}
 	switch ev.Kind {
@@ -542,7 +540,7 @@ func (e *Engine) recover(ctx context.Context) error {
 			})
 		}
 	}
-	for _, id := range e.endpointNodeIDs() {
+	for _, id := range e.endpoints.NodeIDs() {
 		known[id] = true
 	}
 	orphans, err := e.driver.List(ctx, "")
@@ -574,7 +572,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	for _, c := range computes {
 		e.kick(c.Key())
 	}
-	e.recoverEndpoints(ctx)
+	e.endpoints.Recover(ctx)
 	return nil
 }
 

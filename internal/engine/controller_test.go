@@ -16,6 +16,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -557,7 +558,7 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 	got := r.job("lab", j.ID)
 	r.drv.FinishTask(got.Nodes[0], r.task("lab", j.ID, 0), 0)
 	r.eventually("first terminate attempted", func() bool { return len(r.drv.CallsTo("Terminate")) >= 1 })
-	r.clk.Step(createBackoff)
+	r.clk.Step(runtime.RetryAfter)
 	r.eventually("node released on retry", func() bool {
 		return len(r.drv.Nodes()) == 0 && len(r.compute("lab", "cpu").Nodes) == 0
 	})
@@ -578,7 +579,7 @@ func TestFailedPreemptionIsRetried(t *testing.T) {
 	if s := r.job("lab", j.ID).Status; s != api.JobQueued {
 		t.Fatalf("prod job %s while the preempted node still holds the capacity; want Queued", s)
 	}
-	r.clk.Step(createBackoff)
+	r.clk.Step(runtime.RetryAfter)
 	r.eventually("prod job running after the retry", r.status("lab", j.ID, api.JobRunning))
 	if c := r.compute("lab", "spot"); c.NodeStateCounts.Preempted != 1 {
 		t.Fatalf("spot counts %+v; want one preempted node", c.NodeStateCounts)

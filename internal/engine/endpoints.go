@@ -2,348 +2,69 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"maps"
-	"slices"
-	"strings"
+	"net"
+	"net/http"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// Online endpoints: this file holds the records and the API operations. The runtime that
-// turns a record into running instances (and the scoring router's table) lives in
-// endpoint_runtime.go (probes in endpoint_probes.go, events and adoption in
-// endpoint_events.go); the scoring listener and AML tokens in endpoint_scoring.go.
+// The online endpoints' API, served by package controllers/endpoints.
 
-// endpointDirtyKey is an endpoint's key in the controller's work set; the prefix keeps it
-// apart from a compute of the same name.
+// Prober runs one HTTP probe of an endpoint instance (tests give a fake one).
+type Prober = endpoints.Prober
 
-func (e *Engine) kickEndpoint(key string) { e.loop.Mark(runtime.EndpointKey(key)) }
+// TokenLifetime is how long an aml_token is valid.
+const TokenLifetime = endpoints.TokenLifetime
 
-// CreateEndpoint creates an online endpoint and starts its deployments. Idempotent under
-// the key like CreateCompute.
-func (e *Engine) CreateEndpoint(_ context.Context, workspace string, spec api.EndpointSpec, idempotencyKey string) (*api.Endpoint, error) {
-	if err := validation.Endpoint(spec); err != nil {
-		return nil, err
-	}
-	deployments, err := e.deploymentRecords(spec.Deployments, nil)
-	if err != nil {
-		return nil, err
-	}
-	if spec.AuthMode == "" {
-		spec.AuthMode = api.AuthModeKey
-	}
-	rec := model.Endpoint{
-		Workspace: workspace, Name: spec.Name, AuthMode: spec.AuthMode, Description: spec.Description,
-		Tags: spec.Tags, Deployments: deployments, Traffic: spec.Traffic, MirrorTraffic: spec.MirrorTraffic,
-		Keys:      api.EndpointKeys{PrimaryKey: newKey(), SecondaryKey: newKey()},
-		CreatedOn: e.clock.Now().UTC(),
-	}
-	id := api.EndpointID(workspace, spec.Name)
-	e.mu.Lock()
-	err = e.store.Update(func(tx *store.Tx) error {
-		if _, err := model.GetWorkspace(tx, workspace); err != nil {
-			return err
-		}
-		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
-			return err
-		}
-		if ok, err := tx.Get(store.Endpoints, rec.Key(), &model.Endpoint{}); err != nil {
-			return err
-		} else if ok {
-			return api.Errorf(api.CodeConflict, "name", "online endpoint %q already exists in workspace %q; to manage it with Terraform, import it: terraform import mlcompute_online_endpoint.<name> %s", spec.Name, workspace, id)
-		}
-		// Scoring URIs are /{endpoint}/score on the engine's one scoring listener, so an
-		// endpoint name is unique across workspaces, as it is within an Azure region.
-		for _, k := range tx.Keys(store.Endpoints, "") {
-			if model.NameOf(k) == spec.Name {
-				return api.Errorf(api.CodeConflict, "name", "online endpoint name %q is taken by workspace %q; endpoint names are unique across the engine because they form the scoring URI", spec.Name, model.WorkspaceOf(k))
-			}
-		}
-		if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
-			return err
-		}
-		return model.Remember(tx, idempotencyKey, id)
-	})
-	e.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	e.log.Info("online endpoint created", "endpoint", rec.Key(), "deployments", slices.Sorted(maps.Keys(rec.Deployments)))
-	e.kickEndpoint(rec.Key())
-	return e.GetEndpoint(context.Background(), workspace, spec.Name)
+func (e *Engine) CreateEndpoint(ctx context.Context, workspace string, spec api.EndpointSpec, idempotencyKey string) (*api.Endpoint, error) {
+	return e.endpoints.CreateEndpoint(ctx, workspace, spec, idempotencyKey)
 }
 
-// deploymentRecords validates snapshots, fills defaults and canonical sizes, and carries
-// generations over from the previous deployments: a deployment whose processes must change
-// gets the next generation, which rolls it out.
-func (e *Engine) deploymentRecords(specs map[string]api.DeploymentSpec, prev map[string]model.Deployment) (map[string]model.Deployment, error) {
-	out := make(map[string]model.Deployment, len(specs))
-	for _, name := range slices.Sorted(maps.Keys(specs)) {
-		d := specs[name]
-		size, err := validation.VMSize("deployments."+name+".instance_type", d.InstanceType, catalog.OnlineDeployment)
-		if err != nil {
-			return nil, err
-		}
-		d.InstanceType = size.Name
-		if d.SnapshotID != "" && e.snapshots != nil {
-			if _, err := e.snapshots.Path(d.SnapshotID); err != nil {
-				return nil, api.Errorf(api.CodeInvalid, "deployments."+name+".snapshot_id", "code snapshot %q is not known to this engine; upload the code_path first", d.SnapshotID)
-			}
-		}
-		validation.DefaultDeployment(&d)
-		rec := model.Deployment{Spec: d, Generation: 1}
-		if old, ok := prev[name]; ok {
-			rec.Generation, rec.Error = old.Generation, old.Error
-			if needsRollout(old.Spec, d) {
-				rec.Generation, rec.Error = old.Generation+1, ""
-			}
-		}
-		out[name] = rec
-	}
-	return out, nil
+func (e *Engine) UpdateEndpoint(ctx context.Context, workspace, name string, upd api.EndpointUpdate) (*api.Endpoint, error) {
+	return e.endpoints.UpdateEndpoint(ctx, workspace, name, upd)
 }
 
-// needsRollout reports whether a deployment's change needs new processes. Request settings
-// and probes are applied by the engine and router to running instances; instance_count is
-// met by adding or draining instances.
-func needsRollout(old, cur api.DeploymentSpec) bool {
-	return old.InstanceType != cur.InstanceType || old.SnapshotID != cur.SnapshotID ||
-		!slices.Equal(old.Command, cur.Command) || !maps.Equal(old.EnvironmentVariables, cur.EnvironmentVariables)
+func (e *Engine) GetEndpoint(ctx context.Context, workspace, name string) (*api.Endpoint, error) {
+	return e.endpoints.GetEndpoint(ctx, workspace, name)
 }
 
-// UpdateEndpoint replaces an endpoint's mutable fields. Changed deployments roll out:
-// their new instances start and pass readiness before the old ones stop taking traffic,
-// and a new split applies only once the deployments it sends to have rolled out.
-func (e *Engine) UpdateEndpoint(_ context.Context, workspace, name string, upd api.EndpointUpdate) (*api.Endpoint, error) {
-	if err := validation.EndpointUpdate(upd); err != nil {
-		return nil, err
-	}
-	if upd.AuthMode == "" {
-		upd.AuthMode = api.AuthModeKey
-	}
-	e.mu.Lock()
-	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := model.GetEndpoint(tx, workspace, name)
-		if err != nil {
-			return err
-		}
-		if rec.Deleting {
-			return api.Errorf(api.CodeConflict, "", "online endpoint %q is being deleted", name)
-		}
-		// A retiring deployment declared again continues from its generation.
-		prev := maps.Clone(rec.Retiring)
-		if prev == nil {
-			prev = map[string]model.Deployment{}
-		}
-		maps.Copy(prev, rec.Deployments)
-		deployments, err := e.deploymentRecords(upd.Deployments, prev)
-		if err != nil {
-			return err
-		}
-		for name, d := range prev {
-			if _, kept := deployments[name]; !kept && rec.LiveTraffic[name] > 0 {
-				if rec.Retiring == nil {
-					rec.Retiring = map[string]model.Deployment{}
-				}
-				rec.Retiring[name] = d
-			} else {
-				delete(rec.Retiring, name)
-			}
-		}
-		rec.AuthMode, rec.Description, rec.Tags = upd.AuthMode, upd.Description, upd.Tags
-		rec.Deployments, rec.Traffic, rec.MirrorTraffic = deployments, upd.Traffic, upd.MirrorTraffic
-		rec.MoveTraffic()
-		// Auth and request settings apply when the call returns, and so does the split
-		// when the deployments it sends to are rolled out already; otherwise it moves once
-		// they are. The router gets them before the commit, as in reconcileEndpoint.
-		e.pushRouter(rec)
-		return tx.Put(store.Endpoints, rec.Key(), rec)
-	})
-	if err != nil {
-		e.syncRouter(workspace + "/" + name)
-	}
-	e.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	e.log.Info("online endpoint updated", "endpoint", workspace+"/"+name)
-	e.kickEndpoint(workspace + "/" + name)
-	return e.GetEndpoint(context.Background(), workspace, name)
+func (e *Engine) ListEndpoints(ctx context.Context, workspace string) ([]api.Endpoint, error) {
+	return e.endpoints.ListEndpoints(ctx, workspace)
 }
 
-// GetEndpoint returns an endpoint with its deployments' instances.
-func (e *Engine) GetEndpoint(_ context.Context, workspace, name string) (*api.Endpoint, error) {
-	var out *api.Endpoint
-	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := model.GetEndpoint(tx, workspace, name)
-		if err != nil {
-			return err
-		}
-		ep := e.describeEndpoint(rec)
-		out = &ep
-		return nil
-	})
-	return out, err
-}
-
-// ListEndpoints returns a workspace's endpoints, sorted by name.
-func (e *Engine) ListEndpoints(_ context.Context, workspace string) ([]api.Endpoint, error) {
-	var out []api.Endpoint
-	err := e.store.View(func(tx *store.Tx) error {
-		if _, err := model.GetWorkspace(tx, workspace); err != nil {
-			return err
-		}
-		recs, err := store.List[model.Endpoint](tx, store.Endpoints, workspace+"/")
-		for _, rec := range recs {
-			out = append(out, e.describeEndpoint(rec))
-		}
-		return err
-	})
-	slices.SortFunc(out, func(a, b api.Endpoint) int { return strings.Compare(a.Name, b.Name) })
-	return out, err
-}
-
-// DeleteEndpoint stops taking requests for the endpoint, terminates every instance and
-// deletes it. It returns once every instance is confirmed gone, or with an unavailable
-// error when ctx ends first (the delete goes on, and resumes after an engine restart).
 func (e *Engine) DeleteEndpoint(ctx context.Context, workspace, name string) error {
-	key := workspace + "/" + name
-	e.mu.Lock()
-	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := model.GetEndpoint(tx, workspace, name)
-		if err != nil || rec.Deleting {
-			return err
-		}
-		rec.Deleting = true
-		return tx.Put(store.Endpoints, key, rec)
-	})
-	e.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	e.log.Info("online endpoint deleting", "endpoint", key)
-	return e.waitEndpointsDeleted(ctx, []string{key})
+	return e.endpoints.DeleteEndpoint(ctx, workspace, name)
 }
 
-// waitEndpointsDeleted kicks the endpoints and waits until their records are gone.
-func (e *Engine) waitEndpointsDeleted(ctx context.Context, keys []string) error {
-	objs := make([]runtime.Key, len(keys))
-	for i, k := range keys {
-		objs[i] = runtime.EndpointKey(k)
-	}
-	if k, ok := e.loop.AwaitDeleted(ctx, objs); !ok {
-		return api.Errorf(api.CodeUnavailable, "", "online endpoint %s is still stopping its instances; the delete goes on in the background, try again to wait for it", k.Name)
-	}
-	return nil
+func (e *Engine) GetEndpointKeys(ctx context.Context, workspace, name string) (*api.EndpointKeys, error) {
+	return e.endpoints.GetEndpointKeys(ctx, workspace, name)
 }
 
-// GetEndpointKeys returns an endpoint's keys.
-func (e *Engine) GetEndpointKeys(_ context.Context, workspace, name string) (*api.EndpointKeys, error) {
-	var keys api.EndpointKeys
-	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := model.GetEndpoint(tx, workspace, name)
-		keys = rec.Keys
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &keys, nil
+func (e *Engine) RegenerateEndpointKeys(ctx context.Context, workspace, name, keyType string) (*api.EndpointKeys, error) {
+	return e.endpoints.RegenerateEndpointKeys(ctx, workspace, name, keyType)
 }
 
-// RegenerateEndpointKeys replaces one key; the other keeps working, so clients can move
-// to the new key without downtime.
-func (e *Engine) RegenerateEndpointKeys(_ context.Context, workspace, name, keyType string) (*api.EndpointKeys, error) {
-	if err := validation.KeyType(keyType); err != nil {
-		return nil, err
-	}
-	var keys api.EndpointKeys
-	e.mu.Lock()
-	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := model.GetEndpoint(tx, workspace, name)
-		if err != nil {
-			return err
-		}
-		if keyType == api.KeyPrimary {
-			rec.Keys.PrimaryKey = newKey()
-		} else {
-			rec.Keys.SecondaryKey = newKey()
-		}
-		keys = rec.Keys
-		if !rec.Deleting {
-			// The old key stops working when the call returns. The router gets the new one
-			// before the commit, as in reconcileEndpoint.
-			e.pushRouter(rec)
-		}
-		return tx.Put(store.Endpoints, rec.Key(), rec)
-	})
-	if err != nil {
-		e.syncRouter(workspace + "/" + name)
-	}
-	e.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	e.log.Info("online endpoint key regenerated", "endpoint", workspace+"/"+name, "key_type", keyType)
-	e.kickEndpoint(workspace + "/" + name)
-	return &keys, nil
+func (e *Engine) GetEndpointToken(ctx context.Context, workspace, name string) (*api.EndpointToken, error) {
+	return e.endpoints.GetEndpointToken(ctx, workspace, name)
 }
 
-// newKey is a 32-byte random key, base64url without padding (43 characters).
-func newKey() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
+// SetProber replaces the HTTP probe of endpoint instances.
+func (e *Engine) SetProber(p Prober) { e.endpoints.SetProber(p) }
+
+// ScoringHandler is the scoring router.
+func (e *Engine) ScoringHandler() http.Handler { return e.endpoints.ScoringHandler() }
+
+// ScoringStats returns the router's counters of an endpoint's deployments.
+func (e *Engine) ScoringStats(endpoint string) map[string]router.DeploymentStats {
+	return e.endpoints.ScoringStats(endpoint)
 }
 
-// describeEndpoint is an endpoint as the API shows it.
-func (e *Engine) describeEndpoint(rec model.Endpoint) api.Endpoint {
-	out := api.Endpoint{
-		ID: api.EndpointID(rec.Workspace, rec.Name), Workspace: rec.Workspace, Name: rec.Name,
-		AuthMode: rec.AuthMode, Description: rec.Description, Tags: rec.Tags,
-		Traffic: rec.Traffic, MirrorTraffic: rec.MirrorTraffic, LiveTraffic: rec.LiveTraffic, CreatedOn: rec.CreatedOn,
-		Deployments: map[string]api.Deployment{},
-	}
-	if base := e.scoringBase(); base != "" {
-		out.ScoringURI = base + router.ScoringPath(rec.Name)
-	}
-	var errs []string
-	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
-		d := rec.Deployments[name]
-		ad := api.Deployment{DeploymentSpec: d.Spec, Generation: d.Generation, Instances: []api.EndpointInstance{}}
-		for _, in := range rec.Instances {
-			if in.Deployment != name {
-				continue
-			}
-			ad.Instances = append(ad.Instances, api.EndpointInstance{ID: in.ID, State: in.State, Generation: in.Generation, Restarts: in.Restarts, StartedAt: in.StartedAt})
-			if in.Generation == d.Generation && in.State == api.EndpointInstanceReady {
-				ad.ReadyInstances++
-			}
-		}
-		out.Deployments[name] = ad
-		if d.Error != "" {
-			errs = append(errs, "deployment "+name+": "+d.Error)
-		}
-	}
-	switch {
-	case rec.Deleting:
-		out.ProvisioningState = api.ProvisioningDeleting
-	case len(errs) > 0:
-		out.ProvisioningState, out.Error = api.ProvisioningFailed, strings.Join(errs, "; ")
-	case !rec.Provisioned:
-		out.ProvisioningState = api.ProvisioningCreating
-	case !rec.Settled():
-		out.ProvisioningState = api.ProvisioningUpdating
-	default:
-		out.ProvisioningState = api.ProvisioningSucceeded
-	}
-	return out
+// CloseScoring stops the router's background work.
+func (e *Engine) CloseScoring() { e.endpoints.CloseScoring() }
+
+// ListenScoring opens the scoring listener (see controllers/endpoints).
+func (e *Engine) ListenScoring(addr string) (net.Listener, error) {
+	return e.endpoints.ListenScoring(addr)
 }

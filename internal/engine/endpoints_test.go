@@ -619,18 +619,18 @@ func TestEndpointKeysAndTokens(t *testing.T) {
 	if !tok.ExpiresOn.Equal(r.clk.Now().Add(time.Hour).Truncate(time.Second)) {
 		t.Fatalf("expires %s", tok.ExpiresOn)
 	}
-	if !r.e.verifyToken("wsp", "scorer", tok.AccessToken) {
+	if !r.e.endpoints.VerifyToken("wsp", "scorer", tok.AccessToken) {
 		t.Fatal("a fresh token does not verify")
 	}
-	if r.e.verifyToken("other", "scorer", tok.AccessToken) {
+	if r.e.endpoints.VerifyToken("other", "scorer", tok.AccessToken) {
 		t.Fatal("a token verifies for another endpoint")
 	}
 	payload, mac, _ := strings.Cut(tok.AccessToken, ".")
-	if r.e.verifyToken("wsp", "scorer", payload+"x."+mac) || r.e.verifyToken("wsp", "scorer", "") {
+	if r.e.endpoints.VerifyToken("wsp", "scorer", payload+"x."+mac) || r.e.endpoints.VerifyToken("wsp", "scorer", "") {
 		t.Fatal("a forged token verifies")
 	}
 	r.clk.Step(time.Hour)
-	if r.e.verifyToken("wsp", "scorer", tok.AccessToken) {
+	if r.e.endpoints.VerifyToken("wsp", "scorer", tok.AccessToken) {
 		t.Fatal("an expired token verifies")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -37,7 +38,7 @@ type Config struct {
 	// Driver brings nodes up and down; required for computes (Start fails without one).
 	Driver driver.Driver
 	// Snapshots keeps uploaded code snapshots for jobs.
-	Snapshots SnapshotStore
+	Snapshots model.SnapshotStore
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
 	// NewID makes node and instance IDs ("<prefix>-<unique>"); the default draws them from
@@ -63,7 +64,7 @@ type Engine struct {
 	startedAt   time.Time
 
 	driver    driver.Driver
-	snapshots SnapshotStore
+	snapshots model.SnapshotStore
 	capacity  int64
 	// minIdleShutdown is the engine's idle-shutdown policy minimum.
 	minIdleShutdown time.Duration
@@ -84,8 +85,8 @@ type Engine struct {
 	manual bool
 	newID  func(prefix string) string
 
-	// ep is the online endpoints' runtime (endpoint_runtime.go).
-	ep *endpointRuntime
+	// endpoints runs online endpoints (package controllers/endpoints).
+	endpoints *endpoints.Controller
 }
 
 // New builds an engine.
@@ -133,7 +134,10 @@ func New(cfg Config) (*Engine, error) {
 	if err := e.loadQuotaIndex(); err != nil {
 		return nil, fmt.Errorf("indexing computes: %w", err)
 	}
-	e.ep = newEndpointRuntime(e)
+	e.endpoints = endpoints.New(endpoints.Config{
+		Store: e.store, Clock: e.clock, Logger: e.log, Loop: e.loop, Snapshots: e.snapshots, NewID: e.newID,
+	})
+	e.loop.Handle(runtime.Endpoint, e.endpoints.Reconcile)
 	return e, nil
 }
 
@@ -146,7 +150,7 @@ func (e *Engine) Status() api.Status {
 		Locations:   append([]string(nil), e.locations...),
 		DataDir:     e.dataDir,
 		StartedAt:   e.startedAt,
-		ScoringURL:  e.scoringBase(),
+		ScoringURL:  e.endpoints.ScoringBase(),
 	}
 }
 

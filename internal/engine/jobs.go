@@ -19,12 +19,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// SnapshotStore keeps uploaded code snapshots, content-addressed.
-type SnapshotStore interface {
-	Put(r io.Reader) (id string, err error)
-	Path(id string) (string, error)
-}
-
 // SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
 func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
 	if len(spec.Command) == 0 {

@@ -15,7 +15,6 @@ import (
 func (e *Engine) newLoop() *runtime.Loop {
 	l := runtime.New(runtime.Config{Clock: e.clock, Manual: e.manual, OnTimer: e.onTimer})
 	l.Handle(runtime.Compute, e.reconcileCompute)
-	l.Handle(runtime.Endpoint, e.reconcileEndpoint)
 	return l
 }
 
@@ -35,7 +34,7 @@ func (e *Engine) watchDriver() {
 // onTimer runs a probe when a probe timer fires, and reconciles the timer's object otherwise.
 func (e *Engine) onTimer(_ context.Context, t runtime.Timer) {
 	if t.Kind == runtime.Probe {
-		e.runProbe(t.Object.Name, t.Sub)
+		e.endpoints.RunProbe(t.Object.Name, t.Sub)
 		return
 	}
 	e.loop.Mark(t.Object)
@@ -57,12 +56,4 @@ func nodeIdleTimer(n model.Node) runtime.Timer {
 
 func instanceTimer(kind runtime.TimerKind, computeKey string) runtime.Timer {
 	return runtime.Timer{Kind: kind, Object: runtime.ComputeKey(computeKey)}
-}
-
-func endpointStepTimer(endpointKey, instanceID string) runtime.Timer {
-	return runtime.Timer{Kind: runtime.EndpointStep, Object: runtime.EndpointKey(endpointKey), Sub: instanceID}
-}
-
-func probeTimer(instanceID, probe string) runtime.Timer {
-	return runtime.Timer{Kind: runtime.Probe, Object: runtime.Key{Kind: runtime.EndpointInstance, Name: instanceID}, Sub: probe}
 }

@@ -117,7 +117,7 @@ func (e *Engine) UpdateWorkspace(_ context.Context, name string, upd api.Workspa
 // holds computes or endpoints, and lists them; with force it deletes them first (releasing
 // every node) and then the workspace. Deleting a missing workspace is not_found.
 func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) error {
-	var computes, endpoints []string
+	var computes []string
 	e.mu.Lock()
 	err := e.store.Update(func(tx *store.Tx) error {
 		if _, err := model.GetWorkspace(tx, name); err != nil {
@@ -139,19 +139,6 @@ func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) e
 				}
 			}
 		}
-		if err != nil {
-			return err
-		}
-		eps, err := store.List[model.Endpoint](tx, store.Endpoints, name+"/")
-		for _, rec := range eps {
-			endpoints = append(endpoints, rec.Key())
-			if !rec.Deleting {
-				rec.Deleting = true
-				if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
-					return err
-				}
-			}
-		}
 		return err
 	})
 	e.mu.Unlock()
@@ -161,7 +148,7 @@ func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) e
 	if err := e.waitDeleted(ctx, computes); err != nil {
 		return err
 	}
-	if err := e.waitEndpointsDeleted(ctx, endpoints); err != nil {
+	if err := e.endpoints.DeleteWorkspace(ctx, name); err != nil {
 		return err
 	}
 	e.mu.Lock()

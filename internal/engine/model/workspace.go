@@ -1,6 +1,7 @@
 package model
 
 import (
+	"io"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -18,4 +19,10 @@ func NotFoundWorkspace(name string) error {
 func WorkspaceOf(computeKey string) string {
 	ws, _, _ := strings.Cut(computeKey, "/")
 	return ws
+}
+
+// SnapshotStore keeps uploaded code snapshots, content-addressed.
+type SnapshotStore interface {
+	Put(r io.Reader) (id string, err error)
+	Path(id string) (string, error)
 }

@@ -105,6 +105,10 @@ func CompareTimers(a, b Timer) int {
 	return cmp.Or(compareKeys(a.Object, b.Object), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Sub, b.Sub))
 }
 
+// RetryAfter is how long a failed driver call (a node that did not start, a release that
+// failed) waits before the next try, so a failing driver is not called in a loop.
+const RetryAfter = 5 * time.Second
+
 // Handler reconciles one object: it reads the stored state, calls its rule, commits, and
 // then acts (through Go for anything slow).
 type Handler func(ctx context.Context, name string)
