@@ -1,12 +1,21 @@
-package engine
+// Package attached is the attached machines' controller. An attached compute is a machine
+// the user owns, reached over SSH. It is a compute of exactly one node that never scales:
+// the node stands for the machine, so its passes are a cluster's with min = max = 1 (package
+// clusters), and jobs reach it through the usual queue. Its node keys start with
+// model.AttachedNodePrefix, which is how the engine's routing driver sends them to the ssh
+// driver while every other node stays on the operator's driver. The machine's credentials
+// are kept in the store (a 0600 file) and never returned.
+package attached
 
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/mux"
 	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
@@ -15,12 +24,16 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// An attached compute is a machine the user owns, reached over SSH. It is a compute of
-// exactly one node that never scales: the node stands for the machine, so the controller
-// treats it as a cluster with min = max = 1, and jobs reach it through the usual queue.
-// Its node keys start with model.AttachedNodePrefix, which is how the engine's routing driver
-// sends them to the ssh driver while every other node stays on the operator's driver.
-// The machine's credentials are kept in the store (a 0600 file) and never returned.
+// Controller attaches and updates machines on the shared compute core.
+type Controller struct {
+	*computes.Core
+	log hclog.Logger
+}
+
+// New builds the controller.
+func New(core *computes.Core) *Controller {
+	return &Controller{Core: core, log: core.Log.Named("attached")}
+}
 
 // attachProbeTimeout bounds the connection and checks made when a machine is attached.
 const attachProbeTimeout = 30 * time.Second
@@ -33,19 +46,19 @@ func sshTarget(a model.Attached) sshdrv.Target {
 	}
 }
 
-// withAttached wraps the operator's driver so that attached machines' nodes go to an
+// WrapDriver wraps the operator's driver so that attached machines' nodes go to an
 // ssh driver whose lifetime is ctx's.
-func (e *Engine) withAttached(ctx context.Context, d driver.Driver) driver.Driver {
-	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: e.attachedTarget, Tasks: e.attachedTasks, Logger: e.log.Named("ssh")})
+func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Driver {
+	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.Log.Named("ssh")})
 	context.AfterFunc(ctx, func() { _ = vms.Close() })
 	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms})
 }
 
 // attachedTarget is the ssh driver's Lookup: how to reach the machine of a stored node.
-func (e *Engine) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
+func (c *Controller) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
 	var t sshdrv.Target
-	err := e.store.View(func(tx *store.Tx) error {
-		n, ok := e.nodeByID(tx, nodeKey)
+	err := c.Store.View(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, nodeKey)
 		if !ok {
 			return driver.ErrNotFound
 		}
@@ -65,10 +78,10 @@ func (e *Engine) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Targe
 // running on the node, so a job that ended while the engine was down (or could not reach
 // the machine at its start) learns its exit once the machine answers. A job still
 // preparing is left out: recovery starts it again, and its task may not exist yet.
-func (e *Engine) attachedTasks(_ context.Context, nodeKey string) ([]string, error) {
+func (c *Controller) attachedTasks(_ context.Context, nodeKey string) ([]string, error) {
 	var keys []string
-	err := e.store.View(func(tx *store.Tx) error {
-		n, ok := e.nodeByID(tx, nodeKey)
+	err := c.Store.View(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, nodeKey)
 		if !ok {
 			return driver.ErrNotFound
 		}
@@ -83,22 +96,10 @@ func (e *Engine) attachedTasks(_ context.Context, nodeKey string) ([]string, err
 	return keys, err
 }
 
-// busyNodes reports whether a node other than an idle attached machine exists: an
-// attached machine waiting for jobs is a record, not work that keeps the engine up.
-func busyNodes(tx *store.Tx) bool {
-	nodes, _ := store.List[model.Node](tx, store.Nodes, "")
-	for _, n := range nodes {
-		if !strings.HasPrefix(n.ID, model.AttachedNodePrefix) || n.State != api.NodeIdle {
-			return true
-		}
-	}
-	return false
-}
-
-// createAttached attaches a machine: it connects, pins or verifies the host key, checks
+// Create attaches a machine: it connects, pins or verifies the host key, checks
 // the machine runs Linux and reads its size, all before anything is recorded, so a
 // failure leaves nothing behind and names the setting to fix.
-func (e *Engine) createAttached(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
+func (c *Controller) Create(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
 	if err := validation.AttachedCompute(spec); err != nil {
 		return nil, err
 	}
@@ -125,53 +126,38 @@ func (e *Engine) createAttached(ctx context.Context, workspace string, spec api.
 	}
 	// Cheap checks first: a model.Replayed create or a taken name never dials the machine.
 	var replay bool
-	if err := e.store.View(func(tx *store.Tx) (err error) { replay, err = check(tx); return err }); err != nil {
+	if err := c.Store.View(func(tx *store.Tx) (err error) { replay, err = check(tx); return err }); err != nil {
 		return nil, err
 	}
 	if replay {
-		return e.GetCompute(ctx, workspace, spec.Name)
+		return c.GetCompute(ctx, workspace, spec.Name)
 	}
 
 	a := model.Attached{
 		Address: vm.Address, Port: vm.SSHPort, Username: vm.Username,
 		Password: vm.Password, PrivateKey: vm.PrivateKey, HostKeyFingerprint: vm.HostKeyFingerprint,
 	}
-	info, err := e.probeAttached(ctx, a)
+	info, err := c.probeAttached(ctx, a)
 	if err != nil {
 		return nil, err
 	}
 	a.HostKeyFingerprint, a.VCPUs, a.MemoryGB = info.HostKeyFingerprint, info.VCPUs, info.MemoryGB
 	rec := model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeAttached, Description: spec.Description, Tags: spec.Tags,
-		CreatedOn: e.clock.Now().UTC(), Attached: &a,
+		CreatedOn: c.Clock.Now().UTC(), Attached: &a,
 		ScaleSettings: &api.ScaleSettings{MinNodeCount: 1, MaxNodeCount: 1, ScaleDownNodesAfterIdleDuration: "PT0S"},
 	}
 
-	e.mu.Lock()
-	err = e.store.Update(func(tx *store.Tx) error {
-		if done, err := check(tx); done || err != nil {
-			replay = done
-			return err
-		}
-		if err := tx.Put(store.Computes, key, rec); err != nil {
-			return err
-		}
-		return model.Remember(tx, idempotencyKey, id)
-	})
-	e.mu.Unlock()
-	if err != nil {
-		return nil, err
+	out, err := c.Insert(ctx, rec, idempotencyKey, "")
+	if err == nil {
+		c.log.Info("machine attached", "compute", key, "address", sshTarget(a).String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
 	}
-	if !replay {
-		e.log.Info("machine attached", "compute", key, "address", sshTarget(a).String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
-		e.kick(key)
-	}
-	return e.GetCompute(ctx, workspace, spec.Name)
+	return out, err
 }
 
 // probeAttached connects to the machine and reads its size, turning every way that can
 // fail into an error on the setting to fix.
-func (e *Engine) probeAttached(ctx context.Context, a model.Attached) (sshdrv.HostInfo, error) {
+func (c *Controller) probeAttached(ctx context.Context, a model.Attached) (sshdrv.HostInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, attachProbeTimeout)
 	defer cancel()
 	info, err := sshdrv.Probe(ctx, sshTarget(a))
@@ -202,23 +188,22 @@ func (e *Engine) probeAttached(ctx context.Context, a model.Attached) (sshdrv.Ho
 	return info, api.Errorf(api.CodeInvalid, field, "cannot attach the machine: %v", err)
 }
 
-// updateAttached updates an attached compute in place: its description and tags, and a
+// Update updates an attached compute in place: its description and tags, and a
 // rotated password or private key, which is checked against the machine (host key as
 // pinned) before it replaces the old one. Where the machine is, the login and the pinned
-// host key identify the machine and do not change. handled is false when the compute is
-// not an attached one (or cannot be read), for the caller to go on as before.
-func (e *Engine) updateAttached(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (handled bool, _ *api.Compute, _ error) {
+// host key identify the machine and do not change.
+func (c *Controller) Update(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
 	var rec model.Compute
-	if err := e.store.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, name); return err }); err != nil || rec.Attached == nil {
-		return false, nil, nil
+	if err := c.Store.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, name); return err }); err != nil {
+		return nil, err
 	}
 	switch {
 	case rec.Deleting:
-		return true, nil, api.Errorf(api.CodeConflict, "", "compute %q is being detached", name)
+		return nil, api.Errorf(api.CodeConflict, "", "compute %q is being detached", name)
 	case upd.ScaleSettings != nil:
-		return true, nil, api.Errorf(api.CodeInvalid, "scale_settings", "attached compute %q never scales: it is one machine", name)
+		return nil, api.Errorf(api.CodeInvalid, "scale_settings", "attached compute %q never scales: it is one machine", name)
 	case upd.VMSize != "" || upd.Instance != nil:
-		return true, nil, api.Errorf(api.CodeInvalid, "vm_size", "attached compute %q has no vm_size or instance settings", name)
+		return nil, api.Errorf(api.CodeInvalid, "vm_size", "attached compute %q has no vm_size or instance settings", name)
 	}
 	next := *rec.Attached
 	if vm := upd.VirtualMachine; vm != nil {
@@ -237,38 +222,24 @@ func (e *Engine) updateAttached(ctx context.Context, workspace, name string, upd
 			{"virtual_machine.host_key_fingerprint", vm.HostKeyFingerprint, next.HostKeyFingerprint, vm.HostKeyFingerprint != "" && vm.HostKeyFingerprint != next.HostKeyFingerprint},
 		} {
 			if f.changed {
-				return true, nil, api.Errorf(api.CodeInvalid, f.field, "%s of attached compute %q cannot change in place (from %v to %v): it names another machine or login; replace the compute", f.field, name, f.want, f.got)
+				return nil, api.Errorf(api.CodeInvalid, f.field, "%s of attached compute %q cannot change in place (from %v to %v): it names another machine or login; replace the compute", f.field, name, f.want, f.got)
 			}
 		}
 		if vm.Password != next.Password || vm.PrivateKey != next.PrivateKey {
 			if err := validation.Credentials(vm.Password, vm.PrivateKey); err != nil {
-				return true, nil, err
+				return nil, err
 			}
 			next.Password, next.PrivateKey = vm.Password, vm.PrivateKey
 			// vcpus and memory_gb stay as read at attach time: they describe the machine,
 			// which a new credential does not change.
-			if _, err := e.probeAttached(ctx, next); err != nil {
-				return true, nil, err
+			if _, err := c.probeAttached(ctx, next); err != nil {
+				return nil, err
 			}
 		}
 	}
-	e.mu.Lock()
-	err := e.store.Update(func(tx *store.Tx) error {
-		cur, err := model.GetCompute(tx, workspace, name)
-		if err != nil {
-			return err
-		}
-		if cur.Deleting {
-			return api.Errorf(api.CodeConflict, "", "compute %q is being detached", name)
-		}
+	out, err := c.Modify(ctx, workspace, name, func(_ *api.Workspace, cur *model.Compute) error {
 		cur.Description, cur.Tags, cur.Attached = upd.Description, upd.Tags, &next
-		return tx.Put(store.Computes, cur.Key(), cur)
+		return nil
 	})
-	e.mu.Unlock()
-	if err != nil {
-		return true, nil, err
-	}
-	e.log.Info("compute updated", "compute", workspace+"/"+name)
-	c, err := e.GetCompute(ctx, workspace, name)
-	return true, c, err
+	return out, err
 }

@@ -1,4 +1,4 @@
-package engine
+package computes
 
 import (
 	"cmp"
@@ -33,8 +33,8 @@ type admitted struct {
 type taskRef struct{ node, task string }
 
 // admit hands capacity to waiting nodes, preempting LowPriority nodes for Dedicated ones.
-// Callers hold e.mu and pass the transaction of their reconcile pass.
-func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
+// Callers hold c.Mu and pass the transaction of their reconcile pass.
+func (c *Core) admit(tx *store.Tx, now time.Time) (admission, error) {
 	var out admission
 	nodes, err := store.List[model.Node](tx, store.Nodes, "")
 	if err != nil {
@@ -45,8 +45,8 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 		return out, err
 	}
 	computes := map[string]model.Compute{}
-	for _, c := range recs {
-		computes[c.Key()] = c
+	for _, rec := range recs {
+		computes[rec.Key()] = rec
 	}
 	size := func(n model.Node) catalog.Size {
 		s, _ := catalog.Lookup(computes[n.Compute].VMSize)
@@ -94,7 +94,7 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 	projected := used - terminating
 	for _, w := range waiting {
 		need := size(w).VCPUs
-		if e.capacity == 0 || used+need <= e.capacity {
+		if c.Capacity == 0 || used+need <= c.Capacity {
 			w.Admitted, w.State = true, api.NodePreparing
 			if err := tx.Put(store.Nodes, w.Key(), w); err != nil {
 				return out, err
@@ -107,25 +107,25 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 		if !dedicated(w) {
 			continue
 		}
-		if projected+need <= e.capacity {
+		if projected+need <= c.Capacity {
 			projected += need // it fits once the nodes being terminated are gone
 			continue
 		}
 		var picked []model.Node
 		free := int64(0)
 		for _, v := range victims {
-			if projected-free+need <= e.capacity {
+			if projected-free+need <= c.Capacity {
 				break
 			}
 			picked = append(picked, v)
 			free += size(v).VCPUs
 		}
-		if projected-free+need > e.capacity {
+		if projected-free+need > c.Capacity {
 			continue // even preempting every LowPriority node would not make room
 		}
 		victims = victims[len(picked):]
 		for _, v := range picked {
-			if err := e.preemptLocked(tx, v, now, &out); err != nil {
+			if err := c.preemptLocked(tx, v, now, &out); err != nil {
 				return out, err
 			}
 		}
@@ -136,7 +136,7 @@ func (e *Engine) admit(tx *store.Tx, now time.Time) (admission, error) {
 
 // preemptLocked marks a node preempted and sends its job back to the queue with a new
 // attempt; the node's other ranks are freed and their tasks killed after the commit.
-func (e *Engine) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *admission) error {
+func (c *Core) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *admission) error {
 	if v.JobID != "" {
 		j, ok := model.GetJob(tx, model.WorkspaceOf(v.Compute), v.JobID)
 		if ok && !api.Terminal(j.Status) {
@@ -163,7 +163,7 @@ func (e *Engine) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *a
 			if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 				return err
 			}
-			e.log.Warn("job requeued: its node was preempted", "job", j.ID, "node", v.ID, "attempt", j.Attempt)
+			c.Log.Warn("job requeued: its node was preempted", "job", j.ID, "node", v.ID, "attempt", j.Attempt)
 		}
 	}
 	v.State, v.Preempting, v.JobID, v.Task, v.IdleSince = api.NodePreempted, true, "", "", time.Time{}
@@ -175,40 +175,40 @@ func (e *Engine) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *a
 }
 
 // act carries out an admission after its commit.
-func (e *Engine) act(a admission) {
-	for _, c := range a.create {
-		e.loop.Go(func() { e.createNode(e.ctx, c.node, c.size) })
+func (c *Core) act(a admission) {
+	for _, w := range a.create {
+		c.Loop.Go(func() { c.createNode(c.Ctx, w.node, w.size) })
 	}
 	for _, k := range a.kills {
-		e.loop.Go(func() { _ = e.driver.KillTask(e.ctx, k.node, k.task) })
+		c.Loop.Go(func() { _ = c.Driver.KillTask(c.Ctx, k.node, k.task) })
 	}
 	for _, v := range a.preempt {
-		e.preemptNode(v)
+		c.preemptNode(v)
 	}
 }
 
 // preemptNode terminates a preempted node once; when the driver confirms, the node stops
 // holding capacity and waits for it again.
-func (e *Engine) preemptNode(n model.Node) {
-	e.terminateOnce(e.ctx, n, "preempting", func() error {
-		return e.updateNode(n.Key(), func(cur *model.Node) bool {
+func (c *Core) preemptNode(n model.Node) {
+	c.terminateOnce(c.Ctx, n, "preempting", func() error {
+		return c.UpdateNode(n.Key(), func(cur *model.Node) bool {
 			cur.Admitted, cur.Preempting = false, false
 			return true
 		})
 	}, func() {
-		e.log.Warn("node preempted for a Dedicated node", "node", n.Key())
-		e.kickAll()
+		c.Log.Warn("node preempted for a Dedicated node", "node", n.Key())
+		c.KickAll()
 	})
 }
 
 // kickAll marks every compute for a pass: freed capacity may admit nodes anywhere.
-func (e *Engine) kickAll() {
+func (c *Core) KickAll() {
 	var keys []string
-	_ = e.store.View(func(tx *store.Tx) error {
+	_ = c.Store.View(func(tx *store.Tx) error {
 		keys = tx.Keys(store.Computes, "")
 		return nil
 	})
 	for _, k := range keys {
-		e.kick(k)
+		c.Kick(k)
 	}
 }

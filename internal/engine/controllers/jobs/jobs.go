@@ -1,26 +1,42 @@
-package engine
+// Package jobs is the jobs' controller: it queues jobs (making a serverless compute for a
+// job that asks for one), cancels them, serves their logs, and applies the end of each rank's
+// task (its exit code and output) to the job and to the node it ran on. Placing a queued job
+// on nodes is the compute's controller's decision (clusters, instances); starting and
+// killing its tasks is the compute core's.
+package jobs
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
+// Controller runs jobs on the shared compute core.
+type Controller struct {
+	*computes.Core
+	log hclog.Logger
+}
+
+// New builds the controller.
+func New(core *computes.Core) *Controller {
+	return &Controller{Core: core, log: core.Log.Named("jobs")}
+}
+
 // SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
-func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
+func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
 	if len(spec.Command) == 0 {
 		return nil, api.Errorf(api.CodeInvalid, "command", "a job needs a command")
 	}
@@ -30,20 +46,20 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 	if err := validation.InstanceCount(spec.InstanceCount); err != nil {
 		return nil, err
 	}
-	if spec.SnapshotID != "" && e.snapshots != nil {
-		if _, err := e.snapshots.Path(spec.SnapshotID); err != nil {
+	if spec.SnapshotID != "" && c.Snapshots != nil {
+		if _, err := c.Snapshots.Path(spec.SnapshotID); err != nil {
 			return nil, api.Errorf(api.CodeInvalid, "snapshot_id", "code snapshot %q is not known to this engine; upload it first", spec.SnapshotID)
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.clock.Now().UTC()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	now := c.Clock.Now().UTC()
 	j := model.Job{Job: api.Job{
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
 		Command: spec.Command, Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
 	}}
 	var serverless *model.Compute // the compute made for a serverless job, once committed
-	err := e.store.Update(func(tx *store.Tx) error {
+	err := c.Store.Update(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
@@ -81,7 +97,7 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 				VMPriority: api.PriorityDedicated, CreatedOn: now, Serverless: true, ForJob: j.ID,
 				ScaleSettings: &api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: spec.InstanceCount, ScaleDownNodesAfterIdleDuration: "PT0S"},
 			}
-			if err := e.checkQuota(ws, rec, "instance_type"); err != nil {
+			if err := c.CheckQuota(ws, rec, "instance_type"); err != nil {
 				return err
 			}
 			if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
@@ -118,18 +134,18 @@ func (e *Engine) SubmitJob(_ context.Context, workspace string, spec api.JobSpec
 		return nil, err
 	}
 	if serverless != nil {
-		e.indexCompute(*serverless)
+		c.IndexCompute(*serverless)
 	}
-	e.log.Info("job queued", "job", j.ID, "compute", j.ComputeKey, "instance_count", j.Count)
-	e.kick(j.ComputeKey)
+	c.log.Info("job queued", "job", j.ID, "compute", j.ComputeKey, "instance_count", j.Count)
+	c.Kick(j.ComputeKey)
 	out := j.Job
 	return &out, nil
 }
 
 // GetJob returns a job.
-func (e *Engine) GetJob(_ context.Context, workspace, id string) (*api.Job, error) {
+func (c *Controller) GetJob(_ context.Context, workspace, id string) (*api.Job, error) {
 	var out *api.Job
-	err := e.store.View(func(tx *store.Tx) error {
+	err := c.Store.View(func(tx *store.Tx) error {
 		j, ok := model.GetJob(tx, workspace, id)
 		if !ok {
 			return model.NotFoundJob(workspace, id)
@@ -141,9 +157,9 @@ func (e *Engine) GetJob(_ context.Context, workspace, id string) (*api.Job, erro
 }
 
 // ListJobs returns a workspace's jobs, newest first.
-func (e *Engine) ListJobs(_ context.Context, workspace string) ([]api.Job, error) {
+func (c *Controller) ListJobs(_ context.Context, workspace string) ([]api.Job, error) {
 	var out []api.Job
-	err := e.store.View(func(tx *store.Tx) error {
+	err := c.Store.View(func(tx *store.Tx) error {
 		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
@@ -158,10 +174,10 @@ func (e *Engine) ListJobs(_ context.Context, workspace string) ([]api.Job, error
 }
 
 // CancelJob cancels a job that has not finished; cancelling a finished job returns it as is.
-func (e *Engine) CancelJob(_ context.Context, workspace, id string) (*api.Job, error) {
-	e.mu.Lock()
+func (c *Controller) CancelJob(_ context.Context, workspace, id string) (*api.Job, error) {
+	c.Mu.Lock()
 	var j model.Job
-	err := e.store.Update(func(tx *store.Tx) error {
+	err := c.Store.Update(func(tx *store.Tx) error {
 		var ok bool
 		if j, ok = model.GetJob(tx, workspace, id); !ok {
 			return model.NotFoundJob(workspace, id)
@@ -169,40 +185,40 @@ func (e *Engine) CancelJob(_ context.Context, workspace, id string) (*api.Job, e
 		if api.Terminal(j.Status) {
 			return nil
 		}
-		j.Finish(api.JobCanceled, nil, "canceled by user", e.clock.Now().UTC())
+		j.Finish(api.JobCanceled, nil, "canceled by user", c.Clock.Now().UTC())
 		return tx.Put(store.Jobs, j.Key(), j)
 	})
-	e.mu.Unlock()
+	c.Mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if len(j.Nodes) > 0 {
-		e.loop.Go(func() { e.killJob(e.ctx, j) })
+		c.Loop.Go(func() { c.KillJob(c.Ctx, j) })
 	}
-	e.kick(j.ComputeKey)
+	c.Kick(j.ComputeKey)
 	return &j.Job, nil
 }
 
 // JobLogs returns a rank's output from offset, the next offset, and whether the output is
 // complete (the job ended and the rank's output was saved).
-func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {
-	j, err := e.GetJob(ctx, workspace, id)
+func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {
+	j, err := c.GetJob(ctx, workspace, id)
 	if err != nil {
 		return nil, offset, false, err
 	}
 	if rank < 0 || int64(rank) >= j.Count {
 		return nil, offset, false, api.Errorf(api.CodeInvalid, "rank", "rank must be between 0 and %d", j.Count-1)
 	}
-	if raw, err := os.ReadFile(e.jobLogPath(id, rank)); err == nil {
+	if raw, err := os.ReadFile(c.JobLogPath(id, rank)); err == nil {
 		if offset > int64(len(raw)) {
 			offset = int64(len(raw))
 		}
 		return raw[offset:], int64(len(raw)), api.Terminal(j.Status), nil
 	}
 	var rec model.Job
-	_ = e.store.View(func(tx *store.Tx) error { rec, _ = model.GetJob(tx, workspace, id); return nil })
+	_ = c.Store.View(func(tx *store.Tx) error { rec, _ = model.GetJob(tx, workspace, id); return nil })
 	if rank < len(j.Nodes) && (j.Status == api.JobRunning || j.Status == api.JobPreparing || api.Terminal(j.Status)) {
-		data, err := e.driver.TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset)
+		data, err := c.Driver.TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset)
 		if err == nil {
 			return data, offset + int64(len(data)), false, nil
 		}
@@ -210,111 +226,21 @@ func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, of
 			return nil, offset, false, err
 		}
 	}
-	// Queued, or ended before its output could be saved (e.g. its node was lost).
+	// Queued, or ended before its output could be saved (c.g. its node was lost).
 	return nil, offset, api.Terminal(j.Status), nil
 }
 
-// startJob starts every rank of an assigned job.
-func (e *Engine) startJob(ctx context.Context, j model.Job) {
-	if j.MasterPort == 0 {
-		j.MasterPort = freePort()
-		e.mu.Lock()
-		_ = e.store.Update(func(tx *store.Tx) error {
-			cur, ok := model.GetJob(tx, j.Workspace, j.ID)
-			if !ok || cur.Status != api.JobPreparing {
-				return nil
-			}
-			cur.MasterPort = j.MasterPort
-			return tx.Put(store.Jobs, cur.Key(), cur)
-		})
-		e.mu.Unlock()
-	}
-	codeDir := ""
-	if j.SnapshotID != "" && e.snapshots != nil {
-		codeDir, _ = e.snapshots.Path(j.SnapshotID)
-	}
-	master, err := e.driver.Describe(ctx, j.Nodes[0])
-	for rank, node := range j.Nodes {
-		if err != nil {
-			break
-		}
-		env := map[string]string{}
-		for k, v := range j.Env {
-			env[k] = v
-		}
-		env["RANK"], env["NODE_RANK"], env["LOCAL_RANK"] = strconv.Itoa(rank), strconv.Itoa(rank), "0"
-		env["WORLD_SIZE"] = strconv.FormatInt(j.Count, 10)
-		env["MASTER_ADDR"], env["MASTER_PORT"] = master.Address, strconv.Itoa(j.MasterPort)
-		env["MLCOMPUTE_JOB_ID"] = j.ID
-		err = e.driver.StartTask(ctx, node, driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir})
-	}
-	if ctx.Err() != nil {
-		return
-	}
-	e.mu.Lock()
-	_ = e.store.Update(func(tx *store.Tx) error {
-		cur, ok := model.GetJob(tx, j.Workspace, j.ID)
-		if !ok || cur.Status != api.JobPreparing {
-			return nil
-		}
-		now := e.clock.Now().UTC()
-		if err != nil {
-			cur.Finish(api.JobFailed, nil, fmt.Sprintf("starting the job: %v", err), now)
-		} else {
-			cur.Status, cur.StartedAt = api.JobRunning, &now
-		}
-		return tx.Put(store.Jobs, cur.Key(), cur)
-	})
-	e.mu.Unlock()
-	if err != nil {
-		e.log.Error("job failed to start", "job", j.ID, "error", err)
-		e.killJob(ctx, j)
-		e.freeNodes(j)
-		return
-	}
-	e.log.Info("job running", "job", j.ID, "nodes", strings.Join(j.Nodes, ","))
-}
-
-// killJob kills every rank of a job; the ranks' exits then free their nodes.
-func (e *Engine) killJob(ctx context.Context, j model.Job) {
-	for rank, node := range j.Nodes {
-		if err := e.driver.KillTask(ctx, node, j.TaskKey(rank)); err != nil && !driver.IsNotFound(err) {
-			e.log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
-		}
-	}
-}
-
-// freeNodes returns a job's nodes to idle when its tasks never started.
-func (e *Engine) freeNodes(j model.Job) {
-	e.mu.Lock()
-	now := e.clock.Now().UTC()
-	for _, id := range j.Nodes {
-		_ = e.updateNode(j.ComputeKey+"/"+id, func(n *model.Node) bool {
-			if n.JobID != j.ID {
-				return false
-			}
-			n.JobID, n.Task = "", ""
-			if n.State == api.NodeRunning {
-				n.State, n.IdleSince = api.NodeIdle, now
-			}
-			return true
-		})
-	}
-	e.mu.Unlock()
-	e.kick(j.ComputeKey)
-}
-
-// taskExited saves a rank's output, frees its node and finishes the job when it is done.
+// TaskExited saves a rank's output, frees its node and finishes the job when it is done.
 // Exits of an earlier attempt (the job was preempted and requeued) only free their node.
-func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) {
+func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code int) {
 	jobID, attempt, rank, ok := model.ParseTaskKey(task)
 	if !ok {
 		return
 	}
 	var j model.Job
 	var found bool
-	_ = e.store.View(func(tx *store.Tx) error {
-		n, ok := e.nodeByID(tx, nodeID)
+	_ = c.Store.View(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, nodeID)
 		if ok {
 			j, found = model.GetJob(tx, model.WorkspaceOf(n.Compute), jobID)
 		}
@@ -325,16 +251,16 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 	}
 	current := attempt == j.Attempt
 	if current {
-		if out, err := e.driver.TaskOutput(ctx, nodeID, task, 0); err == nil {
-			if err := writeFileAtomic(e.jobLogPath(jobID, rank), out); err != nil {
-				e.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
+		if out, err := c.Driver.TaskOutput(ctx, nodeID, task, 0); err == nil {
+			if err := computes.WriteFileAtomic(c.JobLogPath(jobID, rank), out); err != nil {
+				c.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
 			}
 		}
 	}
 	var kill bool
-	e.mu.Lock()
-	now := e.clock.Now().UTC()
-	_ = e.store.Update(func(tx *store.Tx) error {
+	c.Mu.Lock()
+	now := c.Clock.Now().UTC()
+	_ = c.Store.Update(func(tx *store.Tx) error {
 		cur, ok := model.GetJob(tx, j.Workspace, jobID)
 		if !ok {
 			return nil
@@ -348,12 +274,12 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 				if !api.Terminal(cur.Status) {
 					switch {
 					case code != 0:
-						c := code
-						cur.Finish(api.JobFailed, &c, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
+						exit := code
+						cur.Finish(api.JobFailed, &exit, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
 						kill = true
 					case int64(len(cur.RankExits)) == cur.Count:
-						c := 0
-						cur.Finish(api.JobCompleted, &c, "", now)
+						exit := 0
+						cur.Finish(api.JobCompleted, &exit, "", now)
 					}
 				}
 				if err := tx.Put(store.Jobs, cur.Key(), cur); err != nil {
@@ -372,30 +298,20 @@ func (e *Engine) taskExited(ctx context.Context, nodeID, task string, code int) 
 		}
 		return tx.Put(store.Nodes, n.Key(), n)
 	})
-	e.mu.Unlock()
+	c.Mu.Unlock()
 	if kill {
-		e.loop.Go(func() { e.killJob(ctx, j) })
+		c.Loop.Go(func() { c.KillJob(ctx, j) })
 	}
-	e.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
-	e.kick(j.ComputeKey)
-}
-
-// freePort picks a TCP port for MASTER_PORT; local nodes share this machine's loopback.
-func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 29500
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	c.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
+	c.Kick(j.ComputeKey)
 }
 
 // PutSnapshot stores an uploaded code snapshot and returns its ID.
-func (e *Engine) PutSnapshot(r io.Reader) (string, error) {
-	if e.snapshots == nil {
+func (c *Controller) PutSnapshot(r io.Reader) (string, error) {
+	if c.Snapshots == nil {
 		return "", errors.New("this engine keeps no snapshots")
 	}
-	id, err := e.snapshots.Put(r)
+	id, err := c.Snapshots.Put(r)
 	if err != nil {
 		return "", api.Errorf(api.CodeInvalid, "snapshot", "%v", err)
 	}
