@@ -1,28 +1,23 @@
 package computes
 
 import (
-	"cmp"
-	"slices"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/capacity"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// Capacity (DESIGN 4): an engine may be given a number of vCPUs to hand out
-// (mlcompute serve --capacity-vcpus). A node holds its size's vCPUs from the moment it is
-// admitted until the driver confirms it gone. A node that does not fit waits in preparing;
-// a node of a Dedicated cluster that does not fit preempts nodes of LowPriority clusters:
-// they show as preempted, their jobs go back to the queue, and they wait for capacity like
-// any other node. Waiting nodes are admitted Dedicated first, then oldest first.
+// Capacity (DESIGN 4, decided by rules/capacity): admission of waiting nodes and the
+// preemption of LowPriority nodes for Dedicated ones, applied to the store.
 
 // admission is what one admission pass decided; the caller acts on it after the commit.
 type admission struct {
 	create  []admitted
 	preempt []model.Node
-	kills   []taskRef
+	kills   []TaskRef
 }
 
 type admitted struct {
@@ -30,106 +25,56 @@ type admitted struct {
 	size catalog.Size
 }
 
-type taskRef struct{ node, task string }
 
-// admit hands capacity to waiting nodes, preempting LowPriority nodes for Dedicated ones.
-// Callers hold c.Mu and pass the transaction of their reconcile pass.
-func (c *Core) admit(tx *store.Tx, now time.Time) (admission, error) {
+// admit hands capacity to waiting nodes (rules/capacity), preempting LowPriority nodes
+// for Dedicated ones. With unlimited capacity a pass admits its own compute's nodes only,
+// so it costs what that compute holds; with a capacity it weighs every node. Callers hold
+// c.Mu and pass the transaction of their reconcile pass.
+func (c *Core) admit(tx *store.Tx, computeKey string, now time.Time) (admission, error) {
 	var out admission
-	nodes, err := store.List[model.Node](tx, store.Nodes, "")
-	if err != nil {
-		return out, err
+	prefix := ""
+	if c.Capacity == 0 {
+		prefix = computeKey + "/"
 	}
-	recs, err := store.List[model.Compute](tx, store.Computes, "")
+	nodes, err := store.List[model.Node](tx, store.Nodes, prefix)
 	if err != nil {
 		return out, err
 	}
 	computes := map[string]model.Compute{}
-	for _, rec := range recs {
-		computes[rec.Key()] = rec
-	}
-	size := func(n model.Node) catalog.Size {
-		s, _ := catalog.Lookup(computes[n.Compute].VMSize)
-		return s
-	}
-	dedicated := func(n model.Node) bool { return computes[n.Compute].VMPriority != api.PriorityLowPriority }
-
-	var used, terminating int64
-	var waiting, victims []model.Node
+	var views []capacity.Node
+	byID := map[string]model.Node{}
 	for _, n := range nodes {
-		switch {
-		case n.Admitted:
-			used += size(n).VCPUs
-			if n.Preempting || n.Released {
-				terminating += size(n).VCPUs
-			} else if !dedicated(n) && n.State != api.NodeUnusable && n.State != api.NodeLeaving {
-				victims = append(victims, n)
+		rec, ok := computes[n.Compute]
+		if !ok {
+			if _, err := tx.Get(store.Computes, n.Compute, &rec); err != nil {
+				return out, err
 			}
-		case !n.Released && (n.State == api.NodePreparing || n.State == api.NodePreempted):
-			waiting = append(waiting, n)
+			computes[n.Compute] = rec
 		}
+		size, _ := catalog.Lookup(rec.VMSize)
+		byID[n.ID] = n
+		views = append(views, capacity.Node{
+			ID: n.ID, VCPUs: size.VCPUs, Dedicated: rec.VMPriority != api.PriorityLowPriority,
+			Admitted: n.Admitted, Terminating: n.Admitted && (n.Preempting || n.Released),
+			Waiting:     !n.Admitted && !n.Released && (n.State == api.NodePreparing || n.State == api.NodePreempted),
+			Preemptible: n.Admitted && !n.Preempting && !n.Released && rec.VMPriority == api.PriorityLowPriority && n.State != api.NodeUnusable && n.State != api.NodeLeaving,
+			Idle:        n.State == api.NodeIdle, CreatedOn: n.CreatedOn,
+		})
 	}
-	slices.SortFunc(waiting, func(a, b model.Node) int {
-		if da, db := dedicated(a), dedicated(b); da != db {
-			if da {
-				return -1
-			}
-			return 1
+	d := capacity.Admit(c.Capacity, views)
+	for _, id := range d.Admit {
+		w := byID[id]
+		w.Admitted, w.State = true, api.NodePreparing
+		if err := tx.Put(store.Nodes, w.Key(), w); err != nil {
+			return out, err
 		}
-		return cmp.Or(a.CreatedOn.Compare(b.CreatedOn), cmp.Compare(a.ID, b.ID))
-	})
-	// Idle victims first, then the newest: the least work is lost.
-	slices.SortFunc(victims, func(a, b model.Node) int {
-		if ia, ib := a.State == api.NodeIdle, b.State == api.NodeIdle; ia != ib {
-			if ia {
-				return -1
-			}
-			return 1
+		size, _ := catalog.Lookup(computes[w.Compute].VMSize)
+		out.create = append(out.create, admitted{node: w, size: size})
+	}
+	for _, id := range d.Preempt {
+		if err := c.preemptLocked(tx, byID[id], now, &out); err != nil {
+			return out, err
 		}
-		return cmp.Or(b.CreatedOn.Compare(a.CreatedOn), cmp.Compare(b.ID, a.ID))
-	})
-
-	// projected is what will be in use once the terminations in flight complete; capacity
-	// they free is promised to the waiting nodes in order, so nothing is preempted twice.
-	projected := used - terminating
-	for _, w := range waiting {
-		need := size(w).VCPUs
-		if c.Capacity == 0 || used+need <= c.Capacity {
-			w.Admitted, w.State = true, api.NodePreparing
-			if err := tx.Put(store.Nodes, w.Key(), w); err != nil {
-				return out, err
-			}
-			out.create = append(out.create, admitted{node: w, size: size(w)})
-			used += need
-			projected += need
-			continue
-		}
-		if !dedicated(w) {
-			continue
-		}
-		if projected+need <= c.Capacity {
-			projected += need // it fits once the nodes being terminated are gone
-			continue
-		}
-		var picked []model.Node
-		free := int64(0)
-		for _, v := range victims {
-			if projected-free+need <= c.Capacity {
-				break
-			}
-			picked = append(picked, v)
-			free += size(v).VCPUs
-		}
-		if projected-free+need > c.Capacity {
-			continue // even preempting every LowPriority node would not make room
-		}
-		victims = victims[len(picked):]
-		for _, v := range picked {
-			if err := c.preemptLocked(tx, v, now, &out); err != nil {
-				return out, err
-			}
-		}
-		projected += need - free
 	}
 	return out, nil
 }
@@ -144,7 +89,7 @@ func (c *Core) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *adm
 				if id == v.ID {
 					continue
 				}
-				out.kills = append(out.kills, taskRef{node: id, task: j.TaskKey(rank)})
+				out.kills = append(out.kills, TaskRef{Node: id, Task: j.TaskKey(rank)})
 				var n model.Node
 				if found, err := tx.Get(store.Nodes, j.ComputeKey+"/"+id, &n); err != nil {
 					return err
@@ -180,7 +125,7 @@ func (c *Core) act(a admission) {
 		c.Loop.Go(func() { c.createNode(c.Ctx, w.node, w.size) })
 	}
 	for _, k := range a.kills {
-		c.Loop.Go(func() { _ = c.Driver.KillTask(c.Ctx, k.node, k.task) })
+		c.Loop.Go(func() { _ = c.Driver.KillTask(c.Ctx, k.Node, k.Task) })
 	}
 	for _, v := range a.preempt {
 		c.preemptNode(v)

@@ -73,7 +73,7 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 		}
 		// Every pass ends by handing out capacity, also when the kind's pass fails.
 		defer func() {
-			a, err := c.admit(tx, now)
+			a, err := c.admit(tx, key, now)
 			if err != nil {
 				c.Log.Error("admitting nodes failed", "error", err)
 			}
