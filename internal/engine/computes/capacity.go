@@ -25,7 +25,6 @@ type admitted struct {
 	size catalog.Size
 }
 
-
 // admit hands capacity to waiting nodes (rules/capacity), preempting LowPriority nodes
 // for Dedicated ones. With unlimited capacity a pass admits its own compute's nodes only,
 // so it costs what that compute holds; with a capacity it weighs every node. Callers hold
