@@ -63,6 +63,34 @@ type Actions struct {
 	StartJobs []model.Job
 	// Run is other work, run through the loop's Go (a setup script's start).
 	Run []func(ctx context.Context)
+	// Timers are deadlines to set (At non-zero) or clear (At zero) once committed.
+	Timers []TimerChange
+	// Logs are what the pass decided, logged once committed (never a decision that rolled back).
+	Logs []LogLine
+}
+
+// TimerChange sets a timer to At, or clears it when At is zero.
+type TimerChange struct {
+	Timer runtime.Timer
+	At    time.Time
+}
+
+// SetTimer and ClearTimer record timer changes.
+func (a *Actions) SetTimer(t runtime.Timer, at time.Time) {
+	a.Timers = append(a.Timers, TimerChange{t, at})
+}
+func (a *Actions) ClearTimer(t runtime.Timer) { a.Timers = append(a.Timers, TimerChange{Timer: t}) }
+
+// LogLine is one log line of a pass.
+type LogLine struct {
+	Level hclog.Level
+	Msg   string
+	Args  []any
+}
+
+// Log records a log line.
+func (a *Actions) Log(level hclog.Level, msg string, args ...any) {
+	a.Logs = append(a.Logs, LogLine{level, msg, args})
 }
 
 // TaskRef names one task on one node.

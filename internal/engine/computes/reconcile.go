@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
@@ -106,7 +108,7 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 	for _, n := range toPreempt {
 		c.preemptNode(n)
 	}
-	c.Apply(ctx, acts)
+	c.Apply(ctx, c.Log.With("compute", key), acts)
 	return nil
 }
 
@@ -142,10 +144,22 @@ func (a *Actions) merge(b Actions) {
 	a.KillJobs = append(a.KillJobs, b.KillJobs...)
 	a.StartJobs = append(a.StartJobs, b.StartJobs...)
 	a.Run = append(a.Run, b.Run...)
+	a.Timers = append(a.Timers, b.Timers...)
+	a.Logs = append(a.Logs, b.Logs...)
 }
 
 // Apply carries out a pass's actions after its commit. Callers hold Mu.
-func (c *Core) Apply(ctx context.Context, a Actions) {
+func (c *Core) Apply(ctx context.Context, log hclog.Logger, a Actions) {
+	for _, l := range a.Logs {
+		log.Log(l.Level, l.Msg, l.Args...)
+	}
+	for _, t := range a.Timers {
+		if t.At.IsZero() {
+			c.Loop.RemoveTimer(t.Timer)
+		} else {
+			c.Loop.SetTimer(t.Timer, t.At)
+		}
+	}
 	for _, n := range a.Release {
 		c.ReleaseNode(ctx, n)
 	}

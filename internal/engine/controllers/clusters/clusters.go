@@ -102,7 +102,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 			return acts, err
 		}
-		c.core.Loop.RemoveTimer(computes.NodeIdleTimer(*n))
+		acts.ClearTimer(computes.NodeIdleTimer(*n))
 		acts.Release = append(acts.Release, *n)
 	}
 	for _, id := range plan.Drain {
@@ -139,7 +139,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 			if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 				return acts, err
 			}
-			c.core.Loop.RemoveTimer(computes.NodeIdleTimer(*n))
+			acts.ClearTimer(computes.NodeIdleTimer(*n))
 		}
 		if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 			return acts, err
@@ -148,7 +148,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 	}
 	for id, deadline := range plan.Deadlines {
 		if n := byID[id]; n != nil {
-			c.core.Loop.SetTimer(computes.NodeIdleTimer(*n), deadline)
+			acts.SetTimer(computes.NodeIdleTimer(*n), deadline)
 		}
 	}
 	return acts, nil

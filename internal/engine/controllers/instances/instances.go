@@ -313,13 +313,13 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 			desired, op = api.InstanceRunning, "Start"
 		}
 		c.setDesired(rec, desired, op, api.TriggerSchedule, now)
-		c.log.Info("schedule fired", "compute", key, "action", f.Action, "at", f.At)
+		out.Log(hclog.Info, "schedule fired", "compute", key, "action", f.Action, "at", f.At)
 	}
 	inst.SchedulesSeen = now
 	if f, ok, err := schedule.NextFiring(entries, now); err == nil && ok {
-		c.Loop.SetTimer(instanceTimer(runtime.Schedule, key), f.At)
+		out.SetTimer(instanceTimer(runtime.Schedule, key), f.At)
 	} else {
-		c.Loop.RemoveTimer(instanceTimer(runtime.Schedule, key))
+		out.ClearTimer(instanceTimer(runtime.Schedule, key))
 	}
 
 	var node *model.Node
@@ -419,7 +419,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 			if !inst.StageDue.IsZero() && !now.Before(inst.StageDue) {
 				out.KillTasks = append(out.KillTasks, computes.TaskRef{Node: node.ID, Task: node.Task})
 			} else {
-				c.Loop.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
+				out.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
 			}
 			return out, nil
 		}
@@ -445,7 +445,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 				c.SetupExited(ctx, nodeID, spec.Key, 127)
 			}
 		})
-		c.Loop.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
+		out.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
 		return out, nil
 	}
 
@@ -482,13 +482,13 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 			a.RunningJobs = 1
 		}
 		if d := idle.Decide(a, after, now); !d.Stop && d.Deadline.IsZero() {
-			c.Loop.RemoveTimer(instanceTimer(runtime.InstanceIdle, key))
+			out.ClearTimer(instanceTimer(runtime.InstanceIdle, key))
 		} else if !d.Stop {
-			c.Loop.SetTimer(instanceTimer(runtime.InstanceIdle, key), d.Deadline)
+			out.SetTimer(instanceTimer(runtime.InstanceIdle, key), d.Deadline)
 		} else {
-			c.Loop.RemoveTimer(instanceTimer(runtime.InstanceIdle, key))
+			out.ClearTimer(instanceTimer(runtime.InstanceIdle, key))
 			c.setDesired(rec, api.InstanceStopped, "Stop", api.TriggerIdleShutdown, now)
-			c.log.Warn("instance stopped for idleness", "compute", key, "idle_for", now.Sub(a.LastActivity).String())
+			out.Log(hclog.Warn, "instance stopped for idleness", "compute", key, "idle_for", now.Sub(a.LastActivity).String())
 			c.Kick(key)
 		}
 	}
