@@ -104,7 +104,7 @@ func (c *Core) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *adm
 			}
 			j.Status, j.Nodes, j.RankExits, j.StartedAt, j.MasterPort = api.JobQueued, []string{}, nil, nil, 0
 			j.Attempt++
-			if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+			if err := model.PutJob(tx, j); err != nil {
 				return err
 			}
 			c.Log.Warn("job requeued: its node was preempted", "job", j.ID, "node", v.ID, "attempt", j.Attempt)

@@ -173,6 +173,9 @@ func (c *Core) IndexCompute(rec model.Compute) {
 
 // loadQuotaIndex fills the quota index from the store, once, when the engine is built.
 func (c *Core) LoadQuotaIndex() error {
+	if err := c.Store.Update(model.IndexActiveJobs); err != nil {
+		return err
+	}
 	return c.Store.View(func(tx *store.Tx) error {
 		recs, err := store.List[model.Compute](tx, store.Computes, "")
 		for _, rec := range recs {
@@ -253,13 +256,7 @@ func (c *Core) HasWork() bool {
 			busy = true
 			return nil
 		}
-		jobs, err := store.List[model.Job](tx, store.Jobs, "")
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			busy = busy || !api.Terminal(j.Status)
-		}
+		busy = len(tx.Keys(store.ActiveJobs, "")) > 0
 		// An enabled schedule must fire even while its instance is stopped.
 		recs, err := store.List[model.Compute](tx, store.Computes, "")
 		for _, rec := range recs {

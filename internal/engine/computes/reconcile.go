@@ -117,7 +117,7 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 func (c *Core) deletePass(tx *store.Tx, rec model.Compute, nodes []model.Node, jobs []model.Job, now time.Time, acts *Actions) (bool, error) {
 	for _, j := range jobs {
 		j.Finish(api.JobCanceled, nil, "compute deleted", now)
-		if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+		if err := model.PutJob(tx, j); err != nil {
 			return false, err
 		}
 		acts.KillJobs = append(acts.KillJobs, j)
@@ -341,7 +341,7 @@ func (c *Core) NodeGone(id string) {
 		if n.JobID != "" {
 			if j, ok := model.GetJob(tx, model.WorkspaceOf(n.Compute), n.JobID); ok && !api.Terminal(j.Status) {
 				j.Finish(api.JobFailed, nil, fmt.Sprintf("node %s was lost while the job ran", n.ID), c.Clock.Now().UTC())
-				if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+				if err := model.PutJob(tx, j); err != nil {
 					return err
 				}
 				c.Loop.Go(func() { c.KillJob(c.Ctx, j) })

@@ -26,7 +26,7 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 				return nil
 			}
 			cur.MasterPort = j.MasterPort
-			return tx.Put(store.Jobs, cur.Key(), cur)
+			return model.PutJob(tx, cur)
 		})
 		c.Mu.Unlock()
 	}
@@ -64,7 +64,7 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		} else {
 			cur.Status, cur.StartedAt = api.JobRunning, &now
 		}
-		return tx.Put(store.Jobs, cur.Key(), cur)
+		return model.PutJob(tx, cur)
 	})
 	c.Mu.Unlock()
 	if err != nil {

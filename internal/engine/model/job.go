@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -48,20 +49,57 @@ func (j *Job) Finish(status string, exitCode *int, why string, now time.Time) {
 	j.Status, j.ExitCode, j.Error, j.EndedAt = status, exitCode, why, &now
 }
 
-// ActiveJobs lists the compute's jobs that are not finished, oldest first.
+// ActiveJobs lists the compute's jobs that are not finished, oldest first. It reads the
+// active-jobs index (PutJob keeps it), so its cost follows the compute's live jobs, not
+// every job the workspace ever ran.
 func ActiveJobs(tx *store.Tx, rec Compute) ([]Job, error) {
-	all, err := store.List[Job](tx, store.Jobs, rec.Workspace+"/")
-	if err != nil {
-		return nil, err
-	}
 	var out []Job
-	for _, j := range all {
-		if j.ComputeKey == rec.Key() && !api.Terminal(j.Status) {
+	for _, k := range tx.Keys(store.ActiveJobs, rec.Key()+"/") {
+		var j Job
+		ok, err := tx.Get(store.Jobs, rec.Workspace+"/"+strings.TrimPrefix(k, rec.Key()+"/"), &j)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !api.Terminal(j.Status) {
 			out = append(out, j)
 		}
 	}
-	slices.SortFunc(out, func(a, b Job) int { return a.SubmittedAt.Compare(b.SubmittedAt) })
+	slices.SortFunc(out, func(a, b Job) int { return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID)) })
 	return out, nil
+}
+
+// PutJob stores a job and keeps the active-jobs index in step with its status.
+func PutJob(tx *store.Tx, j Job) error {
+	if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+		return err
+	}
+	indexKey := j.ComputeKey + "/" + j.ID
+	if api.Terminal(j.Status) {
+		return tx.Delete(store.ActiveJobs, indexKey)
+	}
+	return tx.Put(store.ActiveJobs, indexKey, j.Key())
+}
+
+// IndexActiveJobs rebuilds the active-jobs index from every job: once when the engine
+// starts, so a store written by an engine that had no index gets one.
+func IndexActiveJobs(tx *store.Tx) error {
+	for _, k := range tx.Keys(store.ActiveJobs, "") {
+		if err := tx.Delete(store.ActiveJobs, k); err != nil {
+			return err
+		}
+	}
+	all, err := store.List[Job](tx, store.Jobs, "")
+	if err != nil {
+		return err
+	}
+	for _, j := range all {
+		if !api.Terminal(j.Status) {
+			if err := tx.Put(store.ActiveJobs, j.ComputeKey+"/"+j.ID, j.Key()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func GetJob(tx *store.Tx, workspace, id string) (Job, bool) {

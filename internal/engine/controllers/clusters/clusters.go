@@ -87,7 +87,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 		for _, j := range jobs {
 			if j.ID == id {
 				j.Finish(api.JobFailed, nil, fmt.Sprintf("the job needs %d nodes but compute %s has max_node_count %d", j.Count, rec.Name, rec.MaxNodes()), now)
-				if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+				if err := model.PutJob(tx, j); err != nil {
 					return acts, err
 				}
 			}
@@ -141,7 +141,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 			}
 			acts.ClearTimer(computes.NodeIdleTimer(*n))
 		}
-		if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+		if err := model.PutJob(tx, j); err != nil {
 			return acts, err
 		}
 		acts.StartJobs = append(acts.StartJobs, j)

@@ -351,7 +351,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 	cancelJobs := func(why string) error {
 		for _, j := range jobs {
 			j.Finish(api.JobCanceled, nil, why, now)
-			if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+			if err := model.PutJob(tx, j); err != nil {
 				return err
 			}
 			out.KillJobs = append(out.KillJobs, j)
@@ -460,7 +460,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 			if err := tx.Put(store.Nodes, node.Key(), *node); err != nil {
 				return out, err
 			}
-			if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+			if err := model.PutJob(tx, j); err != nil {
 				return out, err
 			}
 			out.StartJobs = append(out.StartJobs, j)

@@ -125,7 +125,7 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 			}
 		}
 		j.ComputeKey = rec.Key()
-		if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+		if err := model.PutJob(tx, j); err != nil {
 			return err
 		}
 		return model.Remember(tx, idempotencyKey, j.ID)
@@ -186,7 +186,7 @@ func (c *Controller) CancelJob(_ context.Context, workspace, id string) (*api.Jo
 			return nil
 		}
 		j.Finish(api.JobCanceled, nil, "canceled by user", c.Clock.Now().UTC())
-		return tx.Put(store.Jobs, j.Key(), j)
+		return model.PutJob(tx, j)
 	})
 	c.Mu.Unlock()
 	if err != nil {
@@ -282,7 +282,7 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 						cur.Finish(api.JobCompleted, &exit, "", now)
 					}
 				}
-				if err := tx.Put(store.Jobs, cur.Key(), cur); err != nil {
+				if err := model.PutJob(tx, cur); err != nil {
 					return err
 				}
 			}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 func clusterSpec(name string, min, max int64) api.ComputeSpec {
@@ -72,4 +74,38 @@ func TestQuotaIndexSurvivesARestart(t *testing.T) {
 	if _, err := r.e.CreateCompute(context.Background(), "team", clusterSpec("more", 0, 1), ""); err == nil || !strings.Contains(err.Error(), "already used by big (40 vCPUs)") {
 		t.Fatalf("CreateCompute after restart = %v; want a quota error naming big", err)
 	}
+}
+
+// A store written without the active-jobs index (an older engine) gets one when the engine
+// starts: a queued job is still found and started.
+func TestActiveJobsIndexRebuiltOnStart(t *testing.T) {
+	r := newRig(t)
+	r.workspace("team", nil)
+	r.cluster("team", "one", 0, 1, "PT120S")
+	first := r.submit("team", "one", 1)
+	r.eventually("first job running", r.status("team", first.ID, api.JobRunning))
+	second := r.submit("team", "one", 1)
+	r.settle()
+	r.stop()
+	st, err := store.Open(r.path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(func(tx *store.Tx) error {
+		for _, k := range tx.Keys(store.ActiveJobs, "") {
+			if err := tx.Delete(store.ActiveJobs, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	r.settle()
+	got := r.job("team", first.ID)
+	r.drv.FinishTask(got.Nodes[0], r.task("team", first.ID, 0), 0)
+	r.eventually("the queued job runs after the first", r.status("team", second.ID, api.JobRunning))
 }
