@@ -607,3 +607,30 @@ func TestNodeCreatedNotReadyWaitsForNodeReady(t *testing.T) {
 		t.Fatalf("a ready node still shows reason %q", n.Reason)
 	}
 }
+
+// A compute that cannot get nodes says so in its errors, and its queued job says why it
+// waits; a node that starts clears the errors.
+func TestFailuresShowOnTheComputeAndTheQueuedJob(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 2, "PT120S")
+	r.drv.FailNext(fake.MethodCreate, driver.Permanent(errors.New("mkdir /nodes/x: permission denied")))
+	j := r.submit("lab", "cpu", 1)
+	r.settle()
+	c := r.compute("lab", "cpu")
+	if len(c.Errors) != 1 || c.Errors[0].Code != api.ErrorNodeStartFailed || !strings.Contains(c.Errors[0].Message, "permission denied") {
+		t.Fatalf("errors %+v; want one NodeStartFailed naming the cause", c.Errors)
+	}
+	if got := r.job("lab", j.ID); got.Status != api.JobQueued || !strings.Contains(got.Reason, "permission denied") {
+		t.Fatalf("job %s with reason %q; want Queued with the compute's error as its reason", got.Status, got.Reason)
+	}
+	// The retry after the back-off gets a node: the errors clear and the job runs.
+	r.clk.Step(runtime.RetryAfter)
+	r.eventually("job running after the retry", r.status("lab", j.ID, api.JobRunning))
+	if c := r.compute("lab", "cpu"); len(c.Errors) != 0 {
+		t.Fatalf("errors %+v after a node started; want none", c.Errors)
+	}
+	if got := r.job("lab", j.ID); got.Reason != "" {
+		t.Fatalf("a running job has reason %q", got.Reason)
+	}
+}

@@ -213,9 +213,10 @@ func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size) 
 	} else {
 		delete(c.backoff, n.Compute)
 	}
-	_ = c.UpdateNode(n.Key(), func(cur *model.Node) bool {
-		if cur.State != api.NodePreparing {
-			return false
+	_ = c.Store.Update(func(tx *store.Tx) error {
+		var cur model.Node
+		if ok, err := tx.Get(store.Nodes, n.Key(), &cur); err != nil || !ok || cur.State != api.NodePreparing {
+			return err
 		}
 		switch {
 		case err != nil:
@@ -227,7 +228,19 @@ func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size) 
 			// the driver's reason, until a NodeReady event.
 			cur.Reason = info.Reason
 		}
-		return true
+		if err := tx.Put(store.Nodes, cur.Key(), cur); err != nil {
+			return err
+		}
+		// The compute shows why it cannot get nodes; a node that starts clears that.
+		switch {
+		case err != nil:
+			return c.updateCompute(tx, n.Compute, func(rec *model.Compute) {
+				rec.AddError(api.ComputeError{Time: now, Code: startErrorCode(err), Message: fmt.Sprintf("node %s failed to start: %v", n.ID, err)})
+			})
+		case info.Ready:
+			return c.clearErrors(tx, n.Compute)
+		}
+		return nil
 	})
 	c.Mu.Unlock()
 	switch {
@@ -251,7 +264,10 @@ func (c *Core) NodeReady(id string) {
 		}
 		compute = n.Compute
 		n.State, n.IdleSince, n.Reason = api.NodeIdle, now, ""
-		return tx.Put(store.Nodes, n.Key(), n)
+		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
+			return err
+		}
+		return c.clearErrors(tx, n.Compute)
 	})
 	c.Mu.Unlock()
 	if compute != "" {
@@ -348,7 +364,12 @@ func (c *Core) NodeGone(id string) {
 			}
 		}
 		n.State, n.Error, n.JobID, n.Task = api.NodeUnusable, "node process exited", "", ""
-		return tx.Put(store.Nodes, n.Key(), n)
+		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
+			return err
+		}
+		return c.updateCompute(tx, n.Compute, func(rec *model.Compute) {
+			rec.AddError(api.ComputeError{Time: c.Clock.Now().UTC(), Code: api.ErrorNodeLost, Message: fmt.Sprintf("node %s was lost (it died, or its allocation ended by itself); it is replaced when the compute needs it", n.ID)})
+		})
 	})
 	c.Mu.Unlock()
 	if compute != "" {
@@ -456,4 +477,35 @@ func (c *Core) vmSizeOf(computes []model.Compute, key string) string {
 		}
 	}
 	return ""
+}
+
+// startErrorCode classifies a driver's error at node creation for the compute's errors.
+func startErrorCode(err error) string {
+	switch {
+	case driver.IsNoCapacity(err):
+		return api.ErrorNoCapacity
+	case driver.IsPermanent(err):
+		return api.ErrorNodeStartFailed
+	}
+	return api.ErrorNodeStartRetrying
+}
+
+// updateCompute applies f to a stored compute in tx (nothing when it is gone).
+func (c *Core) updateCompute(tx *store.Tx, key string, f func(*model.Compute)) error {
+	var rec model.Compute
+	if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok {
+		return err
+	}
+	f(&rec)
+	return tx.Put(store.Computes, key, rec)
+}
+
+// clearErrors empties a compute's errors once it got a node again.
+func (c *Core) clearErrors(tx *store.Tx, key string) error {
+	var rec model.Compute
+	if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok || len(rec.Errors) == 0 {
+		return err
+	}
+	rec.Errors = nil
+	return tx.Put(store.Computes, key, rec)
 }

@@ -29,6 +29,8 @@ type Compute struct {
 	ForJob     string `json:"for_job,omitempty"`
 	// Instance is set for compute instances.
 	Instance *Instance `json:"instance,omitempty"`
+	// Errors are the recent failures to get or keep nodes, newest first (bounded).
+	Errors []api.ComputeError `json:"errors,omitempty"`
 	// Attached is set for attached machines (attached.go).
 	Attached *Attached `json:"attached,omitempty"`
 }
@@ -146,4 +148,12 @@ func (c Compute) NodeIDPrefix() string {
 		return strings.TrimSuffix(AttachedNodePrefix, "-")
 	}
 	return "node"
+}
+
+// AddError records a failure, newest first, keeping at most api.MaxComputeErrors.
+func (c *Compute) AddError(e api.ComputeError) {
+	c.Errors = append([]api.ComputeError{e}, c.Errors...)
+	if len(c.Errors) > api.MaxComputeErrors {
+		c.Errors = c.Errors[:api.MaxComputeErrors]
+	}
 }

@@ -151,6 +151,7 @@ func (c *Controller) GetJob(_ context.Context, workspace, id string) (*api.Job, 
 			return model.NotFoundJob(workspace, id)
 		}
 		out = &j.Job
+		out.Reason = waitReason(tx, j)
 		return nil
 	})
 	return out, err
@@ -165,6 +166,7 @@ func (c *Controller) ListJobs(_ context.Context, workspace string) ([]api.Job, e
 		}
 		all, err := store.List[model.Job](tx, store.Jobs, workspace+"/")
 		for _, j := range all {
+			j.Reason = waitReason(tx, j)
 			out = append(out, j.Job)
 		}
 		return err
@@ -316,4 +318,52 @@ func (c *Controller) PutSnapshot(r io.Reader) (string, error) {
 		return "", api.Errorf(api.CodeInvalid, "snapshot", "%v", err)
 	}
 	return id, nil
+}
+
+// waitReason says why a job that has not started is waiting, from its compute's state as
+// stored: what a user waiting on a scale-up wants to know. It is derived when the job is
+// read, so waiting costs no writes.
+func waitReason(tx *store.Tx, j model.Job) string {
+	if j.Status != api.JobQueued && j.Status != api.JobPreparing {
+		return ""
+	}
+	if j.Status == api.JobPreparing {
+		return "starting the job's tasks on its nodes"
+	}
+	var rec model.Compute
+	if ok, err := tx.Get(store.Computes, j.ComputeKey, &rec); err != nil || !ok {
+		return "waiting for its compute"
+	}
+	if rec.Deleting {
+		return "its compute is being deleted"
+	}
+	if len(rec.Errors) > 0 {
+		return "waiting for nodes: " + rec.Errors[0].Message
+	}
+	if inst := rec.Instance; inst != nil && inst.State != api.InstanceRunning && inst.State != api.InstanceJobRunning {
+		return fmt.Sprintf("waiting for compute instance %s, which is %s", rec.Name, inst.State)
+	}
+	nodes, _ := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
+	var preparing, busy int64
+	var pending string
+	for _, n := range nodes {
+		switch n.State {
+		case api.NodePreparing, api.NodePreempted:
+			preparing++
+			if n.Reason != "" {
+				pending = n.Reason
+			}
+		case api.NodeRunning, api.NodeLeaving:
+			busy++
+		}
+	}
+	switch {
+	case pending != "":
+		return fmt.Sprintf("waiting for %d node(s) to start (%s)", preparing, pending)
+	case preparing > 0:
+		return fmt.Sprintf("waiting for %d node(s) to start", preparing)
+	case busy > 0 && busy+j.Count > rec.MaxNodes():
+		return fmt.Sprintf("waiting for nodes to free up: %d of max_node_count %d are busy", busy, rec.MaxNodes())
+	}
+	return "queued behind earlier jobs of the compute (first in, first out)"
 }
