@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -108,4 +109,45 @@ func TestActiveJobsIndexRebuiltOnStart(t *testing.T) {
 	got := r.job("team", first.ID)
 	r.drv.FinishTask(got.Nodes[0], r.task("team", first.ID, 0), 0)
 	r.eventually("the queued job runs after the first", r.status("team", second.ID, api.JobRunning))
+}
+
+// Durations are parsed once where they come in; a record from an engine that stored none
+// gets them at start, so its idle node still waits its full scale-down time.
+func TestParsedDurationsFilledForOldRecords(t *testing.T) {
+	r := newRig(t)
+	r.workspace("team", nil)
+	r.cluster("team", "cpu", 0, 1, "PT10M")
+	j := r.submit("team", "cpu", 1)
+	r.eventually("job running", r.status("team", j.ID, api.JobRunning))
+	r.stop()
+	st, err := store.Open(r.path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(func(tx *store.Tx) error {
+		var rec model.Compute
+		if _, err := tx.Get(store.Computes, "team/cpu", &rec); err != nil {
+			return err
+		}
+		rec.Durations = model.Durations{} // as an older engine wrote it
+		return tx.Put(store.Computes, rec.Key(), rec)
+	})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	r.settle()
+	r.drv.FinishTask(r.job("team", j.ID).Nodes[0], r.task("team", j.ID, 0), 0)
+	r.settle()
+	r.clk.Step(10*time.Minute - time.Millisecond)
+	r.settle()
+	if n := r.compute("team", "cpu").CurrentNodeCount; n != 1 {
+		t.Fatalf("%d nodes before the 10 minute scale-down time; want the idle node kept", n)
+	}
+	r.clk.Step(time.Millisecond)
+	r.settle()
+	if c := r.compute("team", "cpu"); c.CurrentNodeCount != 0 {
+		t.Fatalf("nodes %+v at the deadline; want the idle node released", c.Nodes)
+	}
 }

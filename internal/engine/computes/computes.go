@@ -177,10 +177,18 @@ func (c *Core) LoadQuotaIndex() error {
 	if err := c.Store.Update(model.IndexActiveJobs); err != nil {
 		return err
 	}
-	return c.Store.View(func(tx *store.Tx) error {
+	return c.Store.Update(func(tx *store.Tx) error {
 		recs, err := store.List[model.Compute](tx, store.Computes, "")
 		for _, rec := range recs {
 			c.IndexCompute(rec)
+			// Records from an engine that stored no parsed durations get them now.
+			before := rec.Durations
+			rec.ParseDurations()
+			if rec.Durations != before {
+				if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
+					return err
+				}
+			}
 		}
 		return err
 	})

@@ -153,6 +153,7 @@ func (c *Core) Kick(computeKey string) { c.Loop.Mark(runtime.ComputeKey(computeK
 // same idempotency key returns what the first call made.
 func (c *Core) Insert(ctx context.Context, rec model.Compute, idempotencyKey, quotaField string) (*api.Compute, error) {
 	id := api.ComputeID(rec.Workspace, rec.Name)
+	rec.ParseDurations()
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
 	err := c.Store.Update(func(tx *store.Tx) error {
@@ -210,6 +211,7 @@ func (c *Core) Modify(ctx context.Context, workspace, name string, f func(ws *ap
 		if err := f(ws, &rec); err != nil {
 			return err
 		}
+		rec.ParseDurations()
 		// The quota is checked again when what the compute holds changed (its size or
 		// max_node_count), not on a change of its description after a quota was lowered.
 		before, _ := holding(prev)

@@ -29,6 +29,8 @@ type Compute struct {
 	ForJob     string `json:"for_job,omitempty"`
 	// Instance is set for compute instances.
 	Instance *Instance `json:"instance,omitempty"`
+	// Durations are the settings' durations, parsed once (ParseDurations).
+	Durations Durations `json:"durations"`
 	// Errors are the recent failures to get or keep nodes, newest first (bounded).
 	Errors []api.ComputeError `json:"errors,omitempty"`
 	// Attached is set for attached machines (attached.go).
@@ -38,12 +40,28 @@ type Compute struct {
 func (c Compute) Key() string { return c.Workspace + "/" + c.Name }
 
 // idleAfter is the cluster's scale-down delay; the spec was validated on the way in.
-func (c Compute) IdleAfter() time.Duration {
-	if c.ScaleSettings == nil {
-		return 0
+func (c Compute) IdleAfter() time.Duration { return c.Durations.ScaleDownAfter }
+
+// Durations are a compute's ISO 8601 settings parsed once, where they come in (ParseDurations
+// at create, update and engine start), so no pass parses a string again.
+type Durations struct {
+	// ScaleDownAfter is a cluster's scale_down_nodes_after_idle_duration.
+	ScaleDownAfter time.Duration `json:"scale_down_after,omitempty"`
+	// IdleShutdownAfter is an instance's idle_time_before_shutdown; 0 means never.
+	IdleShutdownAfter time.Duration `json:"idle_shutdown_after,omitempty"`
+}
+
+// ParseDurations fills Durations from the settings, which were validated on the way in
+// (an unparsable one, from a damaged record, counts as 0).
+func (c *Compute) ParseDurations() {
+	var d Durations
+	if c.ScaleSettings != nil {
+		d.ScaleDownAfter, _ = validation.Duration("", c.ScaleSettings.WithDefaults().ScaleDownNodesAfterIdleDuration, 0, validation.MaxScaleDownAfterIdle)
 	}
-	d, _ := validation.Duration("", c.ScaleSettings.WithDefaults().ScaleDownNodesAfterIdleDuration, 0, validation.MaxScaleDownAfterIdle)
-	return d
+	if c.Instance != nil {
+		d.IdleShutdownAfter, _ = validation.IdleTimeBeforeShutdown(c.Instance.Settings.IdleTimeBeforeShutdown, 0)
+	}
+	c.Durations = d
 }
 
 // resourceType is the Terraform resource that manages this kind of compute.

@@ -88,8 +88,7 @@ const (
 )
 
 func (c *Controller) instanceIdleAfter(rec model.Compute) time.Duration {
-	d, _ := validation.IdleTimeBeforeShutdown(rec.Instance.Settings.IdleTimeBeforeShutdown, 0)
-	return d
+	return rec.Durations.IdleShutdownAfter
 }
 
 func normalizeInstance(s *api.InstanceSettings) api.InstanceSettings {

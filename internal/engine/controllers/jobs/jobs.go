@@ -97,6 +97,7 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 				VMPriority: api.PriorityDedicated, CreatedOn: now, Serverless: true, ForJob: j.ID,
 				ScaleSettings: &api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: spec.InstanceCount, ScaleDownNodesAfterIdleDuration: "PT0S"},
 			}
+			rec.ParseDurations()
 			if err := c.CheckQuota(ws, rec, "instance_type"); err != nil {
 				return err
 			}
