@@ -87,12 +87,7 @@ func TestActiveJobsIndexRebuiltOnStart(t *testing.T) {
 	r.eventually("first job running", r.status("team", first.ID, api.JobRunning))
 	second := r.submit("team", "one", 1)
 	r.settle()
-	r.stop()
-	st, err := store.Open(r.path, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Update(func(tx *store.Tx) error {
+	r.restartAfter(func(tx *store.Tx) error {
 		for _, k := range tx.Keys(store.ActiveJobs, "") {
 			if err := tx.Delete(store.ActiveJobs, k); err != nil {
 				return err
@@ -100,11 +95,6 @@ func TestActiveJobsIndexRebuiltOnStart(t *testing.T) {
 		}
 		return nil
 	})
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.start()
 	r.settle()
 	got := r.job("team", first.ID)
 	r.drv.FinishTask(got.Nodes[0], r.task("team", first.ID, 0), 0)
@@ -119,12 +109,7 @@ func TestParsedDurationsFilledForOldRecords(t *testing.T) {
 	r.cluster("team", "cpu", 0, 1, "PT10M")
 	j := r.submit("team", "cpu", 1)
 	r.eventually("job running", r.status("team", j.ID, api.JobRunning))
-	r.stop()
-	st, err := store.Open(r.path, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Update(func(tx *store.Tx) error {
+	r.restartAfter(func(tx *store.Tx) error {
 		var rec model.Compute
 		if _, err := tx.Get(store.Computes, "team/cpu", &rec); err != nil {
 			return err
@@ -132,11 +117,6 @@ func TestParsedDurationsFilledForOldRecords(t *testing.T) {
 		rec.Durations = model.Durations{} // as an older engine wrote it
 		return tx.Put(store.Computes, rec.Key(), rec)
 	})
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.start()
 	r.settle()
 	r.drv.FinishTask(r.job("team", j.ID).Nodes[0], r.task("team", j.ID, 0), 0)
 	r.settle()
@@ -150,4 +130,21 @@ func TestParsedDurationsFilledForOldRecords(t *testing.T) {
 	if c := r.compute("team", "cpu"); c.CurrentNodeCount != 0 {
 		t.Fatalf("nodes %+v at the deadline; want the idle node released", c.Nodes)
 	}
+}
+
+// restartAfter stops the engine as a crash would, changes its store with edit (to stand for
+// a store an older engine wrote), and starts the engine again.
+func (r *rig) restartAfter(edit func(tx *store.Tx) error) {
+	r.t.Helper()
+	r.stop()
+	st, err := store.Open(r.path, time.Second)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	err = st.Update(edit)
+	st.Close()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.start()
 }
