@@ -145,7 +145,7 @@ func (c *Core) preemptNode(n model.Node) {
 	})
 }
 
-// kickAll marks every compute for a pass: freed capacity may admit nodes anywhere.
+// KickAll marks every compute for a pass: freed capacity may admit nodes anywhere.
 func (c *Core) KickAll() {
 	var keys []string
 	_ = c.Store.View(func(tx *store.Tx) error {

@@ -57,7 +57,7 @@ func (c *Core) ListComputes(_ context.Context, workspace string) ([]api.Compute,
 	return out, err
 }
 
-// describe folds a compute's node records into its API form.
+// Describe folds a compute's node records into its API form.
 func (c *Core) Describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
 	nodes, err := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
 	if err != nil {
@@ -112,7 +112,7 @@ func (c *Core) Describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
 	return out, nil
 }
 
-// checkQuota checks that the vCPUs the workspace's computes of rec's family may use
+// CheckQuota checks that the vCPUs the workspace's computes of rec's family may use
 // (max_node_count times the size's vCPUs each, with rec replacing its stored version) fit
 // the family's quota (rules/quota). The other computes' use comes from the quota index, so
 // the check costs the same however many computes the store holds. Callers hold c.Mu.
@@ -164,7 +164,7 @@ func holding(rec model.Compute) (model.Holding, bool) {
 	return model.Holding{Workspace: rec.Workspace, Name: rec.Name, Family: size.Family, VCPUs: vcpus}, true
 }
 
-// indexCompute brings the quota index up to date with a committed compute record.
+// IndexCompute brings the quota index up to date with a committed compute record.
 // Callers hold c.Mu.
 func (c *Core) IndexCompute(rec model.Compute) {
 	if h, ok := holding(rec); ok {
@@ -172,7 +172,7 @@ func (c *Core) IndexCompute(rec model.Compute) {
 	}
 }
 
-// loadQuotaIndex fills the quota index from the store, once, when the engine is built.
+// LoadQuotaIndex fills the quota index from the store, once, when the engine is built.
 func (c *Core) LoadQuotaIndex() error {
 	if err := c.Store.Update(model.IndexActiveJobs); err != nil {
 		return err

@@ -15,12 +15,12 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// The controller turns stored intent into running nodes. Every decision is made from the
-// store by cluster.Decide and committed before the driver is called; driver results and
-// events are committed and trigger another pass. One goroutine runs the passes; driver
-// calls run in their own goroutines so a slow node never blocks another compute.
+// A compute's pass turns stored intent into running nodes. Every decision is made from the
+// store (by the pass its controller registered) and committed before the driver is called;
+// driver results and events are committed and trigger another pass. The loop runs one pass
+// at a time; driver calls go through its Go, so a slow node never blocks another compute.
 
-// reconcileCompute runs one pass for one compute.
+// Reconcile runs one pass for one compute (the loop's handler for runtime.Compute keys).
 func (c *Core) Reconcile(ctx context.Context, key string) {
 	if err := c.reconcileComputeOnce(ctx, key); err != nil && ctx.Err() == nil {
 		c.Log.Error("reconcile failed", "compute", key, "error", err)
@@ -252,7 +252,7 @@ func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size) 
 	c.Kick(n.Compute)
 }
 
-// nodeReady records that a node the driver created not ready is now usable.
+// NodeReady records that a node the driver created not ready is now usable.
 func (c *Core) NodeReady(id string) {
 	c.Mu.Lock()
 	var compute string
@@ -276,7 +276,7 @@ func (c *Core) NodeReady(id string) {
 	}
 }
 
-// releaseNode terminates a node the store already marks released, once, and deletes its
+// ReleaseNode terminates a node the store already marks released, once, and deletes its
 // record when the driver confirms it is gone.
 func (c *Core) ReleaseNode(ctx context.Context, n model.Node) {
 	c.terminateOnce(ctx, n, "releasing", func() error {
@@ -320,7 +320,7 @@ func (c *Core) terminateOnce(ctx context.Context, n model.Node, doing string, go
 	})
 }
 
-// updateNode applies f to a stored node and commits when f reports a change. Callers hold c.Mu.
+// UpdateNode applies f to a stored node and commits when f reports a change. Callers hold c.Mu.
 func (c *Core) UpdateNode(key string, f func(*model.Node) bool) error {
 	return c.Store.Update(func(tx *store.Tx) error {
 		var n model.Node
@@ -332,7 +332,7 @@ func (c *Core) UpdateNode(key string, f func(*model.Node) bool) error {
 	})
 }
 
-// nodeByID finds a stored node by its driver key.
+// NodeByID finds a stored node by its driver key.
 func (c *Core) NodeByID(tx *store.Tx, id string) (model.Node, bool) {
 	nodes, _ := store.List[model.Node](tx, store.Nodes, "")
 	for _, n := range nodes {
@@ -343,7 +343,7 @@ func (c *Core) NodeByID(tx *store.Tx, id string) (model.Node, bool) {
 	return model.Node{}, false
 }
 
-// nodeGone marks a node that died unusable (it is then released and replaced) and fails
+// NodeGone marks a node that died unusable (it is then released and replaced) and fails
 // the job that ran on it.
 func (c *Core) NodeGone(id string) {
 	c.Mu.Lock()
@@ -378,10 +378,11 @@ func (c *Core) NodeGone(id string) {
 	}
 }
 
-// recover runs once at start: nodes the store records are adopted when alive, restarted
+// Recover runs once at start: nodes the store records are adopted when alive, restarted
 // when they were still being created, and marked unusable when dead; nodes the driver has
 // that the store does not know are released; jobs are resumed or finished from what the
-// nodes recorded.
+// nodes recorded. otherNodes are live driver nodes that other controllers own (endpoint
+// instances), so they are not taken for orphans.
 func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 	var nodes []model.Node
 	var computes []model.Compute

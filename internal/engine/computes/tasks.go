@@ -15,7 +15,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// startJob starts every rank of an assigned job.
+// StartJob starts every rank of an assigned job.
 func (c *Core) StartJob(ctx context.Context, j model.Job) {
 	if j.MasterPort == 0 {
 		j.MasterPort = FreePort()
@@ -76,7 +76,7 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 	c.Log.Info("job running", "job", j.ID, "nodes", strings.Join(j.Nodes, ","))
 }
 
-// killJob kills every rank of a job; the ranks' exits then free their nodes.
+// KillJob kills every rank of a job; the ranks' exits then free their nodes.
 func (c *Core) KillJob(ctx context.Context, j model.Job) {
 	for rank, node := range j.Nodes {
 		if err := c.Driver.KillTask(ctx, node, j.TaskKey(rank)); err != nil && !driver.IsNotFound(err) {
@@ -85,7 +85,7 @@ func (c *Core) KillJob(ctx context.Context, j model.Job) {
 	}
 }
 
-// freeNodes returns a job's nodes to idle when its tasks never started.
+// FreeNodes returns a job's nodes to idle when its tasks never started.
 func (c *Core) FreeNodes(j model.Job) {
 	c.Mu.Lock()
 	now := c.Clock.Now().UTC()
@@ -105,7 +105,7 @@ func (c *Core) FreeNodes(j model.Job) {
 	c.Kick(j.ComputeKey)
 }
 
-// freePort picks a TCP port for MASTER_PORT; local nodes share this machine's loopback.
+// FreePort picks a TCP port for MASTER_PORT; local nodes share this machine's loopback.
 func FreePort() int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,7 +115,7 @@ func FreePort() int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// jobLogPath is where a rank's output is kept once its task ended.
+// JobLogPath is where a rank's output is kept once its task ended.
 func (c *Core) JobLogPath(jobID string, rank int) string {
 	return filepath.Join(c.DataDir, "jobs", jobID, fmt.Sprintf("rank-%d.log", rank))
 }

@@ -50,7 +50,7 @@ var probeClient = &http.Client{
 // nodes serve nothing.
 func (c *Controller) SetProber(p Prober) { c.probe.Store(&p) }
 
-// runProbe starts one probe of an instance's current process.
+// RunProbe starts one probe of an instance's current process.
 func (c *Controller) RunProbe(id, kind string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -62,7 +62,7 @@ func (c *Controller) GetEndpointToken(_ context.Context, workspace, name string)
 	return &api.EndpointToken{AccessToken: payload + "." + sign(secret, payload), ExpiresOn: exp}, nil
 }
 
-// verifyToken is the router's TokenVerifier for one endpoint.
+// VerifyToken is the router's TokenVerifier for one endpoint.
 func (c *Controller) VerifyToken(workspace, name, token string) bool {
 	payload, mac, ok := strings.Cut(token, ".")
 	if !ok {
