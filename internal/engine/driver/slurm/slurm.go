@@ -33,6 +33,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -105,6 +106,8 @@ type Driver struct {
 
 	keyMu sync.Mutex
 	keys  map[string]*keyLock // per node key, so Creates and Terminates of one key take turns
+
+	ticks atomic.Int64 // squeues of the watch that answered (tests wait on it)
 
 	mu    sync.Mutex
 	nodes map[string]*node  // watched nodes by key
@@ -300,6 +303,21 @@ func (d *Driver) findJob(ctx context.Context, key string) (job, bool, error) {
 	return found[0], true, nil
 }
 
+// findAnyJob returns a job of the node key that squeue still shows, in any state: a
+// completing job still holds its node. Terminate waits for none to be left.
+func (d *Driver) findAnyJob(ctx context.Context, key string) (job, bool, error) {
+	out, err := d.command(ctx, "squeue", "-h", "--me", "--name="+d.jobName(key), "-o", squeueFormat)
+	if err != nil {
+		return job{}, false, classify(err)
+	}
+	for _, j := range parseJobs(out) {
+		if j.Name == d.jobName(key) && (j.live() || j.State == "COMPLETING" || j.State == "SIGNALING" || j.State == "STAGE_OUT") {
+			return j, true, nil
+		}
+	}
+	return job{}, false, nil
+}
+
 // adopt watches the node's job (when not already) and returns what it knows of it; with
 // tasks, it also watches the tasks the node runs (a node the driver did not create).
 func (d *Driver) adopt(ctx context.Context, key string, j job, tasks bool) driver.NodeInfo {
@@ -438,7 +456,7 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	start := d.cfg.Clock.Now()
 	killed := false
 	for first := true; ; first = false {
-		j, ok, err := d.findJob(ctx, key)
+		j, ok, err := d.findAnyJob(ctx, key)
 		switch {
 		case err != nil:
 			// The controller may be restarting: keep trying until ctx ends.
@@ -450,7 +468,7 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 				d.log.Debug("node released", "node", key, "after", d.cfg.Clock.Since(start))
 			}
 			return nil
-		case first:
+		case first && j.live():
 			// TERM the steps (the tasks), then cancel the job.
 			if j.running() {
 				_, _ = d.command(ctx, "scancel", "--signal=TERM", j.ID)
@@ -522,6 +540,7 @@ func (d *Driver) tick(ctx context.Context) {
 		d.log.Debug("squeue failed", "error", err)
 		return
 	}
+	d.ticks.Add(1)
 	type change struct {
 		key     string
 		ready   bool

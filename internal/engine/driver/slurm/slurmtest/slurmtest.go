@@ -214,8 +214,9 @@ func (c *Cluster) StartController(clear bool) {
 	c.waitFor("slurmctld to answer", func() bool { return exec.Command("scontrol", "ping").Run() == nil })
 }
 
-// StopController kills slurmctld (SIGKILL: as a crash) and waits until it is dead.
-func (c *Cluster) StopController() { c.kill(c.ctld, syscall.SIGKILL) }
+// StopController stops slurmctld as a restart by an operator does (SIGTERM: it saves its
+// state) and waits until it is dead.
+func (c *Cluster) StopController() { c.kill(c.ctld, syscall.SIGTERM) }
 
 // StartNode starts the slurmd of node n.
 func (c *Cluster) StartNode(n string) {
