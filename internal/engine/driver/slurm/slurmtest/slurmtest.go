@@ -277,8 +277,12 @@ func (c *Cluster) WaitIdle(nodes ...string) {
 }
 
 // Resume returns node n to service (after it was set DOWN) and waits until it is idle.
+// The resume may be refused: with ReturnToService=2 a node whose slurmd registers again
+// may already be back by itself.
 func (c *Cluster) Resume(n string) {
-	c.Run("scontrol", "update", "nodename="+n, "state=resume")
+	cmd := exec.Command("scontrol", "update", "nodename="+n, "state=resume")
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+c.Conf)
+	_ = cmd.Run()
 	c.WaitIdle(n)
 }
 
