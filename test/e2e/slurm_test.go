@@ -181,3 +181,125 @@ func TestE2E_SlurmCluster(t *testing.T) {
 		t.Fatalf("after destroy squeue shows %v", jobs)
 	}
 }
+
+var slurmFailuresConfig = requiredProviders + `
+provider "mlcompute" {}
+
+resource "mlcompute_workspace" "ws" {
+  name = "e2e-team"
+}
+
+resource "mlcompute_compute_cluster" "steady" {
+  name         = "steady"
+  workspace_id = mlcompute_workspace.ws.id
+  vm_size      = "Standard_DS3_v2"
+  scale_settings = {
+    min_node_count                       = 1
+    max_node_count                       = 1
+    scale_down_nodes_after_idle_duration = "PT3S"
+  }
+}
+
+resource "mlcompute_compute_instance" "dev" {
+  name                      = "dev-box"
+  workspace_id              = mlcompute_workspace.ws.id
+  vm_size                   = "Standard_DS3_v2"
+  idle_time_before_shutdown = "PT3S"
+}
+`
+
+// slurmNodeOf returns the Slurm node that runs the engine's job of a node key.
+func slurmNodeOf(t *testing.T, engineJobName string) string {
+	t.Helper()
+	out, err := exec.Command("squeue", "-h", "--name="+engineJobName, "-t", "RUNNING", "-o", "%N").Output()
+	if err != nil {
+		t.Fatalf("squeue: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestE2E_SlurmNodeFailureAndInstance: on Slurm, a cluster keeps its minimum when the
+// slurmd of its node is killed (the node becomes unusable and a replacement starts on
+// another Slurm node), and a compute instance's stop, start and idle shutdown cancel and
+// create its allocation.
+func TestE2E_SlurmNodeFailureAndInstance(t *testing.T) {
+	requireAcc(t)
+	c := slurmtest.Start(t)
+	u := newUser(t)
+	u.startServe("--nodes", "slurm", "--slurm-workdir", t.TempDir(), "--min-idle-shutdown", "1s")
+	u.writeConfig(slurmFailuresConfig)
+	u.mustTerraform("apply", "-auto-approve")
+	raw, _ := os.ReadFile(filepath.Join(u.home, "engine-id"))
+	engineID := strings.TrimSpace(string(raw))
+
+	// The instance: running after apply, its allocation cancelled by a stop and made again
+	// by a start.
+	instanceJobs := func() int {
+		n := 0
+		for _, k := range u.engineJobs() {
+			for _, node := range u.compute("dev-box").Nodes {
+				if node.ID == k {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	u.waitFor("the instance running", 60*time.Second, func() bool { return u.compute("dev-box").State == api.InstanceRunning })
+	if n := instanceJobs(); n != 1 {
+		t.Fatalf("a running instance holds %d allocations; want 1", n)
+	}
+	if out, code := u.cli("compute", "stop", "--workspace", "e2e-team", "dev-box"); code != 0 {
+		t.Fatalf("compute stop: %s", out)
+	}
+	u.waitFor("the instance stopped, its allocation gone", 30*time.Second, func() bool {
+		return u.compute("dev-box").State == api.InstanceStopped && len(u.engineJobs()) == 1 // the cluster's node
+	})
+	if out, code := u.cli("compute", "start", "--workspace", "e2e-team", "dev-box"); code != 0 {
+		t.Fatalf("compute start: %s", out)
+	}
+	u.waitFor("the instance running again on a new allocation", 60*time.Second, func() bool {
+		return u.compute("dev-box").State == api.InstanceRunning && len(u.engineJobs()) == 2
+	})
+	u.waitFor("idle shutdown cancels the allocation", 60*time.Second, func() bool {
+		return u.compute("dev-box").State == api.InstanceStopped && len(u.engineJobs()) == 1
+	})
+
+	// The cluster: kill the slurmd of its one node; Slurm sets it DOWN and ends the job,
+	// and the cluster gets a node on another Slurm node.
+	var first string
+	u.waitFor("the cluster's minimum node idle", 60*time.Second, func() bool {
+		nodes := u.compute("steady").Nodes
+		if len(nodes) == 1 && nodes[0].State == api.NodeIdle {
+			first = nodes[0].ID
+			return true
+		}
+		return false
+	})
+	victim := slurmNodeOf(t, engineID+"/"+first)
+	if victim == "" {
+		t.Fatalf("no running Slurm job for node %s; squeue: %v", first, c.Jobs())
+	}
+	c.KillNode(victim)
+	t.Cleanup(func() {
+		c.StartNode(victim)
+		c.Resume(victim)
+	})
+	start := time.Now()
+	var replacement string
+	u.waitFor("a replacement node idle on another Slurm node", 120*time.Second, func() bool {
+		for _, n := range u.compute("steady").Nodes {
+			if n.ID != first && n.State == api.NodeIdle {
+				replacement = n.ID
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("slurmd of %s killed: replacement node idle after %s", victim, time.Since(start).Round(time.Millisecond))
+	if on := slurmNodeOf(t, engineID+"/"+replacement); on == "" || on == victim {
+		t.Fatalf("the replacement runs on Slurm node %q; want another than %s", on, victim)
+	}
+	u.mustTerraform("destroy", "-auto-approve")
+	u.waitFor("no allocation left", 30*time.Second, func() bool { return len(u.engineJobs()) == 0 })
+}
