@@ -118,7 +118,7 @@ type Driver struct {
 type node struct {
 	info   driver.NodeInfo
 	job    job
-	seen   time.Time          // when the driver first saw it (its submission time when known)
+	seen   time.Time          // when the driver first saw it, or its submission time (see adopt)
 	cancel context.CancelFunc // ends the node's task watchers
 	ctx    context.Context
 	// terminating says Terminate is cancelling it: its end is no NodeGone.
@@ -334,7 +334,10 @@ func (d *Driver) adopt(ctx context.Context, key string, j job, tasks bool) drive
 		}
 		nctx, cancel := context.WithCancel(d.ctx)
 		n = &node{job: j, seen: d.cfg.Clock.Now(), ctx: nctx, cancel: cancel}
-		if !j.Submit.IsZero() && j.Submit.Before(n.seen) {
+		// squeue prints the submission time in the local time of the machine that runs
+		// it: trusted only when that is this machine (a login node may be in another
+		// time zone); else the start timeout counts from when the driver first saw it.
+		if d.cfg.Login == "" && !j.Submit.IsZero() && j.Submit.Before(n.seen) {
 			n.seen = j.Submit
 		}
 		n.info = driver.NodeInfo{Key: key, Owner: strings.TrimSuffix(j.Comment, "/"+key), Address: "slurm-job-" + j.ID}
