@@ -423,9 +423,18 @@ func (d *Driver) List(ctx context.Context, owner string) ([]driver.NodeInfo, err
 	return out, nil
 }
 
-// ownJobs reads this engine's jobs with one squeue, by node key.
-func (d *Driver) ownJobs(ctx context.Context) (map[string]job, error) {
-	out, err := d.command(ctx, "squeue", "-h", "--me", "-o", squeueFormat)
+// ownJobs reads this engine's jobs with one squeue, by node key: those of the keys given
+// (up to 200 names on one command line), else all of them.
+func (d *Driver) ownJobs(ctx context.Context, keys ...string) (map[string]job, error) {
+	args := []string{"squeue", "-h", "--me", "-o", squeueFormat}
+	if len(keys) > 0 && len(keys) <= 200 {
+		names := make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = d.jobName(k)
+		}
+		args = append(args, "--name="+strings.Join(names, ","))
+	}
+	out, err := d.command(ctx, args...)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -537,7 +546,17 @@ func (d *Driver) watch() {
 
 // tick compares one squeue with the watched nodes.
 func (d *Driver) tick(ctx context.Context) {
-	jobs, err := d.ownJobs(ctx)
+	// Only the nodes watched before squeue ran are judged by it: a node created during
+	// the call is not in its answer, and is not gone.
+	d.mu.Lock()
+	keys := make([]string, 0, len(d.nodes))
+	before := make(map[string]*node, len(d.nodes))
+	for k, n := range d.nodes {
+		keys = append(keys, k)
+		before[k] = n
+	}
+	d.mu.Unlock()
+	jobs, err := d.ownJobs(ctx, keys...)
 	if err != nil {
 		// A controller that is down or restarting: nothing is known, nothing changes.
 		d.log.Debug("squeue failed", "error", err)
@@ -545,6 +564,7 @@ func (d *Driver) tick(ctx context.Context) {
 	}
 	d.ticks.Add(1)
 	type change struct {
+		n       *node
 		key     string
 		ready   bool
 		timeout string // job id to cancel
@@ -554,7 +574,7 @@ func (d *Driver) tick(ctx context.Context) {
 	d.mu.Lock()
 	now := d.cfg.Clock.Now()
 	for key, n := range d.nodes {
-		if n.terminating {
+		if n.terminating || before[key] != n {
 			continue
 		}
 		j, ok := jobs[key]
@@ -564,12 +584,12 @@ func (d *Driver) tick(ctx context.Context) {
 			if ok {
 				why = strings.ToLower(j.State)
 			}
-			changes = append(changes, change{key: key, why: why})
+			changes = append(changes, change{n: n, key: key, why: why})
 		case !j.running() && now.Sub(n.seen) >= d.cfg.StartTimeout:
-			changes = append(changes, change{key: key, timeout: j.ID, why: "not running within the start timeout (" + j.Reason + ")"})
+			changes = append(changes, change{n: n, key: key, timeout: j.ID, why: "not running within the start timeout (" + j.Reason + ")"})
 		case j.running() && !n.info.Ready:
 			n.job = j
-			changes = append(changes, change{key: key, ready: true})
+			changes = append(changes, change{n: n, key: key, ready: true})
 		default:
 			n.job = j
 			d.update(n, "")
@@ -579,17 +599,19 @@ func (d *Driver) tick(ctx context.Context) {
 	for _, c := range changes {
 		switch {
 		case c.ready:
+			n := c.n
 			d.mu.Lock()
-			n := d.nodes[c.key]
+			node := n.job.Node
 			d.mu.Unlock()
-			if n == nil {
-				continue
-			}
-			host := d.hostOf(ctx, n.job.Node)
+			host := d.hostOf(ctx, node)
 			if host == "" {
 				continue // next tick
 			}
 			d.mu.Lock()
+			if d.nodes[c.key] != n || n.terminating || n.info.Ready {
+				d.mu.Unlock()
+				continue
+			}
 			d.update(n, host)
 			d.mu.Unlock()
 			d.log.Debug("node ready", "node", c.key, "host", host)
@@ -602,8 +624,8 @@ func (d *Driver) tick(ctx context.Context) {
 				}
 			}
 			d.mu.Lock()
-			n := d.nodes[c.key]
-			if n == nil || n.terminating {
+			n := c.n
+			if d.nodes[c.key] != n || n.terminating {
 				d.mu.Unlock()
 				continue
 			}
