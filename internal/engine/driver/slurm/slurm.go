@@ -10,8 +10,8 @@
 //     a crash (Describe, List). It first looks the name up: a job that exists is returned,
 //     never submitted again. It returns at once: a pending job is a node that is not ready
 //     (Reason is squeue's REASON); NodeReady follows when the job runs.
-//   - The driver watches its jobs with one `squeue --me` per tick (Config.PollInterval,
-//     250 ms by default; Slurm has no event stream its commands offer). A watched job that
+//   - The driver watches its jobs with one `squeue --me --name=...` per tick for all of
+//     them (Config.PollInterval, 250 ms by default; Slurm's commands offer no event stream). A watched job that
 //     ends by itself (time limit, preemption, a node set DOWN or failing, a killed slurmd)
 //     is NodeGone; one still pending after Config.StartTimeout is cancelled and NodeGone.
 //   - Tasks run under the wrapper of package ssh (TaskStore) in <workdir>/.mlcompute/tasks,
