@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -32,7 +31,7 @@ type record struct {
 func (r record) path() string { return filepath.Join(registryDir(), filepath.Base(r.Dir)+".json") }
 
 // save writes the record whole (a temporary file renamed), so a sweep never reads half.
-func (r record) save(t testing.TB) {
+func (r record) save(t TB) {
 	t.Helper()
 	must(t, os.MkdirAll(registryDir(), 0o700))
 	raw, err := json.Marshal(r)
@@ -43,7 +42,7 @@ func (r record) save(t testing.TB) {
 }
 
 // sweepLeftovers removes the clusters of dead test processes.
-func sweepLeftovers(t testing.TB) {
+func sweepLeftovers(t TB) {
 	paths, _ := filepath.Glob(filepath.Join(registryDir(), "*.json"))
 	for _, p := range paths {
 		raw, err := os.ReadFile(p)

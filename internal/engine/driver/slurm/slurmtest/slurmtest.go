@@ -27,9 +27,19 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
+
+// TB is what Start needs of a test: testing.TB has it all, and a program (a demo) can
+// provide it too.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+	Setenv(key, value string)
+	Failed() bool
+}
 
 // Packages are the Debian packages a cluster needs.
 var Packages = []string{"munge", "slurmctld", "slurmd", "slurm-client"}
@@ -53,15 +63,15 @@ type Cluster struct {
 	// StartedIn is how long the daemons took from the first start to all nodes idle.
 	StartedIn time.Duration
 
-	t      testing.TB
+	t      TB
 	ctld   *exec.Cmd
 	slurmd map[string]*exec.Cmd
 	munged *exec.Cmd
 }
 
 // Start starts a cluster that is stopped when t ends. It sets SLURM_CONF with t.Setenv,
-// so t (and its parents) must not be parallel.
-func Start(t testing.TB) *Cluster {
+// so a test t (and its parents) must not be parallel.
+func Start(t TB) *Cluster {
 	t.Helper()
 	install(t)
 	if os.Geteuid() != 0 {
@@ -100,7 +110,7 @@ func Start(t testing.TB) *Cluster {
 }
 
 // install installs the packages when a binary is missing.
-func install(t testing.TB) {
+func install(t TB) {
 	t.Helper()
 	missing := false
 	for _, b := range binaries {
@@ -357,7 +367,7 @@ func (c *Cluster) waitFor(what string, ok func() bool) {
 }
 
 // freePorts returns n distinct TCP ports that were free on loopback a moment ago.
-func freePorts(t testing.TB, n int) []int {
+func freePorts(t TB, n int) []int {
 	var ports []int
 	var lns []net.Listener
 	for range n {
@@ -384,10 +394,10 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func must(t testing.TB, err error) {
+func must(t TB, err error) {
 	t.Helper()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 }
 
