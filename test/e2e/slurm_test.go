@@ -61,7 +61,8 @@ func (u *user) engineJobs() []string {
 // see slurmtest) with `mlcompute serve --nodes slurm`: it scales from 0 for a 3-node job
 // with the right ranks, releases idle nodes with their allocations gone from squeue within
 // 1 s of the idle deadline, and after a SIGKILL of the engine with allocations held and a
-// job running, a restarted engine finishes the job and leaves no allocation no compute owns.
+// job running (and an allocation it never recorded), a restarted engine finishes the job,
+// cancels the orphan and leaves no allocation no compute owns.
 func TestE2E_SlurmCluster(t *testing.T) {
 	requireAcc(t)
 	c := slurmtest.Start(t) // sets SLURM_CONF, which the user's environment inherits
@@ -154,6 +155,14 @@ func TestE2E_SlurmCluster(t *testing.T) {
 	u.waitGone(pid, 10*time.Second)
 	if err := os.WriteFile(marker, nil, 0o644); err != nil { // the job ends while no engine runs
 		t.Fatal(err)
+	}
+	// An allocation the engine submitted but never recorded (a crash between sbatch and
+	// its write): the restarted engine must find it by name and cancel it.
+	raw, _ := os.ReadFile(filepath.Join(u.home, "engine-id"))
+	orphan := exec.Command("sbatch", "--parsable", "--nodes=1", "--output=/dev/null",
+		"--job-name="+strings.TrimSpace(string(raw))+"/node-orphan", "--comment=e2e-team/cpu/node-orphan", "--wrap", "exec sleep 1000")
+	if out, err := orphan.CombinedOutput(); err != nil {
+		t.Fatalf("sbatch of an orphan: %v: %s", err, out)
 	}
 	u.startServe(serveFlags...)
 	u.waitFor("the job finished", 60*time.Second, func() bool { return api.Terminal(jobShow().Status) })
