@@ -12,6 +12,9 @@
 # Environment:
 #   DEMO_EXAMPLE  module to apply (default examples/quickstart)
 #   DEMO_KEEP=1   skip destroy/shutdown and leave the workspace and engine up to explore
+#   DEMO_SERVE_FLAGS  start the engine with `mlcompute serve FLAGS` instead of the embedded
+#                 one; with --nodes slurm the demo also shows squeue (make demo-slurm sets
+#                 it, next to a Slurm cluster on loopback: tools/slurmdemo)
 #   TERRAFORM     a terraform binary to use (default: see scripts/tool.sh)
 set -euo pipefail
 
@@ -20,6 +23,7 @@ cd "$root"
 
 DEMO_STEPS=(
 	prepare
+	serve
 	apply
 	outputs
 	replan
@@ -122,6 +126,28 @@ step_replan() {
 	esac
 }
 
+# slurm says the demo runs its nodes on Slurm.
+slurm() { [[ "${DEMO_SERVE_FLAGS:-}" == *"--nodes slurm"* ]]; }
+
+# squeue_jobs shows the Slurm jobs that hold the nodes.
+squeue_jobs() {
+	show "squeue -o '%.6i %.28j %.9T %.6N'"
+	command squeue -o '%.6i %.28j %.9T %.6N'
+}
+
+step_serve() {
+	[[ -z "${DEMO_SERVE_FLAGS:-}" ]] && return 0
+	header "Starting the engine: mlcompute serve $DEMO_SERVE_FLAGS"
+	# shellcheck disable=SC2086 # the flags are words
+	"$mlc" serve $DEMO_SERVE_FLAGS >"$demo_dir/serve.log" 2>&1 &
+	local i
+	for i in $(seq 100); do
+		"$mlc" status >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	mlcompute status
+}
+
 step_engine_status() {
 	header "The embedded engine (still running after terraform exited)"
 	mlcompute status
@@ -138,6 +164,11 @@ step_job() {
 	mlcompute job submit --workspace quickstart --compute cpu-cluster --code "$example/job" --instance-count 2 --stream -- sh train.sh
 	echo
 	mlcompute compute show --workspace quickstart cpu-cluster
+	if slurm; then
+		echo
+		echo "Each node is a one-node Slurm job, named <engine id>/<node id>:"
+		squeue_jobs
+	fi
 }
 
 step_scale_down() {
@@ -151,6 +182,9 @@ step_scale_down() {
 		fi
 		if [[ "$nodes" == 0 ]]; then
 			mlcompute compute list --workspace quickstart
+			if slurm; then
+				squeue_jobs
+			fi
 			return 0
 		fi
 		sleep 0.5

@@ -21,7 +21,7 @@ type serveFlags struct {
 	tokenFile       string
 	minIdleShutdown time.Duration
 	nodes           string
-	slurmPartition  string
+	slurm           slurmFlags
 	locations       []string
 	capacityVCPUs   int64
 	scoringListen   string
@@ -46,7 +46,7 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token; required to listen on TCP beyond loopback")
 	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", validation.DefaultMinIdleTimeBeforeShutdown, "the shortest idle_time_before_shutdown a compute instance may ask for")
 	fl.StringVar(&f.nodes, "nodes", "local", "where nodes come from: local or slurm")
-	fl.StringVar(&f.slurmPartition, "slurm-partition", "", "Slurm partition for --nodes slurm (the slurm driver is not available yet)")
+	f.slurm.register(fl)
 	fl.StringArrayVar(&f.locations, "location", []string{engine.DefaultLocation}, "a location this engine serves (repeatable)")
 	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
@@ -61,8 +61,12 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if f.capacityVCPUs < 0 {
 		return fmt.Errorf("--capacity-vcpus must be 0 (unlimited) or more, got %d", f.capacityVCPUs)
 	}
-	if f.nodes != "local" {
-		return fmt.Errorf("--nodes %s is not available in this version; the supported value is local", f.nodes)
+	if f.nodes != "local" && f.nodes != "slurm" {
+		return fmt.Errorf("--nodes %s is not supported; use local or slurm", f.nodes)
+	}
+	slurmCfg, err := f.slurm.config(f.nodes == "slurm")
+	if err != nil {
+		return err
 	}
 	dir, err := g.resolvedDataDir()
 	if err != nil {
@@ -94,6 +98,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Token:           token,
 		Locations:       f.locations,
 		Nodes:           f.nodes,
+		Slurm:           slurmCfg,
 		IdleExit:        f.idleExit,
 		Version:         g.cfg.Version,
 		Logger:          g.logger(os.Stderr),

@@ -20,7 +20,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -32,6 +34,9 @@ const (
 	LockFile   = "engine.lock"
 	LogFile    = "engine.log"
 	StoreFile  = "state.db"
+	// EngineIDFile holds the engine's id, made at the first start: the slurm driver names
+	// its jobs with it.
+	EngineIDFile = "engine-id"
 )
 
 // DefaultIdleExit is how long an engine with nothing to manage and no API calls stays up.
@@ -51,7 +56,11 @@ type Options struct {
 	// Token, when set, is required on every API call. Required for a non-loopback TCP listener.
 	Token     string
 	Locations []string
-	Nodes     string
+	// Nodes is the node driver: "local" (default) or "slurm" (configured by Slurm).
+	Nodes string
+	// Slurm configures the slurm driver (Nodes "slurm"); its EngineID is set from the
+	// data dir (EngineIDFile), so a restarted engine finds its jobs again.
+	Slurm slurm.Config
 	// AgentArgv runs this binary's node agent (a local node); --dir is appended.
 	AgentArgv []string
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
@@ -97,11 +106,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
-	nodes, err := local.New(local.Config{
-		Dir: filepath.Join(opts.DataDir, "nodes"), AgentArgv: opts.AgentArgv, Clock: opts.Clock, Logger: opts.Logger,
-	})
+	nodes, err := nodeDriver(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("starting the local node driver: %w", err)
+		return err
 	}
 	defer nodes.Close()
 	eng, err := engine.New(engine.Config{
@@ -276,4 +283,54 @@ func IsLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// nodeDriver starts the node driver opts.Nodes names.
+func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
+	switch opts.Nodes {
+	case "", "local":
+		d, err := local.New(local.Config{
+			Dir: filepath.Join(opts.DataDir, "nodes"), AgentArgv: opts.AgentArgv, Clock: opts.Clock, Logger: opts.Logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("starting the local node driver: %w", err)
+		}
+		return d, nil
+	case "slurm":
+		cfg := opts.Slurm
+		id, err := engineID(opts.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
+		startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		d, err := slurm.New(startCtx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("starting the slurm node driver: %w", err)
+		}
+		return d, nil
+	}
+	return nil, fmt.Errorf("unknown node driver %q: use local or slurm", opts.Nodes)
+}
+
+// engineID reads the data dir's engine id, making one at the first start.
+func engineID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, EngineIDFile)
+	if raw, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(raw)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("reading the engine id: %w", err)
+	}
+	id := slurm.NewEngineID()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing the engine id: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("writing the engine id: %w", err)
+	}
+	return id, nil
 }

@@ -15,12 +15,16 @@ import (
 // relative to the home directory), replacing what dst held. It streams a tar archive over
 // the connection, so the machine needs tar. Regular files, directories and symbolic links
 // are copied with their permission bits; anything else is skipped.
-func (c *Client) PutDir(ctx context.Context, src, dst string) error {
+func (c *Client) PutDir(ctx context.Context, src, dst string) error { return PutDir(ctx, c, src, dst) }
+
+// PutDir copies the contents of the local directory src into dst through sh, as
+// Client.PutDir does (dst relative to the shell's working directory, or absolute).
+func PutDir(ctx context.Context, sh Shell, src, dst string) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeTar(pw, src)) }()
 	defer pr.Close()
 	cmd := fmt.Sprintf(`rm -rf %[1]s && mkdir -p %[1]s && tar -x -m -f - -C %[1]s`, shellQuote(dst))
-	_, stderr, code, err := c.runInput(ctx, cmd, pr)
+	stderr, code, err := sh.RunShell(ctx, cmd, pr, io.Discard)
 	if err != nil {
 		return fmt.Errorf("copying %s to the machine: %w", src, err)
 	}

@@ -246,6 +246,18 @@ func (c *Client) runInput(ctx context.Context, cmd string, stdin io.Reader) (std
 	return c.runOutput(ctx, cmd, stdin, &bytes.Buffer{})
 }
 
+// RunShell runs cmd in a new session with stdin as its input and its output written to
+// stdout; it returns the standard error and the exit status. It makes a Client a Shell.
+func (c *Client) RunShell(ctx context.Context, cmd string, stdin io.Reader, stdout io.Writer) (stderr []byte, code int, err error) {
+	_, stderr, code, err = c.runOutput(ctx, cmd, stdin, writerOutput{stdout})
+	return stderr, code, err
+}
+
+// writerOutput is an outputBuffer that passes the output on and keeps none of it.
+type writerOutput struct{ io.Writer }
+
+func (writerOutput) Bytes() []byte { return nil }
+
 // outputBuffer collects a command's output.
 type outputBuffer interface {
 	io.Writer

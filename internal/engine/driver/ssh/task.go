@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"strconv"
@@ -34,7 +35,7 @@ const exitMissing = 44
 
 // RemoteTask is a command to run on the machine.
 type RemoteTask struct {
-	// Key names the task's directory, ~/.mlcompute/tasks/<Key>: letters, digits, '.', '_'
+	// Key names the task's directory, <TaskStore.Dir>/<Key> (~/.mlcompute/tasks/<Key>): letters, digits, '.', '_'
 	// and '-', not starting with '.'. Start is idempotent under it.
 	Key     string
 	Command []string
@@ -57,6 +58,74 @@ func checkKey(key string) error {
 		return fmt.Errorf("invalid task key %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.'", key)
 	}
 	return nil
+}
+
+// Shell runs a sh command line: cmd with stdin as its input and its standard output
+// written to stdout; it returns the standard error and the exit status. A *Client runs it
+// on its machine; other drivers (slurm) run it on the engine's machine or a login node.
+type Shell interface {
+	RunShell(ctx context.Context, cmd string, stdin io.Reader, stdout io.Writer) (stderr []byte, code int, err error)
+}
+
+// TaskStore runs tasks under the wrapper through a Shell: Start, Status, Wait, Output, Kill.
+// A task's files live in Dir/<key>; an empty Dir means ~/.mlcompute/tasks of the login.
+type TaskStore struct {
+	Shell Shell
+	Dir   string
+}
+
+// dirLine is the shell line that sets tasks_dir, which every script uses.
+func (t TaskStore) dirLine() string {
+	if t.Dir == "" {
+		return "tasks_dir=\"$HOME/.mlcompute/tasks\"\n"
+	}
+	return "tasks_dir=" + shellQuote(t.Dir) + "\n"
+}
+
+func (t TaskStore) run(ctx context.Context, cmd, script string) (stdout, stderr []byte, code int, err error) {
+	return t.runOutput(ctx, cmd, script, &bytes.Buffer{})
+}
+
+func (t TaskStore) runOutput(ctx context.Context, cmd, script string, out outputBuffer) (stdout, stderr []byte, code int, err error) {
+	stderr, code, err = t.Shell.RunShell(ctx, cmd, strings.NewReader(t.dirLine()+script), out)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return out.Bytes(), stderr, code, nil
+}
+
+// tasks is the machine's task store, in ~/.mlcompute/tasks.
+func (c *Client) tasks() TaskStore { return TaskStore{Shell: c} }
+
+// Start runs TaskStore.Start on the machine, in ~/.mlcompute/tasks.
+func (c *Client) Start(ctx context.Context, task RemoteTask) error { return c.tasks().Start(ctx, task) }
+
+// Status runs TaskStore.Status on the machine.
+func (c *Client) Status(ctx context.Context, key string) (running bool, exitCode int, err error) {
+	return c.tasks().Status(ctx, key)
+}
+
+// Wait runs TaskStore.Wait on the machine.
+func (c *Client) Wait(ctx context.Context, key string) (running bool, exitCode int, err error) {
+	return c.tasks().Wait(ctx, key)
+}
+
+// RunningTasks runs TaskStore.RunningTasks on the machine.
+func (c *Client) RunningTasks(ctx context.Context, prefix string) ([]string, error) {
+	return c.tasks().RunningTasks(ctx, prefix)
+}
+
+// Output runs TaskStore.Output on the machine.
+func (c *Client) Output(ctx context.Context, key string, offset int64) ([]byte, error) {
+	return c.tasks().Output(ctx, key, offset)
+}
+
+// Kill runs TaskStore.Kill on the machine.
+func (c *Client) Kill(ctx context.Context, key string) error { return c.tasks().Kill(ctx, key) }
+
+// KillAll runs TaskStore.KillAll on the machine.
+func (c *Client) KillAll(ctx context.Context, keys []string) error {
+	return c.tasks().KillAll(ctx, keys)
 }
 
 // Start dials t and returns what Client.Start returns.
@@ -96,11 +165,11 @@ func withClient(ctx context.Context, t Target, f func(*Client) error) error {
 	return f(c)
 }
 
-// Start creates ~/.mlcompute/tasks/<key> on the machine and starts the task there under
+// Start creates <Dir>/<key> on the machine and starts the task there under
 // setsid, detached from the connection, and returns once the task's pid is recorded. It
 // is idempotent under task.Key: if the directory exists, the task is not started again.
 // The machine needs a POSIX sh and setsid (util-linux or busybox).
-func (c *Client) Start(ctx context.Context, task RemoteTask) error {
+func (t TaskStore) Start(ctx context.Context, task RemoteTask) error {
 	if err := checkKey(task.Key); err != nil {
 		return fmt.Errorf("starting task: %w", err)
 	}
@@ -138,7 +207,7 @@ func (c *Client) Start(ctx context.Context, task RemoteTask) error {
 		return fmt.Errorf("starting task %s: %w", task.Key, err)
 	}
 	script := strings.NewReplacer("@DELIM@", delim, "@RUN@", run.String(), "@WRAPPER@", wrapperScript).Replace(startScript)
-	_, stderr, code, err := c.run(ctx, "sh -s -- "+shellQuote(task.Key), script)
+	_, stderr, code, err := t.run(ctx, "sh -s -- "+shellQuote(task.Key), script)
 	if err != nil {
 		return fmt.Errorf("starting task %s: %w", task.Key, err)
 	}
@@ -151,11 +220,11 @@ func (c *Client) Start(ctx context.Context, task RemoteTask) error {
 // Status reads the task's state from its directory: running, or ended with an exit code
 // (128+n for a task killed by signal n, ExitLost when the wrapper died without recording
 // one). driver.ErrNotFound if the machine has no such task.
-func (c *Client) Status(ctx context.Context, key string) (running bool, exitCode int, err error) {
+func (t TaskStore) Status(ctx context.Context, key string) (running bool, exitCode int, err error) {
 	if err := checkKey(key); err != nil {
 		return false, 0, fmt.Errorf("reading task status: %w", err)
 	}
-	out, stderr, code, err := c.run(ctx, "sh -s -- "+shellQuote(key), statusScript)
+	out, stderr, code, err := t.run(ctx, "sh -s -- "+shellQuote(key), statusScript)
 	if err != nil {
 		return false, 0, fmt.Errorf("reading status of task %s: %w", key, err)
 	}
@@ -165,11 +234,11 @@ func (c *Client) Status(ctx context.Context, key string) (running bool, exitCode
 // Wait blocks until the task ends and returns what Status returns then. The waiting
 // happens on the machine (a loop that checks the task's files), so it costs one session
 // and no round trips; it returns early with an error when ctx ends or the connection drops.
-func (c *Client) Wait(ctx context.Context, key string) (running bool, exitCode int, err error) {
+func (t TaskStore) Wait(ctx context.Context, key string) (running bool, exitCode int, err error) {
 	if err := checkKey(key); err != nil {
 		return false, 0, fmt.Errorf("waiting for task: %w", err)
 	}
-	out, stderr, code, err := c.runOutput(ctx, "sh -s -- "+shellQuote(key), strings.NewReader(waitScript+statusScript), &heartbeatSkipper{})
+	out, stderr, code, err := t.runOutput(ctx, "sh -s -- "+shellQuote(key), waitScript+statusScript, &heartbeatSkipper{})
 	if err != nil {
 		return false, 0, fmt.Errorf("waiting for task %s: %w", key, err)
 	}
@@ -190,13 +259,13 @@ func (w *heartbeatSkipper) Write(p []byte) (int, error) {
 }
 
 // RunningTasks lists the keys starting with prefix of the tasks that have not ended.
-func (c *Client) RunningTasks(ctx context.Context, prefix string) ([]string, error) {
+func (t TaskStore) RunningTasks(ctx context.Context, prefix string) ([]string, error) {
 	if prefix != "" {
 		if err := checkKey(prefix); err != nil {
 			return nil, fmt.Errorf("listing tasks: %w", err)
 		}
 	}
-	out, stderr, code, err := c.run(ctx, "sh -s -- "+shellQuote(prefix), listScript)
+	out, stderr, code, err := t.run(ctx, "sh -s -- "+shellQuote(prefix), listScript)
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks: %w", err)
 	}
@@ -232,7 +301,7 @@ func parseStatus(key string, out, stderr []byte, code int) (running bool, exitCo
 // Output returns the task's combined stdout and stderr from offset on, at most
 // MaxOutputChunk bytes; empty when there is nothing new. It stays readable after the
 // task ends. driver.ErrNotFound if the machine has no such task.
-func (c *Client) Output(ctx context.Context, key string, offset int64) ([]byte, error) {
+func (t TaskStore) Output(ctx context.Context, key string, offset int64) ([]byte, error) {
 	if err := checkKey(key); err != nil {
 		return nil, fmt.Errorf("reading task output: %w", err)
 	}
@@ -240,7 +309,7 @@ func (c *Client) Output(ctx context.Context, key string, offset int64) ([]byte, 
 		return nil, fmt.Errorf("reading output of task %s: negative offset %d", key, offset)
 	}
 	cmd := fmt.Sprintf("sh -s -- %s %d %d", shellQuote(key), offset+1, MaxOutputChunk)
-	out, stderr, code, err := c.run(ctx, cmd, outputScript)
+	out, stderr, code, err := t.run(ctx, cmd, outputScript)
 	if err != nil {
 		return nil, fmt.Errorf("reading output of task %s: %w", key, err)
 	}
@@ -257,11 +326,11 @@ func (c *Client) Output(ctx context.Context, key string, offset int64) ([]byte, 
 // is left, and returns once the group is gone and its exit status is recorded (or 5 s
 // after that). Killing a task that already ended returns nil; driver.ErrNotFound if the
 // machine has no such task.
-func (c *Client) Kill(ctx context.Context, key string) error {
+func (t TaskStore) Kill(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("killing task: %w", err)
 	}
-	err := c.kill(ctx, []string{key})
+	err := t.kill(ctx, []string{key})
 	if err != nil {
 		return fmt.Errorf("killing task %s: %w", key, err)
 	}
@@ -271,7 +340,7 @@ func (c *Client) Kill(ctx context.Context, key string) error {
 // KillAll kills the tasks as Kill does, all at once: every group gets SIGTERM together and
 // those left after 10 s get SIGKILL, so killing many tasks takes as long as killing one.
 // Keys the machine does not have are skipped.
-func (c *Client) KillAll(ctx context.Context, keys []string) error {
+func (t TaskStore) KillAll(ctx context.Context, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -280,18 +349,18 @@ func (c *Client) KillAll(ctx context.Context, keys []string) error {
 			return fmt.Errorf("killing tasks: %w", err)
 		}
 	}
-	if err := c.kill(ctx, keys); err != nil && !driver.IsNotFound(err) {
+	if err := t.kill(ctx, keys); err != nil && !driver.IsNotFound(err) {
 		return fmt.Errorf("killing tasks: %w", err)
 	}
 	return nil
 }
 
-func (c *Client) kill(ctx context.Context, keys []string) error {
+func (t TaskStore) kill(ctx context.Context, keys []string) error {
 	cmd := fmt.Sprintf("sh -s -- %d", killGraceSeconds*10)
 	for _, k := range keys {
 		cmd += " " + shellQuote(k)
 	}
-	_, stderr, code, err := c.run(ctx, cmd, killScript)
+	_, stderr, code, err := t.run(ctx, cmd, killScript)
 	switch {
 	case err != nil:
 		return err
@@ -329,7 +398,7 @@ func heredocDelimiter(body string) (string, error) {
 const startScript = `set -eu
 umask 077
 command -v setsid >/dev/null 2>&1 || { echo "setsid is not installed on the machine" >&2; exit 1; }
-base="$HOME/.mlcompute/tasks"
+base="$tasks_dir"
 d="$base/$1"
 mkdir -p "$base"
 if mkdir "$d" 2>/dev/null; then
@@ -382,7 +451,7 @@ wrapper_gone() {
 }
 `
 
-const statusScript = taskFuncs + `d="$HOME/.mlcompute/tasks/$1"
+const statusScript = taskFuncs + `d="$tasks_dir/$1"
 [ -d "$d" ] || exit 44
 if [ -f "$d/exit_code" ]; then echo "exited $(cat "$d/exit_code")"; exit 0; fi
 if wrapper_gone "$d"; then
@@ -397,7 +466,7 @@ echo running
 // it writes a newline about once a second (which the status parsing skips): once the
 // session is gone the write fails, and the loop ends rather than polling on the machine
 // for as long as the task runs.
-const waitScript = taskFuncs + `d="$HOME/.mlcompute/tasks/$1"
+const waitScript = taskFuncs + `d="$tasks_dir/$1"
 [ -d "$d" ] || exit 44
 i=0
 while [ ! -f "$d/exit_code" ]; do
@@ -409,7 +478,7 @@ done
 `
 
 // listScript: $1 a key prefix; prints the keys of tasks without an exit status.
-const listScript = taskFuncs + `for d in "$HOME/.mlcompute/tasks/$1"*; do
+const listScript = taskFuncs + `for d in "$tasks_dir/$1"*; do
   [ -d "$d" ] || continue
   [ -f "$d/exit_code" ] && continue
   if wrapper_gone "$d"; then continue; fi
@@ -419,7 +488,7 @@ exit 0
 `
 
 // outputScript: $1 key, $2 first byte (1-based), $3 most bytes.
-const outputScript = `d="$HOME/.mlcompute/tasks/$1"
+const outputScript = `d="$tasks_dir/$1"
 [ -d "$d" ] || exit 44
 [ -f "$d/output.log" ] || exit 0
 tail -c +"$2" "$d/output.log" | head -c "$3"
@@ -434,7 +503,7 @@ tail -c +"$2" "$d/output.log" | head -c "$3"
 // never signalled (its pid may be another process's now). A single key whose task does
 // not exist exits 44; with several, missing ones are skipped.
 const killScript = taskFuncs + `grace=$1; shift
-base="$HOME/.mlcompute/tasks"
+base="$tasks_dir"
 if [ $# -eq 1 ] && [ ! -d "$base/$1" ]; then exit 44; fi
 pids=; signalled=
 for k in "$@"; do

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
+)
+
+// slurmFlags are serve's --slurm-* flags, which configure --nodes slurm.
+type slurmFlags struct {
+	partition, account, qos, time, constraint string
+	login, workdir                            string
+	startTimeout                              time.Duration
+}
+
+func (f *slurmFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.partition, "slurm-partition", "", "Slurm partition of the nodes' jobs, with --nodes slurm (default: the cluster's default partition)")
+	fl.StringVar(&f.account, "slurm-account", "", "Slurm account the nodes' jobs are charged to (default: the user's default account)")
+	fl.StringVar(&f.qos, "slurm-qos", "", "Slurm QOS of the nodes' jobs (default: the account's default)")
+	fl.StringVar(&f.time, "slurm-time", "", "time limit of a node's job, in sbatch's --time format (default: the partition's)")
+	fl.StringVar(&f.constraint, "slurm-constraint", "", "node features a node's job requires, in sbatch's --constraint format")
+	fl.StringVar(&f.login, "slurm-login", "", "run Slurm's commands on this login node over SSH (user@host[:port]); default: on this machine")
+	fl.StringVar(&f.workdir, "slurm-workdir", "", "a directory the login and every node share, for the tasks' files (default: the submitting user's home)")
+	fl.DurationVar(&f.startTimeout, "slurm-start-timeout", slurm.DefaultStartTimeout, "cancel a node's job that is not running this long after its submission; the node becomes unusable")
+}
+
+// config returns the slurm driver's configuration; the flags are refused without
+// --nodes slurm, where they would do nothing.
+func (f *slurmFlags) config(enabled bool) (slurm.Config, error) {
+	cfg := slurm.Config{
+		Partition: f.partition, Account: f.account, QOS: f.qos, Time: f.time, Constraint: f.constraint,
+		Login: f.login, Workdir: f.workdir, StartTimeout: f.startTimeout,
+	}
+	if f.startTimeout <= 0 {
+		return cfg, fmt.Errorf("--slurm-start-timeout must be positive, got %s", f.startTimeout)
+	}
+	set := f.partition != "" || f.account != "" || f.qos != "" || f.time != "" || f.constraint != "" ||
+		f.login != "" || f.workdir != "" || f.startTimeout != slurm.DefaultStartTimeout
+	if set && !enabled {
+		return cfg, fmt.Errorf("the --slurm-* flags configure --nodes slurm; add --nodes slurm or remove them")
+	}
+	return cfg, nil
+}

@@ -1,0 +1,81 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm/slurmtest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh/sshtest"
+)
+
+// confShell runs every command of a login shell with SLURM_CONF set: a real login node
+// has its slurm.conf where Slurm's commands look, the test's login (a throwaway user on
+// this machine) needs to be told.
+type confShell struct {
+	inner ssh.Shell
+	conf  string
+}
+
+func (s confShell) RunShell(ctx context.Context, cmd string, stdin io.Reader, stdout io.Writer) ([]byte, int, error) {
+	return s.inner.RunShell(ctx, "SLURM_CONF="+shellQuote(s.conf)+"; export SLURM_CONF; "+cmd, stdin, stdout)
+}
+
+// TestLoginNode runs the driver with --slurm-login: every Slurm command, the task wrapper
+// and the sessions go over SSH to a login node (a real sshd on loopback, see sshtest, as a
+// user of its own), which submits to the test cluster as that user.
+func TestLoginNode(t *testing.T) {
+	c := slurmtest.Start(t)
+	t.Setenv(sshtest.NoNetnsEnv, "1") // the login node must reach slurmctld on this machine's loopback
+	h := sshtest.Start(t)
+	keyFile := filepath.Join(t.TempDir(), "id")
+	if err := os.WriteFile(keyFile, []byte(h.KeyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MLCOMPUTE_SLURM_SSH_KEY", keyFile)
+	login := fmt.Sprintf("%s@%s:%d", h.User, h.Address, h.Port)
+	ls, err := newLoginShell(login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDriver(t, Config{Login: login, Workdir: h.Home, shell: confShell{inner: ls, conf: c.Conf}})
+	ctx := ctxT(t)
+	if _, err := d.Create(ctx, driver.NodeSpec{Key: "viaLogin", Owner: "ws/c"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Terminate(context.Background(), "viaLogin") })
+	waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, "viaLogin"))
+	if jobs := strings.Join(c.Jobs(), "\n"); !strings.Contains(jobs, "/viaLogin RUNNING") {
+		t.Fatalf("squeue shows %s", jobs)
+	}
+	task := driver.TaskSpec{Key: "t", Command: []string{"sh", "-c", `echo "$(id -un) $GREETING"; exit 6`}, Env: map[string]string{"GREETING": "hello"}}
+	if err := d.StartTask(ctx, "viaLogin", task); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, d, "TaskExited", func(ev driver.Event) bool { return ev.Kind == driver.TaskExited && ev.TaskKey == "t" })
+	out, err := d.TaskOutput(ctx, "viaLogin", "t", 0)
+	if ev.ExitCode != 6 || err != nil || string(out) != h.User+" hello\n" {
+		t.Fatalf("task via the login node: exit %d, output %q, %v; want 6 and %q", ev.ExitCode, out, err, h.User+" hello\n")
+	}
+	var session bytes.Buffer
+	code, err := d.Exec(ctx, "viaLogin", driver.ExecSpec{Command: []string{"sh", "-c", "cat; exit 2"}, Stdin: strings.NewReader("typed\n"), Output: &session})
+	if err != nil || code != 2 || session.String() != "typed\n" {
+		t.Fatalf("Exec via the login node: %d, %q, %v", code, session.String(), err)
+	}
+	if err := d.Terminate(ctx, "viaLogin"); err != nil {
+		t.Fatal(err)
+	}
+	if jobs := c.Jobs(); len(jobs) > 0 {
+		t.Fatalf("after Terminate squeue shows %v", jobs)
+	}
+	if left, _ := filepath.Glob(filepath.Join(h.Home, ".mlcompute", "tasks", "viaLogin.*")); len(left) > 0 {
+		t.Fatalf("task directories left on the login node: %v", left)
+	}
+}

@@ -1,0 +1,655 @@
+// Package slurm is the node driver of Slurm clusters: a node is one Slurm job of one node,
+// held by a holder that sleeps until the job is cancelled, and a task is a step inside it.
+//
+// It talks to Slurm only through its commands (sbatch, srun, squeue, scancel, sinfo), run
+// on the engine's machine or, with Config.Login, on a login node over SSH, so it works
+// with any Slurm from 20.11 on and needs neither root nor slurmrestd.
+//
+//   - Create submits `sbatch --parsable --nodes=1 --no-requeue` named <engine id>/<node key>
+//     and commented <owner>/<node key>, so the engine finds its own jobs with squeue after
+//     a crash (Describe, List). It first looks the name up: a job that exists is returned,
+//     never submitted again. It returns at once: a pending job is a node that is not ready
+//     (Reason is squeue's REASON); NodeReady follows when the job runs.
+//   - The driver watches its jobs with one `squeue --me --name=...` per tick for all of
+//     them (Config.PollInterval, 250 ms by default; Slurm's commands offer no event stream). A watched job that
+//     ends by itself (time limit, preemption, a node set DOWN or failing, a killed slurmd)
+//     is NodeGone; one still pending after Config.StartTimeout is cancelled and NodeGone.
+//   - Tasks run under the wrapper of package ssh (TaskStore) in <workdir>/.mlcompute/tasks,
+//     a directory the login and the nodes share: the wrapper runs on the machine that runs
+//     the commands and starts `srun --jobid=ID --overlap` there, whose output and exit
+//     status it records in files, so an engine restart loses nothing.
+//   - Terminate signals the steps, cancels the job and waits until squeue no longer shows
+//     it, escalating to `scancel --signal=KILL --full` after Config.KillGrace.
+//   - sbatch refusing a job (a bad partition, account, QOS) is driver.ErrPermanent with
+//     Slurm's message; a controller that cannot be reached is driver.ErrTransient.
+package slurm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+)
+
+// Defaults of Config.
+const (
+	DefaultStartTimeout = 10 * time.Minute
+	DefaultPollInterval = 250 * time.Millisecond
+	DefaultKillGrace    = 10 * time.Second
+)
+
+// Config configures a Driver. EngineID is required.
+type Config struct {
+	// EngineID names the engine's jobs (<EngineID>/<node key>): letters, digits, '.', '_'
+	// and '-'. It must stay the same across restarts, so the engine finds its jobs again.
+	EngineID string
+	// Partition, Account, QOS, Time and Constraint are passed to sbatch when set
+	// (--partition, --account, --qos, --time, --constraint).
+	Partition, Account, QOS, Time, Constraint string
+	// SbatchArgs are more sbatch arguments (tests submit held jobs with --hold).
+	SbatchArgs []string
+	// Workdir is a directory the machine running the commands and every node share;
+	// tasks keep their files in Workdir/.mlcompute/tasks. Empty means the home directory
+	// of the user running the commands.
+	Workdir string
+	// Login, user@host[:port], runs the commands on a login node over SSH (with the key
+	// in MLCOMPUTE_SLURM_SSH_KEY, or ~/.ssh/id_ed25519 or id_rsa); empty runs them here.
+	Login string
+	// StartTimeout cancels a job that is not running this long after its submission
+	// (default DefaultStartTimeout).
+	StartTimeout time.Duration
+	// PollInterval is how often squeue is read while the driver watches jobs (default
+	// DefaultPollInterval).
+	PollInterval time.Duration
+	// KillGrace is how long Terminate waits after scancel before it kills (default
+	// DefaultKillGrace).
+	KillGrace time.Duration
+	// Clock times the watch and the timeouts; the real clock when nil.
+	Clock  clock.WithTicker
+	Logger hclog.Logger
+
+	// shell overrides how commands run (tests).
+	shell ssh.Shell
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
+
+// NewEngineID returns a fresh engine id for Config.EngineID (keep it: see there).
+func NewEngineID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "mlc-" + hex.EncodeToString(b)
+}
+
+// Driver is the slurm node driver.
+type Driver struct {
+	cfg    Config
+	log    hclog.Logger
+	sh     ssh.Shell
+	tasks  ssh.TaskStore
+	events chan driver.Event
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	keyMu sync.Mutex
+	keys  map[string]*keyLock // per node key, so Creates and Terminates of one key take turns
+
+	ticks atomic.Int64 // squeues of the watch that answered (tests wait on it)
+
+	mu    sync.Mutex
+	nodes map[string]*node  // watched nodes by key
+	hosts map[string]string // Slurm node name -> host name
+}
+
+// node is a watched job.
+type node struct {
+	info   driver.NodeInfo
+	job    job
+	seen   time.Time          // when the driver first saw it, or its submission time (see adopt)
+	cancel context.CancelFunc // ends the node's task watchers
+	ctx    context.Context
+	// terminating says Terminate is cancelling it: its end is no NodeGone.
+	terminating bool
+	// watching holds the tasks whose end is watched; adopted says the running tasks
+	// the node already had (an engine restart) are watched too.
+	watching map[string]bool
+	adopted  bool
+}
+
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New returns a driver; it checks that the Slurm commands answer (squeue) and finds the
+// working directory. Close stops its watch, leaving jobs and tasks running.
+func New(ctx context.Context, cfg Config) (*Driver, error) {
+	if !idRE.MatchString(cfg.EngineID) {
+		return nil, fmt.Errorf("slurm driver: invalid engine id %q", cfg.EngineID)
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	sh := cfg.shell
+	if sh == nil {
+		if cfg.Login == "" {
+			sh = localShell{}
+		} else {
+			ls, err := newLoginShell(cfg.Login)
+			if err != nil {
+				return nil, err
+			}
+			sh = ls
+		}
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	d := &Driver{
+		cfg: cfg, log: cfg.Logger.Named("slurm"), sh: sh, events: make(chan driver.Event, 256),
+		ctx: wctx, cancel: cancel, keys: map[string]*keyLock{}, nodes: map[string]*node{}, hosts: map[string]string{},
+	}
+	if d.cfg.Workdir == "" {
+		home, err := d.command(ctx, "sh", "-c", `printf %s "$HOME"`)
+		if err != nil || home == "" {
+			cancel()
+			return nil, fmt.Errorf("slurm driver: finding the home directory for --slurm-workdir: %w", err)
+		}
+		d.cfg.Workdir = home
+	}
+	d.tasks = ssh.TaskStore{Shell: sh, Dir: strings.TrimRight(d.cfg.Workdir, "/") + "/.mlcompute/tasks"}
+	if _, err := d.command(ctx, "squeue", "-h", "--me", "-o", "%i"); err != nil {
+		cancel()
+		return nil, fmt.Errorf("slurm driver: squeue does not answer: %w", classify(err))
+	}
+	d.wg.Add(1)
+	go d.watch()
+	return d, nil
+}
+
+// Name is "slurm".
+func (d *Driver) Name() string { return "slurm" }
+
+// Events delivers NodeReady, NodeGone and TaskExited.
+func (d *Driver) Events() <-chan driver.Event { return d.events }
+
+// Close stops the watch and the task watchers; jobs and tasks keep running.
+func (d *Driver) Close() error {
+	d.cancel()
+	d.wg.Wait()
+	return nil
+}
+
+// jobName is the Slurm job name of a node.
+func (d *Driver) jobName(key string) string { return d.cfg.EngineID + "/" + key }
+
+func (d *Driver) lockKey(key string) func() {
+	d.keyMu.Lock()
+	l := d.keys[key]
+	if l == nil {
+		l = &keyLock{}
+		d.keys[key] = l
+	}
+	l.refs++
+	d.keyMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		d.keyMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(d.keys, key)
+		}
+		d.keyMu.Unlock()
+	}
+}
+
+// Create submits the node's job unless a job of that name exists; see the package doc.
+func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
+	if err := checkKey(spec.Key); err != nil {
+		return driver.NodeInfo{}, driver.Permanent(err)
+	}
+	unlock := d.lockKey(spec.Key)
+	defer unlock()
+	j, ok, err := d.findJob(ctx, spec.Key)
+	if err != nil {
+		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+	}
+	if !ok {
+		id, err := d.sbatch(ctx, spec)
+		if err != nil {
+			return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+		}
+		d.log.Debug("job submitted", "node", spec.Key, "job_id", id)
+		if j, ok, err = d.findJob(ctx, spec.Key); err != nil || !ok {
+			// Submitted but not seen yet: pending, as every fresh job is.
+			j = job{ID: id, State: "PENDING", Reason: "None", Name: d.jobName(spec.Key), Comment: spec.Owner + "/" + spec.Key}
+		}
+	}
+	return d.adopt(ctx, spec.Key, j, false), nil
+}
+
+func (d *Driver) sbatch(ctx context.Context, spec driver.NodeSpec) (string, error) {
+	args := []string{"sbatch", "--parsable", "--nodes=1", "--no-requeue",
+		"--job-name=" + d.jobName(spec.Key), "--comment=" + spec.Owner + "/" + spec.Key,
+		"--output=/dev/null", "--chdir=" + d.cfg.Workdir}
+	for _, o := range []struct{ flag, value string }{
+		{"--partition", d.cfg.Partition}, {"--account", d.cfg.Account}, {"--qos", d.cfg.QOS},
+		{"--time", d.cfg.Time}, {"--constraint", d.cfg.Constraint},
+	} {
+		if o.value != "" {
+			args = append(args, o.flag+"="+o.value)
+		}
+	}
+	args = append(args, d.cfg.SbatchArgs...)
+	// The holder: the batch step sleeps until the job is cancelled.
+	args = append(args, "--wrap", "exec sleep 2147483647")
+	out, err := d.command(ctx, args...)
+	if err != nil {
+		return "", classify(err)
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(out), ";") // "<id>[;<cluster>]"
+	if id == "" {
+		return "", fmt.Errorf("sbatch printed no job id")
+	}
+	return id, nil
+}
+
+// findJob returns the live job of a node key, if any. Of several (which only a crash
+// between two submissions under one name could make), the first submitted is the node
+// and the others are cancelled.
+func (d *Driver) findJob(ctx context.Context, key string) (job, bool, error) {
+	out, err := d.command(ctx, "squeue", "-h", "--me", "--name="+d.jobName(key), "-o", squeueFormat)
+	if err != nil {
+		return job{}, false, classify(err)
+	}
+	var found []job
+	for _, j := range parseJobs(out) {
+		if j.Name == d.jobName(key) && j.live() {
+			found = append(found, j)
+		}
+	}
+	if len(found) == 0 {
+		return job{}, false, nil
+	}
+	for _, extra := range found[1:] {
+		d.log.Warn("cancelling a second job under one node key", "node", key, "job_id", extra.ID)
+		_, _ = d.command(ctx, "scancel", extra.ID)
+	}
+	return found[0], true, nil
+}
+
+// findAnyJob returns a job of the node key that squeue still shows, in any state: a
+// completing job still holds its node. Terminate waits for none to be left.
+func (d *Driver) findAnyJob(ctx context.Context, key string) (job, bool, error) {
+	out, err := d.command(ctx, "squeue", "-h", "--me", "--name="+d.jobName(key), "-o", squeueFormat)
+	if err != nil {
+		return job{}, false, classify(err)
+	}
+	for _, j := range parseJobs(out) {
+		if j.Name == d.jobName(key) && (j.live() || j.State == "COMPLETING" || j.State == "SIGNALING" || j.State == "STAGE_OUT") {
+			return j, true, nil
+		}
+	}
+	return job{}, false, nil
+}
+
+// adopt watches the node's job (when not already) and returns what it knows of it; with
+// tasks, it also watches the tasks the node runs (a node the driver did not create).
+func (d *Driver) adopt(ctx context.Context, key string, j job, tasks bool) driver.NodeInfo {
+	host := ""
+	if j.running() {
+		host = d.hostOf(ctx, j.Node)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[key]
+	if n == nil || n.job.ID != j.ID {
+		if n != nil {
+			n.cancel()
+		}
+		nctx, cancel := context.WithCancel(d.ctx)
+		n = &node{job: j, seen: d.cfg.Clock.Now(), ctx: nctx, cancel: cancel}
+		// squeue prints the submission time in the local time of the machine that runs
+		// it: trusted only when that is this machine (a login node may be in another
+		// time zone); else the start timeout counts from when the driver first saw it.
+		if d.cfg.Login == "" && !j.Submit.IsZero() && j.Submit.Before(n.seen) {
+			n.seen = j.Submit
+		}
+		n.info = driver.NodeInfo{Key: key, Owner: strings.TrimSuffix(j.Comment, "/"+key), Address: "slurm-job-" + j.ID}
+		d.nodes[key] = n
+	}
+	n.job = j
+	d.update(n, host)
+	if tasks {
+		d.adoptTasks(n, key)
+	}
+	return n.info
+}
+
+// update sets a node's info from its job; host is the node's host name once running.
+func (d *Driver) update(n *node, host string) {
+	if n.job.running() && host != "" {
+		n.info.Ready, n.info.Reason, n.info.Address = true, "", host
+		if n.info.StartedAt.IsZero() {
+			n.info.StartedAt = d.cfg.Clock.Now().UTC()
+		}
+		return
+	}
+	if !n.info.Ready {
+		n.info.Reason = n.job.Reason
+		if n.info.Reason == "" || n.info.Reason == "None" {
+			n.info.Reason = strings.ToLower(n.job.State)
+		}
+	}
+}
+
+// hostOf returns the host name of a Slurm node (NodeHostname; the node name when sinfo
+// does not say).
+func (d *Driver) hostOf(ctx context.Context, name string) string {
+	d.mu.Lock()
+	h, ok := d.hosts[name]
+	d.mu.Unlock()
+	if ok {
+		return h
+	}
+	out, err := d.command(ctx, "sinfo", "-h", "-N", "-n", name, "-o", "%n")
+	if err != nil {
+		return ""
+	}
+	h = strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+	if h == "" || h == "(null)" {
+		h = name
+	}
+	d.mu.Lock()
+	d.hosts[name] = h
+	d.mu.Unlock()
+	return h
+}
+
+// Describe returns a live node (watching it) or ErrNotFound.
+func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, error) {
+	if err := checkKey(key); err != nil {
+		return driver.NodeInfo{}, driver.NotFound(err)
+	}
+	j, ok, err := d.findJob(ctx, key)
+	if err != nil {
+		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, err)
+	}
+	if !ok {
+		d.forget(key)
+		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, driver.ErrNotFound)
+	}
+	return d.adopt(ctx, key, j, true), nil
+}
+
+// List returns the live nodes of owner ("" for all of this engine's), watching them.
+func (d *Driver) List(ctx context.Context, owner string) ([]driver.NodeInfo, error) {
+	jobs, err := d.ownJobs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var out []driver.NodeInfo
+	for key, j := range jobs {
+		if !j.live() || (owner != "" && j.Comment != owner+"/"+key) {
+			continue
+		}
+		out = append(out, d.adopt(ctx, key, j, true))
+	}
+	return out, nil
+}
+
+// ownJobs reads this engine's jobs with one squeue, by node key: those of the keys given
+// (up to 200 names on one command line), else all of them.
+func (d *Driver) ownJobs(ctx context.Context, keys ...string) (map[string]job, error) {
+	args := []string{"squeue", "-h", "--me", "-o", squeueFormat}
+	if len(keys) > 0 && len(keys) <= 200 {
+		names := make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = d.jobName(k)
+		}
+		args = append(args, "--name="+strings.Join(names, ","))
+	}
+	out, err := d.command(ctx, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	jobs := map[string]job{}
+	prefix := d.cfg.EngineID + "/"
+	for _, j := range parseJobs(out) {
+		key, ok := strings.CutPrefix(j.Name, prefix)
+		if !ok || key == "" {
+			continue
+		}
+		if prev, dup := jobs[key]; dup && prev.live() {
+			continue
+		}
+		jobs[key] = j
+	}
+	return jobs, nil
+}
+
+// Terminate cancels the node's job and returns once squeue no longer shows it live.
+func (d *Driver) Terminate(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return nil // no node ever had this key
+	}
+	unlock := d.lockKey(key)
+	defer unlock()
+	d.mu.Lock()
+	if n := d.nodes[key]; n != nil {
+		n.terminating = true
+	}
+	d.mu.Unlock()
+	start := d.cfg.Clock.Now()
+	killed := false
+	for first := true; ; first = false {
+		j, ok, err := d.findAnyJob(ctx, key)
+		switch {
+		case err != nil:
+			// The controller may be restarting: keep trying until ctx ends.
+			d.log.Debug("squeue failed while terminating", "node", key, "error", err)
+		case !ok:
+			d.forget(key)
+			d.removeTasks(ctx, key)
+			if !first {
+				d.log.Debug("node released", "node", key, "after", d.cfg.Clock.Since(start))
+			}
+			return nil
+		case first && j.live():
+			// TERM the steps (the tasks), then cancel the job.
+			if j.running() {
+				_, _ = d.command(ctx, "scancel", "--signal=TERM", j.ID)
+			}
+			if _, err := d.command(ctx, "scancel", j.ID); err != nil {
+				d.log.Warn("scancel failed", "node", key, "job_id", j.ID, "error", err)
+			}
+		case !killed && d.cfg.Clock.Since(start) >= d.cfg.KillGrace:
+			d.log.Warn("job not gone after scancel, killing it", "node", key, "job_id", j.ID)
+			_, _ = d.command(ctx, "scancel", "--signal=KILL", "--full", j.ID)
+			killed = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("terminating node %s: %w", key, driver.Transient(ctx.Err()))
+		case <-d.cfg.Clock.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// forget stops watching a node and its tasks.
+func (d *Driver) forget(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := d.nodes[key]; n != nil {
+		n.cancel()
+		delete(d.nodes, key)
+	}
+}
+
+// removeTasks removes the task directories of a node that is gone.
+func (d *Driver) removeTasks(ctx context.Context, key string) {
+	dir := d.tasks.Dir
+	_, err := d.command(ctx, "sh", "-c", `rm -rf -- "$0/$1".*`, dir, key)
+	if err != nil {
+		d.log.Warn("removing the task directories of a released node", "node", key, "error", err)
+	}
+}
+
+// watch reads squeue every PollInterval while there are nodes to watch, and reports what
+// changed.
+func (d *Driver) watch() {
+	defer d.wg.Done()
+	t := d.cfg.Clock.NewTicker(d.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C():
+		}
+		d.mu.Lock()
+		idle := len(d.nodes) == 0
+		d.mu.Unlock()
+		if idle {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+		d.tick(ctx)
+		cancel()
+	}
+}
+
+// tick compares one squeue with the watched nodes.
+func (d *Driver) tick(ctx context.Context) {
+	// Only the nodes watched before squeue ran are judged by it: a node created during
+	// the call is not in its answer, and is not gone.
+	d.mu.Lock()
+	keys := make([]string, 0, len(d.nodes))
+	before := make(map[string]*node, len(d.nodes))
+	for k, n := range d.nodes {
+		keys = append(keys, k)
+		before[k] = n
+	}
+	d.mu.Unlock()
+	jobs, err := d.ownJobs(ctx, keys...)
+	if err != nil {
+		// A controller that is down or restarting: nothing is known, nothing changes.
+		d.log.Debug("squeue failed", "error", err)
+		return
+	}
+	d.ticks.Add(1)
+	type change struct {
+		n       *node
+		key     string
+		ready   bool
+		timeout string // job id to cancel
+		why     string
+	}
+	var changes []change
+	d.mu.Lock()
+	now := d.cfg.Clock.Now()
+	for key, n := range d.nodes {
+		if n.terminating || before[key] != n {
+			continue
+		}
+		j, ok := jobs[key]
+		switch {
+		case !ok || j.ID != n.job.ID || !j.live():
+			why := "gone from squeue"
+			if ok {
+				why = strings.ToLower(j.State)
+			}
+			changes = append(changes, change{n: n, key: key, why: why})
+		case !j.running() && now.Sub(n.seen) >= d.cfg.StartTimeout:
+			changes = append(changes, change{n: n, key: key, timeout: j.ID, why: "not running within the start timeout (" + j.Reason + ")"})
+		case j.running() && !n.info.Ready:
+			n.job = j
+			changes = append(changes, change{n: n, key: key, ready: true})
+		default:
+			n.job = j
+			d.update(n, "")
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range changes {
+		switch {
+		case c.ready:
+			n := c.n
+			d.mu.Lock()
+			node := n.job.Node
+			d.mu.Unlock()
+			host := d.hostOf(ctx, node)
+			if host == "" {
+				continue // next tick
+			}
+			d.mu.Lock()
+			if d.nodes[c.key] != n || n.terminating || n.info.Ready {
+				d.mu.Unlock()
+				continue
+			}
+			d.update(n, host)
+			d.mu.Unlock()
+			d.log.Debug("node ready", "node", c.key, "host", host)
+			d.emit(driver.Event{Kind: driver.NodeReady, NodeKey: c.key})
+		default:
+			if c.timeout != "" {
+				if _, err := d.command(ctx, "scancel", c.timeout); err != nil {
+					d.log.Warn("cancelling a job that did not start", "node", c.key, "error", err)
+					continue // next tick tries again
+				}
+			}
+			d.mu.Lock()
+			n := c.n
+			if d.nodes[c.key] != n || n.terminating {
+				d.mu.Unlock()
+				continue
+			}
+			n.cancel()
+			delete(d.nodes, c.key)
+			d.mu.Unlock()
+			d.log.Warn("node gone", "node", c.key, "reason", c.why)
+			d.emit(driver.Event{Kind: driver.NodeGone, NodeKey: c.key})
+		}
+	}
+}
+
+func (d *Driver) emit(ev driver.Event) {
+	select {
+	case d.events <- ev:
+	case <-d.ctx.Done():
+	}
+}
+
+var keyRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+
+func checkKey(key string) error {
+	if !keyRE.MatchString(key) {
+		return errors.New("invalid node key " + fmt.Sprintf("%q", key))
+	}
+	return nil
+}

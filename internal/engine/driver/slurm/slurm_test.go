@@ -1,0 +1,299 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm/slurmtest"
+)
+
+// waitLimit bounds each wait of the tests: a job starts within a second or two.
+const waitLimit = 30 * time.Second
+
+// newTestDriver returns a driver of a fresh engine id on the cluster SLURM_CONF names, with
+// its workdir in a temporary directory; closed when t ends.
+func newTestDriver(t *testing.T, cfg Config) *Driver {
+	t.Helper()
+	if cfg.EngineID == "" {
+		cfg.EngineID = NewEngineID()
+	}
+	if cfg.Workdir == "" {
+		cfg.Workdir = t.TempDir()
+	}
+	if testing.Verbose() {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	d, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// waitEvent returns the first event of d that match accepts, failing after waitLimit.
+func waitEvent(t *testing.T, d *Driver, what string, match func(driver.Event) bool) driver.Event {
+	t.Helper()
+	timer := time.NewTimer(waitLimit)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-d.Events():
+			if match(ev) {
+				return ev
+			}
+		case <-timer.C:
+			t.Fatalf("no %s within %s", what, waitLimit)
+		}
+	}
+}
+
+func isEvent(kind driver.EventKind, key string) func(driver.Event) bool {
+	return func(ev driver.Event) bool { return ev.Kind == kind && ev.NodeKey == key }
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestSlurm runs the driver's own scenarios on one cluster, one subtest each.
+func TestSlurm(t *testing.T) {
+	c := slurmtest.Start(t)
+	t.Run("LatencyOfCreateAndRelease", func(t *testing.T) { testLatency(t, c) })
+	t.Run("RefusedSubmissionIsPermanent", func(t *testing.T) { testRefused(t, c) })
+	t.Run("StartTimeoutCancelsTheJob", func(t *testing.T) { testStartTimeout(t, c) })
+	t.Run("RestartAdoptsNodesAndTasks", func(t *testing.T) { testRestart(t, c) })
+	t.Run("ControllerRestartKeepsNodes", func(t *testing.T) { testControllerRestart(t, c) })
+	t.Run("KilledSlurmdIsNodeGone", func(t *testing.T) { testKilledSlurmd(t, c) })
+	t.Run("CyclesLeaveNoJobs", func(t *testing.T) { testCycles(t, c) })
+}
+
+// testLatency measures Create to NodeReady and Terminate to the job gone from squeue, on
+// jobs that start at once, and checks the address is the node's host name.
+func testLatency(t *testing.T, c *slurmtest.Cluster) {
+	d := newTestDriver(t, Config{})
+	ctx := ctxT(t)
+	var ready, release []time.Duration
+	for i := range 3 {
+		key := fmt.Sprintf("lat%d", i)
+		start := time.Now()
+		info, err := d.Create(ctx, driver.NodeSpec{Key: key, Owner: "ws/c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Ready {
+			waitEvent(t, d, "NodeReady of "+key, isEvent(driver.NodeReady, key))
+		}
+		ready = append(ready, time.Since(start))
+		info, err = d.Describe(ctx, key)
+		if err != nil || !info.Ready || info.Address != "localhost" {
+			t.Fatalf("Describe(%s) of a running node: %+v, %v; want ready at localhost (NodeHostname)", key, info, err)
+		}
+		start = time.Now()
+		if err := d.Terminate(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		release = append(release, time.Since(start))
+		if jobs := c.Jobs(); len(jobs) > 0 {
+			t.Fatalf("after Terminate squeue still shows %v", jobs)
+		}
+	}
+	t.Logf("Create to NodeReady: %v; Terminate until gone from squeue: %v", ready, release)
+}
+
+// testRefused: a partition that does not exist is a permanent error carrying Slurm's
+// message, and no job is left.
+func testRefused(t *testing.T, c *slurmtest.Cluster) {
+	d := newTestDriver(t, Config{Partition: "nosuchpartition"})
+	_, err := d.Create(ctxT(t), driver.NodeSpec{Key: "refused", Owner: "ws/c"})
+	if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "Invalid partition") {
+		t.Fatalf("Create on a bad partition: %v; want a permanent error with sbatch's message", err)
+	}
+	if jobs := c.Jobs(); len(jobs) > 0 {
+		t.Fatalf("squeue shows %v", jobs)
+	}
+}
+
+// testStartTimeout: a job still pending at the start timeout is cancelled and NodeGone.
+func testStartTimeout(t *testing.T, c *slurmtest.Cluster) {
+	d := newTestDriver(t, Config{SbatchArgs: []string{"--hold"}, StartTimeout: 2 * time.Second})
+	info, err := d.Create(ctxT(t), driver.NodeSpec{Key: "late", Owner: "ws/c"})
+	if err != nil || info.Ready || info.Reason != "JobHeldUser" {
+		t.Fatalf("Create of a held job: %+v, %v; want pending with reason JobHeldUser", info, err)
+	}
+	waitEvent(t, d, "NodeGone of a job that never started", isEvent(driver.NodeGone, "late"))
+	if jobs := c.Jobs(); len(jobs) > 0 {
+		t.Fatalf("the timed out job is still in squeue: %v", jobs)
+	}
+}
+
+// testRestart: a driver closed with a node and a running task (an engine that stopped)
+// is replaced by a new one of the same engine id, which lists and adopts the node, sees
+// the task end with its code and output, and keeps other engines' jobs out of List.
+func testRestart(t *testing.T, c *slurmtest.Cluster) {
+	workdir := t.TempDir()
+	id := NewEngineID()
+	ctx := ctxT(t)
+	d1, err := New(ctx, Config{EngineID: id, Workdir: workdir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d1.Create(ctx, driver.NodeSpec{Key: "kept", Owner: "ws/c"}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, d1, "NodeReady", isEvent(driver.NodeReady, "kept"))
+	marker := filepath.Join(workdir, "go")
+	cmd := []string{"sh", "-c", "echo before; while [ ! -e " + marker + " ]; do sleep 0.05; done; echo after; exit 4"}
+	if err := d1.StartTask(ctx, "kept", driver.TaskSpec{Key: "t1", Command: cmd}); err != nil {
+		t.Fatal(err)
+	}
+	d1.Close()
+	other := newTestDriver(t, Config{})
+	if _, err := other.Create(ctx, driver.NodeSpec{Key: "kept", Owner: "ws/c"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Terminate(context.Background(), "kept") })
+
+	d2 := newTestDriver(t, Config{EngineID: id, Workdir: workdir})
+	nodes, err := d2.List(ctx, "")
+	if err != nil || len(nodes) != 1 || nodes[0].Key != "kept" || nodes[0].Owner != "ws/c" || !nodes[0].Ready {
+		t.Fatalf("List after a restart: %+v, %v; want the one ready node kept of ws/c", nodes, err)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, d2, "TaskExited of the adopted task", func(ev driver.Event) bool { return ev.Kind == driver.TaskExited && ev.TaskKey == "t1" })
+	out, err := d2.TaskOutput(ctx, "kept", "t1", 0)
+	if ev.ExitCode != 4 || err != nil || string(out) != "before\nafter\n" {
+		t.Fatalf("adopted task: exit %d, output %q, %v; want 4 and both lines", ev.ExitCode, out, err)
+	}
+	if err := d2.Terminate(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testControllerRestart: slurmctld restarted while a node is held and a task runs on
+// it: the watch sees the node through (no NodeGone while squeue fails and after), the task
+// ends normally, and the node is released. (New steps wait for the nodes to register
+// again after a restart, up to a minute here: srun retries by itself.)
+func testControllerRestart(t *testing.T, c *slurmtest.Cluster) {
+	d := newTestDriver(t, Config{})
+	ctx := ctxT(t)
+	if _, err := d.Create(ctx, driver.NodeSpec{Key: "held", Owner: "ws/c"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Terminate(context.Background(), "held") })
+	waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, "held"))
+	marker := filepath.Join(d.cfg.Workdir, "go")
+	cmd := []string{"sh", "-c", "echo started; while [ ! -e " + marker + " ]; do sleep 0.05; done; echo done"}
+	if err := d.StartTask(ctx, "held", driver.TaskSpec{Key: "during", Command: cmd}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(50 * time.Millisecond) { // the step runs
+		if out, _ := d.TaskOutput(ctx, "held", "during", 0); string(out) == "started\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task did not start")
+		}
+	}
+	c.StopController()
+	c.StartController(false)
+	before := d.ticks.Load()
+	for d.ticks.Load() < before+4 { // four squeues that answered since the restart
+		select {
+		case ev := <-d.Events():
+			t.Fatalf("event %s of %s after a controller restart; want none", ev.Kind, ev.NodeKey)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, d, "TaskExited or NodeGone", func(ev driver.Event) bool {
+		return ev.NodeKey == "held" && (ev.Kind == driver.NodeGone || ev.Kind == driver.TaskExited)
+	})
+	if ev.Kind != driver.TaskExited || ev.ExitCode != 0 {
+		t.Fatalf("after a controller restart: %s exit %d; want the task to end with 0", ev.Kind, ev.ExitCode)
+	}
+	if err := d.Terminate(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testKilledSlurmd: killing the slurmd of a held node makes Slurm set it DOWN and end the
+// job: NodeGone. The slurmd is started again afterwards.
+func testKilledSlurmd(t *testing.T, c *slurmtest.Cluster) {
+	d := newTestDriver(t, Config{})
+	ctx := ctxT(t)
+	if _, err := d.Create(ctx, driver.NodeSpec{Key: "victim", Owner: "ws/c"}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, "victim"))
+	name := d.nodes["victim"].job.Node
+	c.KillNode(name)
+	t.Cleanup(func() {
+		c.StartNode(name)
+		c.Resume(name)
+	})
+	start := time.Now()
+	waitEvent(t, d, "NodeGone of the node whose slurmd died", isEvent(driver.NodeGone, "victim"))
+	t.Logf("slurmd of %s killed: NodeGone after %s (SlurmdTimeout=5)", name, time.Since(start).Round(time.Millisecond))
+	if err := d.Terminate(ctx, "victim"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testCycles: 200 create/release cycles, four at a time, some released while pending and
+// some once running, leave no job behind.
+func testCycles(t *testing.T, c *slurmtest.Cluster) {
+	d := newTestDriver(t, Config{})
+	ctx := ctxT(t)
+	const cycles, workers = 200, 4
+	var wg sync.WaitGroup
+	errs := make(chan error, cycles)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < cycles; i += workers {
+				key := fmt.Sprintf("cyc%d", i)
+				if _, err := d.Create(ctx, driver.NodeSpec{Key: key, Owner: "ws/c"}); err != nil {
+					errs <- err
+					return
+				}
+				time.Sleep(time.Duration(i%4) * 100 * time.Millisecond) // released at various points of its start
+				if err := d.Terminate(ctx, key); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if jobs := c.Jobs(); len(jobs) > 0 {
+		t.Fatalf("after %d cycles squeue shows %v", cycles, jobs)
+	}
+}

@@ -1,0 +1,216 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+)
+
+// remoteKey is a task's directory name in the tasks directory.
+func remoteKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }
+
+// liveNode returns a watched node, looking it up (and adopting it) when it is not
+// watched yet; ErrNotFound when its job is gone.
+func (d *Driver) liveNode(ctx context.Context, key string) (*node, error) {
+	d.mu.Lock()
+	n := d.nodes[key]
+	d.mu.Unlock()
+	if n != nil && !n.terminating {
+		return n, nil
+	}
+	if _, err := d.Describe(ctx, key); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n = d.nodes[key]; n == nil {
+		return nil, fmt.Errorf("node %s: %w", key, driver.ErrNotFound)
+	}
+	return n, nil
+}
+
+// readyJob returns the job id of a node that is running; ErrTransient while it is pending.
+func (d *Driver) readyJob(ctx context.Context, key string) (*node, string, error) {
+	n, err := d.liveNode(ctx, key)
+	if err != nil {
+		return nil, "", err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !n.info.Ready {
+		return nil, "", driver.Transient(fmt.Errorf("node %s is not ready: its job %s is %s", key, n.job.ID, n.info.Reason))
+	}
+	return n, n.job.ID, nil
+}
+
+// srunArgs runs a command as a step of job id on its node, with the command's stderr
+// merged into its stdout on the node, so srun's own messages (on srun's stderr) stay apart.
+func srunArgs(id string, command []string) []string {
+	args := []string{"srun", "--jobid=" + id, "--overlap", "--nodes=1", "--ntasks=1", "--quiet",
+		"--", "sh", "-c", `exec 2>&1; exec "$@"`, "mlcompute-task"}
+	return append(args, command...)
+}
+
+// StartTask starts the task as a step of the node's job under the wrapper (see package
+// ssh): the wrapper, on the machine that runs the commands, runs srun with its output in
+// the task's output.log and srun's own messages in srun.log beside it.
+func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.TaskSpec) error {
+	n, id, err := d.readyJob(ctx, nodeKey)
+	if err != nil {
+		return fmt.Errorf("starting task %s: %w", spec.Key, err)
+	}
+	if len(spec.Command) == 0 {
+		return driver.Permanent(fmt.Errorf("starting task %s: no command", spec.Key))
+	}
+	rkey := remoteKey(nodeKey, spec.Key)
+	dir := d.tasks.Dir + "/" + rkey
+	task := ssh.RemoteTask{Key: rkey, Env: spec.Env}
+	if spec.CodeDir != "" {
+		task.WorkDir = d.tasks.Dir + "/" + rkey + ".code"
+		// Copied before the start, which runs the task only once: a second copy (of a
+		// start that races or repeats) writes the same files.
+		if _, _, err := d.tasks.Status(ctx, rkey); driver.IsNotFound(err) {
+			if err := ssh.PutDir(ctx, d.sh, spec.CodeDir, task.WorkDir); err != nil {
+				return fmt.Errorf("starting task %s: %w", spec.Key, driver.Transient(err))
+			}
+		}
+	}
+	task.Command = append([]string{"sh", "-c", `exec 2>>"$0"; exec "$@"`, dir + "/srun.log"}, srunArgs(id, spec.Command)...)
+	if err := d.tasks.Start(ctx, task); err != nil {
+		return fmt.Errorf("starting task %s: %w", spec.Key, driver.Transient(err))
+	}
+	d.watchTask(n, nodeKey, spec.Key)
+	return nil
+}
+
+// watchTask waits for a task's end on the machine (a loop in sh, see ssh.TaskStore.Wait)
+// and reports it as TaskExited; it ends with the node.
+func (d *Driver) watchTask(n *node, nodeKey, taskKey string) {
+	d.mu.Lock()
+	if n.watching == nil {
+		n.watching = map[string]bool{}
+	}
+	if n.watching[taskKey] {
+		d.mu.Unlock()
+		return
+	}
+	n.watching[taskKey] = true
+	ctx := n.ctx
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for {
+			running, code, err := d.tasks.Wait(ctx, remoteKey(nodeKey, taskKey))
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil && !running {
+				d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: nodeKey, TaskKey: taskKey, ExitCode: code})
+				return
+			}
+			if driver.IsNotFound(err) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.cfg.Clock.After(time.Second):
+			}
+		}
+	}()
+}
+
+// adoptTasks watches the running tasks of a node the driver adopted (after a restart).
+// Called with d.mu held; the listing runs in the background.
+func (d *Driver) adoptTasks(n *node, key string) {
+	if n.adopted {
+		return
+	}
+	n.adopted = true
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		keys, err := d.tasks.RunningTasks(n.ctx, key+".")
+		if err != nil {
+			d.log.Warn("listing the running tasks of an adopted node", "node", key, "error", err)
+			return
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			task := strings.TrimPrefix(k, key+".")
+			if strings.HasSuffix(task, ".code") {
+				continue
+			}
+			d.watchTask(n, key, task)
+		}
+	}()
+}
+
+// TaskStatus reads the task's state from its files.
+func (d *Driver) TaskStatus(ctx context.Context, nodeKey, taskKey string) (driver.TaskStatus, error) {
+	if _, err := d.liveNode(ctx, nodeKey); err != nil {
+		return driver.TaskStatus{}, fmt.Errorf("reading status of task %s: %w", taskKey, err)
+	}
+	running, code, err := d.tasks.Status(ctx, remoteKey(nodeKey, taskKey))
+	if err != nil {
+		return driver.TaskStatus{}, err
+	}
+	return driver.TaskStatus{Running: running, ExitCode: code}, nil
+}
+
+// TaskOutput reads the task's output file from offset on.
+func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset int64) ([]byte, error) {
+	if _, err := d.liveNode(ctx, nodeKey); err != nil {
+		return nil, fmt.Errorf("reading output of task %s: %w", taskKey, err)
+	}
+	return d.tasks.Output(ctx, remoteKey(nodeKey, taskKey), offset)
+}
+
+// KillTask sends SIGTERM to the task's srun (which passes it to the step), SIGKILL after
+// 10 s, and returns once its exit status is recorded.
+func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
+	if _, err := d.liveNode(ctx, nodeKey); err != nil {
+		return fmt.Errorf("killing task %s: %w", taskKey, err)
+	}
+	return d.tasks.Kill(ctx, remoteKey(nodeKey, taskKey))
+}
+
+// Exec runs a command as a step of the node's job with spec.Stdin as its input and its
+// output (stdout and stderr) to spec.Output; srun's own messages are dropped. When ctx
+// ends, srun gets SIGTERM, which it passes to the step.
+func (d *Driver) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec) (int, error) {
+	_, id, err := d.readyJob(ctx, nodeKey)
+	if err != nil {
+		return 0, fmt.Errorf("exec on node %s: %w", nodeKey, err)
+	}
+	args := []string{"env"}
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, k+"="+spec.Env[k])
+	}
+	args = append(args, srunArgs(id, spec.Command)...)
+	stdin := spec.Stdin
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	out := spec.Output
+	if out == nil {
+		out = io.Discard
+	}
+	_, code, err := d.sh.RunShell(ctx, quoteArgs(args), stdin, out)
+	if err != nil {
+		return 0, fmt.Errorf("exec on node %s: %w", nodeKey, err)
+	}
+	return code, nil
+}
