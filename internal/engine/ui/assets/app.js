@@ -127,7 +127,7 @@ function render(state) {
   document.getElementById("engine").textContent =
     `version ${state.engine.version} · driver ${state.engine.nodes_driver || ""} · pid ${state.engine.pid}`;
   const upd = document.getElementById("updated");
-  upd.textContent = `updated ${now.toLocaleTimeString()}`;
+  upd.textContent = `updated ${new Date().toLocaleTimeString()}`;
   upd.dataset.time = state.time;
   previous = state;
 }
