@@ -819,7 +819,7 @@ func TestAccComputeCluster_NameTaken(t *testing.T) {
 
 // A GPU family requires approval: without a quota on the workspace, create fails with an
 // error on max_node_count that names the family; adding the quota fixes it. Scaling past
-// the quota later fails the same way, in place.
+// the quota later fails at plan time, the workspace being there.
 func TestAccComputeCluster_QuotaExceeded(t *testing.T) {
 	t.Parallel()
 	e, c := testAccEngine(t, enginetest.Options{})
@@ -847,9 +847,11 @@ func TestAccComputeCluster_QuotaExceeded(t *testing.T) {
 				clusterValue("scale_settings.max_node_count", knownvalue.Int64Exact(2)),
 			},
 		}, {
+			// The workspace exists now, so the plan checks the quota (see
+			// TestAccComputeCluster_QuotaCheckedAtPlan) before the engine would.
 			Config: gpu(`quotas = { standardNCSv3Family = 12 }`, 3),
-			ExpectError: expectError("Cannot Update Compute Cluster", "vCPU quota would be exceeded",
-				"needs 18 vCPUs of standardNCSv3Family", "quotas = { standardNCSv3Family = 18 }"),
+			ExpectError: expectError("Workspace Quota Exceeded", "needs 18 vCPUs of standardNCSv3Family",
+				"quotas = { standardNCSv3Family = 18 }"),
 		}, {
 			Config:           gpu(`quotas = { standardNCSv3Family = 18 }`, 3),
 			ConfigPlanChecks: updatedInPlace(testAccClusterAddr),
