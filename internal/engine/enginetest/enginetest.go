@@ -37,6 +37,8 @@ type Options struct {
 	// engine runs on the real clock (Engine.Clock is nil), and every node still alive when
 	// the test ends is terminated.
 	AgentArgv []string
+	// Fake adjusts the fake node driver (without AgentArgv), e.g. nodes created pending.
+	Fake fake.Options
 }
 
 // Engine is a running in-process engine.
@@ -86,7 +88,7 @@ func Start(t testing.TB, opts Options) *Engine {
 		drv = local
 		t.Cleanup(func() { terminateAll(t, local) })
 	} else {
-		fakeDrv = fake.New(fakeClock)
+		fakeDrv = fake.NewWithOptions(fakeClock, opts.Fake)
 		drv = fakeDrv
 	}
 	eng, err := engine.New(engine.Config{

@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+)
+
+// statusPoll is how often `job submit --stream` looks at a job that has not started yet.
+const statusPoll = 250 * time.Millisecond
+
+// followStatus prints a submitted job's status on stderr each time it or its reason
+// changes (Queued while the compute gets nodes, with the nodes' pending reason; Preparing
+// on its nodes; Running), until the job runs. It returns the job when it ended before
+// running (nil when it runs: its output is followed next).
+func followStatus(ctx context.Context, c *client.Client, ws string, job *api.Job, cmd *cobra.Command) (*api.Job, error) {
+	last := ""
+	ticker := time.NewTicker(statusPoll)
+	defer ticker.Stop()
+	for {
+		line := statusLine(ctx, c, ws, job)
+		if line != last {
+			fmt.Fprintf(cmd.ErrOrStderr(), "job %s: %s\n", job.ID, line)
+			last = line
+		}
+		switch {
+		case job.Status == api.JobRunning:
+			return nil, nil
+		case api.Terminal(job.Status):
+			return job, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ticker.C:
+		}
+		var err error
+		if job, err = c.GetJob(ctx, ws, job.ID); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// statusLine describes a job's status with why it waits: the pending reasons of the
+// compute's preparing nodes (its own nodes once it has some).
+func statusLine(ctx context.Context, c *client.Client, ws string, j *api.Job) string {
+	switch j.Status {
+	case api.JobRunning:
+		return fmt.Sprintf("Running on %s", strings.Join(j.Nodes, ", "))
+	case api.JobQueued, api.JobPreparing:
+	default:
+		return j.Status
+	}
+	comp, err := c.GetCompute(ctx, ws, j.Compute)
+	if err != nil {
+		return j.Status // a serverless job's compute has another name; its status says enough
+	}
+	mine := map[string]bool{}
+	for _, id := range j.Nodes {
+		mine[id] = true
+	}
+	preparing, reasons := 0, map[string]bool{}
+	for _, n := range comp.Nodes {
+		if n.State != api.NodePreparing || (len(mine) > 0 && !mine[n.ID]) {
+			continue
+		}
+		preparing++
+		if n.Reason != "" {
+			reasons[n.Reason] = true
+		}
+	}
+	var why []string
+	if j.Status == api.JobPreparing {
+		why = append(why, "starting on "+strings.Join(j.Nodes, ", "))
+	} else if preparing > 0 {
+		why = append(why, fmt.Sprintf("%d node(s) of %s preparing", preparing, comp.Name))
+	} else {
+		why = append(why, fmt.Sprintf("waiting for nodes of %s", comp.Name))
+	}
+	if len(reasons) > 0 {
+		list := make([]string, 0, len(reasons))
+		for r := range reasons {
+			list = append(list, r)
+		}
+		sort.Strings(list)
+		why = append(why, "reason: "+strings.Join(list, ", "))
+	}
+	return j.Status + " (" + strings.Join(why, "; ") + ")"
+}
