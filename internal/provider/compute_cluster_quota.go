@@ -66,7 +66,8 @@ func recordPlannedQuotas(ctx context.Context, c *client.Client, workspace string
 // plus what the workspace's other computes of the family may hold. It asks the engine only
 // when the plan sets what the quota depends on (a create, a new size, a new max_node_count)
 // and the workspace already exists; a workspace created in the same plan has no ID yet, and
-// the check stays at apply. The error is on vm_size when not even one node of the size fits,
+// the check stays at apply (where Terraform plans the cluster again, once the workspace
+// exists, so this same check reports it before the create). The error is on vm_size when not even one node of the size fits,
 // else on scale_settings.max_node_count.
 func (r *computeClusterResource) planQuota(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, plan computeClusterModel, sizeChanged bool) {
 	if r.client == nil || plan.WorkspaceID.IsUnknown() || plan.WorkspaceID.IsNull() || plan.VMSize.IsUnknown() {
@@ -139,11 +140,15 @@ func (r *computeClusterResource) planQuota(ctx context.Context, req resource.Mod
 	raise := fmt.Sprintf("quotas = { %s = %d }", size.Family, d.Need)
 	fits := d.Left / max(size.VCPUs, 1)
 	if fits == 0 {
+		why := ""
+		if f, _ := catalog.LookupFamily(size.Family); f.RequiresApproval && workspace.Quotas[size.Family] == 0 {
+			why = fmt.Sprintf(" Family %s requires approval and has no quota until one is set.", size.Family)
+		}
 		resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Workspace Quota Exceeded",
 			fmt.Sprintf("Workspace %q has %d of its %d vCPUs of %s left, less than one node of %s (%d vCPUs), so "+
-				"compute cluster %q cannot get any node.\n\nRaise the family's quota on the workspace with %s, or "+
+				"compute cluster %q cannot get any node.%s\n\nRaise the family's quota on the workspace with %s, or "+
 				"choose a vm_size of another family.",
-				ws, d.Left, limit, size.Family, size.Name, size.VCPUs, plan.Name.ValueString(), raise))
+				ws, d.Left, limit, size.Family, size.Name, size.VCPUs, plan.Name.ValueString(), why, raise))
 		return
 	}
 	resp.Diagnostics.AddAttributeError(maxPath, "Workspace Quota Exceeded",

@@ -3,6 +3,19 @@
 // engine's node lifecycle through a Recorder, and HTTP middleware for the API and the scoring
 // router. It imports neither the engine nor the router's internals, so the engine can import
 // it for the Recorder.
+//
+// Wiring the Recorder into the engine (not done here; the engine's node lifecycle is being
+// split into controller packages): engine.Config takes a Recorder (default Nop{}), which the
+// daemon sets to the *Metrics it serves, and the node lifecycle calls
+//
+//   - NodeCreated(compute key, now - node.CreatedOn) where a preparing node becomes idle:
+//     createNode when the driver returns a ready node, and nodeReady on a NodeReady event;
+//   - NodeReleased(compute key, now - release decision) where the driver confirms a released
+//     node gone (releaseNode's callback after terminateOnce); the node record needs the time
+//     it was marked Released;
+//   - IdleReleaseLateness(now - (node.IdleSince + scale_down_nodes_after_idle_duration))
+//     for each node that the cluster rule releases for idleness (plan.Release in the
+//     compute reconcile), not for nodes released because their compute is deleted.
 package metrics
 
 import "time"
