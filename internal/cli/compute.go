@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -112,10 +113,13 @@ func newComputeShowCommand(g *globals) *cobra.Command {
 			if s := cp.ScaleSettings; s != nil {
 				fmt.Fprintf(w, "scale: min %d, max %d, idle nodes released after %s\n", s.MinNodeCount, s.MaxNodeCount, s.ScaleDownNodesAfterIdleDuration)
 			}
+			for _, e := range cp.Errors {
+				fmt.Fprintf(w, "error: %s %s: %s\n", e.Time.Format(time.RFC3339), e.Code, e.Message)
+			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tSTATE\tJOB")
+			fmt.Fprintln(tw, "NODE\tSTATE\tJOB\tREASON")
 			for _, n := range cp.Nodes {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", n.ID, n.State, dash(n.JobID))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.ID, n.State, dash(n.JobID), dash(n.Reason))
 			}
 			return tw.Flush()
 		},

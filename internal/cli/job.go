@@ -220,6 +220,9 @@ func newJobShowCommand(g *globals) *cobra.Command {
 			if j.Error != "" {
 				fmt.Fprintf(w, "error:   %s\n", j.Error)
 			}
+			if j.Reason != "" {
+				fmt.Fprintf(w, "reason:  %s\n", j.Reason)
+			}
 			fmt.Fprintf(w, "nodes:   %s\ncommand: %s\n", strings.Join(j.Nodes, ", "), strings.Join(j.Command, " "))
 			return nil
 		},

@@ -48,8 +48,8 @@ func followStatus(ctx context.Context, c *client.Client, ws string, job *api.Job
 	}
 }
 
-// statusLine describes a job's status with why it waits: the pending reasons of the
-// compute's preparing nodes (its own nodes once it has some).
+// statusLine describes a job's status with why it waits: the engine's reason for the job,
+// else the pending reasons of the compute's preparing nodes (its own once it has some).
 func statusLine(ctx context.Context, c *client.Client, ws string, j *api.Job) string {
 	switch j.Status {
 	case api.JobRunning:
@@ -58,9 +58,28 @@ func statusLine(ctx context.Context, c *client.Client, ws string, j *api.Job) st
 	default:
 		return j.Status
 	}
+	var why []string
+	if j.Status == api.JobPreparing {
+		why = append(why, "starting on "+strings.Join(j.Nodes, ", "))
+	}
+	if j.Reason != "" {
+		why = append(why, j.Reason)
+	} else if r := nodeReasons(ctx, c, ws, j); r != "" {
+		why = append(why, r)
+	}
+	if len(why) == 0 {
+		return j.Status
+	}
+	return j.Status + " (" + strings.Join(why, "; ") + ")"
+}
+
+// nodeReasons says how many of the job's compute's nodes are preparing and their pending
+// reasons, or "" when none is (or the compute cannot be read: a serverless job's compute
+// has another name).
+func nodeReasons(ctx context.Context, c *client.Client, ws string, j *api.Job) string {
 	comp, err := c.GetCompute(ctx, ws, j.Compute)
 	if err != nil {
-		return j.Status // a serverless job's compute has another name; its status says enough
+		return ""
 	}
 	mine := map[string]bool{}
 	for _, id := range j.Nodes {
@@ -76,21 +95,17 @@ func statusLine(ctx context.Context, c *client.Client, ws string, j *api.Job) st
 			reasons[n.Reason] = true
 		}
 	}
-	var why []string
-	if j.Status == api.JobPreparing {
-		why = append(why, "starting on "+strings.Join(j.Nodes, ", "))
-	} else if preparing > 0 {
-		why = append(why, fmt.Sprintf("%d node(s) of %s preparing", preparing, comp.Name))
-	} else {
-		why = append(why, fmt.Sprintf("waiting for nodes of %s", comp.Name))
+	if preparing == 0 {
+		return ""
 	}
+	out := fmt.Sprintf("%d node(s) of %s preparing", preparing, comp.Name)
 	if len(reasons) > 0 {
 		list := make([]string, 0, len(reasons))
 		for r := range reasons {
 			list = append(list, r)
 		}
 		sort.Strings(list)
-		why = append(why, "reason: "+strings.Join(list, ", "))
+		out += ": " + strings.Join(list, ", ")
 	}
-	return j.Status + " (" + strings.Join(why, "; ") + ")"
+	return out
 }

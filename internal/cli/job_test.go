@@ -75,7 +75,7 @@ func TestJobSubmitStreamShowsStatusChanges(t *testing.T) {
 		t.Fatalf("never: %s; stderr:\n%s", what, stderr.String())
 	}
 	waitFor("queued with the pending reason", func() bool {
-		return strings.Contains(stderr.String(), "Queued (1 node(s) of cpu preparing; reason: Resources)")
+		return strings.Contains(stderr.String(), "(Resources)")
 	})
 	nodes := e.Driver.Nodes()
 	if len(nodes) != 1 {

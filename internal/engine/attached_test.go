@@ -21,6 +21,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh/sshtest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -88,7 +89,7 @@ func TestAttachedComputeRunsJobsThroughDropsAndRestarts(t *testing.T) {
 	}
 	r.eventuallySSH("the machine's node is idle", func() bool {
 		c := r.compute("wsa", "box")
-		return len(c.Nodes) == 1 && c.Nodes[0].State == api.NodeIdle && strings.HasPrefix(c.Nodes[0].ID, attachedNodePrefix)
+		return len(c.Nodes) == 1 && c.Nodes[0].State == api.NodeIdle && strings.HasPrefix(c.Nodes[0].ID, model.AttachedNodePrefix)
 	})
 	if r.e.HasWork() {
 		t.Fatal("an idle attached machine keeps the engine from exiting")
@@ -170,13 +171,13 @@ func TestAttachedNodeLeftPreparingIsCreatedAfterRestart(t *testing.T) {
 	st, err := store.Open(r.path, time.Second)
 	must(t, err)
 	must(t, st.Update(func(tx *store.Tx) error {
-		nodes, err := store.List[nodeRecord](tx, store.Nodes, "wsa/box/")
+		nodes, err := store.List[model.Node](tx, store.Nodes, "wsa/box/")
 		if err != nil || len(nodes) != 1 || !nodes[0].Admitted {
 			t.Fatalf("stored nodes %+v (%v), want one admitted node", nodes, err)
 		}
 		n := nodes[0]
 		n.State, n.IdleSince = api.NodePreparing, time.Time{}
-		return tx.Put(store.Nodes, n.key(), n)
+		return tx.Put(store.Nodes, n.Key(), n)
 	}))
 	must(t, st.Close())
 	r.start()

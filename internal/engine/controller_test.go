@@ -15,6 +15,8 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -457,8 +459,8 @@ func (r *rig) task(ws, jobID string, rank int) string {
 	r.t.Helper()
 	var key string
 	_ = r.st.View(func(tx *store.Tx) error {
-		j, _ := getJob(tx, ws, jobID)
-		key = j.taskKey(rank)
+		j, _ := model.GetJob(tx, ws, jobID)
+		key = j.TaskKey(rank)
 		return nil
 	})
 	return key
@@ -556,7 +558,7 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 	got := r.job("lab", j.ID)
 	r.drv.FinishTask(got.Nodes[0], r.task("lab", j.ID, 0), 0)
 	r.eventually("first terminate attempted", func() bool { return len(r.drv.CallsTo("Terminate")) >= 1 })
-	r.clk.Step(createBackoff)
+	r.clk.Step(runtime.RetryAfter)
 	r.eventually("node released on retry", func() bool {
 		return len(r.drv.Nodes()) == 0 && len(r.compute("lab", "cpu").Nodes) == 0
 	})
@@ -577,7 +579,7 @@ func TestFailedPreemptionIsRetried(t *testing.T) {
 	if s := r.job("lab", j.ID).Status; s != api.JobQueued {
 		t.Fatalf("prod job %s while the preempted node still holds the capacity; want Queued", s)
 	}
-	r.clk.Step(createBackoff)
+	r.clk.Step(runtime.RetryAfter)
 	r.eventually("prod job running after the retry", r.status("lab", j.ID, api.JobRunning))
 	if c := r.compute("lab", "spot"); c.NodeStateCounts.Preempted != 1 {
 		t.Fatalf("spot counts %+v; want one preempted node", c.NodeStateCounts)
@@ -603,5 +605,32 @@ func TestNodeCreatedNotReadyWaitsForNodeReady(t *testing.T) {
 	r.eventually("job running once the node is ready", r.status("lab", j.ID, api.JobRunning))
 	if n := r.compute("lab", "cpu").Nodes[0]; n.Reason != "" {
 		t.Fatalf("a ready node still shows reason %q", n.Reason)
+	}
+}
+
+// A compute that cannot get nodes says so in its errors, and its queued job says why it
+// waits; a node that starts clears the errors.
+func TestFailuresShowOnTheComputeAndTheQueuedJob(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 2, "PT120S")
+	r.drv.FailNext(fake.MethodCreate, driver.Permanent(errors.New("mkdir /nodes/x: permission denied")))
+	j := r.submit("lab", "cpu", 1)
+	r.settle()
+	c := r.compute("lab", "cpu")
+	if len(c.Errors) != 1 || c.Errors[0].Code != api.ErrorNodeStartFailed || !strings.Contains(c.Errors[0].Message, "permission denied") {
+		t.Fatalf("errors %+v; want one NodeStartFailed naming the cause", c.Errors)
+	}
+	if got := r.job("lab", j.ID); got.Status != api.JobQueued || !strings.Contains(got.Reason, "permission denied") {
+		t.Fatalf("job %s with reason %q; want Queued with the compute's error as its reason", got.Status, got.Reason)
+	}
+	// The retry after the back-off gets a node: the errors clear and the job runs.
+	r.clk.Step(runtime.RetryAfter)
+	r.eventually("job running after the retry", r.status("lab", j.ID, api.JobRunning))
+	if c := r.compute("lab", "cpu"); len(c.Errors) != 0 {
+		t.Fatalf("errors %+v after a node started; want none", c.Errors)
+	}
+	if got := r.job("lab", j.ID); got.Reason != "" {
+		t.Fatalf("a running job has reason %q", got.Reason)
 	}
 }

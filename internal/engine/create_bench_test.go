@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -35,10 +36,10 @@ func BenchmarkCreateCompute(b *testing.B) {
 					return err
 				}
 				for i := range existing {
-					rec := computeRecord{Workspace: ws.Name, Name: fmt.Sprintf("c%05d", i), Type: api.TypeComputeCluster,
+					rec := model.Compute{Workspace: ws.Name, Name: fmt.Sprintf("c%05d", i), Type: api.TypeComputeCluster,
 						VMSize: "Standard_DS3_v2", VMPriority: api.PriorityDedicated,
 						ScaleSettings: &api.ScaleSettings{MaxNodeCount: 4, ScaleDownNodesAfterIdleDuration: "PT120S"}}
-					if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
+					if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
 						return err
 					}
 				}

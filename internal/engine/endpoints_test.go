@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -74,11 +75,11 @@ func (r *rig) endpoint(ws, name string) *api.Endpoint {
 }
 
 // storedInstances reads the endpoint's instances as stored (with their ports).
-func (r *rig) storedInstances(ws, name string) []endpointInstance {
+func (r *rig) storedInstances(ws, name string) []model.EndpointInstance {
 	r.t.Helper()
-	var out []endpointInstance
+	var out []model.EndpointInstance
 	err := r.st.View(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, ws, name)
+		rec, err := model.GetEndpoint(tx, ws, name)
 		out = rec.Instances
 		return err
 	})
@@ -89,9 +90,9 @@ func (r *rig) storedInstances(ws, name string) []endpointInstance {
 }
 
 // started waits until n instances of the deployment and generation have a process.
-func (r *rig) started(ws, name, deployment string, gen int64, n int) []endpointInstance {
+func (r *rig) started(ws, name, deployment string, gen int64, n int) []model.EndpointInstance {
 	r.t.Helper()
-	var got []endpointInstance
+	var got []model.EndpointInstance
 	r.eventually("instances started", func() bool {
 		got = got[:0]
 		for _, in := range r.storedInstances(ws, name) {
@@ -618,18 +619,18 @@ func TestEndpointKeysAndTokens(t *testing.T) {
 	if !tok.ExpiresOn.Equal(r.clk.Now().Add(time.Hour).Truncate(time.Second)) {
 		t.Fatalf("expires %s", tok.ExpiresOn)
 	}
-	if !r.e.verifyToken("wsp", "scorer", tok.AccessToken) {
+	if !r.e.endpoints.VerifyToken("wsp", "scorer", tok.AccessToken) {
 		t.Fatal("a fresh token does not verify")
 	}
-	if r.e.verifyToken("other", "scorer", tok.AccessToken) {
+	if r.e.endpoints.VerifyToken("other", "scorer", tok.AccessToken) {
 		t.Fatal("a token verifies for another endpoint")
 	}
 	payload, mac, _ := strings.Cut(tok.AccessToken, ".")
-	if r.e.verifyToken("wsp", "scorer", payload+"x."+mac) || r.e.verifyToken("wsp", "scorer", "") {
+	if r.e.endpoints.VerifyToken("wsp", "scorer", payload+"x."+mac) || r.e.endpoints.VerifyToken("wsp", "scorer", "") {
 		t.Fatal("a forged token verifies")
 	}
 	r.clk.Step(time.Hour)
-	if r.e.verifyToken("wsp", "scorer", tok.AccessToken) {
+	if r.e.endpoints.VerifyToken("wsp", "scorer", tok.AccessToken) {
 		t.Fatal("an expired token verifies")
 	}
 }

@@ -1,13 +1,19 @@
-// Package engine is the control plane: it owns the store, enforces the domain rules on every
-// call and (in later layers) drives nodes. It never imports Terraform packages, so it is used
+// Package engine is the control plane's composition root: it builds the store's users (the
+// compute core and the controllers of workspaces, clusters, instances, attached machines,
+// jobs and online endpoints), wires them to the work loop and the node driver, and serves
+// their API. It decides nothing itself: every rule lives in a package of rules/, every
+// concern in a package of controllers/. It never imports Terraform packages, so it is used
 // alike by the daemon, the CLI and tests.
 package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +21,13 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/instances"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -23,7 +36,7 @@ import (
 )
 
 // DefaultLocation is the location served when the operator names none.
-const DefaultLocation = "local"
+const DefaultLocation = workspaces.DefaultLocation
 
 // Config is what an engine is built from. Store and Clock are required.
 type Config struct {
@@ -37,7 +50,7 @@ type Config struct {
 	// Driver brings nodes up and down; required for computes (Start fails without one).
 	Driver driver.Driver
 	// Snapshots keeps uploaded code snapshots for jobs.
-	Snapshots SnapshotStore
+	Snapshots model.SnapshotStore
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
 	// NewID makes node and instance IDs ("<prefix>-<unique>"); the default draws them from
@@ -61,35 +74,18 @@ type Engine struct {
 	version     string
 	dataDir     string
 	startedAt   time.Time
+	manual      bool
+	// driver is the operator's driver until Start wraps it for attached machines.
+	driver driver.Driver
 
-	driver    driver.Driver
-	snapshots SnapshotStore
-	capacity  int64
-	// minIdleShutdown is the engine's idle-shutdown policy minimum.
-	minIdleShutdown time.Duration
-	// quota sums the vCPUs computes hold per workspace and family (updated under mu).
-	quota *model.QuotaIndex
-	ctx   context.Context
-
-	// mu serialises writers so that read-check-write sequences (name taken? quota left?)
-	// see a consistent store; bbolt already serialises the commits themselves. The fields
-	// below it are guarded by it.
-	mu        sync.Mutex
-	backoff   map[string]time.Time // compute key -> no node creation before
-	releasing map[string]bool      // node keys with a Terminate in flight
-	sessions  map[string]int       // compute key -> open interactive sessions
-
-	// loop is the work loop (runtime), made by Start; manual selects its manual mode.
-	loop   *runtime.Loop
-	manual bool
-	newID  func(prefix string) string
-
-	// waitMu guards the delete waiters.
-	waitMu  sync.Mutex
-	waiters map[runtime.Key][]chan struct{}
-
-	// ep is the online endpoints' runtime (endpoint_runtime.go).
-	ep *endpointRuntime
+	loop       *runtime.Loop
+	core       *computes.Core
+	workspaces *workspaces.Controller
+	clusters   *clusters.Controller
+	instances  *instances.Controller
+	attached   *attached.Controller
+	jobs       *jobs.Controller
+	endpoints  *endpoints.Controller
 }
 
 // New builds an engine.
@@ -112,33 +108,88 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.NodesDriver == "" {
 		cfg.NodesDriver = "local"
 	}
+	log := cfg.Logger.Named("engine")
 	e := &Engine{
-		minIdleShutdown: cfg.MinIdleShutdown,
-		store:           cfg.Store,
-		clock:           cfg.Clock,
-		log:             cfg.Logger.Named("engine"),
-		locations:       append([]string(nil), cfg.Locations...),
-		nodesDriver:     cfg.NodesDriver,
-		version:         cfg.Version,
-		dataDir:         cfg.DataDir,
-		startedAt:       cfg.Clock.Now().UTC(),
-		driver:          cfg.Driver,
-		snapshots:       cfg.Snapshots,
-		capacity:        cfg.CapacityVCPUs,
-		sessions:        map[string]int{},
-		ctx:             context.Background(),
-		backoff:         map[string]time.Time{},
-		releasing:       map[string]bool{},
-		waiters:         map[runtime.Key][]chan struct{}{},
-		manual:          cfg.Manual,
-		newID:           cfg.NewID,
-		quota:           model.NewQuotaIndex(),
+		store: cfg.Store, clock: cfg.Clock, log: log, locations: append([]string(nil), cfg.Locations...),
+		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, startedAt: cfg.Clock.Now().UTC(),
+		manual: cfg.Manual, driver: cfg.Driver,
 	}
-	if err := e.loadQuotaIndex(); err != nil {
+	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
+	core, err := computes.New(computes.Config{
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots,
+		DataDir: cfg.DataDir, CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("indexing computes: %w", err)
 	}
-	e.ep = newEndpointRuntime(e)
+	e.core = core
+	e.core.OnTaskExit = e.onTaskExit
+	e.clusters = clusters.New(core)
+	e.instances = instances.New(core, cfg.MinIdleShutdown)
+	e.attached = attached.New(core)
+	e.jobs = jobs.New(core)
+	e.endpoints = endpoints.New(endpoints.Config{
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
+	})
+	e.workspaces = workspaces.New(workspaces.Config{
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Mu: &core.Mu, Locations: e.locations,
+		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,
+	})
+	e.loop.Handle(runtime.Compute, core.Reconcile)
+	e.loop.Handle(runtime.Endpoint, e.endpoints.Reconcile)
 	return e, nil
+}
+
+// Start adopts what a previous run left (live nodes and their tasks), releases orphans,
+// and then, unless the engine is manual, runs the work loop until ctx ends. A manual
+// engine does nothing until Settle.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.driver == nil {
+		return errors.New("engine has no node driver")
+	}
+	e.driver = e.attached.WrapDriver(ctx, e.driver)
+	e.watchDriver()
+	e.core.Start(ctx, e.driver)
+	e.endpoints.Start(ctx, e.driver)
+	if err := e.core.Recover(ctx, e.endpoints.NodeIDs()); err != nil {
+		return fmt.Errorf("recovering after restart: %w", err)
+	}
+	e.endpoints.Recover(ctx)
+	if !e.manual {
+		go e.loop.Run(ctx)
+	}
+	return nil
+}
+
+// onEvent routes one driver event to the controller it concerns.
+func (e *Engine) onEvent(ctx context.Context, ev driver.Event) {
+	if e.endpoints.HandleEvent(ctx, ev) {
+		return
+	}
+	switch ev.Kind {
+	case driver.TaskExited:
+		e.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
+	case driver.NodeGone:
+		e.core.NodeGone(ev.NodeKey)
+	case driver.NodeReady:
+		e.core.NodeReady(ev.NodeKey)
+	}
+}
+
+// onTaskExit routes a task's end to the instance's setup or to the job.
+func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
+	if strings.HasPrefix(task, "setup-") {
+		e.instances.SetupExited(ctx, node, task, code)
+		return
+	}
+	e.jobs.TaskExited(ctx, node, task, code)
+}
+
+// randomID is the default ID source: 10 hex digits from crypto/rand.
+func randomID(prefix string) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
 }
 
 // Status describes the engine.
@@ -150,7 +201,7 @@ func (e *Engine) Status() api.Status {
 		Locations:   append([]string(nil), e.locations...),
 		DataDir:     e.dataDir,
 		StartedAt:   e.startedAt,
-		ScoringURL:  e.scoringBase(),
+		ScoringURL:  e.endpoints.ScoringBase(),
 	}
 }
 
@@ -161,32 +212,12 @@ func (e *Engine) Locations() []string { return append([]string(nil), e.locations
 // instance, endpoint or job running or queued, or an enabled schedule. Workspaces alone are
 // records, not work, so an engine holding only workspaces may exit when idle.
 func (e *Engine) HasWork() bool {
-	var busy bool
+	var endpoints bool
 	_ = e.store.View(func(tx *store.Tx) error {
-		if busyNodes(tx) || len(tx.Keys(store.Endpoints, "")) > 0 {
-			busy = true
-			return nil
-		}
-		jobs, err := store.List[jobRecord](tx, store.Jobs, "")
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			busy = busy || !api.Terminal(j.Status)
-		}
-		// An enabled schedule must fire even while its instance is stopped.
-		computes, err := store.List[computeRecord](tx, store.Computes, "")
-		for _, c := range computes {
-			if c.Instance == nil {
-				continue
-			}
-			for _, sc := range c.Instance.Settings.Schedules {
-				busy = busy || sc.IsEnabled()
-			}
-		}
-		return err
+		endpoints = len(tx.Keys(store.Endpoints, "")) > 0
+		return nil
 	})
-	return busy
+	return endpoints || e.core.HasWork()
 }
 
 // Sizes lists catalog entries matching f.

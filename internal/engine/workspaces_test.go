@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -134,18 +135,18 @@ func TestDeleteWorkspace(t *testing.T) {
 
 func TestEffectiveQuota(t *testing.T) {
 	ws := &api.Workspace{Quotas: map[string]int64{"standardNCSv3Family": 48}}
-	if got := EffectiveQuota(ws, "standardNCSv3Family"); got != 48 {
+	if got := model.EffectiveQuota(ws, "standardNCSv3Family"); got != 48 {
 		t.Errorf("override = %d; want 48", got)
 	}
 	for _, f := range catalog.Families() {
 		if f.Name == "standardNCSv3Family" {
 			continue
 		}
-		if got := EffectiveQuota(ws, f.Name); got != f.DefaultQuota {
+		if got := model.EffectiveQuota(ws, f.Name); got != f.DefaultQuota {
 			t.Errorf("%s = %d; want catalog default %d", f.Name, got, f.DefaultQuota)
 		}
-		if f.RequiresApproval && EffectiveQuota(ws, f.Name) != 0 {
-			t.Errorf("%s requires approval but has quota %d", f.Name, EffectiveQuota(ws, f.Name))
+		if f.RequiresApproval && model.EffectiveQuota(ws, f.Name) != 0 {
+			t.Errorf("%s requires approval but has quota %d", f.Name, model.EffectiveQuota(ws, f.Name))
 		}
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/quota"
 )
 
@@ -132,7 +132,7 @@ func (r *computeClusterResource) planQuota(ctx context.Context, req resource.Mod
 	if !ok {
 		return // validation bounds max_node_count
 	}
-	limit := engine.EffectiveQuota(workspace, size.Family)
+	limit := model.EffectiveQuota(workspace, size.Family)
 	d := quota.Check(used, want, limit)
 	if d.Fits {
 		return

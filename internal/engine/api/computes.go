@@ -135,7 +135,32 @@ type Compute struct {
 	Error string `json:"error,omitempty"`
 	// VirtualMachine describes an attached machine, without its password or private key.
 	VirtualMachine *VirtualMachine `json:"virtual_machine,omitempty"`
+	// Errors are the compute's recent failures to get or keep nodes, newest first (at most
+	// MaxComputeErrors); they clear once a node starts again.
+	Errors []ComputeError `json:"errors,omitempty"`
 }
+
+// ComputeError is one failure of a compute, as Azure shows a compute's errors.
+type ComputeError struct {
+	Time    time.Time `json:"time"`
+	Code    string    `json:"code"`
+	Message string    `json:"message"`
+}
+
+// MaxComputeErrors bounds the errors a compute keeps.
+const MaxComputeErrors = 10
+
+// Error codes of ComputeError.
+const (
+	// ErrorNoCapacity: the node driver had no room for a node (it retries).
+	ErrorNoCapacity = "NoCapacity"
+	// ErrorNodeStartFailed: the node driver refused the node (a setting to fix).
+	ErrorNodeStartFailed = "NodeStartFailed"
+	// ErrorNodeStartRetrying: a node failed to start for a reason that may pass; it retries.
+	ErrorNodeStartRetrying = "NodeStartRetrying"
+	// ErrorNodeLost: a node died or its allocation ended by itself; it is replaced.
+	ErrorNodeLost = "NodeLost"
+)
 
 // ComputeList is the body of GET /v1/workspaces/{ws}/computes.
 type ComputeList struct {

@@ -28,20 +28,22 @@ type JobSpec struct {
 
 // Job is a job as the engine holds it.
 type Job struct {
-	ID          string            `json:"id"`
-	Workspace   string            `json:"workspace"`
-	Compute     string            `json:"compute"`
-	Status      string            `json:"status"`
-	ExitCode    *int              `json:"exit_code,omitempty"`
-	Nodes       []string          `json:"nodes"`
-	Command     []string          `json:"command"`
-	Env         map[string]string `json:"env,omitempty"`
-	Count       int64             `json:"instance_count"`
-	SnapshotID  string            `json:"snapshot_id,omitempty"`
-	Error       string            `json:"error,omitempty"`
-	SubmittedAt time.Time         `json:"submitted_at"`
-	StartedAt   *time.Time        `json:"started_at,omitempty"`
-	EndedAt     *time.Time        `json:"ended_at,omitempty"`
+	ID         string            `json:"id"`
+	Workspace  string            `json:"workspace"`
+	Compute    string            `json:"compute"`
+	Status     string            `json:"status"`
+	ExitCode   *int              `json:"exit_code,omitempty"`
+	Nodes      []string          `json:"nodes"`
+	Command    []string          `json:"command"`
+	Env        map[string]string `json:"env,omitempty"`
+	Count      int64             `json:"instance_count"`
+	SnapshotID string            `json:"snapshot_id,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	// Reason says why a job that has not started yet is waiting (read-only).
+	Reason      string     `json:"reason,omitempty"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
 }
 
 // Terminal reports whether a job status is final.

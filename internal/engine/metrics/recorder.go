@@ -4,18 +4,21 @@
 // router. It imports neither the engine nor the router's internals, so the engine can import
 // it for the Recorder.
 //
-// Wiring the Recorder into the engine (not done here; the engine's node lifecycle is being
-// split into controller packages): engine.Config takes a Recorder (default Nop{}), which the
-// daemon sets to the *Metrics it serves, and the node lifecycle calls
+// Wiring the Recorder into the engine (not done here: it needs engine.Config, in the engine's
+// top package): engine.Config and computes.Config take a Recorder (default Nop{}), which the
+// daemon sets to the *Metrics it serves (daemon.Run builds it next to the scoring listener),
+// and the node lifecycle calls
 //
 //   - NodeCreated(compute key, now - node.CreatedOn) where a preparing node becomes idle:
-//     createNode when the driver returns a ready node, and nodeReady on a NodeReady event;
+//     computes.Core.createNode when the driver returns a ready node, and
+//     computes.Core.NodeReady on a NodeReady event;
 //   - NodeReleased(compute key, now - release decision) where the driver confirms a released
-//     node gone (releaseNode's callback after terminateOnce); the node record needs the time
-//     it was marked Released;
+//     node gone (the callback that computes.Core.ReleaseNode gives terminateOnce); the node
+//     record needs the time it was marked Released;
 //   - IdleReleaseLateness(now - (node.IdleSince + scale_down_nodes_after_idle_duration))
-//     for each node that the cluster rule releases for idleness (plan.Release in the
-//     compute reconcile), not for nodes released because their compute is deleted.
+//     for each node the cluster rule releases for idleness (plan.Release in
+//     controllers/clusters.Controller.Pass), not for nodes released because their compute
+//     is deleted.
 package metrics
 
 import "time"

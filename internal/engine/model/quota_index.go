@@ -1,7 +1,9 @@
-// Package model holds the engine's in-memory indexes over the store: what would otherwise
-// mean decoding every record of a bucket on every call. An index is rebuilt from the store
-// when the engine starts and is updated by the writer after each commit, under the
-// engine's write lock, so it always describes the committed store.
+// Package model holds what the engine stores, the records (workspaces, computes with their
+// instance or attached parts, nodes, jobs, endpoints) with their keys and the store
+// look-ups every controller shares, and the in-memory indexes over them: what would
+// otherwise mean decoding every record of a bucket on every call. An index is rebuilt from
+// the store when the engine starts and is updated by the writer after each commit, under
+// the engine's write lock, so it always describes the committed store.
 package model
 
 import (

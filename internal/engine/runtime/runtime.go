@@ -105,6 +105,10 @@ func CompareTimers(a, b Timer) int {
 	return cmp.Or(compareKeys(a.Object, b.Object), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Sub, b.Sub))
 }
 
+// RetryAfter is how long a failed driver call (a node that did not start, a release that
+// failed) waits before the next try, so a failing driver is not called in a loop.
+const RetryAfter = 5 * time.Second
+
 // Handler reconciles one object: it reads the stored state, calls its rule, commits, and
 // then acts (through Go for anything slow).
 type Handler func(ctx context.Context, name string)
@@ -133,17 +137,27 @@ type Loop struct {
 	pending []func() // manual mode: work handed to Go, run by Settle in order
 	wake    chan struct{}
 	fired   []Timer // timers that fired, applied on the loop goroutine
+	waiters map[Key][]chan struct{}
 }
 
 // New builds a loop; register handlers, then Run (or Settle in manual mode).
 func New(cfg Config) *Loop {
-	l := &Loop{cfg: cfg, handlers: map[Kind]Handler{}, dirty: map[Key]bool{}, wake: make(chan struct{}, 1), ctx: context.Background()}
+	l := &Loop{
+		cfg: cfg, handlers: map[Kind]Handler{}, dirty: map[Key]bool{}, wake: make(chan struct{}, 1),
+		ctx: context.Background(), waiters: map[Key][]chan struct{}{},
+	}
 	if cfg.Manual {
 		l.timers = timerqueue.NewManual(cfg.Clock, CompareTimers, l.onFire)
 	} else {
 		l.timers = timerqueue.New(cfg.Clock, CompareTimers, l.onFire)
 	}
 	return l
+}
+
+// Watch sets the drivers' event channels and what applies their events; call it before Run
+// (or the first Settle).
+func (l *Loop) Watch(events []<-chan driver.Event, onEvent func(ctx context.Context, ev driver.Event)) {
+	l.cfg.Events, l.cfg.OnEvent = events, onEvent
 }
 
 // Handle registers the handler of a kind of object.
@@ -317,3 +331,52 @@ func (l *Loop) Settle(ctx context.Context) error {
 
 // Stop stops the timers (run mode ends with its context too).
 func (l *Loop) Stop() { l.timers.Stop() }
+
+// Deleted reports that the object under k is gone from the store: callers of AwaitDeleted
+// waiting for it return.
+func (l *Loop) Deleted(k Key) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.waiters[k] {
+		close(ch)
+	}
+	delete(l.waiters, k)
+}
+
+// AwaitDeleted marks the objects, whose deletion the caller committed, and waits until each
+// is Deleted. It returns the first that was not, and false, when ctx ends first; in manual
+// mode it settles once and never blocks (nothing else would happen until the next Settle).
+func (l *Loop) AwaitDeleted(ctx context.Context, keys []Key) (Key, bool) {
+	chans := make([]chan struct{}, len(keys))
+	l.mu.Lock()
+	for i, k := range keys {
+		chans[i] = make(chan struct{})
+		l.waiters[k] = append(l.waiters[k], chans[i])
+	}
+	l.mu.Unlock()
+	for _, k := range keys {
+		l.Mark(k)
+	}
+	done := ctx.Done()
+	if l.cfg.Manual {
+		if err := l.Settle(ctx); err != nil {
+			return keys[0], false
+		}
+		done = closed
+	}
+	for i, ch := range chans {
+		select {
+		case <-ch:
+			continue
+		default:
+		}
+		select {
+		case <-ch:
+		case <-done:
+			return keys[i], false
+		}
+	}
+	return Key{}, true
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

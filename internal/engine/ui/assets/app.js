@@ -64,6 +64,7 @@ function jobRow(j, now) {
     h("td", {}, j.compute),
     h("td", {}, h("span", { class: "status", "data-status": j.status }, j.status),
       j.exit_code !== undefined && j.exit_code !== null ? ` (exit ${j.exit_code})` : "",
+      j.reason ? h("div", { class: "muted" }, j.reason) : null,
       j.error ? h("div", { class: "error" }, j.error) : null),
     h("td", {}, (j.nodes || []).join(", ")),
     h("td", {}, ago(j.submitted_at, now)),

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 func clusterSpec(name string, min, max int64) api.ComputeSpec {
@@ -72,4 +75,76 @@ func TestQuotaIndexSurvivesARestart(t *testing.T) {
 	if _, err := r.e.CreateCompute(context.Background(), "team", clusterSpec("more", 0, 1), ""); err == nil || !strings.Contains(err.Error(), "already used by big (40 vCPUs)") {
 		t.Fatalf("CreateCompute after restart = %v; want a quota error naming big", err)
 	}
+}
+
+// A store written without the active-jobs index (an older engine) gets one when the engine
+// starts: a queued job is still found and started.
+func TestActiveJobsIndexRebuiltOnStart(t *testing.T) {
+	r := newRig(t)
+	r.workspace("team", nil)
+	r.cluster("team", "one", 0, 1, "PT120S")
+	first := r.submit("team", "one", 1)
+	r.eventually("first job running", r.status("team", first.ID, api.JobRunning))
+	second := r.submit("team", "one", 1)
+	r.settle()
+	r.restartAfter(func(tx *store.Tx) error {
+		for _, k := range tx.Keys(store.ActiveJobs, "") {
+			if err := tx.Delete(store.ActiveJobs, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	r.settle()
+	got := r.job("team", first.ID)
+	r.drv.FinishTask(got.Nodes[0], r.task("team", first.ID, 0), 0)
+	r.eventually("the queued job runs after the first", r.status("team", second.ID, api.JobRunning))
+}
+
+// Durations are parsed once where they come in; a record from an engine that stored none
+// gets them at start, so its idle node still waits its full scale-down time.
+func TestParsedDurationsFilledForOldRecords(t *testing.T) {
+	r := newRig(t)
+	r.workspace("team", nil)
+	r.cluster("team", "cpu", 0, 1, "PT10M")
+	j := r.submit("team", "cpu", 1)
+	r.eventually("job running", r.status("team", j.ID, api.JobRunning))
+	r.restartAfter(func(tx *store.Tx) error {
+		var rec model.Compute
+		if _, err := tx.Get(store.Computes, "team/cpu", &rec); err != nil {
+			return err
+		}
+		rec.Durations = model.Durations{} // as an older engine wrote it
+		return tx.Put(store.Computes, rec.Key(), rec)
+	})
+	r.settle()
+	r.drv.FinishTask(r.job("team", j.ID).Nodes[0], r.task("team", j.ID, 0), 0)
+	r.settle()
+	r.clk.Step(10*time.Minute - time.Millisecond)
+	r.settle()
+	if n := r.compute("team", "cpu").CurrentNodeCount; n != 1 {
+		t.Fatalf("%d nodes before the 10 minute scale-down time; want the idle node kept", n)
+	}
+	r.clk.Step(time.Millisecond)
+	r.settle()
+	if c := r.compute("team", "cpu"); c.CurrentNodeCount != 0 {
+		t.Fatalf("nodes %+v at the deadline; want the idle node released", c.Nodes)
+	}
+}
+
+// restartAfter stops the engine as a crash would, changes its store with edit (to stand for
+// a store an older engine wrote), and starts the engine again.
+func (r *rig) restartAfter(edit func(tx *store.Tx) error) {
+	r.t.Helper()
+	r.stop()
+	st, err := store.Open(r.path, time.Second)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	err = st.Update(edit)
+	st.Close()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.start()
 }

@@ -1,4 +1,4 @@
-package engine
+package endpoints
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -38,11 +39,11 @@ type tokenClaims struct {
 // GetEndpointToken issues an AML token for an aml_token endpoint: base64url(claims) "."
 // base64url(HMAC-SHA256(claims)) under a secret kept in the store, so tokens survive an
 // engine restart and are bound to one endpoint.
-func (e *Engine) GetEndpointToken(_ context.Context, workspace, name string) (*api.EndpointToken, error) {
-	var rec endpointRecord
-	err := e.store.View(func(tx *store.Tx) error {
+func (c *Controller) GetEndpointToken(_ context.Context, workspace, name string) (*api.EndpointToken, error) {
+	var rec model.Endpoint
+	err := c.store.View(func(tx *store.Tx) error {
 		var err error
-		rec, err = getEndpoint(tx, workspace, name)
+		rec, err = model.GetEndpoint(tx, workspace, name)
 		return err
 	})
 	if err != nil {
@@ -51,32 +52,32 @@ func (e *Engine) GetEndpointToken(_ context.Context, workspace, name string) (*a
 	if rec.AuthMode != api.AuthModeAMLToken {
 		return nil, api.Errorf(api.CodeInvalid, "auth_mode", "online endpoint %q uses auth_mode %q: read its keys instead, or set auth_mode = %q to use tokens", name, rec.AuthMode, api.AuthModeAMLToken)
 	}
-	secret, err := e.tokenSecret()
+	secret, err := c.tokenSecret()
 	if err != nil {
 		return nil, err
 	}
-	exp := e.clock.Now().UTC().Add(TokenLifetime).Truncate(time.Second)
-	claims, _ := json.Marshal(tokenClaims{Endpoint: rec.key(), Expires: exp.Unix()})
+	exp := c.clock.Now().UTC().Add(TokenLifetime).Truncate(time.Second)
+	claims, _ := json.Marshal(tokenClaims{Endpoint: rec.Key(), Expires: exp.Unix()})
 	payload := base64.RawURLEncoding.EncodeToString(claims)
 	return &api.EndpointToken{AccessToken: payload + "." + sign(secret, payload), ExpiresOn: exp}, nil
 }
 
-// verifyToken is the router's TokenVerifier for one endpoint.
-func (e *Engine) verifyToken(workspace, name, token string) bool {
+// VerifyToken is the router's TokenVerifier for one endpoint.
+func (c *Controller) VerifyToken(workspace, name, token string) bool {
 	payload, mac, ok := strings.Cut(token, ".")
 	if !ok {
 		return false
 	}
-	secret, err := e.tokenSecret()
+	secret, err := c.tokenSecret()
 	if err != nil || !hmac.Equal([]byte(mac), []byte(sign(secret, payload))) {
 		return false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)
-	var c tokenClaims
-	if err != nil || json.Unmarshal(raw, &c) != nil {
+	var claims tokenClaims
+	if err != nil || json.Unmarshal(raw, &claims) != nil {
 		return false
 	}
-	return c.Endpoint == workspace+"/"+name && e.clock.Now().Unix() < c.Expires
+	return claims.Endpoint == workspace+"/"+name && c.clock.Now().Unix() < claims.Expires
 }
 
 func sign(secret []byte, payload string) string {
@@ -86,12 +87,12 @@ func sign(secret []byte, payload string) string {
 }
 
 // tokenSecret returns the token signing secret, made on first use and kept in the store.
-func (e *Engine) tokenSecret() ([]byte, error) {
-	if s := e.ep.secret.Load(); s != nil {
+func (c *Controller) tokenSecret() ([]byte, error) {
+	if s := c.secret.Load(); s != nil {
 		return *s, nil
 	}
 	var secret []byte
-	err := e.store.Update(func(tx *store.Tx) error {
+	err := c.store.Update(func(tx *store.Tx) error {
 		var enc string
 		ok, err := tx.Get(store.Meta, metaTokenSecret, &enc)
 		if err != nil {
@@ -108,29 +109,29 @@ func (e *Engine) tokenSecret() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the token secret: %w", err)
 	}
-	e.ep.secret.Store(&secret)
+	c.secret.Store(&secret)
 	return secret, nil
 }
 
 // ScoringHandler is the scoring router: serve it on the scoring listener.
-func (e *Engine) ScoringHandler() http.Handler { return e.ep.router }
+func (c *Controller) ScoringHandler() http.Handler { return c.router }
 
 // ScoringStats returns the router's counters per deployment of an endpoint (nil when the
 // router does not serve it). Counters start at zero when the engine starts.
-func (e *Engine) ScoringStats(endpoint string) map[string]router.DeploymentStats {
-	return e.ep.router.Stats(endpoint)
+func (c *Controller) ScoringStats(endpoint string) map[string]router.DeploymentStats {
+	return c.router.Stats(endpoint)
 }
 
 // CloseScoring stops the router's mirror copies; call it after the scoring listener stopped.
-func (e *Engine) CloseScoring() { e.ep.router.Close() }
+func (c *Controller) CloseScoring() { c.router.Close() }
 
 // ListenScoring opens the scoring router's listener. With addr empty it reuses the address
 // of the first start (kept in the store), or picks a free loopback port and keeps it, so
 // scoring URIs never change across restarts. Serve ScoringHandler on the listener.
-func (e *Engine) ListenScoring(addr string) (net.Listener, error) {
+func (c *Controller) ListenScoring(addr string) (net.Listener, error) {
 	var kept string
 	if addr == "" {
-		if err := e.store.View(func(tx *store.Tx) error {
+		if err := c.store.View(func(tx *store.Tx) error {
 			_, err := tx.Get(store.Meta, metaScoringListen, &kept)
 			return err
 		}); err != nil {
@@ -150,14 +151,14 @@ func (e *Engine) ListenScoring(addr string) (net.Listener, error) {
 	}
 	actual := ln.Addr().String()
 	if actual != kept {
-		if err := e.store.Update(func(tx *store.Tx) error { return tx.Put(store.Meta, metaScoringListen, actual) }); err != nil {
+		if err := c.store.Update(func(tx *store.Tx) error { return tx.Put(store.Meta, metaScoringListen, actual) }); err != nil {
 			ln.Close()
 			return nil, err
 		}
 	}
 	base := "http://" + actual
-	e.ep.base.Store(&base)
-	e.log.Info("scoring router listening", "address", actual)
+	c.base.Store(&base)
+	c.log.Info("scoring router listening", "address", actual)
 	return ln, nil
 }
 

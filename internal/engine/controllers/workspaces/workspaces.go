@@ -1,36 +1,75 @@
-package engine
+// Package workspaces is the workspaces' controller: create, read, update (description,
+// tags, quotas) and delete, which, with force, first deletes the workspace's computes and
+// online endpoints through the functions the engine gives it (their controllers own those
+// records).
+package workspaces
 
 import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// idempotencyRecord remembers which object a create call with a given key made.
-type idempotencyRecord struct {
-	ID string `json:"id"`
+// DefaultLocation is the location served when the operator names none.
+const DefaultLocation = "local"
+
+// Config is what the workspaces controller is built from.
+type Config struct {
+	Store  *store.Store
+	Clock  clock.PassiveClock
+	Logger hclog.Logger
+	// Mu is the computes' writer lock: a workspace's quotas and existence are read by
+	// compute creates under it.
+	Mu *sync.Mutex
+	// Locations are the locations this engine serves.
+	Locations []string
+	// DeleteComputes and DeleteEndpoints delete every compute or endpoint of a workspace
+	// (a force delete) and return once they are gone.
+	DeleteComputes, DeleteEndpoints func(ctx context.Context, workspace string) error
+}
+
+// Controller manages workspaces.
+type Controller struct {
+	store                           *store.Store
+	clock                           clock.PassiveClock
+	log                             hclog.Logger
+	mu                              *sync.Mutex
+	locations                       []string
+	deleteComputes, deleteEndpoints func(ctx context.Context, workspace string) error
+}
+
+// New builds the controller.
+func New(cfg Config) *Controller {
+	return &Controller{
+		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("workspaces"), mu: cfg.Mu,
+		locations: cfg.Locations, deleteComputes: cfg.DeleteComputes, deleteEndpoints: cfg.DeleteEndpoints,
+	}
 }
 
 // CreateWorkspace creates a workspace. A retry with the same idempotency key returns the
 // workspace the first attempt created; any other create of a taken name is a conflict.
-func (e *Engine) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idempotencyKey string) (*api.Workspace, error) {
+func (c *Controller) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idempotencyKey string) (*api.Workspace, error) {
 	if spec.Location == "" {
 		spec.Location = DefaultLocation
 	}
-	if err := validation.Workspace(spec, e.locations); err != nil {
+	if err := validation.Workspace(spec, c.locations); err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 
 	var out api.Workspace
-	err := e.store.Update(func(tx *store.Tx) error {
-		if done, err := replayed(tx, idempotencyKey, api.WorkspaceID(spec.Name)); done || err != nil {
+	err := c.store.Update(func(tx *store.Tx) error {
+		if done, err := model.Replayed(tx, idempotencyKey, api.WorkspaceID(spec.Name)); done || err != nil {
 			if done {
 				_, err = tx.Get(store.Workspaces, spec.Name, &out)
 			}
@@ -50,27 +89,27 @@ func (e *Engine) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idem
 			Description: spec.Description,
 			Tags:        spec.Tags,
 			Quotas:      spec.Quotas,
-			CreatedOn:   e.clock.Now().UTC(),
+			CreatedOn:   c.clock.Now().UTC(),
 		}
 		if err := tx.Put(store.Workspaces, spec.Name, out); err != nil {
 			return err
 		}
-		return remember(tx, idempotencyKey, out.ID)
+		return model.Remember(tx, idempotencyKey, out.ID)
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.log.Info("workspace created", "workspace", out.Name, "location", out.Location)
+	c.log.Info("workspace created", "workspace", out.Name, "location", out.Location)
 	return &out, nil
 }
 
 // GetWorkspace returns a workspace or a not_found error.
-func (e *Engine) GetWorkspace(_ context.Context, name string) (*api.Workspace, error) {
+func (c *Controller) GetWorkspace(_ context.Context, name string) (*api.Workspace, error) {
 	var ws api.Workspace
-	err := e.store.View(func(tx *store.Tx) error {
+	err := c.store.View(func(tx *store.Tx) error {
 		ok, err := tx.Get(store.Workspaces, name, &ws)
 		if err == nil && !ok {
-			return notFoundWorkspace(name)
+			return model.NotFoundWorkspace(name)
 		}
 		return err
 	})
@@ -81,9 +120,9 @@ func (e *Engine) GetWorkspace(_ context.Context, name string) (*api.Workspace, e
 }
 
 // ListWorkspaces returns every workspace, sorted by name.
-func (e *Engine) ListWorkspaces(_ context.Context) ([]api.Workspace, error) {
+func (c *Controller) ListWorkspaces(_ context.Context) ([]api.Workspace, error) {
 	var out []api.Workspace
-	err := e.store.View(func(tx *store.Tx) error {
+	err := c.store.View(func(tx *store.Tx) error {
 		var err error
 		out, err = store.List[api.Workspace](tx, store.Workspaces, "")
 		return err
@@ -92,20 +131,20 @@ func (e *Engine) ListWorkspaces(_ context.Context) ([]api.Workspace, error) {
 }
 
 // UpdateWorkspace replaces a workspace's description, tags and quotas.
-func (e *Engine) UpdateWorkspace(_ context.Context, name string, upd api.WorkspaceUpdate) (*api.Workspace, error) {
+func (c *Controller) UpdateWorkspace(_ context.Context, name string, upd api.WorkspaceUpdate) (*api.Workspace, error) {
 	if err := validation.Quotas(upd.Quotas); err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var ws api.Workspace
-	err := e.store.Update(func(tx *store.Tx) error {
+	err := c.store.Update(func(tx *store.Tx) error {
 		ok, err := tx.Get(store.Workspaces, name, &ws)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return notFoundWorkspace(name)
+			return model.NotFoundWorkspace(name)
 		}
 		ws.Description, ws.Tags, ws.Quotas = upd.Description, upd.Tags, upd.Quotas
 		return tx.Put(store.Workspaces, name, ws)
@@ -113,63 +152,38 @@ func (e *Engine) UpdateWorkspace(_ context.Context, name string, upd api.Workspa
 	if err != nil {
 		return nil, err
 	}
-	e.log.Info("workspace updated", "workspace", name)
+	c.log.Info("workspace updated", "workspace", name)
 	return &ws, nil
 }
 
 // DeleteWorkspace deletes a workspace. Without force it refuses while the workspace still
 // holds computes or endpoints, and lists them; with force it deletes them first (releasing
 // every node) and then the workspace. Deleting a missing workspace is not_found.
-func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) error {
-	var computes, endpoints []string
-	e.mu.Lock()
-	err := e.store.Update(func(tx *store.Tx) error {
-		if _, err := getWorkspace(tx, name); err != nil {
+func (c *Controller) DeleteWorkspace(ctx context.Context, name string, force bool) error {
+	err := c.store.View(func(tx *store.Tx) error {
+		if _, err := model.GetWorkspace(tx, name); err != nil {
 			return err
 		}
-		held := heldBy(tx, name)
-		if len(held) > 0 && !force {
+		if held := heldBy(tx, name); len(held) > 0 && !force {
 			return api.Errorf(api.CodeConflict, "force_destroy",
 				"workspace %q still holds %s; delete them first, or set force_destroy = true to delete them with the workspace",
 				name, strings.Join(held, ", "))
 		}
-		recs, err := store.List[computeRecord](tx, store.Computes, name+"/")
-		for _, rec := range recs {
-			computes = append(computes, rec.key())
-			if !rec.Deleting {
-				rec.Deleting = true
-				if err := tx.Put(store.Computes, rec.key(), rec); err != nil {
-					return err
-				}
-			}
-		}
-		if err != nil {
-			return err
-		}
-		eps, err := store.List[endpointRecord](tx, store.Endpoints, name+"/")
-		for _, rec := range eps {
-			endpoints = append(endpoints, rec.key())
-			if !rec.Deleting {
-				rec.Deleting = true
-				if err := tx.Put(store.Endpoints, rec.key(), rec); err != nil {
-					return err
-				}
-			}
-		}
-		return err
+		return nil
 	})
-	e.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := e.waitDeleted(ctx, computes); err != nil {
-		return err
+	if force {
+		if err := c.deleteComputes(ctx, name); err != nil {
+			return err
+		}
+		if err := c.deleteEndpoints(ctx, name); err != nil {
+			return err
+		}
 	}
-	if err := e.waitEndpointsDeleted(ctx, endpoints); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	err = e.store.Update(func(tx *store.Tx) error {
+	c.mu.Lock()
+	err = c.store.Update(func(tx *store.Tx) error {
 		if keys := tx.Keys(store.Computes, name+"/"); len(keys) > 0 {
 			return api.Errorf(api.CodeConflict, "", "workspace %q gained computes while it was being deleted: %s", name, strings.Join(keys, ", "))
 		}
@@ -178,11 +192,11 @@ func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) e
 		}
 		return tx.Delete(store.Workspaces, name)
 	})
-	e.mu.Unlock()
+	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	e.log.Info("workspace deleted", "workspace", name, "force", force)
+	c.log.Info("workspace deleted", "workspace", name, "force", force)
 	return nil
 }
 
@@ -196,20 +210,4 @@ func heldBy(tx *store.Tx, workspace string) []string {
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-// EffectiveQuota is a family's vCPU limit in a workspace: the workspace's own quota when it
-// sets one, else the catalog default (0 for families that require approval).
-func EffectiveQuota(ws *api.Workspace, family string) int64 {
-	if q, ok := ws.Quotas[family]; ok {
-		return q
-	}
-	if f, ok := catalog.LookupFamily(family); ok {
-		return f.DefaultQuota
-	}
-	return 0
-}
-
-func notFoundWorkspace(name string) error {
-	return api.Errorf(api.CodeNotFound, "", "workspace %q not found", name)
 }

@@ -1,4 +1,12 @@
-package engine
+// Package instances is the compute instances' controller. A compute instance is a compute
+// of one node that a person uses. The engine keeps its desired state (Running or Stopped,
+// set by the user, a schedule or idle shutdown) apart from its arguments, so an apply that
+// changes arguments never restarts an instance that was stopped. A pass over an instance
+// fires due schedules (rules/schedule), brings a node up or down to match the desired
+// state, runs the setup scripts on a fresh node (creation once, startup at every start),
+// gives queued jobs the node, and stops it when idle (rules/idle). The idle rule's inputs
+// (LastActivity, open sessions, the running job) are all written here.
+package instances
 
 import (
 	"context"
@@ -9,9 +17,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/idle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/schedule"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -19,12 +31,53 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// A compute instance is a compute of one node that a person uses. The engine keeps its
-// desired state (Running or Stopped, set by the user, a schedule or idle shutdown) apart
-// from its arguments, so an apply that changes arguments never restarts an instance that
-// was stopped. Reconciling an instance: fire due schedules, stop it when idle, bring a node
-// up or down to match the desired state, and run the setup scripts on a fresh node
-// (creation once, startup at every start).
+// Controller runs compute instances on the shared compute core.
+type Controller struct {
+	*computes.Core
+	log hclog.Logger
+	// minIdleShutdown is the engine's idle-shutdown policy minimum.
+	minIdleShutdown time.Duration
+	// sessions counts open interactive sessions per compute key (guarded by Core.Mu).
+	sessions map[string]int
+}
+
+// New builds the controller and registers its pass for compute instances.
+func New(core *computes.Core, minIdleShutdown time.Duration) *Controller {
+	c := &Controller{Core: core, log: core.Log.Named("instances"), minIdleShutdown: minIdleShutdown, sessions: map[string]int{}}
+	core.RegisterPass(api.TypeComputeInstance, c.Pass)
+	return c
+}
+
+// Create validates an instance spec and stores the instance, which starts at once.
+func (c *Controller) Create(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
+	if err := validation.ComputeName.Check("name", spec.Name); err != nil {
+		return nil, err
+	}
+	size, err := validation.VMSize("vm_size", spec.VMSize, catalog.ComputeInstance)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := c.newInstanceRecord(spec, size, workspace, c.Clock.Now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	return c.Insert(ctx, rec, idempotencyKey, rec.QuotaField())
+}
+
+// Update changes an instance's description, tags, size and settings in place.
+func (c *Controller) Update(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
+	return c.Modify(ctx, workspace, name, func(_ *api.Workspace, rec *model.Compute) error {
+		if upd.ScaleSettings != nil {
+			return api.Errorf(api.CodeInvalid, "scale_settings", "compute instance %q has no scale settings", name)
+		}
+		rec.Description, rec.Tags = upd.Description, upd.Tags
+		return c.updateInstance(rec, upd, c.Clock.Now().UTC())
+	})
+}
+
+func instanceTimer(kind runtime.TimerKind, computeKey string) runtime.Timer {
+	return runtime.Timer{Kind: kind, Object: runtime.ComputeKey(computeKey)}
+}
 
 // Setup stages of the current start.
 const (
@@ -34,28 +87,8 @@ const (
 	stageDone     = "done"
 )
 
-// instanceRecord is the instance part of a compute record.
-type instanceRecord struct {
-	Settings      api.InstanceSettings `json:"settings"`
-	Desired       string               `json:"desired"` // Running or Stopped
-	State         string               `json:"state"`
-	LastOperation api.Operation        `json:"last_operation"`
-	LastActivity  time.Time            `json:"last_activity"`
-	// SchedulesSeen: firings at or before it are applied (or predate the schedule).
-	SchedulesSeen time.Time `json:"schedules_seen"`
-	CreationDone  bool      `json:"creation_done,omitempty"`
-	// StartSeq counts starts; setup task keys carry it so a stale exit is recognised.
-	StartSeq     int       `json:"start_seq"`
-	Stage        string    `json:"stage,omitempty"`
-	StageRunning bool      `json:"stage_running,omitempty"`
-	StageDue     time.Time `json:"stage_due,omitempty"` // the running script's timeout
-	Error        string    `json:"error,omitempty"`
-	Resizing     bool      `json:"resizing,omitempty"`
-}
-
-func (e *Engine) instanceIdleAfter(rec computeRecord) time.Duration {
-	d, _ := validation.IdleTimeBeforeShutdown(rec.Instance.Settings.IdleTimeBeforeShutdown, 0)
-	return d
+func (c *Controller) instanceIdleAfter(rec model.Compute) time.Duration {
+	return rec.Durations.IdleShutdownAfter
 }
 
 func normalizeInstance(s *api.InstanceSettings) api.InstanceSettings {
@@ -84,8 +117,8 @@ func normalizeInstance(s *api.InstanceSettings) api.InstanceSettings {
 }
 
 // validateInstance checks an instance's settings against the engine's idle policy.
-func (e *Engine) validateInstance(s api.InstanceSettings) error {
-	if _, err := validation.IdleTimeBeforeShutdown(s.IdleTimeBeforeShutdown, e.minIdleShutdown); err != nil {
+func (c *Controller) validateInstance(s api.InstanceSettings) error {
+	if _, err := validation.IdleTimeBeforeShutdown(s.IdleTimeBeforeShutdown, c.minIdleShutdown); err != nil {
 		return prefixField(err, "instance.")
 	}
 	if err := validation.Schedules(s.Schedules); err != nil {
@@ -115,15 +148,15 @@ func prefixField(err error, prefix string) error {
 }
 
 // newInstanceRecord makes the record of a new instance, which starts at once.
-func (e *Engine) newInstanceRecord(spec api.ComputeSpec, size catalog.Size, workspace string, now time.Time) (computeRecord, error) {
+func (c *Controller) newInstanceRecord(spec api.ComputeSpec, size catalog.Size, workspace string, now time.Time) (model.Compute, error) {
 	settings := normalizeInstance(spec.Instance)
-	if err := e.validateInstance(settings); err != nil {
-		return computeRecord{}, err
+	if err := c.validateInstance(settings); err != nil {
+		return model.Compute{}, err
 	}
-	return computeRecord{
+	return model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeComputeInstance, VMSize: size.Name,
 		VMPriority: api.PriorityDedicated, Description: spec.Description, Tags: spec.Tags, CreatedOn: now,
-		Instance: &instanceRecord{
+		Instance: &model.Instance{
 			Settings: settings, Desired: api.InstanceRunning, State: api.InstanceCreating,
 			LastOperation: api.Operation{Name: "Create", Status: "InProgress", Trigger: api.TriggerUser, Time: now},
 			LastActivity:  now, SchedulesSeen: now,
@@ -131,8 +164,8 @@ func (e *Engine) newInstanceRecord(spec api.ComputeSpec, size catalog.Size, work
 	}, nil
 }
 
-// updateInstance applies an update to an instance record. Callers hold e.mu.
-func (e *Engine) updateInstance(rec *computeRecord, upd api.ComputeUpdate, now time.Time) error {
+// updateInstance applies an update to an instance record. Callers hold c.Mu.
+func (c *Controller) updateInstance(rec *model.Compute, upd api.ComputeUpdate, now time.Time) error {
 	inst := rec.Instance
 	if upd.VMSize != "" {
 		size, err := validation.VMSize("vm_size", upd.VMSize, catalog.ComputeInstance)
@@ -147,12 +180,12 @@ func (e *Engine) updateInstance(rec *computeRecord, upd api.ComputeUpdate, now t
 	}
 	if upd.Instance != nil {
 		settings := normalizeInstance(upd.Instance)
-		if err := e.validateInstance(settings); err != nil {
+		if err := c.validateInstance(settings); err != nil {
 			return err
 		}
-		oldIdle := e.instanceIdleAfter(*rec)
+		oldIdle := c.instanceIdleAfter(*rec)
 		newIdle, _ := validation.IdleTimeBeforeShutdown(settings.IdleTimeBeforeShutdown, 0)
-		inst.LastActivity = idle.OnSettingChange(e.activity(*rec), oldIdle, newIdle, now)
+		inst.LastActivity = idle.OnSettingChange(c.activity(*rec), oldIdle, newIdle, now)
 		if fmt.Sprint(settings.Schedules) != fmt.Sprint(inst.Settings.Schedules) {
 			inst.SchedulesSeen = now // a new schedule never fires for a time before it existed
 		}
@@ -162,8 +195,8 @@ func (e *Engine) updateInstance(rec *computeRecord, upd api.ComputeUpdate, now t
 }
 
 // activity is an instance's activity as the idle rule sees it.
-func (e *Engine) activity(rec computeRecord) idle.Activity {
-	a := idle.Activity{LastActivity: rec.Instance.LastActivity, OpenSessions: e.sessions[rec.key()]}
+func (c *Controller) activity(rec model.Compute) idle.Activity {
+	a := idle.Activity{LastActivity: rec.Instance.LastActivity, OpenSessions: c.sessions[rec.Key()]}
 	if rec.Instance.State == api.InstanceJobRunning {
 		a.RunningJobs = 1
 	}
@@ -171,13 +204,13 @@ func (e *Engine) activity(rec computeRecord) idle.Activity {
 }
 
 // InstanceAction starts, stops or restarts an instance for a user.
-func (e *Engine) InstanceAction(_ context.Context, workspace, name, action string) (*api.Compute, error) {
-	e.mu.Lock()
-	now := e.clock.Now().UTC()
-	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+func (c *Controller) InstanceAction(_ context.Context, workspace, name, action string) (*api.Compute, error) {
+	c.Mu.Lock()
+	now := c.Clock.Now().UTC()
+	err := c.Store.Update(func(tx *store.Tx) error {
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
-			return notFoundCompute(workspace, name)
+			return model.NotFoundCompute(workspace, name)
 		}
 		if rec.Instance == nil {
 			return api.Errorf(api.CodeInvalid, "", "compute %q is a %s; only compute instances start and stop", name, rec.Type)
@@ -185,10 +218,10 @@ func (e *Engine) InstanceAction(_ context.Context, workspace, name, action strin
 		switch action {
 		case api.ActionStart:
 			// A start restarts the idle clock; on a running instance that is all it does.
-			rec.Instance.LastActivity = e.activity(rec).Touch(now).LastActivity
-			e.setDesired(&rec, api.InstanceRunning, "Start", api.TriggerUser, now)
+			rec.Instance.LastActivity = c.activity(rec).Touch(now).LastActivity
+			c.setDesired(&rec, api.InstanceRunning, "Start", api.TriggerUser, now)
 		case api.ActionStop:
-			e.setDesired(&rec, api.InstanceStopped, "Stop", api.TriggerUser, now)
+			c.setDesired(&rec, api.InstanceStopped, "Stop", api.TriggerUser, now)
 		case api.ActionRestart:
 			// Restart: release the node (if any) and start a fresh one.
 			rec.Instance.Desired, rec.Instance.Resizing = api.InstanceRunning, true
@@ -196,62 +229,62 @@ func (e *Engine) InstanceAction(_ context.Context, workspace, name, action strin
 		default:
 			return api.Errorf(api.CodeInvalid, "action", "unknown action %q; allowed: start, stop, restart", action)
 		}
-		return tx.Put(store.Computes, rec.key(), rec)
+		return tx.Put(store.Computes, rec.Key(), rec)
 	})
-	e.mu.Unlock()
+	c.Mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	e.kick(workspace + "/" + name)
-	return e.GetCompute(context.Background(), workspace, name)
+	c.Kick(workspace + "/" + name)
+	return c.GetCompute(context.Background(), workspace, name)
 }
 
 // ReportActivity records activity on an instance reported by an application on it.
-func (e *Engine) ReportActivity(_ context.Context, workspace, name string) error {
-	e.mu.Lock()
-	err := e.store.Update(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+func (c *Controller) ReportActivity(_ context.Context, workspace, name string) error {
+	c.Mu.Lock()
+	err := c.Store.Update(func(tx *store.Tx) error {
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Instance == nil {
-			return notFoundCompute(workspace, name)
+			return model.NotFoundCompute(workspace, name)
 		}
-		rec.Instance.LastActivity = e.activity(rec).Touch(e.clock.Now().UTC()).LastActivity
-		return tx.Put(store.Computes, rec.key(), rec)
+		rec.Instance.LastActivity = c.activity(rec).Touch(c.Clock.Now().UTC()).LastActivity
+		return tx.Put(store.Computes, rec.Key(), rec)
 	})
-	e.mu.Unlock()
+	c.Mu.Unlock()
 	if err == nil {
-		e.kick(workspace + "/" + name)
+		c.Kick(workspace + "/" + name)
 	}
 	return err
 }
 
 // OpenSession and CloseSession count interactive sessions on an instance: an open
 // session keeps it awake, and closing one counts as activity.
-func (e *Engine) OpenSession(workspace, name string) {
-	e.mu.Lock()
-	e.sessions[workspace+"/"+name]++
-	e.mu.Unlock()
-	e.kick(workspace + "/" + name)
+func (c *Controller) OpenSession(workspace, name string) {
+	c.Mu.Lock()
+	c.sessions[workspace+"/"+name]++
+	c.Mu.Unlock()
+	c.Kick(workspace + "/" + name)
 }
 
-func (e *Engine) CloseSession(workspace, name string) {
+func (c *Controller) CloseSession(workspace, name string) {
 	key := workspace + "/" + name
-	e.mu.Lock()
-	if e.sessions[key] > 0 {
-		e.sessions[key]--
+	c.Mu.Lock()
+	if c.sessions[key] > 0 {
+		c.sessions[key]--
 	}
-	_ = e.store.Update(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+	_ = c.Store.Update(func(tx *store.Tx) error {
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Instance == nil {
 			return nil
 		}
-		rec.Instance.LastActivity = e.activity(rec).Touch(e.clock.Now().UTC()).LastActivity
+		rec.Instance.LastActivity = c.activity(rec).Touch(c.Clock.Now().UTC()).LastActivity
 		return tx.Put(store.Computes, key, rec)
 	})
-	e.mu.Unlock()
-	e.kick(key)
+	c.Mu.Unlock()
+	c.Kick(key)
 }
 
-func (e *Engine) setDesired(rec *computeRecord, desired, op, trigger string, now time.Time) {
+func (c *Controller) setDesired(rec *model.Compute, desired, op, trigger string, now time.Time) {
 	inst := rec.Instance
 	if inst.Desired == desired && inst.State == desired {
 		return
@@ -263,21 +296,12 @@ func (e *Engine) setDesired(rec *computeRecord, desired, op, trigger string, now
 	}
 }
 
-// instanceActions is what one pass over an instance decided; the caller acts after commit.
-type instanceActions struct {
-	stop     []nodeRecord
-	setup    *driver.TaskSpec
-	setupOn  string
-	kill     []taskRef
-	startJob []jobRecord
-	cancel   []jobRecord
-}
-
-// reconcileInstance decides one pass for an instance. Callers hold e.mu and the transaction.
-func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nodeRecord, jobs []jobRecord, now time.Time) (instanceActions, error) {
-	var out instanceActions
+// Pass decides one pass for an instance. It runs inside the pass's transaction under the
+// core's lock; what it decides is carried out once committed.
+func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, jobs []model.Job, now time.Time) (computes.Actions, error) {
+	out := computes.Actions{SaveCompute: true}
 	inst := rec.Instance
-	key := rec.key()
+	key := rec.Key()
 
 	// Schedules: apply the latest firing due since the last pass (also one missed while
 	// the engine was down), then wait for the next.
@@ -287,17 +311,17 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		if f.Action == schedule.ActionStart {
 			desired, op = api.InstanceRunning, "Start"
 		}
-		e.setDesired(rec, desired, op, api.TriggerSchedule, now)
-		e.log.Info("schedule fired", "compute", key, "action", f.Action, "at", f.At)
+		c.setDesired(rec, desired, op, api.TriggerSchedule, now)
+		out.Log(hclog.Info, "schedule fired", "compute", key, "action", f.Action, "at", f.At)
 	}
 	inst.SchedulesSeen = now
 	if f, ok, err := schedule.NextFiring(entries, now); err == nil && ok {
-		e.loop.SetTimer(instanceTimer(runtime.Schedule, key), f.At)
+		out.SetTimer(instanceTimer(runtime.Schedule, key), f.At)
 	} else {
-		e.loop.RemoveTimer(instanceTimer(runtime.Schedule, key))
+		out.ClearTimer(instanceTimer(runtime.Schedule, key))
 	}
 
-	var node *nodeRecord
+	var node *model.Node
 	for i := range nodes {
 		if !nodes[i].Released {
 			node = &nodes[i]
@@ -306,7 +330,7 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 	running := node != nil && node.JobID != "" && node.JobID != "setup"
 	if node != nil && node.State == api.NodeIdle {
 		// The node's idle_since is when its last job (or setup script) ended.
-		inst.LastActivity = e.activity(*rec).Touch(node.IdleSince).LastActivity
+		inst.LastActivity = c.activity(*rec).Touch(node.IdleSince).LastActivity
 	}
 
 	release := func() error {
@@ -314,22 +338,22 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 			return nil
 		}
 		if node.Task != "" {
-			out.kill = append(out.kill, taskRef{node: node.ID, task: node.Task})
+			out.KillTasks = append(out.KillTasks, computes.TaskRef{Node: node.ID, Task: node.Task})
 		}
 		node.Released, node.State = true, api.NodeLeaving
-		if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+		if err := tx.Put(store.Nodes, node.Key(), *node); err != nil {
 			return err
 		}
-		out.stop = append(out.stop, *node)
+		out.Release = append(out.Release, *node)
 		return nil
 	}
 	cancelJobs := func(why string) error {
 		for _, j := range jobs {
-			j.finish(api.JobCanceled, nil, why, now)
-			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+			j.Finish(api.JobCanceled, nil, why, now)
+			if err := model.PutJob(tx, j); err != nil {
 				return err
 			}
-			out.cancel = append(out.cancel, j)
+			out.KillJobs = append(out.KillJobs, j)
 		}
 		return nil
 	}
@@ -377,8 +401,8 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 		if inst.State != api.InstanceCreating {
 			inst.State = api.InstanceStarting
 		}
-		n := nodeRecord{ID: e.newID("node"), Compute: key, State: api.NodePreparing, CreatedOn: now}
-		return out, tx.Put(store.Nodes, n.key(), n)
+		n := c.NewNode(*rec, now)
+		return out, tx.Put(store.Nodes, n.Key(), n)
 
 	case inst.State == api.InstanceSetupFailed:
 		return out, nil
@@ -392,30 +416,35 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 	case inst.Stage != stageDone:
 		if inst.StageRunning {
 			if !inst.StageDue.IsZero() && !now.Before(inst.StageDue) {
-				out.kill = append(out.kill, taskRef{node: node.ID, task: node.Task})
+				out.KillTasks = append(out.KillTasks, computes.TaskRef{Node: node.ID, Task: node.Task})
 			} else {
-				e.loop.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
+				out.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
 			}
 			return out, nil
 		}
 		stage, script := nextStage(inst)
 		if script == nil {
 			inst.Stage = stageDone
-			inst.State, inst.LastActivity = api.InstanceRunning, e.activity(*rec).Touch(now).LastActivity
+			inst.State, inst.LastActivity = api.InstanceRunning, c.activity(*rec).Touch(now).LastActivity
 			inst.LastOperation.Status, inst.LastOperation.Time = "Succeeded", now
-			e.kick(key)
+			c.Kick(key)
 			return out, nil
 		}
 		timeout, _ := validation.Duration("timeout", script.Timeout, time.Second, 24*time.Hour)
 		inst.Stage, inst.StageRunning, inst.StageDue = stage, true, now.Add(timeout)
 		task := fmt.Sprintf("setup-%d-%s", inst.StartSeq, stage)
 		node.State, node.JobID, node.Task = api.NodeRunning, "setup", task
-		if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+		if err := tx.Put(store.Nodes, node.Key(), *node); err != nil {
 			return out, err
 		}
-		out.setup = &driver.TaskSpec{Key: task, Command: []string{"sh", "-c", script.Inline}, Env: map[string]string{"MLCOMPUTE_COMPUTE": rec.Name, "MLCOMPUTE_WORKSPACE": rec.Workspace}}
-		out.setupOn = node.ID
-		e.loop.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
+		spec, nodeID := driver.TaskSpec{Key: task, Command: []string{"sh", "-c", script.Inline}, Env: map[string]string{"MLCOMPUTE_COMPUTE": rec.Name, "MLCOMPUTE_WORKSPACE": rec.Workspace}}, node.ID
+		out.Run = append(out.Run, func(ctx context.Context) {
+			if err := c.Driver.StartTask(ctx, nodeID, spec); err != nil {
+				c.log.Error("starting setup script failed", "node", nodeID, "error", err)
+				c.SetupExited(ctx, nodeID, spec.Key, 127)
+			}
+		})
+		out.SetTimer(instanceTimer(runtime.SetupTimeout, key), inst.StageDue)
 		return out, nil
 	}
 
@@ -426,14 +455,14 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 				continue
 			}
 			j.Status, j.Nodes = api.JobPreparing, []string{node.ID}
-			node.State, node.JobID, node.Rank, node.Task, node.IdleSince = api.NodeRunning, j.ID, 0, j.taskKey(0), time.Time{}
-			if err := tx.Put(store.Nodes, node.key(), *node); err != nil {
+			node.State, node.JobID, node.Rank, node.Task, node.IdleSince = api.NodeRunning, j.ID, 0, j.TaskKey(0), time.Time{}
+			if err := tx.Put(store.Nodes, node.Key(), *node); err != nil {
 				return out, err
 			}
-			if err := tx.Put(store.Jobs, j.key(), j); err != nil {
+			if err := model.PutJob(tx, j); err != nil {
 				return out, err
 			}
-			out.startJob = append(out.startJob, j)
+			out.StartJobs = append(out.StartJobs, j)
 			running = true
 			break
 		}
@@ -446,27 +475,27 @@ func (e *Engine) reconcileInstance(tx *store.Tx, rec *computeRecord, nodes []nod
 
 	// Idle shutdown, decided from this pass's facts (a job that just ended or just started
 	// counts as of now), after queued jobs were given the node.
-	if after := e.instanceIdleAfter(*rec); after > 0 {
-		a := idle.Activity{LastActivity: inst.LastActivity, OpenSessions: e.sessions[key]}
+	if after := c.instanceIdleAfter(*rec); after > 0 {
+		a := idle.Activity{LastActivity: inst.LastActivity, OpenSessions: c.sessions[key]}
 		if running {
 			a.RunningJobs = 1
 		}
 		if d := idle.Decide(a, after, now); !d.Stop && d.Deadline.IsZero() {
-			e.loop.RemoveTimer(instanceTimer(runtime.InstanceIdle, key))
+			out.ClearTimer(instanceTimer(runtime.InstanceIdle, key))
 		} else if !d.Stop {
-			e.loop.SetTimer(instanceTimer(runtime.InstanceIdle, key), d.Deadline)
+			out.SetTimer(instanceTimer(runtime.InstanceIdle, key), d.Deadline)
 		} else {
-			e.loop.RemoveTimer(instanceTimer(runtime.InstanceIdle, key))
-			e.setDesired(rec, api.InstanceStopped, "Stop", api.TriggerIdleShutdown, now)
-			e.log.Warn("instance stopped for idleness", "compute", key, "idle_for", now.Sub(a.LastActivity).String())
-			e.kick(key)
+			out.ClearTimer(instanceTimer(runtime.InstanceIdle, key))
+			c.setDesired(rec, api.InstanceStopped, "Stop", api.TriggerIdleShutdown, now)
+			out.Log(hclog.Warn, "instance stopped for idleness", "compute", key, "idle_for", now.Sub(a.LastActivity).String())
+			c.Kick(key)
 		}
 	}
 	return out, nil
 }
 
 // nextStage returns the next setup script of the current start, or nil when none is left.
-func nextStage(inst *instanceRecord) (string, *api.SetupScript) {
+func nextStage(inst *model.Instance) (string, *api.SetupScript) {
 	ss := inst.Settings.SetupScripts
 	if ss == nil {
 		ss = &api.SetupScripts{}
@@ -483,16 +512,16 @@ func nextStage(inst *instanceRecord) (string, *api.SetupScript) {
 	return stageDone, nil
 }
 
-func scheduleEntries(rec computeRecord) []schedule.Entry {
+func scheduleEntries(rec model.Compute) []schedule.Entry {
 	var out []schedule.Entry
 	for i, s := range rec.Instance.Settings.Schedules {
-		out = append(out, schedule.Entry{Key: rec.key() + "/" + strconv.Itoa(i), Action: s.Action, Cron: s.Cron, TimeZone: s.TimeZone, Enabled: s.IsEnabled()})
+		out = append(out, schedule.Entry{Key: rec.Key() + "/" + strconv.Itoa(i), Action: s.Action, Cron: s.Cron, TimeZone: s.TimeZone, Enabled: s.IsEnabled()})
 	}
 	return out
 }
 
-// setupExited records the end of a setup script.
-func (e *Engine) setupExited(ctx context.Context, nodeID, task string, code int) {
+// SetupExited records the end of a setup script.
+func (c *Controller) SetupExited(ctx context.Context, nodeID, task string, code int) {
 	parts := strings.SplitN(task, "-", 3) // setup-<seq>-<stage>
 	if len(parts) != 3 {
 		return
@@ -502,17 +531,17 @@ func (e *Engine) setupExited(ctx context.Context, nodeID, task string, code int)
 		return
 	}
 	stage := parts[2]
-	output, _ := e.driver.TaskOutput(ctx, nodeID, task, 0)
-	e.mu.Lock()
-	now := e.clock.Now().UTC()
+	output, _ := c.Driver.TaskOutput(ctx, nodeID, task, 0)
+	c.Mu.Lock()
+	now := c.Clock.Now().UTC()
 	var key string
-	_ = e.store.Update(func(tx *store.Tx) error {
-		n, ok := e.nodeByID(tx, nodeID)
+	_ = c.Store.Update(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, nodeID)
 		if !ok || n.Task != task {
 			return nil
 		}
 		key = n.Compute
-		var rec computeRecord
+		var rec model.Compute
 		if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok || rec.Instance == nil {
 			return err
 		}
@@ -520,9 +549,9 @@ func (e *Engine) setupExited(ctx context.Context, nodeID, task string, code int)
 		if inst.StartSeq != seq || inst.Stage != stage {
 			return nil
 		}
-		logPath := filepath.Join(e.dataDir, "instances", rec.Workspace, rec.Name, fmt.Sprintf("%s.log", task))
-		if err := writeFileAtomic(logPath, output); err != nil {
-			e.log.Error("saving setup script output failed", "compute", key, "error", err)
+		logPath := filepath.Join(c.DataDir, "instances", rec.Workspace, rec.Name, fmt.Sprintf("%s.log", task))
+		if err := computes.WriteFileAtomic(logPath, output); err != nil {
+			c.log.Error("saving setup script output failed", "compute", key, "error", err)
 		}
 		inst.StageRunning = false
 		n.State, n.JobID, n.Task, n.IdleSince = api.NodeIdle, "", "", now
@@ -542,15 +571,15 @@ func (e *Engine) setupExited(ctx context.Context, nodeID, task string, code int)
 				inst.CreationDone = false
 			}
 		}
-		if err := tx.Put(store.Nodes, n.key(), n); err != nil {
+		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 			return err
 		}
 		return tx.Put(store.Computes, key, rec)
 	})
-	e.mu.Unlock()
+	c.Mu.Unlock()
 	if key != "" {
-		e.log.Info("setup script exited", "compute", key, "stage", stage, "exit_code", code)
-		e.kick(key)
+		c.log.Info("setup script exited", "compute", key, "stage", stage, "exit_code", code)
+		c.Kick(key)
 	}
 }
 
@@ -564,15 +593,15 @@ func lastLines(b []byte, n int) string {
 
 // Exec runs an interactive session on a running instance's node. The session counts as
 // activity from when it opens until it closes.
-func (e *Engine) Exec(ctx context.Context, workspace, name string, command []string, stdin io.Reader, output io.Writer) (int, error) {
+func (c *Controller) Exec(ctx context.Context, workspace, name string, command []string, stdin io.Reader, output io.Writer) (int, error) {
 	if len(command) == 0 {
 		return 0, api.Errorf(api.CodeInvalid, "command", "exec needs a command")
 	}
 	var node string
-	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := getCompute(tx, workspace, name)
+	err := c.Store.View(func(tx *store.Tx) error {
+		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
-			return notFoundCompute(workspace, name)
+			return model.NotFoundCompute(workspace, name)
 		}
 		if rec.Instance == nil {
 			return api.Errorf(api.CodeInvalid, "", "compute %q is a %s; sessions open on compute instances", name, rec.Type)
@@ -580,7 +609,7 @@ func (e *Engine) Exec(ctx context.Context, workspace, name string, command []str
 		if s := rec.Instance.State; s != api.InstanceRunning && s != api.InstanceJobRunning {
 			return api.Errorf(api.CodeConflict, "", "compute instance %q is %s; start it first (mlcompute compute start)", name, s)
 		}
-		nodes, err := store.List[nodeRecord](tx, store.Nodes, rec.key()+"/")
+		nodes, err := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
 		for _, n := range nodes {
 			if !n.Released {
 				node = n.ID
@@ -594,12 +623,12 @@ func (e *Engine) Exec(ctx context.Context, workspace, name string, command []str
 	// A session ends with its connection or with the engine: its command never outlives both.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(e.ctx, cancel)()
-	e.OpenSession(workspace, name)
-	defer e.CloseSession(workspace, name)
-	e.log.Info("session opened", "compute", workspace+"/"+name)
-	code, err := e.driver.Exec(ctx, node, driver.ExecSpec{Command: command, Stdin: stdin, Output: output,
+	defer context.AfterFunc(c.Ctx, cancel)()
+	c.OpenSession(workspace, name)
+	defer c.CloseSession(workspace, name)
+	c.log.Info("session opened", "compute", workspace+"/"+name)
+	code, err := c.Driver.Exec(ctx, node, driver.ExecSpec{Command: command, Stdin: stdin, Output: output,
 		Env: map[string]string{"MLCOMPUTE_COMPUTE": name, "MLCOMPUTE_WORKSPACE": workspace}})
-	e.log.Info("session closed", "compute", workspace+"/"+name, "exit_code", code)
+	c.log.Info("session closed", "compute", workspace+"/"+name, "exit_code", code)
 	return code, err
 }

@@ -1,4 +1,4 @@
-package engine
+package model
 
 import (
 	"time"
@@ -6,10 +6,10 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
-// nodeRecord is a node as stored, keyed "<workspace>/<compute>/<id>". The ID is also the
+// Node is a node as stored, keyed "<workspace>/<compute>/<id>". The ID is also the
 // driver key: it is chosen and committed before the driver is asked for the node, so a
 // crash in between is repaired by asking again with the same key.
-type nodeRecord struct {
+type Node struct {
 	ID      string `json:"id"`
 	Compute string `json:"compute"` // "<workspace>/<compute>"
 	State   string `json:"state"`
@@ -32,9 +32,9 @@ type nodeRecord struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-func (n nodeRecord) key() string { return n.Compute + "/" + n.ID }
+func (n Node) Key() string { return n.Compute + "/" + n.ID }
 
-func (n nodeRecord) api() api.Node {
+func (n Node) API() api.Node {
 	out := api.Node{ID: n.ID, State: n.State, JobID: n.JobID, CreatedOn: n.CreatedOn}
 	if n.State == api.NodeIdle {
 		out.IdleSince = n.IdleSince

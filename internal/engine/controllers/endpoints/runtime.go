@@ -1,4 +1,4 @@
-package engine
+package endpoints
 
 import (
 	"bytes"
@@ -10,12 +10,17 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -59,13 +64,38 @@ const (
 	probeLive  = "live"
 )
 
-type endpointRuntime struct {
+// Config is what the endpoints controller is built from.
+type Config struct {
+	Store     *store.Store
+	Clock     clock.WithTicker
+	Logger    hclog.Logger
+	Loop      *runtime.Loop
+	Snapshots model.SnapshotStore
+	// NewID makes instance IDs ("<prefix>-<unique>").
+	NewID func(prefix string) string
+}
+
+// Controller runs online endpoints: it reconciles each endpoint's instances against its
+// deployments, probes them, moves traffic once a rollout is ready, and keeps the scoring
+// router's table in step with the store. It owns every write of endpoint records.
+type Controller struct {
+	store     *store.Store
+	clock     clock.WithTicker
+	log       hclog.Logger
+	loop      *runtime.Loop
+	snapshots model.SnapshotStore
+	newID     func(prefix string) string
+	// driver and ctx are set by Start.
+	driver driver.Driver
+	ctx    context.Context
+
 	router *router.Router
 	base   atomic.Pointer[string]
 	secret atomic.Pointer[[]byte]
 	probe  atomic.Pointer[Prober]
 
-	// The maps below are guarded by Engine.mu.
+	// mu serialises the endpoints' read-check-write sequences and guards the maps below.
+	mu          sync.Mutex
 	nodes       map[string]string // instance ID -> endpoint key
 	probes      map[string]*probeState
 	starting    map[string]bool
@@ -80,39 +110,47 @@ type probeState struct {
 	readyOK, readyFail, liveFail int64
 }
 
-func newEndpointRuntime(e *Engine) *endpointRuntime {
-	rt := &endpointRuntime{
-		router:      router.New(router.Options{Logger: e.log, Clock: clockWithAfterFunc(e.clock)}),
+// New builds the controller; the loop must route runtime.Endpoint keys to Reconcile.
+func New(cfg Config) *Controller {
+	c := &Controller{
+		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("endpoints"), loop: cfg.Loop,
+		snapshots: cfg.Snapshots, newID: cfg.NewID, ctx: context.Background(),
 		nodes:       map[string]string{},
 		probes:      map[string]*probeState{},
 		starting:    map[string]bool{},
 		terminating: map[string]bool{},
 	}
-	rt.probe.Store(ptr(Prober(httpProbe)))
-	return rt
+	c.router = router.New(router.Options{Logger: cfg.Logger, Clock: clockWithAfterFunc(cfg.Clock)})
+	c.probe.Store(ptr(Prober(httpProbe)))
+	return c
+}
+
+// Start gives the controller the engine's node driver and its lifetime; call Recover next.
+func (c *Controller) Start(ctx context.Context, drv driver.Driver) {
+	c.ctx, c.driver = ctx, drv
 }
 
 func ptr[T any](v T) *T { return &v }
 
-func (e *Engine) scoringBase() string {
-	if p := e.ep.base.Load(); p != nil {
+func (c *Controller) ScoringBase() string {
+	if p := c.base.Load(); p != nil {
 		return *p
 	}
 	return ""
 }
 
 // reconcileEndpoint runs one pass for one endpoint.
-func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.clock.Now().UTC()
+func (c *Controller) Reconcile(ctx context.Context, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now().UTC()
 	var (
-		rec          endpointRecord
+		rec          model.Endpoint
 		exists, gone bool
-		toStart      []endpointInstance
-		toTerminate  []endpointInstance
+		toStart      []model.EndpointInstance
+		toTerminate  []model.EndpointInstance
 	)
-	err := e.store.Update(func(tx *store.Tx) error {
+	err := c.store.Update(func(tx *store.Tx) error {
 		var err error
 		if exists, err = tx.Get(store.Endpoints, key, &rec); err != nil || !exists {
 			return err
@@ -126,10 +164,10 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 				return tx.Delete(store.Endpoints, key)
 			}
 		} else {
-			e.planEndpoint(&rec, now)
+			c.planEndpoint(&rec, now)
 			// Before the commit: no reader sees a state (Succeeded, a new split) that the
 			// router does not serve yet.
-			e.pushRouter(rec)
+			c.pushRouter(rec)
 		}
 		for _, in := range rec.Instances {
 			switch {
@@ -142,42 +180,42 @@ func (e *Engine) reconcileEndpoint(ctx context.Context, key string) {
 		return tx.Put(store.Endpoints, key, rec)
 	})
 	if err != nil {
-		e.syncRouter(key)
+		c.syncRouter(key)
 		if ctx.Err() == nil {
-			e.log.Error("reconciling online endpoint failed", "endpoint", key, "error", err)
+			c.log.Error("reconciling online endpoint failed", "endpoint", key, "error", err)
 		}
 		return
 	}
 	if !exists || gone || rec.Deleting {
-		e.ep.router.RemoveEndpoint(nameOf(key))
+		c.router.RemoveEndpoint(model.NameOf(key))
 		if gone {
-			e.log.Info("online endpoint deleted", "endpoint", key)
+			c.log.Info("online endpoint deleted", "endpoint", key)
 		}
 		if !rec.Deleting || gone {
 			// Also when it was already gone: a delete that came late still returns.
-			e.notifyGone(runtime.EndpointKey(key))
+			c.loop.Deleted(runtime.EndpointKey(key))
 		}
 	}
 	for _, in := range toStart {
-		e.ep.nodes[in.ID] = key
-		if !e.ep.starting[in.ID] {
-			e.ep.starting[in.ID] = true
-			e.loop.Go(func() { e.startInstance(ctx, key, rec, in) })
+		c.nodes[in.ID] = key
+		if !c.starting[in.ID] {
+			c.starting[in.ID] = true
+			c.loop.Go(func() { c.startInstance(ctx, key, rec, in) })
 		}
 	}
 	for _, in := range toTerminate {
 		// A start in flight finishes first; it kicks the endpoint, and the next pass
 		// terminates the node it made.
-		if !e.ep.starting[in.ID] && !e.ep.terminating[in.ID] {
-			e.ep.terminating[in.ID] = true
-			e.loop.Go(func() { e.terminateInstance(ctx, key, in) })
+		if !c.starting[in.ID] && !c.terminating[in.ID] {
+			c.terminating[in.ID] = true
+			c.loop.Go(func() { c.terminateInstance(ctx, key, in) })
 		}
 	}
 }
 
 // planEndpoint applies the rules to a live endpoint's instances, in place.
-func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
-	key := rec.key()
+func (c *Controller) planEndpoint(rec *model.Endpoint, now time.Time) {
+	key := rec.Key()
 	allReady := true
 	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
 		d := rec.Deployments[name]
@@ -188,9 +226,9 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 			}
 		}
 		for int64(len(cur)) < d.Spec.InstanceCount {
-			rec.Instances = append(rec.Instances, endpointInstance{
-				ID: e.newID("ep"), Deployment: name, Generation: d.Generation, Port: e.freePort(rec.Instances),
-				Task: "serve-0", State: api.EndpointInstanceStarting, Process: processOf(d.Spec),
+			rec.Instances = append(rec.Instances, model.EndpointInstance{
+				ID: c.newID("ep"), Deployment: name, Generation: d.Generation, Port: c.freePort(rec.Instances),
+				Task: "serve-0", State: api.EndpointInstanceStarting, Process: model.ProcessOf(d.Spec),
 			})
 			cur = append(cur, len(rec.Instances)-1)
 		}
@@ -207,7 +245,7 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 				return 0
 			})
 			for _, i := range cur[len(cur)-int(extra):] {
-				e.drain(rec, i, now)
+				c.drain(rec, i, now)
 			}
 			cur = cur[:len(cur)-int(extra)]
 		}
@@ -224,14 +262,14 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 		// The new generation is ready: the old one stops taking traffic now.
 		for i, in := range rec.Instances {
 			if in.Deployment == name && in.Generation != d.Generation && in.State != api.EndpointInstanceDraining && !in.Terminating {
-				e.drain(rec, i, now)
+				c.drain(rec, i, now)
 			}
 		}
 	}
-	rec.moveTraffic()
+	rec.MoveTraffic()
 	for i, in := range rec.Instances {
-		if _, ok := rec.deployment(in.Deployment); !ok && in.State != api.EndpointInstanceDraining && !in.Terminating {
-			e.drain(rec, i, now)
+		if _, ok := rec.Deployment(in.Deployment); !ok && in.State != api.EndpointInstanceDraining && !in.Terminating {
+			c.drain(rec, i, now)
 		}
 	}
 	for i := range rec.Instances {
@@ -242,7 +280,7 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 			if !now.Before(in.DrainUntil) {
 				in.Terminating = true
 			} else {
-				e.loop.SetTimer(endpointStepTimer(key, in.ID), in.DrainUntil)
+				c.loop.SetTimer(endpointStepTimer(key, in.ID), in.DrainUntil)
 			}
 		case in.State == api.EndpointInstanceFailed && !in.RestartAt.IsZero():
 			if !now.Before(in.RestartAt) {
@@ -250,22 +288,22 @@ func (e *Engine) planEndpoint(rec *endpointRecord, now time.Time) {
 				in.Task = "serve-" + strconv.FormatInt(in.Restarts, 10)
 				in.State, in.StartedAt, in.RestartAt, in.EverReady = api.EndpointInstanceStarting, time.Time{}, time.Time{}, false
 			} else {
-				e.loop.SetTimer(endpointStepTimer(key, in.ID), in.RestartAt)
+				c.loop.SetTimer(endpointStepTimer(key, in.ID), in.RestartAt)
 			}
 		}
 	}
 	if allReady && !rec.Provisioned {
 		rec.Provisioned = true
-		e.log.Info("online endpoint provisioned", "endpoint", key)
+		c.log.Info("online endpoint provisioned", "endpoint", key)
 	}
 }
 
 // drain takes an instance out of the router; it is terminated once its requests have had
 // the deployment's request timeout to finish.
-func (e *Engine) drain(rec *endpointRecord, i int, now time.Time) {
+func (c *Controller) drain(rec *model.Endpoint, i int, now time.Time) {
 	in := &rec.Instances[i]
 	timeout := time.Duration(api.DefaultRequestTimeoutMS) * time.Millisecond
-	if d, ok := rec.deployment(in.Deployment); ok && d.Spec.RequestSettings != nil {
+	if d, ok := rec.Deployment(in.Deployment); ok && d.Spec.RequestSettings != nil {
 		timeout = time.Duration(d.Spec.RequestSettings.RequestTimeoutMS) * time.Millisecond
 	}
 	if in.State != api.EndpointInstanceReady {
@@ -273,15 +311,15 @@ func (e *Engine) drain(rec *endpointRecord, i int, now time.Time) {
 		timeout, in.Terminating = 0, true
 	}
 	in.State, in.DrainUntil = api.EndpointInstanceDraining, now.Add(timeout+drainGrace)
-	e.loop.RemoveTimer(probeTimer(in.ID, probeReady))
-	e.loop.RemoveTimer(probeTimer(in.ID, probeLive))
-	e.log.Debug("instance draining", "endpoint", rec.key(), "instance", in.ID, "deployment", in.Deployment)
+	c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
+	c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
+	c.log.Debug("instance draining", "endpoint", rec.Key(), "instance", in.ID, "deployment", in.Deployment)
 }
 
 // freePort picks a free loopback port no other instance of the endpoint holds. The kernel
 // does not hand out a port that is bound, and ports of other endpoints are bound by their
 // running instances.
-func (e *Engine) freePort(taken []endpointInstance) int {
+func (c *Controller) freePort(taken []model.EndpointInstance) int {
 	for range 20 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -289,7 +327,7 @@ func (e *Engine) freePort(taken []endpointInstance) int {
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		if !slices.ContainsFunc(taken, func(in endpointInstance) bool { return in.Port == port }) {
+		if !slices.ContainsFunc(taken, func(in model.EndpointInstance) bool { return in.Port == port }) {
 			return port
 		}
 	}
@@ -298,10 +336,10 @@ func (e *Engine) freePort(taken []endpointInstance) int {
 
 // startInstance creates the instance's node (idempotent under its key) and starts its
 // current process, then schedules its probes.
-func (e *Engine) startInstance(ctx context.Context, key string, rec endpointRecord, in endpointInstance) {
+func (c *Controller) startInstance(ctx context.Context, key string, rec model.Endpoint, in model.EndpointInstance) {
 	spec := in.Process
 	size, _ := catalog.Lookup(spec.InstanceType)
-	info, err := e.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
+	info, err := c.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
 	if err == nil {
 		env := maps.Clone(spec.EnvironmentVariables)
 		if env == nil {
@@ -309,48 +347,48 @@ func (e *Engine) startInstance(ctx context.Context, key string, rec endpointReco
 		}
 		env["PORT"] = strconv.Itoa(in.Port)
 		codeDir := ""
-		if spec.SnapshotID != "" && e.snapshots != nil {
-			codeDir, _ = e.snapshots.Path(spec.SnapshotID)
+		if spec.SnapshotID != "" && c.snapshots != nil {
+			codeDir, _ = c.snapshots.Path(spec.SnapshotID)
 		}
-		err = e.driver.StartTask(ctx, in.ID, driver.TaskSpec{Key: in.Task, Command: spec.Command, Env: env, CodeDir: codeDir})
+		err = c.driver.StartTask(ctx, in.ID, driver.TaskSpec{Key: in.Task, Command: spec.Command, Env: env, CodeDir: codeDir})
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	e.mu.Lock()
-	delete(e.ep.starting, in.ID)
-	now := e.clock.Now().UTC()
-	_ = e.updateEndpointInstance(key, in.ID, func(rec *endpointRecord, cur *endpointInstance) {
+	c.mu.Lock()
+	delete(c.starting, in.ID)
+	now := c.clock.Now().UTC()
+	_ = c.updateEndpointInstance(key, in.ID, func(rec *model.Endpoint, cur *model.EndpointInstance) {
 		if cur.Task != in.Task || cur.Terminating || cur.State != api.EndpointInstanceStarting {
 			return
 		}
 		if err != nil {
-			e.instanceFailed(rec, cur, fmt.Sprintf("starting it failed: %v", err), now)
+			c.instanceFailed(rec, cur, fmt.Sprintf("starting it failed: %v", err), now)
 			return
 		}
 		cur.Host, cur.StartedAt = info.Address, now
-		d, ok := rec.deployment(cur.Deployment)
+		d, ok := rec.Deployment(cur.Deployment)
 		if !ok {
 			return // removed meanwhile: the next pass drains it
 		}
-		e.ep.probes[cur.ID] = &probeState{task: cur.Task}
-		e.loop.SetTimer(probeTimer(cur.ID, probeReady), now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
-		e.loop.SetTimer(probeTimer(cur.ID, probeLive), now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
-		e.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
+		c.probes[cur.ID] = &probeState{task: cur.Task}
+		c.loop.SetTimer(ProbeTimer(cur.ID, probeReady), now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
+		c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
+		c.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
 	})
-	e.mu.Unlock()
+	c.mu.Unlock()
 	if err == nil {
 		// An exit before the start was recorded was ignored by endpointEvent: look now.
-		if st, serr := e.driver.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
-			e.endpointEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
+		if st, serr := c.driver.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
+			c.HandleEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
 		}
 	}
-	e.kickEndpoint(key)
+	c.kick(key)
 }
 
 // instanceFailed marks an instance failed, kills its process and schedules its restart.
-// Callers hold e.mu and commit rec.
-func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why string, now time.Time) {
+// Callers hold c.mu and commit rec.
+func (c *Controller) instanceFailed(rec *model.Endpoint, in *model.EndpointInstance, why string, now time.Time) {
 	if !in.EverReady {
 		in.Failures++
 	}
@@ -359,115 +397,115 @@ func (e *Engine) instanceFailed(rec *endpointRecord, in *endpointInstance, why s
 		backoff = maxRestartBackoff
 	}
 	in.State, in.RestartAt = api.EndpointInstanceFailed, now.Add(backoff)
-	delete(e.ep.probes, in.ID)
-	e.loop.RemoveTimer(probeTimer(in.ID, probeReady))
-	e.loop.RemoveTimer(probeTimer(in.ID, probeLive))
-	e.loop.SetTimer(endpointStepTimer(rec.key(), in.ID), in.RestartAt)
+	delete(c.probes, in.ID)
+	c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
+	c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
+	c.loop.SetTimer(endpointStepTimer(rec.Key(), in.ID), in.RestartAt)
 	if d, ok := rec.Deployments[in.Deployment]; ok && in.Failures >= failedStartsBeforeError {
 		d.Error = fmt.Sprintf("instance %s failed %d times in a row before becoming ready; last: %s", in.ID, in.Failures, why)
 		rec.Deployments[in.Deployment] = d
 	}
-	e.log.Warn("endpoint instance failed; restarting", "endpoint", rec.key(), "instance", in.ID, "reason", why, "restart_in", backoff)
+	c.log.Warn("endpoint instance failed; restarting", "endpoint", rec.Key(), "instance", in.ID, "reason", why, "restart_in", backoff)
 	// Killed after the commit, by updateEndpointInstance.
-	e.ep.kills = append(e.ep.kills, [2]string{in.ID, in.Task})
+	c.kills = append(c.kills, [2]string{in.ID, in.Task})
 }
 
 // updateEndpointInstance applies f to one stored instance and, when f changed anything,
 // commits and pushes the router; most probe results change nothing and write nothing.
-// Callers hold e.mu, which every writer of endpoint records holds, so the record read
+// Callers hold c.mu, which every writer of endpoint records holds, so the record read
 // here is still current when it is written.
-func (e *Engine) updateEndpointInstance(key, id string, f func(*endpointRecord, *endpointInstance)) error {
-	var rec endpointRecord
+func (c *Controller) updateEndpointInstance(key, id string, f func(*model.Endpoint, *model.EndpointInstance)) error {
+	var rec model.Endpoint
 	idx := -1
-	err := e.store.View(func(tx *store.Tx) error {
+	err := c.store.View(func(tx *store.Tx) error {
 		ok, err := tx.Get(store.Endpoints, key, &rec)
 		if err != nil || !ok {
 			return err
 		}
-		idx = slices.IndexFunc(rec.Instances, func(in endpointInstance) bool { return in.ID == id })
+		idx = slices.IndexFunc(rec.Instances, func(in model.EndpointInstance) bool { return in.ID == id })
 		return nil
 	})
 	if err == nil && idx >= 0 {
 		before, _ := json.Marshal(rec)
 		f(&rec, &rec.Instances[idx])
 		if after, _ := json.Marshal(rec); !bytes.Equal(before, after) {
-			err = e.store.Update(func(tx *store.Tx) error {
+			err = c.store.Update(func(tx *store.Tx) error {
 				if !rec.Deleting {
-					e.pushRouter(rec) // before the commit, as in reconcileEndpoint
+					c.pushRouter(rec) // before the commit, as in reconcileEndpoint
 				}
 				return tx.Put(store.Endpoints, key, rec)
 			})
 			if err != nil {
-				e.syncRouter(key)
+				c.syncRouter(key)
 			}
 		}
 	}
 	if err == nil {
-		for _, k := range e.ep.kills {
-			e.loop.Go(func() { _ = e.driver.KillTask(e.ctx, k[0], k[1]) })
+		for _, k := range c.kills {
+			c.loop.Go(func() { _ = c.driver.KillTask(c.ctx, k[0], k[1]) })
 		}
 	}
-	e.ep.kills = nil
+	c.kills = nil
 	return err
 }
 
 // terminateInstance terminates an instance's node and, once the driver confirms, removes it.
-func (e *Engine) terminateInstance(ctx context.Context, key string, in endpointInstance) {
-	err := e.driver.Terminate(ctx, in.ID)
-	e.mu.Lock()
-	delete(e.ep.terminating, in.ID)
+func (c *Controller) terminateInstance(ctx context.Context, key string, in model.EndpointInstance) {
+	err := c.driver.Terminate(ctx, in.ID)
+	c.mu.Lock()
+	delete(c.terminating, in.ID)
 	if err == nil {
-		err = e.store.Update(func(tx *store.Tx) error {
-			var rec endpointRecord
+		err = c.store.Update(func(tx *store.Tx) error {
+			var rec model.Endpoint
 			ok, err := tx.Get(store.Endpoints, key, &rec)
 			if err != nil || !ok {
 				return err
 			}
-			rec.Instances = slices.DeleteFunc(rec.Instances, func(x endpointInstance) bool { return x.ID == in.ID })
+			rec.Instances = slices.DeleteFunc(rec.Instances, func(x model.EndpointInstance) bool { return x.ID == in.ID })
 			return tx.Put(store.Endpoints, key, rec)
 		})
 	}
 	if err == nil {
-		delete(e.ep.nodes, in.ID)
-		delete(e.ep.probes, in.ID)
-		e.loop.RemoveTimer(probeTimer(in.ID, probeReady))
-		e.loop.RemoveTimer(probeTimer(in.ID, probeLive))
-		e.loop.RemoveTimer(endpointStepTimer(key, in.ID))
+		delete(c.nodes, in.ID)
+		delete(c.probes, in.ID)
+		c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
+		c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
+		c.loop.RemoveTimer(endpointStepTimer(key, in.ID))
 	}
-	e.mu.Unlock()
+	c.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Error("terminating endpoint instance failed; will retry", "endpoint", key, "instance", in.ID, "error", err)
-			e.loop.SetTimer(endpointStepTimer(key, in.ID), e.clock.Now().Add(createBackoff))
+			c.log.Error("terminating endpoint instance failed; will retry", "endpoint", key, "instance", in.ID, "error", err)
+			c.loop.SetTimer(endpointStepTimer(key, in.ID), c.clock.Now().Add(runtime.RetryAfter))
 		}
 		return
 	}
-	e.log.Info("endpoint instance terminated", "endpoint", key, "instance", in.ID)
-	e.kickEndpoint(key)
+	c.log.Info("endpoint instance terminated", "endpoint", key, "instance", in.ID)
+	c.kick(key)
 }
 
 // syncRouter gives the router the endpoint's stored table: after a write that pushed its
-// own table failed to commit, and at start. Callers hold e.mu.
-func (e *Engine) syncRouter(key string) {
-	var rec endpointRecord
+// own table failed to commit, and at start. Callers hold c.mu.
+func (c *Controller) syncRouter(key string) {
+	var rec model.Endpoint
 	exists := false
-	err := e.store.View(func(tx *store.Tx) (err error) {
+	err := c.store.View(func(tx *store.Tx) (err error) {
 		exists, err = tx.Get(store.Endpoints, key, &rec)
 		return err
 	})
 	switch {
 	case err != nil:
-		e.log.Error("reading online endpoint for the router failed", "endpoint", key, "error", err)
+		c.log.Error("reading online endpoint for the router failed", "endpoint", key, "error", err)
 	case exists && !rec.Deleting:
-		e.pushRouter(rec)
+		c.pushRouter(rec)
 	default:
-		e.ep.router.RemoveEndpoint(nameOf(key))
+		c.router.RemoveEndpoint(model.NameOf(key))
 	}
 }
 
 // pushRouter gives the router the endpoint's current table: the deployments with their
 // ready instances, the traffic, and the credentials.
-func (e *Engine) pushRouter(rec endpointRecord) {
+func (c *Controller) pushRouter(rec model.Endpoint) {
 	ep := router.Endpoint{
 		Name: rec.Name, AuthMode: rec.AuthMode,
 		Keys:        [2]string{rec.Keys.PrimaryKey, rec.Keys.SecondaryKey},
@@ -476,7 +514,7 @@ func (e *Engine) pushRouter(rec endpointRecord) {
 		Deployments: map[string]*router.Deployment{},
 	}
 	ws, name := rec.Workspace, rec.Name
-	ep.TokenVerifier = func(token string) bool { return e.verifyToken(ws, name, token) }
+	ep.TokenVerifier = func(token string) bool { return c.VerifyToken(ws, name, token) }
 	for k, v := range rec.LiveTraffic {
 		ep.Traffic[k] = int(v)
 	}
@@ -499,5 +537,18 @@ func (e *Engine) pushRouter(rec endpointRecord) {
 		}
 		ep.Deployments[dn] = rd
 	}
-	e.ep.router.SetEndpoint(ep)
+	c.router.SetEndpoint(ep)
+}
+
+// kick marks an endpoint for a reconcile pass.
+func (c *Controller) kick(key string) { c.loop.Mark(runtime.EndpointKey(key)) }
+
+func endpointStepTimer(endpointKey, instanceID string) runtime.Timer {
+	return runtime.Timer{Kind: runtime.EndpointStep, Object: runtime.EndpointKey(endpointKey), Sub: instanceID}
+}
+
+// ProbeTimer is the timer of one probe of an endpoint instance; when it fires the engine
+// calls RunProbe(instanceID, probe).
+func ProbeTimer(instanceID, probe string) runtime.Timer {
+	return runtime.Timer{Kind: runtime.Probe, Object: runtime.Key{Kind: runtime.EndpointInstance, Name: instanceID}, Sub: probe}
 }

@@ -1,4 +1,4 @@
-package engine
+package endpoints
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // Probes of endpoint instances: each is a deadline in the timer queue; when it fires the
-// probe runs on its own goroutine and its result is applied under the engine's lock (see
+// probe runs on its own goroutine and its result is applied under the controller's lock (see
 // the rules in endpoint_runtime.go).
 
 // Prober performs one HTTP probe: it reports whether a GET of url answered 2xx or 3xx
@@ -47,21 +48,21 @@ var probeClient = &http.Client{
 
 // SetProber replaces the HTTP probe; tests of the rules use it with a fake driver, whose
 // nodes serve nothing.
-func (e *Engine) SetProber(p Prober) { e.ep.probe.Store(&p) }
+func (c *Controller) SetProber(p Prober) { c.probe.Store(&p) }
 
-// runProbe starts one probe of an instance's current process.
-func (e *Engine) runProbe(id, kind string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	key, ok := e.ep.nodes[id]
-	st := e.ep.probes[id]
+// RunProbe starts one probe of an instance's current process.
+func (c *Controller) RunProbe(id, kind string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key, ok := c.nodes[id]
+	st := c.probes[id]
 	if !ok || st == nil {
 		return
 	}
-	var in endpointInstance
+	var in model.EndpointInstance
 	var probe api.Probe
-	err := e.store.View(func(tx *store.Tx) error {
-		rec, err := getEndpoint(tx, workspaceOf(key), nameOf(key))
+	err := c.store.View(func(tx *store.Tx) error {
+		rec, err := model.GetEndpoint(tx, model.WorkspaceOf(key), model.NameOf(key))
 		if err != nil {
 			return err
 		}
@@ -70,7 +71,7 @@ func (e *Engine) runProbe(id, kind string) {
 				in = x
 			}
 		}
-		if d, ok := rec.deployment(in.Deployment); ok && in.ID != "" {
+		if d, ok := rec.Deployment(in.Deployment); ok && in.ID != "" {
 			probe = *d.Spec.ReadinessProbe
 			if kind == probeLive {
 				probe = *d.Spec.LivenessProbe
@@ -85,31 +86,31 @@ func (e *Engine) runProbe(id, kind string) {
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port)), Path: probe.Path}
 	timeout := validation.ParseProbe(probe).Timeout
 	// The period counts from this probe's start, so a slow probe does not slow the next.
-	started := e.clock.Now().UTC()
-	e.loop.Go(func() {
-		passed := (*e.ep.probe.Load())(e.ctx, u.String(), timeout)
-		e.probeResult(key, id, in.Task, kind, started, passed)
+	started := c.clock.Now().UTC()
+	c.loop.Go(func() {
+		passed := (*c.probe.Load())(c.ctx, u.String(), timeout)
+		c.probeResult(key, id, in.Task, kind, started, passed)
 	})
 }
 
 // probeResult applies one probe result and schedules the next probe.
-func (e *Engine) probeResult(key, id, task, kind string, started time.Time, passed bool) {
-	if e.ctx.Err() != nil {
+func (c *Controller) probeResult(key, id, task, kind string, started time.Time, passed bool) {
+	if c.ctx.Err() != nil {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st := e.ep.probes[id]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.probes[id]
 	if st == nil || st.task != task {
 		return
 	}
-	now := e.clock.Now().UTC()
+	now := c.clock.Now().UTC()
 	var changed bool
-	_ = e.updateEndpointInstance(key, id, func(rec *endpointRecord, in *endpointInstance) {
+	_ = c.updateEndpointInstance(key, id, func(rec *model.Endpoint, in *model.EndpointInstance) {
 		if in.Task != task || in.Terminating || (in.State != api.EndpointInstanceStarting && in.State != api.EndpointInstanceReady) {
 			return
 		}
-		d, found := rec.deployment(in.Deployment)
+		d, found := rec.Deployment(in.Deployment)
 		if !found {
 			return // removed: its instances drain
 		}
@@ -123,7 +124,7 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, pass
 			st.liveFail = 0
 		case kind == probeLive:
 			if st.liveFail++; st.liveFail >= probe.FailureThreshold {
-				e.instanceFailed(rec, in, fmt.Sprintf("liveness probe GET %s failed %d times in a row", probe.Path, st.liveFail), now)
+				c.instanceFailed(rec, in, fmt.Sprintf("liveness probe GET %s failed %d times in a row", probe.Path, st.liveFail), now)
 				changed = true
 				return
 			}
@@ -136,13 +137,13 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, pass
 					rec.Deployments[in.Deployment] = d
 				}
 				changed = true
-				e.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment)
+				c.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment)
 			}
 		default:
 			st.readyOK, st.readyFail = 0, st.readyFail+1
 			if st.readyFail >= probe.FailureThreshold {
 				if !in.EverReady {
-					e.instanceFailed(rec, in, fmt.Sprintf("readiness probe GET %s did not pass within %s (initial_delay + period * failure_threshold)",
+					c.instanceFailed(rec, in, fmt.Sprintf("readiness probe GET %s did not pass within %s (initial_delay + period * failure_threshold)",
 						probe.Path, times.InitialDelay+times.Period*time.Duration(probe.FailureThreshold)), now)
 					changed = true
 					return
@@ -150,13 +151,13 @@ func (e *Engine) probeResult(key, id, task, kind string, started time.Time, pass
 				if in.State == api.EndpointInstanceReady {
 					in.State = api.EndpointInstanceStarting
 					changed = true
-					e.log.Warn("endpoint instance not ready", "endpoint", key, "instance", in.ID, "failures", st.readyFail)
+					c.log.Warn("endpoint instance not ready", "endpoint", key, "instance", in.ID, "failures", st.readyFail)
 				}
 			}
 		}
-		e.loop.SetTimer(probeTimer(id, kind), started.Add(times.Period))
+		c.loop.SetTimer(ProbeTimer(id, kind), started.Add(times.Period))
 	})
 	if changed {
-		e.kickEndpoint(key)
+		c.kick(key)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package endpoints
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -15,23 +16,23 @@ import (
 
 // endpointEvent applies a driver event about an endpoint instance's node; false when the
 // node is not an endpoint instance.
-func (e *Engine) endpointEvent(ctx context.Context, ev driver.Event) bool {
-	e.mu.Lock()
-	key, ok := e.ep.nodes[ev.NodeKey]
-	e.mu.Unlock()
+func (c *Controller) HandleEvent(ctx context.Context, ev driver.Event) bool {
+	c.mu.Lock()
+	key, ok := c.nodes[ev.NodeKey]
+	c.mu.Unlock()
 	if !ok {
 		return false
 	}
 	why := "its node was lost"
 	if ev.Kind == driver.TaskExited {
 		why = fmt.Sprintf("its command exited with code %d", ev.ExitCode)
-		if out, err := e.driver.TaskOutput(ctx, ev.NodeKey, ev.TaskKey, 0); err == nil && len(out) > 0 {
+		if out, err := c.driver.TaskOutput(ctx, ev.NodeKey, ev.TaskKey, 0); err == nil && len(out) > 0 {
 			why += "; output: " + tail(string(out), 400)
 		}
 	}
-	e.mu.Lock()
-	now := e.clock.Now().UTC()
-	_ = e.updateEndpointInstance(key, ev.NodeKey, func(rec *endpointRecord, in *endpointInstance) {
+	c.mu.Lock()
+	now := c.clock.Now().UTC()
+	_ = c.updateEndpointInstance(key, ev.NodeKey, func(rec *model.Endpoint, in *model.EndpointInstance) {
 		if in.Terminating || in.State == api.EndpointInstanceDraining || in.State == api.EndpointInstanceFailed {
 			return
 		}
@@ -41,10 +42,10 @@ func (e *Engine) endpointEvent(ctx context.Context, ev driver.Event) bool {
 		if ev.Kind == driver.TaskExited && in.StartedAt.IsZero() {
 			return // the start is still being recorded; startInstance checks the status after
 		}
-		e.instanceFailed(rec, in, why, now)
+		c.instanceFailed(rec, in, why, now)
 	})
-	e.mu.Unlock()
-	e.kickEndpoint(key)
+	c.mu.Unlock()
+	c.kick(key)
 	return true
 }
 
@@ -56,17 +57,12 @@ func tail(s string, n int) string {
 	return s
 }
 
-func nameOf(key string) string {
-	_, name, _ := strings.Cut(key, "/")
-	return name
-}
-
 // endpointNodeIDs lists the nodes endpoint instances hold, so recovery does not take them
 // for orphans.
-func (e *Engine) endpointNodeIDs() []string {
+func (c *Controller) NodeIDs() []string {
 	var ids []string
-	_ = e.store.View(func(tx *store.Tx) error {
-		recs, err := store.List[endpointRecord](tx, store.Endpoints, "")
+	_ = c.store.View(func(tx *store.Tx) error {
+		recs, err := store.List[model.Endpoint](tx, store.Endpoints, "")
 		for _, rec := range recs {
 			for _, in := range rec.Instances {
 				ids = append(ids, in.ID)
@@ -82,42 +78,42 @@ func (e *Engine) endpointNodeIDs() []string {
 // Start returns, because the stored state still says Succeeded: a scoring request that
 // arrives before the first pass must reach the adopted instances, not find no endpoint.
 // Then every endpoint gets a pass.
-func (e *Engine) recoverEndpoints(ctx context.Context) {
-	var recs []endpointRecord
-	_ = e.store.View(func(tx *store.Tx) error {
+func (c *Controller) Recover(ctx context.Context) {
+	var recs []model.Endpoint
+	_ = c.store.View(func(tx *store.Tx) error {
 		var err error
-		recs, err = store.List[endpointRecord](tx, store.Endpoints, "")
+		recs, err = store.List[model.Endpoint](tx, store.Endpoints, "")
 		return err
 	})
 	for _, rec := range recs {
 		for _, in := range rec.Instances {
-			e.mu.Lock()
-			e.ep.nodes[in.ID] = rec.key()
-			e.mu.Unlock()
+			c.mu.Lock()
+			c.nodes[in.ID] = rec.Key()
+			c.mu.Unlock()
 			if in.Terminating || in.StartedAt.IsZero() || in.State == api.EndpointInstanceFailed || in.State == api.EndpointInstanceDraining {
 				continue // the pass terminates, starts or restarts it
 			}
 			alive := false
-			if _, err := e.driver.Describe(ctx, in.ID); err == nil {
-				st, err := e.driver.TaskStatus(ctx, in.ID, in.Task)
+			if _, err := c.driver.Describe(ctx, in.ID); err == nil {
+				st, err := c.driver.TaskStatus(ctx, in.ID, in.Task)
 				alive = err == nil && st.Running
 			}
-			e.mu.Lock()
-			now := e.clock.Now().UTC()
-			_ = e.updateEndpointInstance(rec.key(), in.ID, func(r *endpointRecord, cur *endpointInstance) {
+			c.mu.Lock()
+			now := c.clock.Now().UTC()
+			_ = c.updateEndpointInstance(rec.Key(), in.ID, func(r *model.Endpoint, cur *model.EndpointInstance) {
 				if !alive {
-					e.instanceFailed(r, cur, "it was not running when the engine started", now)
+					c.instanceFailed(r, cur, "it was not running when the engine started", now)
 					return
 				}
-				e.ep.probes[cur.ID] = &probeState{task: cur.Task}
-				e.loop.SetTimer(probeTimer(cur.ID, probeReady), now)
-				e.loop.SetTimer(probeTimer(cur.ID, probeLive), now)
+				c.probes[cur.ID] = &probeState{task: cur.Task}
+				c.loop.SetTimer(ProbeTimer(cur.ID, probeReady), now)
+				c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now)
 			})
-			e.mu.Unlock()
+			c.mu.Unlock()
 		}
-		e.mu.Lock()
-		e.syncRouter(rec.key())
-		e.mu.Unlock()
-		e.kickEndpoint(rec.key())
+		c.mu.Lock()
+		c.syncRouter(rec.Key())
+		c.mu.Unlock()
+		c.kick(rec.Key())
 	}
 }

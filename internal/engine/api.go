@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"context"
+	"io"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+// The engine's API: each call goes to the controller of its concern.
+
+// Workspaces.
+
+func (e *Engine) CreateWorkspace(ctx context.Context, spec api.WorkspaceSpec, idempotencyKey string) (*api.Workspace, error) {
+	return e.workspaces.CreateWorkspace(ctx, spec, idempotencyKey)
+}
+
+func (e *Engine) GetWorkspace(ctx context.Context, name string) (*api.Workspace, error) {
+	return e.workspaces.GetWorkspace(ctx, name)
+}
+
+func (e *Engine) ListWorkspaces(ctx context.Context) ([]api.Workspace, error) {
+	return e.workspaces.ListWorkspaces(ctx)
+}
+
+func (e *Engine) UpdateWorkspace(ctx context.Context, name string, upd api.WorkspaceUpdate) (*api.Workspace, error) {
+	return e.workspaces.UpdateWorkspace(ctx, name, upd)
+}
+
+func (e *Engine) DeleteWorkspace(ctx context.Context, name string, force bool) error {
+	return e.workspaces.DeleteWorkspace(ctx, name, force)
+}
+
+// Computes: created and updated by the controller of their type, read and deleted by the
+// compute core (the same for every type).
+
+func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
+	switch spec.Type {
+	case "", api.TypeComputeCluster:
+		return e.clusters.Create(ctx, workspace, spec, idempotencyKey)
+	case api.TypeComputeInstance:
+		return e.instances.Create(ctx, workspace, spec, idempotencyKey)
+	case api.TypeAttached:
+		return e.attached.Create(ctx, workspace, spec, idempotencyKey)
+	}
+	return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s, %s, %s",
+		spec.Type, api.TypeComputeCluster, api.TypeComputeInstance, api.TypeAttached)
+}
+
+func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
+	typ, err := e.core.Type(workspace, name)
+	if err != nil {
+		return nil, err
+	}
+	switch typ {
+	case api.TypeComputeInstance:
+		return e.instances.Update(ctx, workspace, name, upd)
+	case api.TypeAttached:
+		return e.attached.Update(ctx, workspace, name, upd)
+	}
+	return e.clusters.Update(ctx, workspace, name, upd)
+}
+
+func (e *Engine) GetCompute(ctx context.Context, workspace, name string) (*api.Compute, error) {
+	return e.core.GetCompute(ctx, workspace, name)
+}
+
+func (e *Engine) ListComputes(ctx context.Context, workspace string) ([]api.Compute, error) {
+	return e.core.ListComputes(ctx, workspace)
+}
+
+func (e *Engine) DeleteCompute(ctx context.Context, workspace, name string) error {
+	return e.core.DeleteCompute(ctx, workspace, name)
+}
+
+// Compute instances.
+
+func (e *Engine) InstanceAction(ctx context.Context, workspace, name, action string) (*api.Compute, error) {
+	return e.instances.InstanceAction(ctx, workspace, name, action)
+}
+
+func (e *Engine) ReportActivity(ctx context.Context, workspace, name string) error {
+	return e.instances.ReportActivity(ctx, workspace, name)
+}
+
+func (e *Engine) OpenSession(workspace, name string)  { e.instances.OpenSession(workspace, name) }
+func (e *Engine) CloseSession(workspace, name string) { e.instances.CloseSession(workspace, name) }
+
+func (e *Engine) Exec(ctx context.Context, workspace, name string, command []string, stdin io.Reader, output io.Writer) (int, error) {
+	return e.instances.Exec(ctx, workspace, name, command, stdin, output)
+}
+
+// Jobs.
+
+func (e *Engine) SubmitJob(ctx context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
+	return e.jobs.SubmitJob(ctx, workspace, spec, idempotencyKey)
+}
+
+func (e *Engine) GetJob(ctx context.Context, workspace, id string) (*api.Job, error) {
+	return e.jobs.GetJob(ctx, workspace, id)
+}
+
+func (e *Engine) ListJobs(ctx context.Context, workspace string) ([]api.Job, error) {
+	return e.jobs.ListJobs(ctx, workspace)
+}
+
+func (e *Engine) CancelJob(ctx context.Context, workspace, id string) (*api.Job, error) {
+	return e.jobs.CancelJob(ctx, workspace, id)
+}
+
+func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {
+	return e.jobs.JobLogs(ctx, workspace, id, rank, offset)
+}
+
+func (e *Engine) PutSnapshot(r io.Reader) (string, error) { return e.jobs.PutSnapshot(r) }

@@ -1,0 +1,294 @@
+package computes
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/quota"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// GetCompute returns a compute with its runtime state.
+func (c *Core) GetCompute(_ context.Context, workspace, name string) (*api.Compute, error) {
+	var out *api.Compute
+	err := c.Store.View(func(tx *store.Tx) error {
+		rec, err := model.GetCompute(tx, workspace, name)
+		if err != nil {
+			return err
+		}
+		if rec.Serverless {
+			return model.NotFoundCompute(workspace, name)
+		}
+		out, err = c.Describe(tx, rec)
+		return err
+	})
+	return out, err
+}
+
+// ListComputes returns a workspace's computes, sorted by name.
+func (c *Core) ListComputes(_ context.Context, workspace string) ([]api.Compute, error) {
+	var out []api.Compute
+	err := c.Store.View(func(tx *store.Tx) error {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
+			return err
+		}
+		recs, err := store.List[model.Compute](tx, store.Computes, workspace+"/")
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if rec.Serverless {
+				continue
+			}
+			out1, err := c.Describe(tx, rec)
+			if err != nil {
+				return err
+			}
+			out = append(out, *out1)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Describe folds a compute's node records into its API form.
+func (c *Core) Describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
+	nodes, err := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
+	if err != nil {
+		return nil, err
+	}
+	out := &api.Compute{
+		ID: api.ComputeID(rec.Workspace, rec.Name), Workspace: rec.Workspace, Name: rec.Name, Type: rec.Type,
+		VMSize: rec.VMSize, VMPriority: rec.VMPriority, Description: rec.Description, Tags: rec.Tags,
+		CreatedOn: rec.CreatedOn, ScaleSettings: rec.ScaleSettings, Nodes: []api.Node{},
+		AllocationState: api.AllocationSteady, State: "Succeeded",
+	}
+	if rec.Deleting {
+		out.State = "Deleting"
+	}
+	if inst := rec.Instance; inst != nil {
+		settings, op := inst.Settings, inst.LastOperation
+		out.Instance, out.LastOperation, out.State, out.Error = &settings, &op, inst.State, inst.Error
+		if rec.Deleting {
+			out.State = api.InstanceDeleting
+		}
+	}
+	if rec.Attached != nil {
+		out.VirtualMachine, out.ScaleSettings = rec.Attached.API(), nil
+	}
+	out.Errors = rec.Errors
+	for _, n := range nodes {
+		out.Nodes = append(out.Nodes, n.API())
+		switch n.State {
+		case api.NodeIdle:
+			out.NodeStateCounts.Idle++
+		case api.NodeRunning:
+			out.NodeStateCounts.Running++
+		case api.NodePreparing:
+			out.NodeStateCounts.Preparing++
+		case api.NodeLeaving:
+			out.NodeStateCounts.Leaving++
+		case api.NodeUnusable:
+			out.NodeStateCounts.Unusable++
+		case api.NodePreempted:
+			out.NodeStateCounts.Preempted++
+		}
+		if n.State == api.NodeIdle || n.State == api.NodeRunning {
+			out.CurrentNodeCount++
+		}
+		if n.State != api.NodeLeaving && n.State != api.NodeUnusable && n.State != api.NodePreempted {
+			out.TargetNodeCount++
+		}
+	}
+	if out.NodeStateCounts.Preparing > 0 || out.NodeStateCounts.Leaving > 0 {
+		out.AllocationState = api.AllocationResizing
+	}
+	return out, nil
+}
+
+// CheckQuota checks that the vCPUs the workspace's computes of rec's family may use
+// (max_node_count times the size's vCPUs each, with rec replacing its stored version) fit
+// the family's quota (rules/quota). The other computes' use comes from the quota index, so
+// the check costs the same however many computes the store holds. Callers hold c.Mu.
+func (c *Core) CheckQuota(ws *api.Workspace, rec model.Compute, field string) error {
+	size, ok := catalog.Lookup(rec.VMSize)
+	if !ok {
+		return api.Errorf(api.CodeInvalid, "vm_size", "unknown VM size %q", rec.VMSize)
+	}
+	used := c.Quota.Used(ws.Name, size.Family, rec.Key())
+	want, wantOK := quota.Demand(rec.MaxNodes(), size.VCPUs)
+	limit := model.EffectiveQuota(ws, size.Family)
+	if !wantOK {
+		// Validation bounds max_node_count, so only a record from an older engine gets here.
+		return api.Errorf(api.CodeQuotaExceeded, field, "%s asks for %d nodes x %d vCPUs of %s, more vCPUs than any quota can hold; lower max_node_count",
+			rec.Name, rec.MaxNodes(), size.VCPUs, size.Name)
+	}
+	d := quota.Check(used, want, limit)
+	if d.Fits {
+		return nil
+	}
+	detail := ""
+	if holders := c.Quota.Holders(ws.Name, size.Family, rec.Key()); len(holders) > 0 {
+		names := make([]string, 0, len(holders))
+		for _, h := range holders {
+			names = append(names, fmt.Sprintf("%s (%d vCPUs)", h.Name, h.VCPUs))
+		}
+		detail = fmt.Sprintf(" (already used by %s)", strings.Join(names, ", "))
+	}
+	hint := fmt.Sprintf("raise it with quotas = { %s = %d } on the workspace", size.Family, d.Need)
+	if f, _ := catalog.LookupFamily(size.Family); f.RequiresApproval && ws.Quotas[size.Family] == 0 {
+		hint = fmt.Sprintf("family %s requires approval and has no quota until one is set: add quotas = { %s = %d } to the workspace", size.Family, size.Family, d.Need)
+	}
+	return api.Errorf(api.CodeQuotaExceeded, field,
+		"%s needs %d vCPUs of %s (%d nodes x %d vCPUs of %s) but workspace %q has %d of %d left%s; %s",
+		rec.Name, want, size.Family, rec.MaxNodes(), size.VCPUs, size.Name, ws.Name, d.Left, limit, detail, hint)
+}
+
+// holding is what rec holds of its workspace's quota, for the quota index; ok is false for a
+// compute without a catalog size (an attached machine).
+func holding(rec model.Compute) (model.Holding, bool) {
+	size, ok := catalog.Lookup(rec.VMSize)
+	if !ok || rec.Attached != nil {
+		return model.Holding{}, false
+	}
+	vcpus, ok := quota.Demand(rec.MaxNodes(), size.VCPUs)
+	if !ok {
+		vcpus = math.MaxInt64
+	}
+	return model.Holding{Workspace: rec.Workspace, Name: rec.Name, Family: size.Family, VCPUs: vcpus}, true
+}
+
+// IndexCompute brings the quota index up to date with a committed compute record.
+// Callers hold c.Mu.
+func (c *Core) IndexCompute(rec model.Compute) {
+	if h, ok := holding(rec); ok {
+		c.Quota.Set(rec.Key(), h)
+	}
+}
+
+// LoadQuotaIndex fills the quota index from the store, once, when the engine is built.
+func (c *Core) LoadQuotaIndex() error {
+	if err := c.Store.Update(model.IndexActiveJobs); err != nil {
+		return err
+	}
+	return c.Store.Update(func(tx *store.Tx) error {
+		recs, err := store.List[model.Compute](tx, store.Computes, "")
+		for _, rec := range recs {
+			c.IndexCompute(rec)
+			// Records from an engine that stored no parsed durations get them now.
+			before := rec.Durations
+			rec.ParseDurations()
+			if rec.Durations != before {
+				if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
+					return err
+				}
+			}
+		}
+		return err
+	})
+}
+
+// DeleteCompute cancels a compute's jobs, releases its nodes and deletes it. It returns
+// once every node is confirmed released, or with an unavailable error when ctx ends first
+// (the delete goes on and resumes after an engine restart).
+func (c *Core) DeleteCompute(ctx context.Context, workspace, name string) error {
+	key := workspace + "/" + name
+	c.Mu.Lock()
+	err := c.Store.Update(func(tx *store.Tx) error {
+		rec, err := model.GetCompute(tx, workspace, name)
+		if err != nil || rec.Serverless {
+			return model.NotFoundCompute(workspace, name)
+		}
+		if rec.Deleting {
+			return nil
+		}
+		rec.Deleting = true
+		return tx.Put(store.Computes, key, rec)
+	})
+	c.Mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.Log.Info("compute deleting", "compute", key)
+	return c.AwaitDeleted(ctx, []string{key})
+}
+
+// waitDeleted kicks the computes and waits until their records are gone.
+func (c *Core) AwaitDeleted(ctx context.Context, keys []string) error {
+	objs := make([]runtime.Key, len(keys))
+	for i, k := range keys {
+		objs[i] = runtime.ComputeKey(k)
+	}
+	if k, ok := c.Loop.AwaitDeleted(ctx, objs); !ok {
+		return api.Errorf(api.CodeUnavailable, "", "compute %s is still releasing its nodes; the delete goes on in the background, try again to wait for it", k.Name)
+	}
+	return nil
+}
+
+// DeleteWorkspace deletes every compute of a workspace that is being deleted (its
+// force_destroy) and returns once their nodes are all released.
+func (c *Core) DeleteWorkspace(ctx context.Context, workspace string) error {
+	var keys []string
+	c.Mu.Lock()
+	err := c.Store.Update(func(tx *store.Tx) error {
+		recs, err := store.List[model.Compute](tx, store.Computes, workspace+"/")
+		for _, rec := range recs {
+			keys = append(keys, rec.Key())
+			if !rec.Deleting {
+				rec.Deleting = true
+				if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
+					return err
+				}
+			}
+		}
+		return err
+	})
+	c.Mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.AwaitDeleted(ctx, keys)
+}
+
+// HasWork reports whether a compute needs the engine up: a node (other than an idle
+// attached machine), a job running or queued, or an enabled schedule.
+func (c *Core) HasWork() bool {
+	var busy bool
+	_ = c.Store.View(func(tx *store.Tx) error {
+		if busyNodes(tx) {
+			busy = true
+			return nil
+		}
+		busy = len(tx.Keys(store.ActiveJobs, "")) > 0
+		// An enabled schedule must fire even while its instance is stopped.
+		recs, err := store.List[model.Compute](tx, store.Computes, "")
+		for _, rec := range recs {
+			if rec.Instance == nil {
+				continue
+			}
+			for _, sc := range rec.Instance.Settings.Schedules {
+				busy = busy || sc.IsEnabled()
+			}
+		}
+		return err
+	})
+	return busy
+}
+
+// busyNodes reports whether a node other than an idle attached machine exists: an
+// attached machine waiting for jobs is a record, not work that keeps the engine up.
+func busyNodes(tx *store.Tx) bool {
+	nodes, _ := store.List[model.Node](tx, store.Nodes, "")
+	for _, n := range nodes {
+		if !strings.HasPrefix(n.ID, model.AttachedNodePrefix) || n.State != api.NodeIdle {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,132 @@
+package computes
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// StartJob starts every rank of an assigned job.
+func (c *Core) StartJob(ctx context.Context, j model.Job) {
+	if j.MasterPort == 0 {
+		j.MasterPort = FreePort()
+		c.Mu.Lock()
+		_ = c.Store.Update(func(tx *store.Tx) error {
+			cur, ok := model.GetJob(tx, j.Workspace, j.ID)
+			if !ok || cur.Status != api.JobPreparing {
+				return nil
+			}
+			cur.MasterPort = j.MasterPort
+			return model.PutJob(tx, cur)
+		})
+		c.Mu.Unlock()
+	}
+	codeDir := ""
+	if j.SnapshotID != "" && c.Snapshots != nil {
+		codeDir, _ = c.Snapshots.Path(j.SnapshotID)
+	}
+	master, err := c.Driver.Describe(ctx, j.Nodes[0])
+	for rank, node := range j.Nodes {
+		if err != nil {
+			break
+		}
+		env := map[string]string{}
+		for k, v := range j.Env {
+			env[k] = v
+		}
+		env["RANK"], env["NODE_RANK"], env["LOCAL_RANK"] = strconv.Itoa(rank), strconv.Itoa(rank), "0"
+		env["WORLD_SIZE"] = strconv.FormatInt(j.Count, 10)
+		env["MASTER_ADDR"], env["MASTER_PORT"] = master.Address, strconv.Itoa(j.MasterPort)
+		env["MLCOMPUTE_JOB_ID"] = j.ID
+		err = c.Driver.StartTask(ctx, node, driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir})
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	c.Mu.Lock()
+	_ = c.Store.Update(func(tx *store.Tx) error {
+		cur, ok := model.GetJob(tx, j.Workspace, j.ID)
+		if !ok || cur.Status != api.JobPreparing {
+			return nil
+		}
+		now := c.Clock.Now().UTC()
+		if err != nil {
+			cur.Finish(api.JobFailed, nil, fmt.Sprintf("starting the job: %v", err), now)
+		} else {
+			cur.Status, cur.StartedAt = api.JobRunning, &now
+		}
+		return model.PutJob(tx, cur)
+	})
+	c.Mu.Unlock()
+	if err != nil {
+		c.Log.Error("job failed to start", "job", j.ID, "error", err)
+		c.KillJob(ctx, j)
+		c.FreeNodes(j)
+		return
+	}
+	c.Log.Info("job running", "job", j.ID, "nodes", strings.Join(j.Nodes, ","))
+}
+
+// KillJob kills every rank of a job; the ranks' exits then free their nodes.
+func (c *Core) KillJob(ctx context.Context, j model.Job) {
+	for rank, node := range j.Nodes {
+		if err := c.Driver.KillTask(ctx, node, j.TaskKey(rank)); err != nil && !driver.IsNotFound(err) {
+			c.Log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
+		}
+	}
+}
+
+// FreeNodes returns a job's nodes to idle when its tasks never started.
+func (c *Core) FreeNodes(j model.Job) {
+	c.Mu.Lock()
+	now := c.Clock.Now().UTC()
+	for _, id := range j.Nodes {
+		_ = c.UpdateNode(j.ComputeKey+"/"+id, func(n *model.Node) bool {
+			if n.JobID != j.ID {
+				return false
+			}
+			n.JobID, n.Task = "", ""
+			if n.State == api.NodeRunning {
+				n.State, n.IdleSince = api.NodeIdle, now
+			}
+			return true
+		})
+	}
+	c.Mu.Unlock()
+	c.Kick(j.ComputeKey)
+}
+
+// FreePort picks a TCP port for MASTER_PORT; local nodes share this machine's loopback.
+func FreePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 29500
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// JobLogPath is where a rank's output is kept once its task ended.
+func (c *Core) JobLogPath(jobID string, rank int) string {
+	return filepath.Join(c.DataDir, "jobs", jobID, fmt.Sprintf("rank-%d.log", rank))
+}
+
+func WriteFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

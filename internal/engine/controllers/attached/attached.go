@@ -1,0 +1,245 @@
+// Package attached is the attached machines' controller. An attached compute is a machine
+// the user owns, reached over SSH. It is a compute of exactly one node that never scales:
+// the node stands for the machine, so its passes are a cluster's with min = max = 1 (package
+// clusters), and jobs reach it through the usual queue. Its node keys start with
+// model.AttachedNodePrefix, which is how the engine's routing driver sends them to the ssh
+// driver while every other node stays on the operator's driver. The machine's credentials
+// are kept in the store (a 0600 file) and never returned.
+package attached
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/mux"
+	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// Controller attaches and updates machines on the shared compute core.
+type Controller struct {
+	*computes.Core
+	log hclog.Logger
+}
+
+// New builds the controller.
+func New(core *computes.Core) *Controller {
+	return &Controller{Core: core, log: core.Log.Named("attached")}
+}
+
+// attachProbeTimeout bounds the connection and checks made when a machine is attached.
+const attachProbeTimeout = 30 * time.Second
+
+// sshTarget is how the ssh driver reaches an attached machine.
+func sshTarget(a model.Attached) sshdrv.Target {
+	return sshdrv.Target{
+		Address: a.Address, Port: int(a.Port), Username: a.Username,
+		Password: a.Password, PrivateKeyPEM: a.PrivateKey, HostKeyFingerprint: a.HostKeyFingerprint,
+	}
+}
+
+// WrapDriver wraps the operator's driver so that attached machines' nodes go to an
+// ssh driver whose lifetime is ctx's.
+func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Driver {
+	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.Log.Named("ssh")})
+	context.AfterFunc(ctx, func() { _ = vms.Close() })
+	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms})
+}
+
+// attachedTarget is the ssh driver's Lookup: how to reach the machine of a stored node.
+func (c *Controller) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
+	var t sshdrv.Target
+	err := c.Store.View(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, nodeKey)
+		if !ok {
+			return driver.ErrNotFound
+		}
+		var rec model.Compute
+		if ok, err := tx.Get(store.Computes, n.Compute, &rec); err != nil {
+			return err
+		} else if !ok || rec.Attached == nil {
+			return driver.ErrNotFound
+		}
+		t = sshTarget(*rec.Attached)
+		return nil
+	})
+	return t, err
+}
+
+// attachedTasks is the ssh driver's Tasks: the task of the job the store records as
+// running on the node, so a job that ended while the engine was down (or could not reach
+// the machine at its start) learns its exit once the machine answers. A job still
+// preparing is left out: recovery starts it again, and its task may not exist yet.
+func (c *Controller) attachedTasks(_ context.Context, nodeKey string) ([]string, error) {
+	var keys []string
+	err := c.Store.View(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, nodeKey)
+		if !ok {
+			return driver.ErrNotFound
+		}
+		if n.Task == "" || n.JobID == "" {
+			return nil
+		}
+		if j, ok := model.GetJob(tx, model.WorkspaceOf(n.Compute), n.JobID); ok && j.Status == api.JobRunning {
+			keys = append(keys, n.Task)
+		}
+		return nil
+	})
+	return keys, err
+}
+
+// Create attaches a machine: it connects, pins or verifies the host key, checks
+// the machine runs Linux and reads its size, all before anything is recorded, so a
+// failure leaves nothing behind and names the setting to fix.
+func (c *Controller) Create(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
+	if err := validation.AttachedCompute(spec); err != nil {
+		return nil, err
+	}
+	vm := *spec.VirtualMachine
+	if vm.SSHPort == 0 {
+		vm.SSHPort = api.DefaultSSHPort
+	}
+	id := api.ComputeID(workspace, spec.Name)
+	key := workspace + "/" + spec.Name
+	check := func(tx *store.Tx) (bool, error) {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
+			return false, err
+		}
+		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
+			return done, err
+		}
+		var existing model.Compute
+		if ok, err := tx.Get(store.Computes, key, &existing); err != nil {
+			return false, err
+		} else if ok {
+			return false, api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, existing.ResourceType(), id)
+		}
+		return false, nil
+	}
+	// Cheap checks first: a model.Replayed create or a taken name never dials the machine.
+	var replay bool
+	if err := c.Store.View(func(tx *store.Tx) (err error) { replay, err = check(tx); return err }); err != nil {
+		return nil, err
+	}
+	if replay {
+		return c.GetCompute(ctx, workspace, spec.Name)
+	}
+
+	a := model.Attached{
+		Address: vm.Address, Port: vm.SSHPort, Username: vm.Username,
+		Password: vm.Password, PrivateKey: vm.PrivateKey, HostKeyFingerprint: vm.HostKeyFingerprint,
+	}
+	info, err := c.probeAttached(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	a.HostKeyFingerprint, a.VCPUs, a.MemoryGB = info.HostKeyFingerprint, info.VCPUs, info.MemoryGB
+	rec := model.Compute{
+		Workspace: workspace, Name: spec.Name, Type: api.TypeAttached, Description: spec.Description, Tags: spec.Tags,
+		CreatedOn: c.Clock.Now().UTC(), Attached: &a,
+		ScaleSettings: &api.ScaleSettings{MinNodeCount: 1, MaxNodeCount: 1, ScaleDownNodesAfterIdleDuration: "PT0S"},
+	}
+
+	out, err := c.Insert(ctx, rec, idempotencyKey, "")
+	if err == nil {
+		c.log.Info("machine attached", "compute", key, "address", sshTarget(a).String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
+	}
+	return out, err
+}
+
+// probeAttached connects to the machine and reads its size, turning every way that can
+// fail into an error on the setting to fix.
+func (c *Controller) probeAttached(ctx context.Context, a model.Attached) (sshdrv.HostInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, attachProbeTimeout)
+	defer cancel()
+	info, err := sshdrv.Probe(ctx, sshTarget(a))
+	if err == nil {
+		return info, nil
+	}
+	credential := "virtual_machine.password"
+	if a.PrivateKey != "" {
+		credential = "virtual_machine.private_key"
+	}
+	var field string
+	switch {
+	case sshdrv.IsUnreachable(err), sshdrv.IsNotLinux(err):
+		field = "virtual_machine.address"
+	case sshdrv.IsConnectionRefused(err):
+		field = "virtual_machine.ssh_port"
+	case sshdrv.IsAuthFailed(err):
+		field = credential
+	case sshdrv.IsHostKeyMismatch(err):
+		field = "virtual_machine.host_key_fingerprint"
+	case sshdrv.IsInvalidTarget(err):
+		field = credential
+	case errors.Is(err, context.Canceled):
+		return info, api.Errorf(api.CodeUnavailable, "", "attaching %s was cancelled", sshTarget(a))
+	default:
+		return info, api.Errorf(api.CodeInvalid, "virtual_machine.address", "attaching %s: %v", sshTarget(a), err)
+	}
+	return info, api.Errorf(api.CodeInvalid, field, "cannot attach the machine: %v", err)
+}
+
+// Update updates an attached compute in place: its description and tags, and a
+// rotated password or private key, which is checked against the machine (host key as
+// pinned) before it replaces the old one. Where the machine is, the login and the pinned
+// host key identify the machine and do not change.
+func (c *Controller) Update(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
+	var rec model.Compute
+	if err := c.Store.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, name); return err }); err != nil {
+		return nil, err
+	}
+	switch {
+	case rec.Deleting:
+		return nil, api.Errorf(api.CodeConflict, "", "compute %q is being detached", name)
+	case upd.ScaleSettings != nil:
+		return nil, api.Errorf(api.CodeInvalid, "scale_settings", "attached compute %q never scales: it is one machine", name)
+	case upd.VMSize != "" || upd.Instance != nil:
+		return nil, api.Errorf(api.CodeInvalid, "vm_size", "attached compute %q has no vm_size or instance settings", name)
+	}
+	next := *rec.Attached
+	if vm := upd.VirtualMachine; vm != nil {
+		port := vm.SSHPort
+		if port == 0 {
+			port = api.DefaultSSHPort
+		}
+		for _, f := range []struct {
+			field     string
+			got, want any
+			changed   bool
+		}{
+			{"virtual_machine.address", vm.Address, next.Address, vm.Address != "" && vm.Address != next.Address},
+			{"virtual_machine.ssh_port", port, next.Port, port != next.Port},
+			{"virtual_machine.username", vm.Username, next.Username, vm.Username != "" && vm.Username != next.Username},
+			{"virtual_machine.host_key_fingerprint", vm.HostKeyFingerprint, next.HostKeyFingerprint, vm.HostKeyFingerprint != "" && vm.HostKeyFingerprint != next.HostKeyFingerprint},
+		} {
+			if f.changed {
+				return nil, api.Errorf(api.CodeInvalid, f.field, "%s of attached compute %q cannot change in place (from %v to %v): it names another machine or login; replace the compute", f.field, name, f.want, f.got)
+			}
+		}
+		if vm.Password != next.Password || vm.PrivateKey != next.PrivateKey {
+			if err := validation.Credentials(vm.Password, vm.PrivateKey); err != nil {
+				return nil, err
+			}
+			next.Password, next.PrivateKey = vm.Password, vm.PrivateKey
+			// vcpus and memory_gb stay as read at attach time: they describe the machine,
+			// which a new credential does not change.
+			if _, err := c.probeAttached(ctx, next); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out, err := c.Modify(ctx, workspace, name, func(_ *api.Workspace, cur *model.Compute) error {
+		cur.Description, cur.Tags, cur.Attached = upd.Description, upd.Tags, &next
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,370 @@
+// Package jobs is the jobs' controller: it queues jobs (making a serverless compute for a
+// job that asks for one), cancels them, serves their logs, and applies the end of each rank's
+// task (its exit code and output) to the job and to the node it ran on. Placing a queued job
+// on nodes is the compute's controller's decision (clusters, instances); starting and
+// killing its tasks is the compute core's.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// Controller runs jobs on the shared compute core.
+type Controller struct {
+	*computes.Core
+	log hclog.Logger
+}
+
+// New builds the controller.
+func New(core *computes.Core) *Controller {
+	return &Controller{Core: core, log: core.Log.Named("jobs")}
+}
+
+// SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
+func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
+	if len(spec.Command) == 0 {
+		return nil, api.Errorf(api.CodeInvalid, "command", "a job needs a command")
+	}
+	if spec.InstanceCount == 0 {
+		spec.InstanceCount = 1
+	}
+	if err := validation.InstanceCount(spec.InstanceCount); err != nil {
+		return nil, err
+	}
+	if spec.SnapshotID != "" && c.Snapshots != nil {
+		if _, err := c.Snapshots.Path(spec.SnapshotID); err != nil {
+			return nil, api.Errorf(api.CodeInvalid, "snapshot_id", "code snapshot %q is not known to this engine; upload it first", spec.SnapshotID)
+		}
+	}
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	now := c.Clock.Now().UTC()
+	j := model.Job{Job: api.Job{
+		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
+		Command: spec.Command, Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
+	}}
+	var serverless *model.Compute // the compute made for a serverless job, once committed
+	err := c.Store.Update(func(tx *store.Tx) error {
+		ws, err := model.GetWorkspace(tx, workspace)
+		if err != nil {
+			return err
+		}
+		seq, err := tx.NextSequence(store.Jobs)
+		if err != nil {
+			return err
+		}
+		// Sequential IDs keep first-in-first-out order when submissions share a timestamp.
+		j.ID = fmt.Sprintf("job-%08d", seq)
+		if idempotencyKey != "" {
+			var rec model.Idempotency
+			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil {
+				return err
+			} else if ok {
+				prior, found := model.GetJob(tx, workspace, rec.ID)
+				if !found {
+					return api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", idempotencyKey, rec.ID)
+				}
+				j = prior
+				return nil
+			}
+		}
+		var rec model.Compute
+		if spec.Compute == api.ServerlessCompute {
+			if spec.InstanceType == "" {
+				return api.Errorf(api.CodeInvalid, "instance_type", "a serverless job needs --instance-type, a VM size such as Standard_DS3_v2")
+			}
+			size, err := validation.VMSize("instance_type", spec.InstanceType, catalog.ComputeCluster)
+			if err != nil {
+				return err
+			}
+			rec = model.Compute{
+				Workspace: workspace, Name: "serverless-" + j.ID, Type: api.TypeComputeCluster, VMSize: size.Name,
+				VMPriority: api.PriorityDedicated, CreatedOn: now, Serverless: true, ForJob: j.ID,
+				ScaleSettings: &api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: spec.InstanceCount, ScaleDownNodesAfterIdleDuration: "PT0S"},
+			}
+			rec.ParseDurations()
+			if err := c.CheckQuota(ws, rec, "instance_type"); err != nil {
+				return err
+			}
+			if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
+				return err
+			}
+			serverless = &rec
+		} else {
+			if rec, err = model.GetCompute(tx, workspace, spec.Compute); err != nil || rec.Serverless {
+				return model.NotFoundCompute(workspace, spec.Compute)
+			}
+			if rec.Deleting {
+				return api.Errorf(api.CodeConflict, "compute", "compute %q is being deleted", spec.Compute)
+			}
+			if rec.Instance != nil && (rec.Instance.Desired != api.InstanceRunning || rec.Instance.State == api.InstanceSetupFailed) {
+				return api.Errorf(api.CodeConflict, "compute", "compute instance %q is %s; start it first (mlcompute compute start)", spec.Compute, rec.Instance.State)
+			}
+			if rec.Attached != nil && spec.InstanceCount > 1 {
+				return api.Errorf(api.CodeInvalid, "instance_count",
+					"attached compute %q is one machine, so a job on it runs with instance_count 1 (asked: %d); attach more machines and submit a job to each", spec.Compute, spec.InstanceCount)
+			}
+			if spec.InstanceCount > rec.MaxNodes() {
+				return api.Errorf(api.CodeInvalid, "instance_count",
+					"the job asks for %d nodes but compute %q has max_node_count %d; lower --instance-count or raise max_node_count",
+					spec.InstanceCount, spec.Compute, rec.MaxNodes())
+			}
+		}
+		j.ComputeKey = rec.Key()
+		if err := model.PutJob(tx, j); err != nil {
+			return err
+		}
+		return model.Remember(tx, idempotencyKey, j.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if serverless != nil {
+		c.IndexCompute(*serverless)
+	}
+	c.log.Info("job queued", "job", j.ID, "compute", j.ComputeKey, "instance_count", j.Count)
+	c.Kick(j.ComputeKey)
+	out := j.Job
+	return &out, nil
+}
+
+// GetJob returns a job.
+func (c *Controller) GetJob(_ context.Context, workspace, id string) (*api.Job, error) {
+	var out *api.Job
+	err := c.Store.View(func(tx *store.Tx) error {
+		j, ok := model.GetJob(tx, workspace, id)
+		if !ok {
+			return model.NotFoundJob(workspace, id)
+		}
+		out = &j.Job
+		out.Reason = waitReason(tx, j)
+		return nil
+	})
+	return out, err
+}
+
+// ListJobs returns a workspace's jobs, newest first.
+func (c *Controller) ListJobs(_ context.Context, workspace string) ([]api.Job, error) {
+	var out []api.Job
+	err := c.Store.View(func(tx *store.Tx) error {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
+			return err
+		}
+		all, err := store.List[model.Job](tx, store.Jobs, workspace+"/")
+		for _, j := range all {
+			j.Reason = waitReason(tx, j)
+			out = append(out, j.Job)
+		}
+		return err
+	})
+	slices.SortFunc(out, func(a, b api.Job) int { return b.SubmittedAt.Compare(a.SubmittedAt) })
+	return out, err
+}
+
+// CancelJob cancels a job that has not finished; cancelling a finished job returns it as is.
+func (c *Controller) CancelJob(_ context.Context, workspace, id string) (*api.Job, error) {
+	c.Mu.Lock()
+	var j model.Job
+	err := c.Store.Update(func(tx *store.Tx) error {
+		var ok bool
+		if j, ok = model.GetJob(tx, workspace, id); !ok {
+			return model.NotFoundJob(workspace, id)
+		}
+		if api.Terminal(j.Status) {
+			return nil
+		}
+		j.Finish(api.JobCanceled, nil, "canceled by user", c.Clock.Now().UTC())
+		return model.PutJob(tx, j)
+	})
+	c.Mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if len(j.Nodes) > 0 {
+		c.Loop.Go(func() { c.KillJob(c.Ctx, j) })
+	}
+	c.Kick(j.ComputeKey)
+	return &j.Job, nil
+}
+
+// JobLogs returns a rank's output from offset, the next offset, and whether the output is
+// complete (the job ended and the rank's output was saved).
+func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {
+	j, err := c.GetJob(ctx, workspace, id)
+	if err != nil {
+		return nil, offset, false, err
+	}
+	if rank < 0 || int64(rank) >= j.Count {
+		return nil, offset, false, api.Errorf(api.CodeInvalid, "rank", "rank must be between 0 and %d", j.Count-1)
+	}
+	if raw, err := os.ReadFile(c.JobLogPath(id, rank)); err == nil {
+		if offset > int64(len(raw)) {
+			offset = int64(len(raw))
+		}
+		return raw[offset:], int64(len(raw)), api.Terminal(j.Status), nil
+	}
+	var rec model.Job
+	_ = c.Store.View(func(tx *store.Tx) error { rec, _ = model.GetJob(tx, workspace, id); return nil })
+	if rank < len(j.Nodes) && (j.Status == api.JobRunning || j.Status == api.JobPreparing || api.Terminal(j.Status)) {
+		data, err := c.Driver.TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset)
+		if err == nil {
+			return data, offset + int64(len(data)), false, nil
+		}
+		if !driver.IsNotFound(err) {
+			return nil, offset, false, err
+		}
+	}
+	// Queued, or ended before its output could be saved (c.g. its node was lost).
+	return nil, offset, api.Terminal(j.Status), nil
+}
+
+// TaskExited saves a rank's output, frees its node and finishes the job when it is done.
+// Exits of an earlier attempt (the job was preempted and requeued) only free their node.
+func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code int) {
+	jobID, attempt, rank, ok := model.ParseTaskKey(task)
+	if !ok {
+		return
+	}
+	var j model.Job
+	var found bool
+	_ = c.Store.View(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, nodeID)
+		if ok {
+			j, found = model.GetJob(tx, model.WorkspaceOf(n.Compute), jobID)
+		}
+		return nil
+	})
+	if !found {
+		return
+	}
+	current := attempt == j.Attempt
+	if current {
+		if out, err := c.Driver.TaskOutput(ctx, nodeID, task, 0); err == nil {
+			if err := computes.WriteFileAtomic(c.JobLogPath(jobID, rank), out); err != nil {
+				c.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
+			}
+		}
+	}
+	var kill bool
+	c.Mu.Lock()
+	now := c.Clock.Now().UTC()
+	_ = c.Store.Update(func(tx *store.Tx) error {
+		cur, ok := model.GetJob(tx, j.Workspace, jobID)
+		if !ok {
+			return nil
+		}
+		if current && cur.Attempt == attempt {
+			if cur.RankExits == nil {
+				cur.RankExits = map[int]int{}
+			}
+			if _, seen := cur.RankExits[rank]; !seen {
+				cur.RankExits[rank] = code
+				if !api.Terminal(cur.Status) {
+					switch {
+					case code != 0:
+						exit := code
+						cur.Finish(api.JobFailed, &exit, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
+						kill = true
+					case int64(len(cur.RankExits)) == cur.Count:
+						exit := 0
+						cur.Finish(api.JobCompleted, &exit, "", now)
+					}
+				}
+				if err := model.PutJob(tx, cur); err != nil {
+					return err
+				}
+			}
+		}
+		j = cur
+		var n model.Node
+		if ok, err := tx.Get(store.Nodes, cur.ComputeKey+"/"+nodeID, &n); err != nil || !ok || n.Task != task {
+			return err
+		}
+		n.JobID, n.Task = "", ""
+		if n.State == api.NodeRunning {
+			n.State, n.IdleSince = api.NodeIdle, now
+		}
+		return tx.Put(store.Nodes, n.Key(), n)
+	})
+	c.Mu.Unlock()
+	if kill {
+		c.Loop.Go(func() { c.KillJob(ctx, j) })
+	}
+	c.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
+	c.Kick(j.ComputeKey)
+}
+
+// PutSnapshot stores an uploaded code snapshot and returns its ID.
+func (c *Controller) PutSnapshot(r io.Reader) (string, error) {
+	if c.Snapshots == nil {
+		return "", errors.New("this engine keeps no snapshots")
+	}
+	id, err := c.Snapshots.Put(r)
+	if err != nil {
+		return "", api.Errorf(api.CodeInvalid, "snapshot", "%v", err)
+	}
+	return id, nil
+}
+
+// waitReason says why a job that has not started is waiting, from its compute's state as
+// stored: what a user waiting on a scale-up wants to know. It is derived when the job is
+// read, so waiting costs no writes.
+func waitReason(tx *store.Tx, j model.Job) string {
+	if j.Status != api.JobQueued && j.Status != api.JobPreparing {
+		return ""
+	}
+	if j.Status == api.JobPreparing {
+		return "starting the job's tasks on its nodes"
+	}
+	var rec model.Compute
+	if ok, err := tx.Get(store.Computes, j.ComputeKey, &rec); err != nil || !ok {
+		return "waiting for its compute"
+	}
+	if rec.Deleting {
+		return "its compute is being deleted"
+	}
+	if len(rec.Errors) > 0 {
+		return "waiting for nodes: " + rec.Errors[0].Message
+	}
+	if inst := rec.Instance; inst != nil && inst.State != api.InstanceRunning && inst.State != api.InstanceJobRunning {
+		return fmt.Sprintf("waiting for compute instance %s, which is %s", rec.Name, inst.State)
+	}
+	nodes, _ := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
+	var preparing, busy int64
+	var pending string
+	for _, n := range nodes {
+		switch n.State {
+		case api.NodePreparing, api.NodePreempted:
+			preparing++
+			if n.Reason != "" {
+				pending = n.Reason
+			}
+		case api.NodeRunning, api.NodeLeaving:
+			busy++
+		}
+	}
+	switch {
+	case pending != "":
+		return fmt.Sprintf("waiting for %d node(s) to start (%s)", preparing, pending)
+	case preparing > 0:
+		return fmt.Sprintf("waiting for %d node(s) to start", preparing)
+	case busy > 0 && busy+j.Count > rec.MaxNodes():
+		return fmt.Sprintf("waiting for nodes to free up: %d of max_node_count %d are busy", busy, rec.MaxNodes())
+	}
+	return "queued behind earlier jobs of the compute (first in, first out)"
+}

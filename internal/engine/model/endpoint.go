@@ -1,0 +1,186 @@
+package model
+
+import (
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// Endpoint is an online endpoint as stored, keyed "<workspace>/<name>". Its instances
+// are stored in it, so an engine that restarts adopts them (their nodes are known) rather
+// than releasing them as orphans.
+type Endpoint struct {
+	Workspace     string                `json:"workspace"`
+	Name          string                `json:"name"`
+	AuthMode      string                `json:"auth_mode"`
+	Description   string                `json:"description,omitempty"`
+	Tags          map[string]string     `json:"tags,omitempty"`
+	Deployments   map[string]Deployment `json:"deployments"`
+	Traffic       map[string]int64      `json:"traffic,omitempty"`
+	MirrorTraffic map[string]int64      `json:"mirror_traffic,omitempty"`
+	// LiveTraffic is the split the router applies. It becomes Traffic once every deployment
+	// Traffic sends requests to has rolled out; until then the previous split stays, so an
+	// apply that adds green and gives it all traffic never routes to a green with nothing
+	// ready yet.
+	LiveTraffic map[string]int64 `json:"live_traffic,omitempty"`
+	// Retiring holds removed deployments that LiveTraffic still sends requests to: their
+	// instances serve until the split moves, then drain.
+	Retiring  map[string]Deployment `json:"retiring,omitempty"`
+	Keys      api.EndpointKeys      `json:"keys"`
+	CreatedOn time.Time             `json:"created_on"`
+	// Provisioned is set once every deployment had all its instances ready: Creating ends.
+	Provisioned bool `json:"provisioned,omitempty"`
+	// Deleting is committed before any instance is terminated, so a crash mid-delete
+	// resumes the delete.
+	Deleting  bool               `json:"deleting,omitempty"`
+	Instances []EndpointInstance `json:"instances,omitempty"`
+}
+
+// Deployment is one deployment: its spec with defaults filled and the size in the
+// catalog's spelling, and its generation.
+type Deployment struct {
+	Spec       api.DeploymentSpec `json:"spec"`
+	Generation int64              `json:"generation"`
+	// Error says why the deployment cannot become ready; cleared once an instance of it is.
+	Error string `json:"error,omitempty"`
+}
+
+// EndpointInstance is one instance: a node of the engine's driver running the deployment's
+// command as a task.
+type EndpointInstance struct {
+	// ID is also the node's driver key, chosen and committed before the driver is called.
+	ID         string `json:"id"`
+	Deployment string `json:"deployment"`
+	Generation int64  `json:"generation"`
+	Host       string `json:"host,omitempty"`
+	// Port is chosen by the engine and passed as PORT; kept across restarts.
+	Port int `json:"port"`
+	// Task is the driver key of the current process; a new one per restart.
+	Task      string    `json:"task"`
+	State     string    `json:"state"`
+	Restarts  int64     `json:"restarts"`
+	StartedAt time.Time `json:"started_at,omitempty"`
+	// Failures counts consecutive starts that ended (exit, or readiness never passing)
+	// before the instance was ready once.
+	Failures int64 `json:"failures,omitempty"`
+	// EverReady is set once the current process passed its readiness probe.
+	EverReady bool `json:"ever_ready,omitempty"`
+	// RestartAt, when set, is when a failed instance is started again.
+	RestartAt time.Time `json:"restart_at,omitempty"`
+	// DrainUntil is when a draining instance is terminated: its requests have had the
+	// deployment's whole request timeout to finish by then.
+	DrainUntil time.Time `json:"drain_until,omitempty"`
+	// Terminating is set before the node is terminated; the instance goes once the driver
+	// confirms.
+	Terminating bool `json:"terminating,omitempty"`
+	// Process is what the instance runs, fixed at its creation: a restart during a rollout
+	// runs the instance's own generation, not the new one.
+	Process Process `json:"process"`
+}
+
+// Process is the part of a deployment that makes an instance's process.
+type Process struct {
+	InstanceType         string            `json:"instance_type"`
+	Command              []string          `json:"command"`
+	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
+	SnapshotID           string            `json:"snapshot_id,omitempty"`
+}
+
+func ProcessOf(d api.DeploymentSpec) Process {
+	return Process{InstanceType: d.InstanceType, Command: d.Command, EnvironmentVariables: d.EnvironmentVariables, SnapshotID: d.SnapshotID}
+}
+
+func (r Endpoint) Key() string { return r.Workspace + "/" + r.Name }
+
+// deployment returns a deployment by name, a retiring one included.
+func (r Endpoint) Deployment(name string) (Deployment, bool) {
+	if d, ok := r.Deployments[name]; ok {
+		return d, true
+	}
+	d, ok := r.Retiring[name]
+	return d, ok
+}
+
+// rolledOut reports whether a deployment has its instance_count of ready instances of its
+// current generation.
+func (r Endpoint) RolledOut(name string) bool {
+	d, ok := r.Deployments[name]
+	if !ok {
+		return false
+	}
+	var ready int64
+	for _, in := range r.Instances {
+		if in.Deployment == name && in.Generation == d.Generation && in.State == api.EndpointInstanceReady && !in.Terminating {
+			ready++
+		}
+	}
+	return ready >= d.Spec.InstanceCount
+}
+
+// trafficRolledOut reports whether every deployment the declared split sends requests to
+// has rolled out.
+func (r Endpoint) TrafficRolledOut() bool {
+	for name, percent := range r.Traffic {
+		if percent > 0 && !r.RolledOut(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// moveTraffic makes the declared split live once every deployment it sends requests to
+// has rolled out, and lets go of the retiring deployments the live split no longer uses.
+func (r *Endpoint) MoveTraffic() {
+	if !maps.Equal(r.LiveTraffic, r.Traffic) && r.TrafficRolledOut() {
+		r.LiveTraffic = maps.Clone(r.Traffic)
+	}
+	for name := range r.Retiring {
+		if r.LiveTraffic[name] == 0 {
+			delete(r.Retiring, name)
+		}
+	}
+}
+
+func GetEndpoint(tx *store.Tx, workspace, name string) (Endpoint, error) {
+	var rec Endpoint
+	ok, err := tx.Get(store.Endpoints, workspace+"/"+name, &rec)
+	if err == nil && !ok {
+		return rec, api.Errorf(api.CodeNotFound, "", "online endpoint %q not found in workspace %q", name, workspace)
+	}
+	return rec, err
+}
+
+// settled reports whether every deployment has its instance_count of ready instances of
+// its current generation, no older instance still takes traffic, and the declared split
+// is the live one.
+func (r Endpoint) Settled() bool {
+	if len(r.Retiring) > 0 || !maps.Equal(r.LiveTraffic, r.Traffic) {
+		return false
+	}
+	for name, d := range r.Deployments {
+		var ready int64
+		for _, in := range r.Instances {
+			if in.Deployment != name || in.Terminating || in.State == api.EndpointInstanceDraining {
+				continue
+			}
+			if in.Generation != d.Generation {
+				return false
+			}
+			if in.State == api.EndpointInstanceReady {
+				ready++
+			}
+		}
+		if ready < d.Spec.InstanceCount {
+			return false
+		}
+	}
+	return true
+}
+
+func NameOf(key string) string {
+	_, name, _ := strings.Cut(key, "/")
+	return name
+}

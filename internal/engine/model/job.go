@@ -1,0 +1,113 @@
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// Job is a job as stored, keyed "<workspace>/<id>".
+type Job struct {
+	api.Job
+	// ComputeKey is "<workspace>/<compute record name>" (serverless jobs get their own).
+	ComputeKey string      `json:"compute_key"`
+	RankExits  map[int]int `json:"rank_exits,omitempty"`
+	MasterPort int         `json:"master_port,omitempty"`
+	// Attempt counts the times the job was started; a job whose nodes were preempted goes
+	// back to the queue with the next attempt, so exits of the old attempt's tasks are
+	// recognised and ignored.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// taskKey is the driver key of one rank of one attempt of a job.
+func (j Job) TaskKey(rank int) string {
+	return fmt.Sprintf("%s.%d-%d", j.ID, j.Attempt, rank)
+}
+
+// ParseTaskKey splits a task key into job ID, attempt and rank.
+func ParseTaskKey(task string) (jobID string, attempt, rank int, ok bool) {
+	dash := strings.LastIndex(task, "-")
+	dot := strings.LastIndex(task, ".")
+	if dash < 0 || dot < 0 || dot > dash {
+		return "", 0, 0, false
+	}
+	var err1, err2 error
+	attempt, err1 = strconv.Atoi(task[dot+1 : dash])
+	rank, err2 = strconv.Atoi(task[dash+1:])
+	return task[:dot], attempt, rank, err1 == nil && err2 == nil
+}
+
+func (j Job) Key() string { return j.Workspace + "/" + j.ID }
+
+func (j *Job) Finish(status string, exitCode *int, why string, now time.Time) {
+	j.Status, j.ExitCode, j.Error, j.EndedAt = status, exitCode, why, &now
+}
+
+// ActiveJobs lists the compute's jobs that are not finished, oldest first. It reads the
+// active-jobs index (PutJob keeps it), so its cost follows the compute's live jobs, not
+// every job the workspace ever ran.
+func ActiveJobs(tx *store.Tx, rec Compute) ([]Job, error) {
+	var out []Job
+	for _, k := range tx.Keys(store.ActiveJobs, rec.Key()+"/") {
+		var j Job
+		ok, err := tx.Get(store.Jobs, rec.Workspace+"/"+strings.TrimPrefix(k, rec.Key()+"/"), &j)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !api.Terminal(j.Status) {
+			out = append(out, j)
+		}
+	}
+	slices.SortFunc(out, func(a, b Job) int { return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID)) })
+	return out, nil
+}
+
+// PutJob stores a job and keeps the active-jobs index in step with its status.
+func PutJob(tx *store.Tx, j Job) error {
+	if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+		return err
+	}
+	indexKey := j.ComputeKey + "/" + j.ID
+	if api.Terminal(j.Status) {
+		return tx.Delete(store.ActiveJobs, indexKey)
+	}
+	return tx.Put(store.ActiveJobs, indexKey, j.Key())
+}
+
+// IndexActiveJobs rebuilds the active-jobs index from every job: once when the engine
+// starts, so a store written by an engine that had no index gets one.
+func IndexActiveJobs(tx *store.Tx) error {
+	for _, k := range tx.Keys(store.ActiveJobs, "") {
+		if err := tx.Delete(store.ActiveJobs, k); err != nil {
+			return err
+		}
+	}
+	all, err := store.List[Job](tx, store.Jobs, "")
+	if err != nil {
+		return err
+	}
+	for _, j := range all {
+		if !api.Terminal(j.Status) {
+			if err := tx.Put(store.ActiveJobs, j.ComputeKey+"/"+j.ID, j.Key()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func GetJob(tx *store.Tx, workspace, id string) (Job, bool) {
+	var j Job
+	ok, err := tx.Get(store.Jobs, workspace+"/"+id, &j)
+	return j, ok && err == nil
+}
+
+func NotFoundJob(workspace, id string) error {
+	return api.Errorf(api.CodeNotFound, "", "job %q not found in workspace %q", id, workspace)
+}
