@@ -89,13 +89,10 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "job %s queued on %s\n", job.ID, compute)
-			final, err := followStatus(ctx, c, ws, job, cmd)
-			if err != nil {
+			if err := followStatus(ctx, c, ws, job, cmd); err != nil {
 				return err
 			}
-			if final == nil {
-				final, err = follow(ctx, c, ws, job.ID, 0, cmd)
-			}
+			final, err := follow(ctx, c, ws, job.ID, 0, cmd)
 			if err != nil {
 				return err
 			}

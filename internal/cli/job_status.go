@@ -18,9 +18,9 @@ const statusPoll = 250 * time.Millisecond
 
 // followStatus prints a submitted job's status on stderr each time it or its reason
 // changes (Queued while the compute gets nodes, with the nodes' pending reason; Preparing
-// on its nodes; Running), until the job runs. It returns the job when it ended before
-// running (nil when it runs: its output is followed next).
-func followStatus(ctx context.Context, c *client.Client, ws string, job *api.Job, cmd *cobra.Command) (*api.Job, error) {
+// on its nodes; Running), until the job runs or ends. Its output is followed next (a job
+// that ran and ended between two looks still has all its output there).
+func followStatus(ctx context.Context, c *client.Client, ws string, job *api.Job, cmd *cobra.Command) error {
 	last := ""
 	ticker := time.NewTicker(statusPoll)
 	defer ticker.Stop()
@@ -30,20 +30,17 @@ func followStatus(ctx context.Context, c *client.Client, ws string, job *api.Job
 			fmt.Fprintf(cmd.ErrOrStderr(), "job %s: %s\n", job.ID, line)
 			last = line
 		}
-		switch {
-		case job.Status == api.JobRunning:
-			return nil, nil
-		case api.Terminal(job.Status):
-			return job, nil
+		if job.Status == api.JobRunning || api.Terminal(job.Status) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-ticker.C:
 		}
 		var err error
 		if job, err = c.GetJob(ctx, ws, job.ID); err != nil {
-			return nil, err
+			return err
 		}
 	}
 }
