@@ -44,7 +44,16 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 			"limited to 300 MB and 2000 files. Each of the N nodes runs COMMAND with RANK, NODE_RANK, " +
 			"WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. With --stream the command follows rank 0's " +
 			"output and exits with the job's exit code.",
-		Args: cobra.MinimumNArgs(1),
+		Example: "  mlcompute job submit --workspace lab --compute cpu --code . -- python train.py --epochs 3\n" +
+			"  mlcompute job submit --workspace lab --compute cpu --instance-count 2 --stream -- torchrun train.py",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("no command to run: give the job's command after --, for example\n\n" +
+					"  mlcompute job submit --workspace lab --compute cpu -- python train.py --epochs 3\n\n" +
+					"Everything after -- is the command and its arguments, run on every node")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if compute == "" {
 				return fmt.Errorf("--compute is required: a compute cluster's name, or serverless")
@@ -80,6 +89,9 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "job %s queued on %s\n", job.ID, compute)
+			if err := followStatus(ctx, c, ws, job, cmd); err != nil {
+				return err
+			}
 			final, err := follow(ctx, c, ws, job.ID, 0, cmd)
 			if err != nil {
 				return err

@@ -72,7 +72,8 @@ func checkSetupScriptTimeout(s string) error {
 
 // scheduleFieldValidator checks one field of a schedule, "cron" or "time_zone", with the
 // engine's own validation.Schedules, so plan and apply say the same words. The engine
-// names the entry by its index ("schedules.2.cron"): the value is checked as entry i of a
+// names the entry by its index ("schedules.2.cron", written "schedules[2].cron" in the
+// message, as the configuration spells it): the value is checked as entry i of a
 // list whose entries before it, and whose other fields, are placeholders that pass, so the
 // message carries the right index and every bad field of every entry is reported. An entry
 // past validation.MaxSchedules is left alone: the list's size validator reports the list.
@@ -116,7 +117,7 @@ func (v scheduleFieldValidator) ValidateString(_ context.Context, req validator.
 		list[index].TimeZone = req.ConfigValue.ValueString()
 	}
 	if err := validation.Schedules(list); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, v.summary, err.Error())
+		resp.Diagnostics.AddAttributeError(req.Path, v.summary, engineMessage(err))
 	}
 }
 

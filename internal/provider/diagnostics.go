@@ -65,7 +65,35 @@ func engineErrorDetail(action string, err error) string {
 		cause = fmt.Sprintf("The engine failed to %s.", action)
 		fix = "This is probably a bug in the engine: retry, and if it persists report it with the engine's log (engine.log in the data_dir of the embedded engine)."
 	}
-	return cause + "\n\n" + fix + "\n\nEngine error: " + err.Error()
+	return cause + "\n\n" + fix + "\n\nEngine error: " + engineMessage(err)
+}
+
+// hclField writes an engine field path as the configuration spells it: list indices in
+// brackets ("schedules.1.cron" becomes "schedules[1].cron"), as the docs write them.
+func hclField(field string) string {
+	parts := strings.Split(field, ".")
+	var b strings.Builder
+	for i, part := range parts {
+		if _, err := strconv.Atoi(part); err == nil && i > 0 {
+			b.WriteString("[" + part + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(part)
+	}
+	return b.String()
+}
+
+// engineMessage is an engine error's message with the field it names written as the
+// configuration spells it (hclField).
+func engineMessage(err error) string {
+	msg := err.Error()
+	if field := api.FieldOf(err); field != "" {
+		msg = strings.ReplaceAll(msg, field, hclField(field))
+	}
+	return msg
 }
 
 // fieldPath turns an engine field path ("quotas.standardNCSv3Family",

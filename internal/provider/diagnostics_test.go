@@ -145,3 +145,21 @@ func TestFieldPathWorkspaceSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestHCLField(t *testing.T) {
+	for field, want := range map[string]string{
+		"schedules.1.cron":               "schedules[1].cron",
+		"schedules.0":                    "schedules[0]",
+		"scale_settings.max_node_count":  "scale_settings.max_node_count",
+		"deployments.blue.instance_type": "deployments.blue.instance_type",
+		"vm_size":                        "vm_size",
+	} {
+		if got := hclField(field); got != want {
+			t.Errorf("hclField(%q) = %q; want %q", field, got, want)
+		}
+	}
+	err := api.Errorf(api.CodeInvalid, "schedules.1.cron", `schedules.1.cron "x" is not a valid cron expression`)
+	if got := engineMessage(err); !strings.Contains(got, `schedules[1].cron "x"`) {
+		t.Errorf("engineMessage = %q; want the path written schedules[1].cron", got)
+	}
+}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -31,9 +30,10 @@ import (
 )
 
 var (
-	_ resource.Resource                = (*attachedComputeResource)(nil)
-	_ resource.ResourceWithConfigure   = (*attachedComputeResource)(nil)
-	_ resource.ResourceWithImportState = (*attachedComputeResource)(nil)
+	_ resource.Resource                   = (*attachedComputeResource)(nil)
+	_ resource.ResourceWithConfigure      = (*attachedComputeResource)(nil)
+	_ resource.ResourceWithImportState    = (*attachedComputeResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*attachedComputeResource)(nil)
 )
 
 // Default timeouts of the engine calls. Create and a credential rotation connect to the
@@ -64,10 +64,6 @@ func (r *attachedComputeResource) Metadata(_ context.Context, req resource.Metad
 }
 
 func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	credentials := path.Expressions{
-		path.MatchRelative().AtParent().AtName("password"),
-		path.MatchRelative().AtParent().AtName("private_key"),
-	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "An attached compute is a Linux machine you already own, reached over SSH, on which jobs " +
 			"run (`mlcompute job submit --compute NAME`). On create the engine connects, verifies or pins the " +
@@ -131,9 +127,8 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 					"password": schema.StringAttribute{
 						MarkdownDescription: "The login's password. Sensitive: the engine keeps it in its store and " +
 							"never returns it, so an import cannot read it back.",
-						Optional:   true,
-						Sensitive:  true,
-						Validators: []validator.String{stringvalidator.ExactlyOneOf(credentials...)},
+						Optional:  true,
+						Sensitive: true,
 					},
 					"private_key": schema.StringAttribute{
 						MarkdownDescription: "A private key the login accepts, in PEM form (OpenSSH, PKCS#1, PKCS#8 or " +
@@ -142,7 +137,6 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 						Optional:  true,
 						Sensitive: true,
 						Validators: []validator.String{
-							stringvalidator.ExactlyOneOf(credentials...),
 							validators.StringFunc("Invalid Private Key", "the value must be a PEM private key without a passphrase", validation.PrivateKey),
 						},
 					},
@@ -187,6 +181,37 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 
 func (r *attachedComputeResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// ValidateConfig requires exactly one of virtual_machine.password and
+// virtual_machine.private_key, in one diagnostic on virtual_machine that names both paths
+// (the framework's ExactlyOneOf, set on both attributes, says it twice in its own path
+// syntax). A value not known yet, such as a file() of a resource's output, is left alone.
+func (r *attachedComputeResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	vmPath := path.Root("virtual_machine")
+	var password, privateKey types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, vmPath.AtName("password"), &password)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, vmPath.AtName("private_key"), &privateKey)...)
+	if resp.Diagnostics.HasError() || password.IsUnknown() || privateKey.IsUnknown() {
+		return
+	}
+	var vm types.Object
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, vmPath, &vm)...)
+	if resp.Diagnostics.HasError() || vm.IsNull() || vm.IsUnknown() {
+		return
+	}
+	switch {
+	case !password.IsNull() && !privateKey.IsNull():
+		resp.Diagnostics.AddAttributeError(vmPath, "Conflicting Credentials",
+			"virtual_machine.password and virtual_machine.private_key are both set, but the engine logs in with "+
+				"exactly one of them.\n\nRemove one: keep virtual_machine.private_key for key authentication "+
+				"(recommended), or virtual_machine.password.")
+	case password.IsNull() && privateKey.IsNull():
+		resp.Diagnostics.AddAttributeError(vmPath, "Missing Credentials",
+			"Neither virtual_machine.password nor virtual_machine.private_key is set, so the engine cannot log "+
+				"in to the machine.\n\nSet exactly one of them, for example "+
+				"private_key = file(\"~/.ssh/id_ed25519\").")
+	}
 }
 
 func (r *attachedComputeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

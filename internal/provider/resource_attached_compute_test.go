@@ -193,7 +193,7 @@ func TestAccAttachedCompute_Failures(t *testing.T) {
 		// Plan-time checks, before anything connects.
 		{
 			Config:      config(vmBody("box-a", "", h, key+"\n    password = \"x\"")),
-			ExpectError: expectError("Invalid Attribute Combination"),
+			ExpectError: expectError("Conflicting Credentials", "virtual_machine.password and virtual_machine.private_key are both set"),
 		},
 		{
 			Config:      config(vmBody("box-a", "", h, key+"\n    host_key_fingerprint = \"md5:aa:bb\"")),

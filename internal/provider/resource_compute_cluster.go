@@ -214,9 +214,9 @@ func (r *computeClusterResource) ValidateConfig(ctx context.Context, req resourc
 	for _, check := range s.checks() {
 		if _, err := validation.ScaleSettings(&check); err != nil {
 			if p, ok := fieldPath(req.Config.Schema.Type(), api.FieldOf(err)); ok {
-				resp.Diagnostics.AddAttributeError(p, "Invalid Scale Settings", err.Error())
+				resp.Diagnostics.AddAttributeError(p, "Invalid Scale Settings", engineMessage(err))
 			} else {
-				resp.Diagnostics.AddError("Invalid Scale Settings", err.Error())
+				resp.Diagnostics.AddError("Invalid Scale Settings", engineMessage(err))
 			}
 		}
 	}
@@ -258,6 +258,8 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 			}
 		}
 	}
+
+	r.planQuota(ctx, req, resp, plan, isNew)
 
 	// The cost warning speaks of a plan that sets the kept nodes (a create, a new minimum
 	// or size), not of every later plan that leaves them as they are.

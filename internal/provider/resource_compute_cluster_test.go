@@ -818,8 +818,8 @@ func TestAccComputeCluster_NameTaken(t *testing.T) {
 }
 
 // A GPU family requires approval: without a quota on the workspace, create fails with an
-// error on max_node_count that names the family; adding the quota fixes it. Scaling past
-// the quota later fails the same way, in place.
+// error on vm_size that names the family; adding the quota fixes it. Scaling past
+// the quota later fails at plan time, the workspace being there.
 func TestAccComputeCluster_QuotaExceeded(t *testing.T) {
 	t.Parallel()
 	e, c := testAccEngine(t, enginetest.Options{})
@@ -834,9 +834,11 @@ func TestAccComputeCluster_QuotaExceeded(t *testing.T) {
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		CheckDestroy:             testAccClusterDestroyed(e, c, "lab", "gpu"),
 		Steps: []resource.TestStep{{
+			// The workspace is created in the same plan: the quota is checked at apply, when
+			// Terraform plans the cluster again with the workspace's ID, before the create.
 			Config: gpu("", 2),
-			ExpectError: expectError("Cannot Create Compute Cluster", "vCPU quota would be exceeded",
-				"needs 12 vCPUs of standardNCSv3Family", "family standardNCSv3Family requires approval",
+			ExpectError: expectError("Workspace Quota Exceeded", `Workspace "lab" has 0 of its 0 vCPUs of standardNCSv3Family left`,
+				"less than one node of Standard_NC6s_v3", "Family standardNCSv3Family requires approval",
 				"quotas = { standardNCSv3Family = 12 }"),
 		}, {
 			Config: gpu(`quotas = { standardNCSv3Family = 12 }`, 2),
@@ -847,9 +849,11 @@ func TestAccComputeCluster_QuotaExceeded(t *testing.T) {
 				clusterValue("scale_settings.max_node_count", knownvalue.Int64Exact(2)),
 			},
 		}, {
+			// The workspace exists now, so the plan checks the quota (see
+			// TestAccComputeCluster_QuotaCheckedAtPlan) before the engine would.
 			Config: gpu(`quotas = { standardNCSv3Family = 12 }`, 3),
-			ExpectError: expectError("Cannot Update Compute Cluster", "vCPU quota would be exceeded",
-				"needs 18 vCPUs of standardNCSv3Family", "quotas = { standardNCSv3Family = 18 }"),
+			ExpectError: expectError("Workspace Quota Exceeded", "needs 18 vCPUs of standardNCSv3Family",
+				"quotas = { standardNCSv3Family = 18 }"),
 		}, {
 			Config:           gpu(`quotas = { standardNCSv3Family = 18 }`, 3),
 			ConfigPlanChecks: updatedInPlace(testAccClusterAddr),

@@ -133,6 +133,18 @@ func (r *workspaceResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	if req.Plan.Raw.IsNull() || r.client == nil {
 		return // a destroy, or the provider is not configured yet (terraform validate)
 	}
+	// An in-place change of quotas is what this plan's clusters are checked against
+	// (compute_cluster_quota.go).
+	if !req.State.Raw.IsNull() {
+		var name types.String
+		var quotas, priorQuotas types.Map
+		resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("name"), &name)...)
+		resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("quotas"), &quotas)...)
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("quotas"), &priorQuotas)...)
+		if !name.IsUnknown() {
+			recordPlannedQuotas(ctx, r.client, name.ValueString(), !quotas.Equal(priorQuotas), quotas)
+		}
+	}
 	var planned, prior types.String
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("location"), &planned)...)
 	if !req.State.Raw.IsNull() {

@@ -289,3 +289,12 @@ func (c *Client) ListIsolatedSizes(ctx context.Context) ([]api.VMSize, error) {
 	}
 	return out.Sizes, nil
 }
+
+// CreateUILogin asks for a one-time login code for the status page (/ui).
+func (c *Client) CreateUILogin(ctx context.Context) (*api.UILogin, error) {
+	var out api.UILogin
+	if err := c.send(ctx, request{method: http.MethodPost, path: "/v1/ui/logins"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

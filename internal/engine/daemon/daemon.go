@@ -23,6 +23,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -125,7 +126,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	scoring := &http.Server{Handler: eng.ScoringHandler(), ReadHeaderTimeout: 10 * time.Second}
+	// The engine's metrics. The engine reports node lifecycle events to it once
+	// engine.Config takes a metrics.Recorder (see package metrics).
+	m := metrics.New(metrics.Options{Source: eng, Clock: opts.Clock})
+	scoring := &http.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
 	defer func() {
 		// In-flight scoring requests get the same grace as API calls.
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -153,6 +157,8 @@ func Run(ctx context.Context, opts Options) error {
 		Engine: eng, Logger: opts.Logger, Token: opts.Token,
 		OnRequest: func() { lastCall.Store(opts.Clock.Now().UnixNano()) },
 		Shutdown:  stop,
+		Metrics:   m,
+		Clock:     opts.Clock,
 	})
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)

@@ -20,6 +20,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -36,6 +37,8 @@ type Options struct {
 	// engine runs on the real clock (Engine.Clock is nil), and every node still alive when
 	// the test ends is terminated.
 	AgentArgv []string
+	// Fake adjusts the fake node driver (without AgentArgv), e.g. nodes created pending.
+	Fake fake.Options
 }
 
 // Engine is a running in-process engine.
@@ -51,6 +54,9 @@ type Engine struct {
 	// ScoringURL is the base URL of the scoring router (an endpoint's scoring_uri is this
 	// plus /{name}/score).
 	ScoringURL string
+	// Metrics is what GET /metrics serves; tests record node lifecycle events through it
+	// until the engine does.
+	Metrics *metrics.Metrics
 }
 
 // Start starts an engine that stops when the test ends.
@@ -82,7 +88,7 @@ func Start(t testing.TB, opts Options) *Engine {
 		drv = local
 		t.Cleanup(func() { terminateAll(t, local) })
 	} else {
-		fakeDrv = fake.New(fakeClock)
+		fakeDrv = fake.NewWithOptions(fakeClock, opts.Fake)
 		drv = fakeDrv
 	}
 	eng, err := engine.New(engine.Config{
@@ -96,7 +102,9 @@ func Start(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scoring := &http.Server{Handler: eng.ScoringHandler(), ReadHeaderTimeout: 10 * time.Second}
+	// Request latencies are wall time, so the metrics keep the real clock.
+	m := metrics.New(metrics.Options{Source: eng})
+	scoring := &http.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = scoring.Serve(scoringLn) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := eng.Start(ctx); err != nil {
@@ -108,7 +116,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Metrics: m}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
@@ -117,7 +125,7 @@ func Start(t testing.TB, opts Options) *Engine {
 		cancel()
 		_ = st.Close()
 	})
-	return &Engine{Engine: eng, Endpoint: "unix://" + sock, Clock: fakeClock, DataDir: dir, Driver: fakeDrv, ScoringURL: eng.Status().ScoringURL}
+	return &Engine{Engine: eng, Endpoint: "unix://" + sock, Clock: fakeClock, DataDir: dir, Driver: fakeDrv, ScoringURL: eng.Status().ScoringURL, Metrics: m}
 }
 
 // terminateAll stops every node the local driver still has, so no process outlives a test.

@@ -11,9 +11,12 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/ui"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
@@ -23,10 +26,16 @@ type Options struct {
 	Logger hclog.Logger
 	// Token, when set, must be presented as "Authorization: Bearer <token>" on every call.
 	Token string
-	// OnRequest is called at the start of every API call (the daemon's idle timer).
+	// OnRequest is called at the start of every API call (the daemon's idle timer). Scrapes
+	// of /metrics and the status page's requests are not API calls: watching an engine does
+	// not keep it up.
 	OnRequest func()
 	// Shutdown is called by POST /v1/shutdown after the response is written.
 	Shutdown func()
+	// Metrics, when set, is served on GET /metrics and times every API call.
+	Metrics *metrics.Metrics
+	// Clock times login codes and sessions of the status page; the real clock when nil.
+	Clock clock.PassiveClock
 }
 
 // Route is one API operation; Routes is the table both the mux and the OpenAPI test read.
@@ -71,13 +80,17 @@ var Routes = []Route{
 	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}/token", (*Server).getEndpointToken},
 	{"GET", "/v1/sizes", (*Server).listSizes},
 	{"GET", "/v1/sizes/isolated", (*Server).listIsolatedSizes},
+	{"POST", "/v1/ui/logins", (*Server).createUILogin},
 }
 
 // Server is an http.Handler serving the API.
 type Server struct {
-	opts Options
-	log  hclog.Logger
-	mux  *http.ServeMux
+	opts    Options
+	log     hclog.Logger
+	mux     *http.ServeMux
+	clock   clock.PassiveClock
+	ui      *uiAuth
+	uiState *ui.Builder
 }
 
 // New builds a server.
@@ -85,13 +98,28 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	s := &Server{opts: opts, log: opts.Logger.Named("api"), mux: http.NewServeMux()}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	s := &Server{
+		opts: opts, log: opts.Logger.Named("api"), mux: http.NewServeMux(), clock: opts.Clock,
+		ui: newUIAuth(), uiState: ui.NewBuilder(opts.Engine),
+	}
 	for _, r := range Routes {
 		s.mux.HandleFunc(r.Method+" "+r.Path, func(w http.ResponseWriter, req *http.Request) {
+			if m := s.opts.Metrics; m != nil {
+				start := m.Now()
+				sw := &metrics.StatusWriter{ResponseWriter: w}
+				w = sw
+				defer func() { m.ObserveAPI(r.Method, r.Path, sw.Status(), m.Since(start)) }()
+			}
 			if err := r.handler(s, w, req); err != nil {
 				s.writeError(w, req, err)
 			}
 		})
+	}
+	if opts.Metrics != nil {
+		s.mux.Handle("GET /metrics", opts.Metrics.Handler())
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, api.Errorf(api.CodeNotFound, "", "no API operation %s %s", req.Method, req.URL.Path))
@@ -100,7 +128,11 @@ func New(opts Options) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if s.opts.OnRequest != nil {
+	if isUIPath(req.URL.Path) {
+		s.serveUI(w, req)
+		return
+	}
+	if s.opts.OnRequest != nil && req.URL.Path != "/metrics" {
 		s.opts.OnRequest()
 	}
 	if s.opts.Token != "" && !validBearer(req.Header.Get("Authorization"), s.opts.Token) {

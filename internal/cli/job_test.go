@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
+)
+
+func TestJobSubmitWithoutCommandShowsAnExample(t *testing.T) {
+	e := enginetest.Start(t, enginetest.Options{})
+	_, _, err := runCLI(e, "job", "submit", "--workspace", "lab", "--compute", "cpu")
+	if err == nil {
+		t.Fatal("job submit with no command succeeded")
+	}
+	for _, want := range []string{"no command to run", "after --", "mlcompute job submit --workspace lab --compute cpu -- python train.py"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q; want it to contain %q", err, want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// --stream tells on stderr, as it happens, why a job waits: queued while its node comes up
+// (with the driver's pending reason), then running, then its output and exit code.
+func TestJobSubmitStreamShowsStatusChanges(t *testing.T) {
+	e := enginetest.Start(t, enginetest.Options{Fake: fake.Options{CreatePending: true, PendingReason: "Resources"}})
+	c := e.Client(t, "")
+	ctx := context.Background()
+	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateCompute(ctx, "lab", api.ComputeSpec{Name: "cpu", Type: api.TypeComputeCluster, VMSize: "Standard_DS3_v2",
+		ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	root := NewRootCommand(Config{Use: "mlcompute", Version: "test"})
+	var stdout, stderr syncBuffer
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"--endpoint", e.Endpoint, "job", "submit", "--workspace", "lab", "--compute", "cpu", "--stream", "--", "python", "train.py"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if cond() {
+				return
+			}
+		}
+		t.Fatalf("never: %s; stderr:\n%s", what, stderr.String())
+	}
+	waitFor("queued with the pending reason", func() bool {
+		return strings.Contains(stderr.String(), "(Resources)")
+	})
+	nodes := e.Driver.Nodes()
+	if len(nodes) != 1 {
+		t.Fatalf("nodes %v; want one", nodes)
+	}
+	e.Driver.MakeReady(nodes[0])
+	waitFor("running", func() bool { return strings.Contains(stderr.String(), ": Running on "+nodes[0]) })
+	var node, task string
+	waitFor("the task started", func() bool {
+		if r := e.Driver.RunningTasks(); len(r) == 1 {
+			node, task, _ = strings.Cut(r[0], "/")
+			return true
+		}
+		return false
+	})
+	e.Driver.AppendOutput(node, task, []byte("epoch 1\n"))
+	e.Driver.FinishTask(node, task, 0)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("job submit --stream: %v\nstderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("job submit --stream never ended; stderr:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "epoch 1") {
+		t.Fatalf("stdout %q; want the job's output", stdout.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	// Each status is told once, in order.
+	err := stderr.String()
+	q, r := strings.Index(err, "Queued ("), strings.Index(err, "Running on")
+	if q < 0 || r < q || strings.Count(err, "Running on") != 1 {
+		t.Fatalf("stderr:\n%s\nwant Queued, then Running once", err)
+	}
+}
