@@ -29,6 +29,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -191,6 +192,10 @@ func randomID(prefix string) string {
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
 }
+
+// SetRecorder gives the engine's metrics the node lifecycle's durations (node create and
+// release times, idle-release lateness). Call it before Start.
+func (e *Engine) SetRecorder(r metrics.Recorder) { e.core.Recorder = r }
 
 // Status describes the engine.
 func (e *Engine) Status() api.Status {

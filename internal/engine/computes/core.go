@@ -20,6 +20,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -120,6 +121,8 @@ type Core struct {
 	releasing map[string]bool      // node keys with a Terminate in flight
 
 	passes map[string]Pass // compute type -> its controller's pass
+	// Recorder gets the node lifecycle's durations for the engine's metrics.
+	Recorder metrics.Recorder
 	// OnTaskExit applies a task's end (set by the engine: a job's rank or a setup script);
 	// Recover calls it for tasks that ended while the engine was down.
 	OnTaskExit func(ctx context.Context, node, task string, code int)
@@ -130,7 +133,7 @@ func New(cfg Config) (*Core, error) {
 	c := &Core{
 		Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger.Named("computes"), Loop: cfg.Loop,
 		Snapshots: cfg.Snapshots, DataDir: cfg.DataDir, Capacity: cfg.CapacityVCPUs, NewID: cfg.NewID,
-		Quota: model.NewQuotaIndex(), Ctx: context.Background(),
+		Quota: model.NewQuotaIndex(), Ctx: context.Background(), Recorder: metrics.Nop{},
 		backoff: map[string]time.Time{}, releasing: map[string]bool{}, passes: map[string]Pass{},
 	}
 	if err := c.LoadQuotaIndex(); err != nil {

@@ -124,7 +124,7 @@ func (c *Core) deletePass(tx *store.Tx, rec model.Compute, nodes []model.Node, j
 	}
 	for _, n := range nodes {
 		if !n.Released {
-			n.Released, n.State = true, api.NodeLeaving
+			n.MarkReleased(now)
 			if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 				return false, err
 			}
@@ -245,6 +245,7 @@ func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size) 
 	c.Mu.Unlock()
 	switch {
 	case err == nil && info.Ready:
+		c.Recorder.NodeCreated(n.Compute, now.Sub(n.CreatedOn))
 		c.Log.Info("node ready", "node", n.Key())
 	case err == nil:
 		c.Log.Info("node created, waiting to be ready", "node", n.Key(), "reason", info.Reason)
@@ -256,13 +257,14 @@ func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size) 
 func (c *Core) NodeReady(id string) {
 	c.Mu.Lock()
 	var compute string
+	var created time.Time
 	now := c.Clock.Now().UTC()
 	_ = c.Store.Update(func(tx *store.Tx) error {
 		n, ok := c.NodeByID(tx, id)
 		if !ok || n.Released || n.State != api.NodePreparing || !n.Admitted {
 			return nil
 		}
-		compute = n.Compute
+		compute, created = n.Compute, n.CreatedOn
 		n.State, n.IdleSince, n.Reason = api.NodeIdle, now, ""
 		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 			return err
@@ -271,6 +273,7 @@ func (c *Core) NodeReady(id string) {
 	})
 	c.Mu.Unlock()
 	if compute != "" {
+		c.Recorder.NodeCreated(compute, now.Sub(created))
 		c.Log.Info("node ready", "node", id, "compute", compute)
 		c.Kick(compute)
 	}
@@ -283,6 +286,9 @@ func (c *Core) ReleaseNode(ctx context.Context, n model.Node) {
 		c.Loop.RemoveTimer(NodeIdleTimer(n))
 		return c.Store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.Key()) })
 	}, func() {
+		if !n.ReleasedAt.IsZero() {
+			c.Recorder.NodeReleased(n.Compute, c.Clock.Since(n.ReleasedAt))
+		}
 		c.Log.Info("node released", "node", n.Key())
 		if c.Capacity > 0 {
 			c.KickAll() // the freed capacity may admit nodes of other computes

@@ -126,9 +126,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	// The engine's metrics. The engine reports node lifecycle events to it once
-	// engine.Config takes a metrics.Recorder (see package metrics).
+	// The engine's metrics; the engine reports its node lifecycle to them.
 	m := metrics.New(metrics.Options{Source: eng, Clock: opts.Clock})
+	eng.SetRecorder(m)
 	scoring := &http.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
 	defer func() {
 		// In-flight scoring requests get the same grace as API calls.

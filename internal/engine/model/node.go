@@ -26,8 +26,10 @@ type Node struct {
 	IdleSince  time.Time `json:"idle_since,omitempty"`
 	// Released is set when the engine decided to release the node; the record goes once
 	// the driver confirms the node is gone.
-	Released bool   `json:"released,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Released bool `json:"released,omitempty"`
+	// ReleasedAt is when the engine decided to release the node.
+	ReleasedAt time.Time `json:"released_at,omitempty"`
+	Error      string    `json:"error,omitempty"`
 	// Reason is why a node the driver created is not ready yet (preparing until NodeReady).
 	Reason string `json:"reason,omitempty"`
 }
@@ -43,4 +45,10 @@ func (n Node) API() api.Node {
 		out.Reason = n.Reason
 	}
 	return out
+}
+
+// MarkReleased records the decision to release the node at now: it is leaving, and its
+// record goes once the driver confirms it gone.
+func (n *Node) MarkReleased(now time.Time) {
+	n.Released, n.State, n.ReleasedAt = true, api.NodeLeaving, now
 }

@@ -48,12 +48,13 @@ func newMetricsRig(t *testing.T) *metricsRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := metrics.New(metrics.Options{Source: eng})
+	eng.SetRecorder(m)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New(metrics.Options{Source: eng})
 	r := &metricsRig{t: t, eng: eng, drv: drv, clk: clk, m: m, token: "s3cret"}
 	api := httptest.NewServer(server.New(server.Options{Engine: eng, Token: r.token, Metrics: m}))
 	t.Cleanup(api.Close)
@@ -202,6 +203,14 @@ func TestMetricsMoveAsAJobRunsAndANodeIsReleased(t *testing.T) {
 	if total != 0 {
 		t.Fatalf("%v nodes left after the idle release; want 0", total)
 	}
+	// The engine fed the node lifecycle families: one node created, released, and its idle
+	// release decided 1 s after its deadline (the clock jumped 61 s past a 60 s idle time).
+	r.expect(f, "mlcompute_node_create_duration_seconds", map[string]string{"workspace": "lab", "compute": "cpu"}, 1)
+	r.expect(f, "mlcompute_node_release_duration_seconds", map[string]string{"workspace": "lab", "compute": "cpu"}, 1)
+	r.expect(f, "mlcompute_idle_release_lateness_seconds", nil, 1)
+	if sum := f["mlcompute_idle_release_lateness_seconds"].GetMetric()[0].GetHistogram().GetSampleSum(); sum != 1 {
+		t.Fatalf("idle release lateness %v s; want 1", sum)
+	}
 
 	// Every API call above was timed under its route pattern, never its raw path.
 	r.expect(f, "mlcompute_api_request_duration_seconds",
@@ -211,8 +220,8 @@ func TestMetricsMoveAsAJobRunsAndANodeIsReleased(t *testing.T) {
 	r.expect(f, "mlcompute_state_scrape_errors", nil, 0)
 }
 
-// The node lifecycle families are fed by the engine through the Recorder; here the test
-// plays the engine's part, and checks what a scrape then shows.
+// The node lifecycle families as the Recorder fills them (the test above has the engine do
+// it; here the test plays the engine's part with known durations).
 func TestMetricsRecorderFamilies(t *testing.T) {
 	r := newMetricsRig(t)
 	var rec metrics.Recorder = r.m

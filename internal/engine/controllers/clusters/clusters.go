@@ -98,7 +98,10 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 		if n == nil || n.Released {
 			continue
 		}
-		n.Released, n.State = true, api.NodeLeaving
+		if idleFor := rec.IdleAfter(); n.State == api.NodeIdle && !n.IdleSince.IsZero() && !now.Before(n.IdleSince.Add(idleFor)) {
+			c.core.Recorder.IdleReleaseLateness(now.Sub(n.IdleSince.Add(idleFor)))
+		}
+		n.MarkReleased(now)
 		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 			return acts, err
 		}

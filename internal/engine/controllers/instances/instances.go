@@ -340,7 +340,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 		if node.Task != "" {
 			out.KillTasks = append(out.KillTasks, computes.TaskRef{Node: node.ID, Task: node.Task})
 		}
-		node.Released, node.State = true, api.NodeLeaving
+		node.MarkReleased(now)
 		if err := tx.Put(store.Nodes, node.Key(), *node); err != nil {
 			return err
 		}
