@@ -23,6 +23,11 @@ type Job struct {
 	// back to the queue with the next attempt, so exits of the old attempt's tasks are
 	// recognised and ignored.
 	Attempt int `json:"attempt,omitempty"`
+	// EnvDef is the environment the job was submitted with, as it was then (its definition
+	// and content hash): later changes of the environment do not touch it.
+	EnvDef *JobEnvironment `json:"env_definition,omitempty"`
+	// Building is set while the job's nodes build (or wait for) its environment.
+	Building bool `json:"building,omitempty"`
 }
 
 // taskKey is the driver key of one rank of one attempt of a job.
