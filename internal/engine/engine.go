@@ -25,6 +25,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/environments"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/instances"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
@@ -86,6 +87,7 @@ type Engine struct {
 	attached   *attached.Controller
 	jobs       *jobs.Controller
 	endpoints  *endpoints.Controller
+	envs       *environments.Controller
 }
 
 // New builds an engine.
@@ -131,6 +133,7 @@ func New(cfg Config) (*Engine, error) {
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
 	})
+	e.envs = environments.New(environments.Config{Store: cfg.Store, Clock: cfg.Clock, Logger: log})
 	e.workspaces = workspaces.New(workspaces.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Mu: &core.Mu, Locations: e.locations,
 		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,
