@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -119,7 +120,7 @@ func New(cfg Config) (*Engine, error) {
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
 	core, err := computes.New(computes.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots,
-		DataDir: cfg.DataDir, CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
+		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("indexing computes: %w", err)
@@ -185,7 +186,20 @@ func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
 		e.instances.SetupExited(ctx, node, task, code)
 		return
 	}
+	if strings.HasPrefix(task, model.EnvTaskPrefix) {
+		e.jobs.EnvTaskExited(ctx, node, task, code)
+		return
+	}
 	e.jobs.TaskExited(ctx, node, task, code)
+}
+
+// envCacheDir is where the local nodes of this machine keep built environments: one cache
+// per machine, in the engine's data dir (DESIGN 8). Other drivers' nodes build in their own.
+func envCacheDir(cfg Config) string {
+	if cfg.NodesDriver != "local" || cfg.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(cfg.DataDir, "envs")
 }
 
 // randomID is the default ID source: 10 hex digits from crypto/rand.
