@@ -231,7 +231,7 @@ func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int
 	}
 	var rec model.Job
 	_ = c.Store.View(func(tx *store.Tx) error { rec, _ = model.GetJob(tx, workspace, id); return nil })
-	if rank >= len(j.Nodes) || !(j.Status == api.JobRunning || j.Status == api.JobPreparing || api.Terminal(j.Status)) {
+	if rank >= len(j.Nodes) || (j.Status != api.JobRunning && j.Status != api.JobPreparing && !api.Terminal(j.Status)) {
 		// Queued, or ended before its output could be saved (e.g. its node was lost).
 		return nil, offset, api.Terminal(j.Status), nil
 	}
