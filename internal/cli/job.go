@@ -34,16 +34,18 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 		ws, compute, code, instanceType string
 		count                           int64
 		env                             []string
+		environment                     string
 		stream                          bool
 	)
 	cmd := &cobra.Command{
-		Use:   "submit --workspace W --compute C [--code DIR] [--instance-count N] [--env K=V]... [--stream] -- COMMAND...",
+		Use:   "submit --workspace W --compute C [--environment NAME] [--code DIR] [--instance-count N] [--env K=V]... [--stream] -- COMMAND...",
 		Short: "Queue a job; the compute scales up at once. Prints the job ID, or with --stream its output",
 		Long: "Queue a job on a compute cluster (or --compute serverless --instance-type SIZE for nodes made " +
 			"for the job alone). --code uploads a snapshot of DIR, honouring .amlignore (else .gitignore), " +
 			"limited to 300 MB and 2000 files. Each of the N nodes runs COMMAND with RANK, NODE_RANK, " +
 			"WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. With --stream the command follows rank 0's " +
-			"output and exits with the job's exit code.",
+			"output and exits with the job's exit code. --environment runs it in an environment of the " +
+			"workspace (an mlcompute_environment): built on each node the first time, its interpreter first on PATH.",
 		Example: "  mlcompute job submit --workspace lab --compute cpu --code . -- python train.py --epochs 3\n" +
 			"  mlcompute job submit --workspace lab --compute cpu --instance-count 2 --stream -- torchrun train.py",
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -58,7 +60,7 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 			if compute == "" {
 				return fmt.Errorf("--compute is required: a compute cluster's name, or serverless")
 			}
-			spec := api.JobSpec{Compute: compute, InstanceType: instanceType, InstanceCount: count, Command: args, Env: map[string]string{}}
+			spec := api.JobSpec{Compute: compute, InstanceType: instanceType, InstanceCount: count, Command: args, Env: map[string]string{}, Environment: environment}
 			for _, kv := range env {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
@@ -106,6 +108,7 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 	f.StringVar(&code, "code", "", "directory to snapshot and run the command in")
 	f.Int64Var(&count, "instance-count", 1, "number of nodes")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
+	f.StringVar(&environment, "environment", "", "environment of the workspace to run in (its interpreter first on PATH)")
 	f.BoolVar(&stream, "stream", false, "follow the output and exit with the job's exit code")
 	return cmd
 }
@@ -219,6 +222,9 @@ func newJobShowCommand(g *globals) *cobra.Command {
 			}
 			if j.Reason != "" {
 				fmt.Fprintf(w, "reason:  %s\n", j.Reason)
+			}
+			if j.Environment != "" {
+				fmt.Fprintf(w, "environment: %s (content hash %s)\n", j.Environment, j.EnvironmentHash)
 			}
 			fmt.Fprintf(w, "nodes:   %s\ncommand: %s\n", strings.Join(j.Nodes, ", "), strings.Join(j.Command, " "))
 			return nil

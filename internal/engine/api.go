@@ -90,6 +90,28 @@ func (e *Engine) Exec(ctx context.Context, workspace, name string, command []str
 	return e.instances.Exec(ctx, workspace, name, command, stdin, output)
 }
 
+// Environments.
+
+func (e *Engine) CreateEnvironment(ctx context.Context, workspace string, spec api.EnvironmentSpec, idempotencyKey string) (*api.Environment, error) {
+	return e.envs.Create(ctx, workspace, spec, idempotencyKey)
+}
+
+func (e *Engine) GetEnvironment(ctx context.Context, workspace, name string) (*api.Environment, error) {
+	return e.envs.Get(ctx, workspace, name)
+}
+
+func (e *Engine) ListEnvironments(ctx context.Context, workspace string) ([]api.Environment, error) {
+	return e.envs.List(ctx, workspace)
+}
+
+func (e *Engine) UpdateEnvironment(ctx context.Context, workspace, name string, upd api.EnvironmentUpdate) (*api.Environment, error) {
+	return e.envs.Update(ctx, workspace, name, upd)
+}
+
+func (e *Engine) DeleteEnvironment(ctx context.Context, workspace, name string) error {
+	return e.envs.Delete(ctx, workspace, name)
+}
+
 // Jobs.
 
 func (e *Engine) SubmitJob(ctx context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/environments"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/instances"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
@@ -87,6 +89,7 @@ type Engine struct {
 	attached   *attached.Controller
 	jobs       *jobs.Controller
 	endpoints  *endpoints.Controller
+	envs       *environments.Controller
 }
 
 // New builds an engine.
@@ -118,7 +121,7 @@ func New(cfg Config) (*Engine, error) {
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
 	core, err := computes.New(computes.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots,
-		DataDir: cfg.DataDir, CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
+		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("indexing computes: %w", err)
@@ -132,6 +135,7 @@ func New(cfg Config) (*Engine, error) {
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
 	})
+	e.envs = environments.New(environments.Config{Store: cfg.Store, Clock: cfg.Clock, Logger: log})
 	e.workspaces = workspaces.New(workspaces.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Mu: &core.Mu, Locations: e.locations,
 		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,
@@ -183,7 +187,20 @@ func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
 		e.instances.SetupExited(ctx, node, task, code)
 		return
 	}
+	if strings.HasPrefix(task, model.EnvTaskPrefix) {
+		e.jobs.EnvTaskExited(ctx, node, task, code)
+		return
+	}
 	e.jobs.TaskExited(ctx, node, task, code)
+}
+
+// envCacheDir is where the local nodes of this machine keep built environments: one cache
+// per machine, in the engine's data dir (DESIGN 8). Other drivers' nodes build in their own.
+func envCacheDir(cfg Config) string {
+	if cfg.NodesDriver != "local" || cfg.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(cfg.DataDir, "envs")
 }
 
 // randomID is the default ID source: 10 hex digits from crypto/rand.

@@ -234,6 +234,7 @@ func (p *mlcomputeProvider) Resources(context.Context) []func() resource.Resourc
 		NewComputeClusterResource,
 		NewComputeInstanceResource,
 		NewAttachedComputeResource,
+		NewEnvironmentResource,
 		NewOnlineEndpointResource,
 	}
 }

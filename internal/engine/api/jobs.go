@@ -24,6 +24,9 @@ type JobSpec struct {
 	Command       []string          `json:"command"`
 	Env           map[string]string `json:"env,omitempty"`
 	SnapshotID    string            `json:"snapshot_id,omitempty"`
+	// Environment names an environment of the workspace the job runs in (its interpreter
+	// first on PATH); empty runs whatever the node's PATH holds.
+	Environment string `json:"environment,omitempty"`
 }
 
 // Job is a job as the engine holds it.
@@ -38,7 +41,11 @@ type Job struct {
 	Env        map[string]string `json:"env,omitempty"`
 	Count      int64             `json:"instance_count"`
 	SnapshotID string            `json:"snapshot_id,omitempty"`
-	Error      string            `json:"error,omitempty"`
+	// Environment is the environment the job runs in and EnvironmentHash the content hash
+	// it was submitted with: a later change of the environment does not change the job's.
+	Environment     string `json:"environment,omitempty"`
+	EnvironmentHash string `json:"environment_hash,omitempty"`
+	Error           string `json:"error,omitempty"`
 	// Reason says why a job that has not started yet is waiting (read-only).
 	Reason      string     `json:"reason,omitempty"`
 	SubmittedAt time.Time  `json:"submitted_at"`

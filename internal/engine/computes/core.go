@@ -38,6 +38,9 @@ type Config struct {
 	Loop      *runtime.Loop
 	Snapshots model.SnapshotStore
 	DataDir   string
+	// EnvCacheDir is the environment cache shared by the local nodes of this machine
+	// (DESIGN 8); empty when nodes are not local.
+	EnvCacheDir string
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
 	// NewID makes node IDs ("<prefix>-<unique>").
@@ -105,8 +108,10 @@ type Core struct {
 	Loop      *runtime.Loop
 	Snapshots model.SnapshotStore
 	DataDir   string
-	Capacity  int64
-	NewID     func(prefix string) string
+	// EnvCacheDir: see Config.
+	EnvCacheDir string
+	Capacity    int64
+	NewID       func(prefix string) string
 	// Quota sums the vCPUs computes hold per workspace and family (updated under Mu).
 	Quota *model.QuotaIndex
 	// Driver and Ctx are set by Start.
@@ -132,7 +137,7 @@ type Core struct {
 func New(cfg Config) (*Core, error) {
 	c := &Core{
 		Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger.Named("computes"), Loop: cfg.Loop,
-		Snapshots: cfg.Snapshots, DataDir: cfg.DataDir, Capacity: cfg.CapacityVCPUs, NewID: cfg.NewID,
+		Snapshots: cfg.Snapshots, DataDir: cfg.DataDir, EnvCacheDir: cfg.EnvCacheDir, Capacity: cfg.CapacityVCPUs, NewID: cfg.NewID,
 		Quota: model.NewQuotaIndex(), Ctx: context.Background(), Recorder: metrics.Nop{},
 		backoff: map[string]time.Time{}, releasing: map[string]bool{}, passes: map[string]Pass{},
 	}

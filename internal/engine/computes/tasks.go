@@ -30,6 +30,9 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		})
 		c.Mu.Unlock()
 	}
+	if c.prepareEnvironment(ctx, j) {
+		return
+	}
 	codeDir := ""
 	if j.SnapshotID != "" && c.Snapshots != nil {
 		codeDir, _ = c.Snapshots.Path(j.SnapshotID)
@@ -47,7 +50,9 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		env["WORLD_SIZE"] = strconv.FormatInt(j.Count, 10)
 		env["MASTER_ADDR"], env["MASTER_PORT"] = master.Address, strconv.Itoa(j.MasterPort)
 		env["MLCOMPUTE_JOB_ID"] = j.ID
-		err = c.Driver.StartTask(ctx, node, driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir})
+		spec := driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir}
+		c.wrapTask(j, &spec)
+		err = c.Driver.StartTask(ctx, node, spec)
 	}
 	if ctx.Err() != nil {
 		return
@@ -59,6 +64,7 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 			return nil
 		}
 		now := c.Clock.Now().UTC()
+		cur.Preparing = ""
 		if err != nil {
 			cur.Finish(api.JobFailed, nil, fmt.Sprintf("starting the job: %v", err), now)
 		} else {
@@ -76,9 +82,15 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 	c.Log.Info("job running", "job", j.ID, "nodes", strings.Join(j.Nodes, ","))
 }
 
-// KillJob kills every rank of a job; the ranks' exits then free their nodes.
+// KillJob kills every rank of a job (and its environment's preparation); the ranks' exits
+// then free their nodes.
 func (c *Core) KillJob(ctx context.Context, j model.Job) {
 	for rank, node := range j.Nodes {
+		if j.EnvDef != nil {
+			if err := c.Driver.KillTask(ctx, node, j.EnvTaskKey(rank)); err != nil && !driver.IsNotFound(err) {
+				c.Log.Error("killing environment task failed", "job", j.ID, "rank", rank, "error", err)
+			}
+		}
 		if err := c.Driver.KillTask(ctx, node, j.TaskKey(rank)); err != nil && !driver.IsNotFound(err) {
 			c.Log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
 		}

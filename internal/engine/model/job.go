@@ -23,6 +23,36 @@ type Job struct {
 	// back to the queue with the next attempt, so exits of the old attempt's tasks are
 	// recognised and ignored.
 	Attempt int `json:"attempt,omitempty"`
+	// EnvDef is the environment the job was submitted with, as it was then (its definition
+	// and content hash): later changes of the environment do not touch it.
+	EnvDef *JobEnvironment `json:"env_definition,omitempty"`
+	// EnvExits are the exit statuses of the environment's preparation tasks by rank (a
+	// build, or an interpreter check), for attempt EnvAttempt.
+	EnvExits   map[int]int `json:"env_exits,omitempty"`
+	EnvAttempt int         `json:"env_attempt,omitempty"`
+	// Preparing says what a Preparing job is doing when it is more than starting its
+	// tasks ("building environment").
+	Preparing string `json:"preparing,omitempty"`
+}
+
+// EnvTaskPrefix starts the task keys of environment preparation (builds and checks).
+const EnvTaskPrefix = "env-"
+
+// EnvTaskKey is the driver key of the environment preparation of one rank of one attempt.
+func (j Job) EnvTaskKey(rank int) string { return EnvTaskPrefix + j.TaskKey(rank) }
+
+// EnvReady reports whether every rank's environment preparation of the current attempt
+// ended well.
+func (j Job) EnvReady() bool {
+	if j.EnvAttempt != j.Attempt || int64(len(j.EnvExits)) != j.Count {
+		return false
+	}
+	for _, code := range j.EnvExits {
+		if code != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // taskKey is the driver key of one rank of one attempt of a job.

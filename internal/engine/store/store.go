@@ -20,19 +20,21 @@ import (
 type Bucket string
 
 const (
-	Workspaces  Bucket = "workspaces"
-	Computes    Bucket = "computes"
-	Endpoints   Bucket = "endpoints"
-	Nodes       Bucket = "nodes"
-	Jobs        Bucket = "jobs"
-	Idempotency Bucket = "idempotency"
-	Meta        Bucket = "meta"
+	Workspaces Bucket = "workspaces"
+	Computes   Bucket = "computes"
+	Endpoints  Bucket = "endpoints"
+	Nodes      Bucket = "nodes"
+	Jobs       Bucket = "jobs"
+	// Environments holds environments, keyed "<workspace>/<name>".
+	Environments Bucket = "environments"
+	Idempotency  Bucket = "idempotency"
+	Meta         Bucket = "meta"
 	// ActiveJobs indexes the jobs that are not finished, keyed "<compute key>/<job ID>"
 	// (value: the job's key), so a pass reads its compute's live jobs, not the history.
 	ActiveJobs Bucket = "active_jobs"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Idempotency, Meta, ActiveJobs}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")

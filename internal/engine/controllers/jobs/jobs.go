@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -82,6 +83,14 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 				j = prior
 				return nil
 			}
+		}
+		if spec.Environment != "" {
+			env, err := model.GetEnvironment(tx, workspace, spec.Environment)
+			if err != nil {
+				return err
+			}
+			j.EnvDef = &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}
+			j.Environment, j.EnvironmentHash = env.Name, env.ContentHash
 		}
 		var rec model.Compute
 		if spec.Compute == api.ServerlessCompute {
@@ -203,7 +212,9 @@ func (c *Controller) CancelJob(_ context.Context, workspace, id string) (*api.Jo
 }
 
 // JobLogs returns a rank's output from offset, the next offset, and whether the output is
-// complete (the job ended and the rank's output was saved).
+// complete (the job ended and the rank's output was saved). A job with an environment's
+// log opens with the environment's preparation (its build, or the note that none was
+// needed), then the task's output.
 func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {
 	j, err := c.GetJob(ctx, workspace, id)
 	if err != nil {
@@ -220,17 +231,120 @@ func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int
 	}
 	var rec model.Job
 	_ = c.Store.View(func(tx *store.Tx) error { rec, _ = model.GetJob(tx, workspace, id); return nil })
-	if rank < len(j.Nodes) && (j.Status == api.JobRunning || j.Status == api.JobPreparing || api.Terminal(j.Status)) {
-		data, err := c.Driver.TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset)
-		if err == nil {
+	if rank >= len(j.Nodes) || (j.Status != api.JobRunning && j.Status != api.JobPreparing && !api.Terminal(j.Status)) {
+		// Queued, or ended before its output could be saved (e.g. its node was lost).
+		return nil, offset, api.Terminal(j.Status), nil
+	}
+	var prefix int64
+	if rec.EnvDef != nil {
+		envLog, err := os.ReadFile(c.EnvLogPath(id, rank))
+		if err != nil {
+			// Still preparing: the preparation's output so far.
+			data, err := c.Driver.TaskOutput(ctx, j.Nodes[rank], rec.EnvTaskKey(rank), offset)
+			if err != nil && !driver.IsNotFound(err) {
+				return nil, offset, false, err
+			}
 			return data, offset + int64(len(data)), false, nil
 		}
-		if !driver.IsNotFound(err) {
-			return nil, offset, false, err
+		if offset < int64(len(envLog)) {
+			return envLog[offset:], int64(len(envLog)), false, nil
+		}
+		prefix = int64(len(envLog))
+	}
+	data, err := c.Driver.TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset-prefix)
+	if err == nil {
+		return data, offset + int64(len(data)), false, nil
+	}
+	if !driver.IsNotFound(err) {
+		return nil, offset, false, err
+	}
+	return nil, offset, api.Terminal(j.Status), nil
+}
+
+// EnvTaskExited applies the end of a rank's environment preparation: it saves the output
+// (the head of the rank's log), fails the job with the output's last lines when the
+// preparation failed, and starts the job's tasks once every rank's preparation succeeded.
+func (c *Controller) EnvTaskExited(ctx context.Context, nodeID, task string, code int) {
+	jobID, attempt, rank, ok := model.ParseTaskKey(strings.TrimPrefix(task, model.EnvTaskPrefix))
+	if !ok {
+		return
+	}
+	var j model.Job
+	var found bool
+	_ = c.Store.View(func(tx *store.Tx) error {
+		if n, ok := c.NodeByID(tx, nodeID); ok {
+			j, found = model.GetJob(tx, model.WorkspaceOf(n.Compute), jobID)
+		}
+		return nil
+	})
+	if !found || attempt != j.Attempt || j.EnvDef == nil {
+		return
+	}
+	out, _ := c.Driver.TaskOutput(ctx, nodeID, task, 0)
+	if j.Status == api.JobPreparing {
+		if err := computes.WriteFileAtomic(c.EnvLogPath(jobID, rank), out); err != nil {
+			c.log.Error("saving environment output failed", "job", jobID, "rank", rank, "error", err)
 		}
 	}
-	// Queued, or ended before its output could be saved (c.g. its node was lost).
-	return nil, offset, api.Terminal(j.Status), nil
+	var start, failed, ended bool
+	c.Mu.Lock()
+	_ = c.Store.Update(func(tx *store.Tx) error {
+		cur, ok := model.GetJob(tx, j.Workspace, jobID)
+		if !ok || cur.Attempt != attempt {
+			return nil
+		}
+		j = cur
+		if cur.Status != api.JobPreparing {
+			ended = api.Terminal(cur.Status)
+			return nil
+		}
+		if cur.EnvAttempt != attempt || cur.EnvExits == nil {
+			cur.EnvAttempt, cur.EnvExits = attempt, map[int]int{}
+		}
+		cur.EnvExits[rank] = code
+		switch {
+		case code != 0:
+			cur.Preparing = ""
+			cur.Finish(api.JobFailed, nil, envFailure(cur, nodeID, code, out), c.Clock.Now().UTC())
+			failed = true
+		case cur.EnvReady():
+			start = true
+		}
+		j = cur
+		return model.PutJob(tx, cur)
+	})
+	c.Mu.Unlock()
+	c.log.Info("environment preparation exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code)
+	switch {
+	case start:
+		c.Loop.Go(func() { c.StartJob(ctx, j) })
+	case failed:
+		// The rank's log is its preparation's output: the job never ran.
+		for r := range j.Nodes {
+			if raw, err := os.ReadFile(c.EnvLogPath(jobID, r)); err == nil {
+				_ = computes.WriteFileAtomic(c.JobLogPath(jobID, r), raw)
+			} else {
+				_ = computes.WriteFileAtomic(c.JobLogPath(jobID, r), nil)
+			}
+		}
+		c.Loop.Go(func() { c.KillJob(ctx, j); c.FreeNodes(j) })
+	case ended:
+		c.FreeNodes(j)
+	}
+}
+
+// envFailure is a failed preparation's error: what failed, where, and the last lines of
+// its output (pip's error).
+func envFailure(j model.Job, node string, code int, out []byte) string {
+	what := fmt.Sprintf("building environment %q", j.EnvDef.Name)
+	if j.EnvDef.Definition.UserManaged != nil {
+		what = fmt.Sprintf("checking the interpreter %s of environment %q", j.EnvDef.Definition.UserManaged.InterpreterPath, j.EnvDef.Name)
+	}
+	msg := fmt.Sprintf("%s failed on node %s (exit status %d)", what, node, code)
+	if last := computes.LastLines(out, 8); last != "" {
+		msg += ":\n" + last
+	}
+	return msg
 }
 
 // TaskExited saves a rank's output, frees its node and finishes the job when it is done.
@@ -255,6 +369,9 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 	current := attempt == j.Attempt
 	if current {
 		if out, err := c.Driver.TaskOutput(ctx, nodeID, task, 0); err == nil {
+			if envLog, err := os.ReadFile(c.EnvLogPath(jobID, rank)); err == nil && j.EnvDef != nil {
+				out = append(envLog, out...)
+			}
 			if err := computes.WriteFileAtomic(c.JobLogPath(jobID, rank), out); err != nil {
 				c.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
 			}
@@ -329,6 +446,9 @@ func waitReason(tx *store.Tx, j model.Job) string {
 		return ""
 	}
 	if j.Status == api.JobPreparing {
+		if j.Preparing != "" {
+			return j.Preparing
+		}
 		return "starting the job's tasks on its nodes"
 	}
 	var rec model.Compute

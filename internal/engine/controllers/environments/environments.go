@@ -1,0 +1,175 @@
+// Package environments is the environments' controller: create, read, update and delete
+// environment records (DESIGN 8). An environment is a definition: its content hash is
+// computed here by rules/environment, and nothing is built until a job that names it
+// starts on a node (the compute core does that, from the copy the job keeps).
+package environments
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// Config is what the environments controller is built from.
+type Config struct {
+	Store  *store.Store
+	Clock  clock.PassiveClock
+	Logger hclog.Logger
+}
+
+// Controller manages environment records.
+type Controller struct {
+	store *store.Store
+	clock clock.PassiveClock
+	log   hclog.Logger
+	mu    sync.Mutex // serialises writers, so a create's existence check holds until it commits
+}
+
+// New builds the controller.
+func New(cfg Config) *Controller {
+	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments")}
+}
+
+// Name names the controller in logs.
+func (c *Controller) Name() string { return "environments" }
+
+// Create stores a new environment with its content hash. A retry with the same idempotency
+// key returns the environment the first attempt made; any other create of a taken name is
+// a conflict.
+func (c *Controller) Create(_ context.Context, workspace string, spec api.EnvironmentSpec, idempotencyKey string) (*api.Environment, error) {
+	if err := validation.Environment(spec); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out model.Environment
+	id := api.EnvironmentID(workspace, spec.Name)
+	err := c.store.Update(func(tx *store.Tx) error {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
+			return err
+		}
+		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
+			if done {
+				out, err = model.GetEnvironment(tx, workspace, spec.Name)
+			}
+			return err
+		}
+		if _, err := model.GetEnvironment(tx, workspace, spec.Name); err == nil {
+			return api.Errorf(api.CodeConflict, "name",
+				"environment %q already exists in workspace %q; to manage it with Terraform, import it: terraform import mlcompute_environment.<name> %s",
+				spec.Name, workspace, id)
+		}
+		now := c.clock.Now().UTC()
+		out = model.Environment{Environment: api.Environment{ID: id, Workspace: workspace, CreatedOn: now, UpdatedOn: now}}
+		setDefinition(&out, spec.Python, spec.UserManaged)
+		out.Name = spec.Name
+		if err := tx.Put(store.Environments, out.Key(), out); err != nil {
+			return err
+		}
+		return model.Remember(tx, idempotencyKey, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("environment created", "environment", id, "content_hash", out.ContentHash)
+	return &out.Environment, nil
+}
+
+// Get returns an environment or a not_found error.
+func (c *Controller) Get(_ context.Context, workspace, name string) (*api.Environment, error) {
+	var out model.Environment
+	err := c.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = model.GetEnvironment(tx, workspace, name)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out.Environment, nil
+}
+
+// List returns a workspace's environments, by name.
+func (c *Controller) List(_ context.Context, workspace string) ([]api.Environment, error) {
+	var out []api.Environment
+	err := c.store.View(func(tx *store.Tx) error {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
+			return err
+		}
+		all, err := store.List[model.Environment](tx, store.Environments, workspace+"/")
+		for _, e := range all {
+			out = append(out, e.Environment)
+		}
+		return err
+	})
+	return out, err
+}
+
+// Update replaces an environment's definition: its content hash follows. Jobs already
+// submitted keep the definition they were submitted with.
+func (c *Controller) Update(_ context.Context, workspace, name string, upd api.EnvironmentUpdate) (*api.Environment, error) {
+	if err := validation.EnvironmentDefinition(upd.Python, upd.UserManaged); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out model.Environment
+	var old string
+	err := c.store.Update(func(tx *store.Tx) error {
+		var err error
+		if out, err = model.GetEnvironment(tx, workspace, name); err != nil {
+			return err
+		}
+		old = out.ContentHash
+		setDefinition(&out, upd.Python, upd.UserManaged)
+		if out.ContentHash != old {
+			out.UpdatedOn = c.clock.Now().UTC()
+		}
+		return tx.Put(store.Environments, out.Key(), out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("environment updated", "environment", out.ID, "content_hash", out.ContentHash, "previous_hash", old)
+	return &out.Environment, nil
+}
+
+// Delete deletes an environment's record; builds on nodes stay in their caches. Deleting a
+// missing environment is not_found.
+func (c *Controller) Delete(_ context.Context, workspace, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.store.Update(func(tx *store.Tx) error {
+		e, err := model.GetEnvironment(tx, workspace, name)
+		if err != nil {
+			return err
+		}
+		return tx.Delete(store.Environments, e.Key())
+	})
+	if err != nil {
+		return err
+	}
+	c.log.Info("environment deleted", "environment", api.EnvironmentID(workspace, name))
+	return nil
+}
+
+// setDefinition stores the definition as given (so Terraform reads back what it wrote) and
+// the content hash of its normalised form.
+// The only default, python.python, is filled in, so every reader sees the interpreter used.
+func setDefinition(e *model.Environment, py *api.PythonEnvironment, um *api.UserManagedEnvironment) {
+	if py != nil && py.Python == "" {
+		withDefault := *py
+		withDefault.Python = api.DefaultPython
+		py = &withDefault
+	}
+	e.Python, e.UserManaged = py, um
+	e.ContentHash = environment.ContentHash(environment.Normalise(py, um))
+}

@@ -1,0 +1,131 @@
+// Package environment is the environments rule of DESIGN 8: what an environment's
+// definition is once normalised, its content hash (the key of every node's cached build),
+// and what a node must do before a job's tasks start there: build (or reuse) a virtual
+// environment, check a user's interpreter, or nothing.
+//
+// It is pure: inputs in, decision out, no store, no clock and no I/O.
+package environment
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+// Definition is an environment's inputs, normalised: the same environment written two ways
+// (requirements in another order, stray spaces, the default interpreter spelled out or not)
+// is one Definition and so one content hash.
+type Definition struct {
+	Python      *api.PythonEnvironment      `json:"python,omitempty"`
+	UserManaged *api.UserManagedEnvironment `json:"user_managed,omitempty"`
+}
+
+// Normalise returns the definition of an environment's inputs: requirements trimmed, without
+// empty or repeated entries and sorted (pip resolves them together, so their order means
+// nothing); find_links trimmed and without repeats, in their order; the interpreter defaulted
+// to python3.
+func Normalise(py *api.PythonEnvironment, um *api.UserManagedEnvironment) Definition {
+	var d Definition
+	if py != nil {
+		n := api.PythonEnvironment{IndexURL: strings.TrimSpace(py.IndexURL), Python: strings.TrimSpace(py.Python)}
+		if n.Python == "" {
+			n.Python = api.DefaultPython
+		}
+		for _, r := range py.Requirements {
+			if r = strings.TrimSpace(r); r != "" {
+				n.Requirements = append(n.Requirements, r)
+			}
+		}
+		slices.Sort(n.Requirements)
+		n.Requirements = slices.Compact(n.Requirements)
+		for _, l := range py.FindLinks {
+			if l = strings.TrimSpace(l); l != "" && !slices.Contains(n.FindLinks, l) {
+				n.FindLinks = append(n.FindLinks, l)
+			}
+		}
+		d.Python = &n
+	}
+	if um != nil {
+		d.UserManaged = &api.UserManagedEnvironment{InterpreterPath: path.Clean(strings.TrimSpace(um.InterpreterPath))}
+	}
+	return d
+}
+
+// ContentHash is the hex SHA-256 of the definition's canonical JSON, prefixed by a version
+// so that a future change of the build recipe can change every hash on purpose.
+func ContentHash(d Definition) string {
+	raw, _ := json.Marshal(d) // fixed field order; sorted where order means nothing
+	sum := sha256.Sum256(append([]byte("mlcompute-environment/v1\n"), raw...))
+	return hex.EncodeToString(sum[:])
+}
+
+// CacheName is the name of a build's directory in a node's environment cache: the hash's
+// first 16 hex digits (64 bits), short enough to keep scripts' "#!" lines well under the
+// kernel's limit when the cache sits deep in a data dir.
+func CacheName(hash string) string {
+	if len(hash) > 16 {
+		return hash[:16]
+	}
+	return hash
+}
+
+// Offline reports whether pip must run without an index: only find_links are given.
+func Offline(py api.PythonEnvironment) bool {
+	return py.IndexURL == "" && len(py.FindLinks) > 0
+}
+
+// PipArgs are the arguments of `python -m pip` that install py's requirements into the
+// virtual environment being built; nil when there is nothing to install.
+func PipArgs(py api.PythonEnvironment) []string {
+	if len(py.Requirements) == 0 {
+		return nil
+	}
+	args := []string{"install", "--disable-pip-version-check", "--no-input", "--no-cache-dir"}
+	if Offline(py) {
+		args = append(args, "--no-index")
+	}
+	if py.IndexURL != "" {
+		args = append(args, "--index-url", py.IndexURL)
+	}
+	for _, l := range py.FindLinks {
+		args = append(args, "--find-links", l)
+	}
+	return append(args, py.Requirements...)
+}
+
+// Step is what a node must do before a job's tasks start there.
+type Step int
+
+const (
+	// None: the job names no environment; its tasks run with the node's PATH.
+	None Step = iota
+	// Build: make sure the environment's build is in the node's cache (build it, or wait
+	// for the job building it, or find it there), then run with its bin dir first on PATH.
+	Build
+	// Check: make sure the user's interpreter exists, then run with its directory first
+	// on PATH.
+	Check
+)
+
+// StepFor decides what a node does for a job's environment.
+func StepFor(d *Definition) Step {
+	switch {
+	case d == nil:
+		return None
+	case d.Python != nil:
+		return Build
+	case d.UserManaged != nil:
+		return Check
+	}
+	return None
+}
+
+// InterpreterDir is the directory that goes first on PATH for a user-managed environment.
+func InterpreterDir(um api.UserManagedEnvironment) string {
+	return path.Dir(um.InterpreterPath)
+}

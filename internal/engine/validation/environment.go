@@ -1,0 +1,135 @@
+package validation
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+)
+
+// EnvironmentName is the naming rule of environments (Azure's: letters, digits, '-', '_'
+// and '.').
+var EnvironmentName = NameRule{
+	Kind:    "environment",
+	Pattern: regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,253}$`),
+	Explain: "1 to 254 characters: letters, digits, '.', '-' and '_', starting with a letter or digit",
+}
+
+// requirementRE is the subset of PEP 508 the engine accepts: a project name, optional
+// extras, optional comma-separated version clauses, and an optional environment marker.
+// Options ("-r file", "--index-url ...") and URLs are refused: they belong in find_links
+// and index_url, where the engine can see them.
+var requirementRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?` +
+	`(\s*\[\s*[A-Za-z0-9][A-Za-z0-9._-]*(\s*,\s*[A-Za-z0-9][A-Za-z0-9._-]*)*\s*\])?` +
+	`(\s*(===|==|!=|<=|>=|~=|<|>)\s*[A-Za-z0-9.*+!_-]+(\s*,\s*(===|==|!=|<=|>=|~=|<|>)\s*[A-Za-z0-9.*+!_-]+)*)?` +
+	`(\s*;\s*[^;]+)?$`)
+
+// interpreterRE is a command name or path without spaces or shell metacharacters.
+var interpreterRE = regexp.MustCompile(`^[A-Za-z0-9_./+-]+$`)
+
+// Requirement checks one pip requirement specifier.
+func Requirement(field, req string) error {
+	r := strings.TrimSpace(req)
+	if r == "" {
+		return api.Errorf(api.CodeInvalid, field, "%s is empty; write a requirement such as \"numpy==1.26.4\"", field)
+	}
+	if !requirementRE.MatchString(r) {
+		return api.Errorf(api.CodeInvalid, field,
+			"%s %q is not a requirement specifier: write a project name with optional [extras], version clauses and a marker, such as \"numpy>=1.26,<2\"; pip options and URLs go in find_links and index_url", field, req)
+	}
+	return nil
+}
+
+// FindLink checks one find_links entry: an absolute directory on the node, or an http(s) or
+// file URL.
+func FindLink(field, link string) error {
+	switch {
+	case strings.HasPrefix(link, "/"):
+		if strings.ContainsRune(link, 0) {
+			return api.Errorf(api.CodeInvalid, field, "%s contains a NUL byte", field)
+		}
+		return nil
+	case strings.HasPrefix(link, "http://"), strings.HasPrefix(link, "https://"), strings.HasPrefix(link, "file://"):
+		if u, err := url.Parse(link); err == nil && (u.Host != "" || u.Scheme == "file") {
+			return nil
+		}
+	}
+	return api.Errorf(api.CodeInvalid, field, "%s %q must be an absolute directory on the node (\"/srv/wheels\") or an http(s):// or file:// URL", field, link)
+}
+
+// IndexURL checks a package index URL.
+func IndexURL(field, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return api.Errorf(api.CodeInvalid, field, "%s %q must be an http:// or https:// URL such as \"https://pypi.org/simple\"", field, raw)
+	}
+	return nil
+}
+
+// Interpreter checks python.python: a command name found on the node's PATH ("python3") or
+// an absolute path.
+func Interpreter(field, p string) error {
+	if !interpreterRE.MatchString(p) || (strings.Contains(p, "/") && !strings.HasPrefix(p, "/")) {
+		return api.Errorf(api.CodeInvalid, field, "%s %q must be a command name such as \"python3\" or an absolute path, without spaces", field, p)
+	}
+	return nil
+}
+
+// InterpreterPath checks user_managed.interpreter_path: an absolute, clean path.
+func InterpreterPath(field, p string) error {
+	if !strings.HasPrefix(p, "/") || path.Clean(p) != p || !interpreterRE.MatchString(p) || p == "/" {
+		return api.Errorf(api.CodeInvalid, field, "%s %q must be an absolute path to an interpreter, such as \"/opt/conda/envs/x/bin/python\" (no spaces, no trailing '/', no '..')", field, p)
+	}
+	return nil
+}
+
+// EnvironmentDefinition checks an environment's definition: exactly one kind, and each of
+// its fields.
+func EnvironmentDefinition(py *api.PythonEnvironment, um *api.UserManagedEnvironment) error {
+	switch {
+	case py == nil && um == nil:
+		return api.Errorf(api.CodeInvalid, "python", "an environment needs exactly one of python = { requirements = [...] } (built by the engine) or user_managed = { interpreter_path = \"...\" } (your own interpreter)")
+	case py != nil && um != nil:
+		return api.Errorf(api.CodeInvalid, "user_managed", "an environment is either python (built by the engine) or user_managed (your own interpreter), not both; remove one of them")
+	case um != nil:
+		return InterpreterPath("user_managed.interpreter_path", um.InterpreterPath)
+	}
+	for i, r := range py.Requirements {
+		if err := Requirement(indexed("python.requirements", i), r); err != nil {
+			return err
+		}
+	}
+	for i, l := range py.FindLinks {
+		if err := FindLink(indexed("python.find_links", i), l); err != nil {
+			return err
+		}
+	}
+	if py.IndexURL != "" {
+		if err := IndexURL("python.index_url", py.IndexURL); err != nil {
+			return err
+		}
+	}
+	if py.Python != "" {
+		if err := Interpreter("python.python", py.Python); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Environment checks a whole environment spec.
+func Environment(spec api.EnvironmentSpec) error {
+	if err := EnvironmentName.Check("name", spec.Name); err != nil {
+		return err
+	}
+	return EnvironmentDefinition(spec.Python, spec.UserManaged)
+}
+
+// indexed is the field path of a list element ("python.requirements.0"), as the provider
+// turns it into an attribute path.
+func indexed(field string, i int) string {
+	return fmt.Sprintf("%s.%d", field, i)
+}

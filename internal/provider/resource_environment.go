@@ -1,0 +1,358 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/provider/validators"
+)
+
+var (
+	_ resource.Resource                = (*environmentResource)(nil)
+	_ resource.ResourceWithConfigure   = (*environmentResource)(nil)
+	_ resource.ResourceWithImportState = (*environmentResource)(nil)
+)
+
+// NewEnvironmentResource returns the mlcompute_environment resource.
+func NewEnvironmentResource() resource.Resource {
+	return &environmentResource{}
+}
+
+// environmentResource manages an environment: what a job runs in, built by the engine on
+// the nodes that need it (python) or the user's own interpreter (user_managed).
+type environmentResource struct {
+	client *client.Client
+}
+
+func (r *environmentResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_environment"
+}
+
+func (r *environmentResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	kinds := path.Expressions{path.MatchRoot("python"), path.MatchRoot("user_managed")}
+	emptyList := listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{}))
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "An environment is what a job runs in, so the same job moves between compute targets " +
+			"unchanged (`mlcompute job submit --compute C --environment NAME`). A `python` environment is " +
+			"system-managed: the engine builds a virtual environment from its requirements on each node that needs " +
+			"it, once per content hash and machine, and reuses it, so the first job pays the build and later jobs " +
+			"start at once; while it builds the job is `Preparing` with reason `building environment`, the build's " +
+			"output opens the job's log, and a failed build fails the job with pip's last lines. A `user_managed` " +
+			"environment is your own interpreter: nothing is installed, and the engine only checks that it exists on " +
+			"the node. Either way the job runs with the interpreter's directory first on `PATH`. Set exactly one of " +
+			"`python` and `user_managed`. A change of either is an update in place with a new `content_hash`; jobs " +
+			"already submitted keep the environment they were submitted with.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The environment's ID, `/workspaces/{workspace}/environments/{name}`, which " +
+					"`terraform import` takes.",
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": nameAttribute(validation.EnvironmentName, "Invalid Environment Name", "The environment's name, unique in its workspace",
+				"Jobs name their environment by it. Changing it replaces the environment."),
+			"workspace_id": workspaceIDAttribute("environment"),
+			"python": schema.SingleNestedAttribute{
+				MarkdownDescription: "A system-managed environment: a virtual environment made with `python -m venv` " +
+					"and the requirements installed by pip, in a per-machine cache keyed by the content hash (local " +
+					"nodes share the engine's, under its data dir; an attached machine builds its own, under " +
+					"`~/.mlcompute/envs`). With `find_links` and no `index_url`, pip runs offline (`--no-index`).",
+				Optional:   true,
+				Validators: []validator.Object{objectvalidator.ExactlyOneOf(kinds...)},
+				Attributes: map[string]schema.Attribute{
+					"requirements": schema.ListAttribute{
+						MarkdownDescription: "pip requirement specifiers, such as `\"numpy==1.26.4\"` or `\"torch>=2,<3\"` " +
+							"(a project name, optional extras, version clauses and a marker; pip options and URLs go in " +
+							"`find_links` and `index_url`) (default: `[]`).",
+						ElementType: types.StringType,
+						Optional:    true,
+						Computed:    true,
+						Default:     emptyList,
+						Validators: []validator.List{listvalidator.ValueStringsAre(validators.StringFunc("Invalid Requirement",
+							"each value must be a pip requirement specifier", func(s string) error { return validation.Requirement("requirement", s) }))},
+					},
+					"find_links": schema.ListAttribute{
+						MarkdownDescription: "Where pip looks for distributions: absolute directories on the node (a " +
+							"local wheel directory) or `http(s)://` and `file://` URLs (default: `[]`).",
+						ElementType: types.StringType,
+						Optional:    true,
+						Computed:    true,
+						Default:     emptyList,
+						Validators: []validator.List{listvalidator.ValueStringsAre(validators.StringFunc("Invalid Find Links Entry",
+							"each value must be an absolute directory or a URL", func(s string) error { return validation.FindLink("find_links", s) }))},
+					},
+					"index_url": schema.StringAttribute{
+						MarkdownDescription: "A package index to use in place of pip's default, such as " +
+							"`\"https://pypi.org/simple\"`; empty means pip's default, or none when `find_links` is set " +
+							"(default: `\"\"`).",
+						Optional: true,
+						Computed: true,
+						Default:  stringdefault.StaticString(""),
+						Validators: []validator.String{validators.StringFunc("Invalid Index URL", "the value must be an http(s) URL",
+							func(s string) error {
+								if s == "" {
+									return nil
+								}
+								return validation.IndexURL("index_url", s)
+							})},
+					},
+					"python": schema.StringAttribute{
+						MarkdownDescription: "The interpreter the virtual environment is made with: a command on the " +
+							"node's `PATH` or an absolute path (default: `\"" + api.DefaultPython + "\"`).",
+						Optional: true,
+						Computed: true,
+						Default:  stringdefault.StaticString(api.DefaultPython),
+						Validators: []validator.String{validators.StringFunc("Invalid Interpreter", "the value must be a command name or an absolute path",
+							func(s string) error { return validation.Interpreter("python", s) })},
+					},
+				},
+			},
+			"user_managed": schema.SingleNestedAttribute{
+				MarkdownDescription: "Your own interpreter, such as a conda environment's: nothing is installed.",
+				Optional:            true,
+				Validators:          []validator.Object{objectvalidator.ExactlyOneOf(kinds...)},
+				Attributes: map[string]schema.Attribute{
+					"interpreter_path": schema.StringAttribute{
+						MarkdownDescription: "The interpreter's absolute path on the nodes, such as " +
+							"`\"/opt/conda/envs/x/bin/python\"`; a job whose node lacks it fails with a message naming it.",
+						Required: true,
+						Validators: []validator.String{validators.StringFunc("Invalid Interpreter Path", "the value must be an absolute path",
+							func(s string) error { return validation.InterpreterPath("interpreter_path", s) })},
+					},
+				},
+			},
+			"content_hash": schema.StringAttribute{
+				MarkdownDescription: "A hash (hex SHA-256) of the normalised definition: requirements in any order " +
+					"or with stray spaces give the same hash, and a change of any input gives a new one. Nodes cache " +
+					"builds by it.",
+				Computed: true,
+			},
+			"created_on": schema.StringAttribute{
+				MarkdownDescription: "When the environment was created, in RFC 3339 form (UTC).",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+		},
+	}
+}
+
+func (r *environmentResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *environmentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan environmentModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ws, err := api.ParseID(plan.WorkspaceID.ValueString(), "")
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("workspace_id"), "Invalid Workspace ID", err.Error())
+	}
+	spec := api.EnvironmentSpec{Name: plan.Name.ValueString()}
+	spec.Python, spec.UserManaged = plan.definition(ctx, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	env, err := r.client.CreateEnvironment(ctx, ws.Workspace, spec)
+	if err != nil {
+		addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Create Environment",
+			fmt.Sprintf("create environment %q in workspace %q", spec.Name, ws.Workspace), err)
+		return
+	}
+	tflog.Info(ctx, "created environment", map[string]any{"environment": env.ID, "content_hash": env.ContentHash})
+
+	resp.Diagnostics.Append(plan.fromAPI(env)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *environmentResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state environmentModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	id, ok := stateEnvironmentID(state.ID, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+
+	env, err := r.client.GetEnvironment(ctx, id.Workspace, id.Name)
+	if !readFound(ctx, req, resp, err, "Environment", fmt.Sprintf("environment %q in workspace %q", id.Name, id.Workspace)) {
+		return
+	}
+
+	resp.Diagnostics.Append(state.fromAPI(env)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *environmentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan environmentModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	id, _ := stateEnvironmentID(plan.ID, &resp.Diagnostics)
+	var upd api.EnvironmentUpdate
+	upd.Python, upd.UserManaged = plan.definition(ctx, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	env, err := r.client.UpdateEnvironment(ctx, id.Workspace, id.Name, upd)
+	if err != nil {
+		addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Update Environment",
+			fmt.Sprintf("update environment %q in workspace %q", id.Name, id.Workspace), err)
+		return
+	}
+
+	resp.Diagnostics.Append(plan.fromAPI(env)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *environmentResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state environmentModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	id, ok := stateEnvironmentID(state.ID, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+
+	err := r.client.DeleteEnvironment(ctx, id.Workspace, id.Name)
+	if err != nil && !api.IsNotFound(err) {
+		addEngineError(&resp.Diagnostics, req.State.Schema.Type(), "Cannot Delete Environment",
+			fmt.Sprintf("delete environment %q in workspace %q", id.Name, id.Workspace), err)
+	}
+}
+
+func (r *environmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	id, err := api.ParseID(req.ID, api.CollectionEnvironments)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid Environment ID",
+			fmt.Sprintf("The import ID %q is not an environment ID.\n\nUse /workspaces/{workspace}/environments/{name}, for "+
+				"example: terraform import mlcompute_environment.example /workspaces/team-a/environments/train\n\n"+
+				"Original error: %s", req.ID, err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
+}
+
+// stateEnvironmentID parses the ID held in state.
+func stateEnvironmentID(v types.String, diags *diag.Diagnostics) (api.ID, bool) {
+	id, err := api.ParseID(v.ValueString(), api.CollectionEnvironments)
+	if err != nil {
+		diags.AddAttributeError(path.Root("id"), "Invalid Environment ID",
+			"The environment's ID in state is not /workspaces/{workspace}/environments/{name}.\n\n"+
+				"Remove it from state (terraform state rm) and import it again.\n\nOriginal error: "+err.Error())
+		return id, false
+	}
+	return id, true
+}
+
+type environmentModel struct {
+	ID          types.String `tfsdk:"id"`
+	Name        types.String `tfsdk:"name"`
+	WorkspaceID types.String `tfsdk:"workspace_id"`
+	Python      types.Object `tfsdk:"python"`
+	UserManaged types.Object `tfsdk:"user_managed"`
+	ContentHash types.String `tfsdk:"content_hash"`
+	CreatedOn   types.String `tfsdk:"created_on"`
+}
+
+type pythonEnvironmentModel struct {
+	Requirements []string     `tfsdk:"requirements"`
+	FindLinks    []string     `tfsdk:"find_links"`
+	IndexURL     types.String `tfsdk:"index_url"`
+	Python       types.String `tfsdk:"python"`
+}
+
+type userManagedModel struct {
+	InterpreterPath types.String `tfsdk:"interpreter_path"`
+}
+
+var (
+	pythonEnvironmentAttrTypes = map[string]attr.Type{
+		"requirements": types.ListType{ElemType: types.StringType}, "find_links": types.ListType{ElemType: types.StringType},
+		"index_url": types.StringType, "python": types.StringType,
+	}
+	userManagedAttrTypes = map[string]attr.Type{"interpreter_path": types.StringType}
+)
+
+// definition is the planned python or user_managed object in the engine's terms.
+func (m *environmentModel) definition(ctx context.Context, diags *diag.Diagnostics) (*api.PythonEnvironment, *api.UserManagedEnvironment) {
+	var py *api.PythonEnvironment
+	var um *api.UserManagedEnvironment
+	if !m.Python.IsNull() && !m.Python.IsUnknown() {
+		var p pythonEnvironmentModel
+		diags.Append(m.Python.As(ctx, &p, basetypes.ObjectAsOptions{})...)
+		py = &api.PythonEnvironment{Requirements: p.Requirements, FindLinks: p.FindLinks, IndexURL: p.IndexURL.ValueString(), Python: p.Python.ValueString()}
+	}
+	if !m.UserManaged.IsNull() && !m.UserManaged.IsUnknown() {
+		var u userManagedModel
+		diags.Append(m.UserManaged.As(ctx, &u, basetypes.ObjectAsOptions{})...)
+		um = &api.UserManagedEnvironment{InterpreterPath: u.InterpreterPath.ValueString()}
+	}
+	return py, um
+}
+
+// fromAPI sets the model from what the engine holds.
+func (m *environmentModel) fromAPI(env *api.Environment) diag.Diagnostics {
+	var diags diag.Diagnostics
+	m.ID = types.StringValue(env.ID)
+	m.Name = types.StringValue(env.Name)
+	m.WorkspaceID = types.StringValue(api.WorkspaceID(env.Workspace))
+	m.ContentHash = types.StringValue(env.ContentHash)
+	m.CreatedOn = types.StringValue(env.CreatedOn.UTC().Format(time.RFC3339))
+	m.Python = types.ObjectNull(pythonEnvironmentAttrTypes)
+	m.UserManaged = types.ObjectNull(userManagedAttrTypes)
+	if py := env.Python; py != nil {
+		var d diag.Diagnostics
+		m.Python, d = types.ObjectValue(pythonEnvironmentAttrTypes, map[string]attr.Value{
+			"requirements": stringList(py.Requirements), "find_links": stringList(py.FindLinks),
+			"index_url": types.StringValue(py.IndexURL), "python": types.StringValue(py.Python),
+		})
+		diags.Append(d...)
+	}
+	if um := env.UserManaged; um != nil {
+		var d diag.Diagnostics
+		m.UserManaged, d = types.ObjectValue(userManagedAttrTypes, map[string]attr.Value{"interpreter_path": types.StringValue(um.InterpreterPath)})
+		diags.Append(d...)
+	}
+	return diags
+}
+
+// stringList is a list value that is empty, never null, for a nil slice.
+func stringList(values []string) types.List {
+	elems := make([]attr.Value, len(values))
+	for i, v := range values {
+		elems[i] = types.StringValue(v)
+	}
+	return types.ListValueMust(types.StringType, elems)
+}
