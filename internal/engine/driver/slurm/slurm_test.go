@@ -268,7 +268,10 @@ func testKilledSlurmd(t *testing.T, c *slurmtest.Cluster) {
 // some once running, leave no job behind.
 func testCycles(t *testing.T, c *slurmtest.Cluster) {
 	d := newTestDriver(t, Config{})
-	ctx := ctxT(t)
+	// The bound only keeps a broken driver from hanging the run; 200 cycles take about
+	// 40 s on an idle 2-core machine and more on a busy one.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	const cycles, workers = 200, 4
 	var wg sync.WaitGroup
 	errs := make(chan error, cycles)
