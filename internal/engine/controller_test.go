@@ -614,12 +614,12 @@ func TestFailuresShowOnTheComputeAndTheQueuedJob(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 0, 2, "PT120S")
-	r.drv.FailNext(fake.MethodCreate, driver.Permanent(errors.New("mkdir /nodes/x: permission denied")))
+	r.drv.FailNext(fake.MethodCreate, driver.Transient(errors.New("mkdir /nodes/x: permission denied")))
 	j := r.submit("lab", "cpu", 1)
 	r.settle()
 	c := r.compute("lab", "cpu")
-	if len(c.Errors) != 1 || c.Errors[0].Code != api.ErrorNodeStartFailed || !strings.Contains(c.Errors[0].Message, "permission denied") {
-		t.Fatalf("errors %+v; want one NodeStartFailed naming the cause", c.Errors)
+	if len(c.Errors) != 1 || c.Errors[0].Code != api.ErrorNodeStartRetrying || !strings.Contains(c.Errors[0].Message, "permission denied") {
+		t.Fatalf("errors %+v; want one NodeStartRetrying naming the cause", c.Errors)
 	}
 	if got := r.job("lab", j.ID); got.Status != api.JobQueued || !strings.Contains(got.Reason, "permission denied") {
 		t.Fatalf("job %s with reason %q; want Queued with the compute's error as its reason", got.Status, got.Reason)
@@ -633,4 +633,45 @@ func TestFailuresShowOnTheComputeAndTheQueuedJob(t *testing.T) {
 	if got := r.job("lab", j.ID); got.Reason != "" {
 		t.Fatalf("a running job has reason %q", got.Reason)
 	}
+}
+
+// A cluster manager that refuses a node (a setting to fix) is not asked again every few
+// seconds: the retry waits at least a minute, and longer after each refusal in a row; an
+// update of the compute tries again at once.
+func TestRefusedNodesBackOff(t *testing.T) {
+	r := newRig(t)
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 1, 2, "PT120S")
+	refuse := func() { r.drv.FailNext(fake.MethodCreate, driver.Permanent(errors.New("sbatch: error: invalid partition specified"))) }
+	creates := func() int { return len(r.drv.CallsTo(fake.MethodCreate)) }
+	refuse()
+	r.settle()
+	if n := creates(); n != 1 {
+		t.Fatalf("%d creates; want 1", n)
+	}
+	if errs := r.compute("lab", "cpu").Errors; len(errs) != 1 || errs[0].Code != api.ErrorNodeStartFailed || !strings.Contains(errs[0].Message, "invalid partition") {
+		t.Fatalf("errors %+v; want the refusal as NodeStartFailed", errs)
+	}
+	refuse()
+	r.clk.Step(59 * time.Second)
+	r.settle()
+	if n := creates(); n != 1 {
+		t.Fatalf("%d creates 59 s after a refusal; want no retry before a minute", n)
+	}
+	r.clk.Step(time.Second)
+	r.settle()
+	if n := creates(); n != 2 {
+		t.Fatalf("%d creates a minute after a refusal; want the retry", n)
+	}
+	// The second refusal in a row doubles the wait.
+	r.clk.Step(119 * time.Second)
+	r.settle()
+	if n := creates(); n != 2 {
+		t.Fatalf("%d creates 119 s after the second refusal; want no retry before 2 minutes", n)
+	}
+	// An update of the compute (the user fixed something) tries again at once.
+	if _, err := r.e.UpdateCompute(context.Background(), "lab", "cpu", api.ComputeUpdate{Description: "fixed", ScaleSettings: &api.ScaleSettings{MinNodeCount: 1, MaxNodeCount: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("a node after the update", func() bool { return r.compute("lab", "cpu").CurrentNodeCount == 1 })
 }

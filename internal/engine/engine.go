@@ -175,7 +175,7 @@ func (e *Engine) onEvent(ctx context.Context, ev driver.Event) {
 	case driver.TaskExited:
 		e.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
 	case driver.NodeGone:
-		e.core.NodeGone(ev.NodeKey)
+		e.core.NodeGone(ev.NodeKey, ev.Reason)
 	case driver.NodeReady:
 		e.core.NodeReady(ev.NodeKey)
 	}

@@ -97,6 +97,27 @@ func (a *Actions) Log(level hclog.Level, msg string, args ...any) {
 	a.Logs = append(a.Logs, LogLine{level, msg, args})
 }
 
+// backoff holds back a compute's node creation after failures: RetryAfter after the first,
+// doubling with each failure in a row up to maxCreateBackoff, and at least a minute after a
+// permanent refusal (a setting to fix), so a refusing cluster manager is not asked again and
+// again. A node that starts, or an update of the compute, ends it.
+type backoff struct {
+	until time.Time
+	delay time.Duration
+}
+
+// maxCreateBackoff caps the wait between node creations that keep failing.
+const maxCreateBackoff = 5 * time.Minute
+
+// nextBackoff is the back-off after one more failure.
+func nextBackoff(prev backoff, permanent bool, now time.Time) backoff {
+	delay := min(max(2*prev.delay, runtime.RetryAfter), maxCreateBackoff)
+	if permanent {
+		delay = max(delay, time.Minute)
+	}
+	return backoff{until: now.Add(delay), delay: delay}
+}
+
 // TaskRef names one task on one node.
 type TaskRef struct{ Node, Task string }
 
@@ -122,7 +143,7 @@ type Core struct {
 	// quota left? capacity free?) see a consistent store; bbolt already serialises the
 	// commits themselves. The fields below it are guarded by it.
 	Mu        sync.Mutex
-	backoff   map[string]time.Time // compute key -> no node creation before
+	backoff   map[string]backoff // compute key -> no node creation before
 	releasing map[string]bool      // node keys with a Terminate in flight
 
 	passes map[string]Pass // compute type -> its controller's pass
@@ -139,7 +160,7 @@ func New(cfg Config) (*Core, error) {
 		Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger.Named("computes"), Loop: cfg.Loop,
 		Snapshots: cfg.Snapshots, DataDir: cfg.DataDir, EnvCacheDir: cfg.EnvCacheDir, Capacity: cfg.CapacityVCPUs, NewID: cfg.NewID,
 		Quota: model.NewQuotaIndex(), Ctx: context.Background(), Recorder: metrics.Nop{},
-		backoff: map[string]time.Time{}, releasing: map[string]bool{}, passes: map[string]Pass{},
+		backoff: map[string]backoff{}, releasing: map[string]bool{}, passes: map[string]Pass{},
 	}
 	if err := c.LoadQuotaIndex(); err != nil {
 		return nil, err
@@ -235,6 +256,7 @@ func (c *Core) Modify(ctx context.Context, workspace, name string, f func(ws *ap
 		return nil, err
 	}
 	c.IndexCompute(updated)
+	delete(c.backoff, updated.Key()) // new settings deserve a new try at once
 	c.Log.Info("compute updated", "compute", workspace+"/"+name)
 	c.Kick(workspace + "/" + name)
 	return c.GetCompute(ctx, workspace, name)

@@ -186,11 +186,11 @@ func (c *Core) NewNode(rec model.Compute, now time.Time) model.Node {
 // CreateBackedOff reports whether a compute's node creation is waiting after a failure,
 // and sets the retry timer when it is.
 func (c *Core) CreateBackedOff(key string, now time.Time) bool {
-	until, ok := c.backoff[key]
-	if !ok || !now.Before(until) {
+	b, ok := c.backoff[key]
+	if !ok || !now.Before(b.until) {
 		return false
 	}
-	c.Loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(key)}, until)
+	c.Loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(key)}, b.until)
 	return true
 }
 
@@ -209,7 +209,7 @@ func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size) 
 	now := c.Clock.Now().UTC()
 	if err != nil {
 		c.Log.Error("node failed to start", "node", n.Key(), "error", err)
-		c.backoff[n.Compute] = now.Add(runtime.RetryAfter)
+		c.backoff[n.Compute] = nextBackoff(c.backoff[n.Compute], driver.IsPermanent(err), now)
 	} else {
 		delete(c.backoff, n.Compute)
 	}
@@ -351,7 +351,10 @@ func (c *Core) NodeByID(tx *store.Tx, id string) (model.Node, bool) {
 
 // NodeGone marks a node that died unusable (it is then released and replaced) and fails
 // the job that ran on it.
-func (c *Core) NodeGone(id string) {
+func (c *Core) NodeGone(id, reason string) {
+	if reason == "" {
+		reason = "the node died, or its allocation ended by itself"
+	}
 	c.Mu.Lock()
 	var compute string
 	_ = c.Store.Update(func(tx *store.Tx) error {
@@ -362,19 +365,19 @@ func (c *Core) NodeGone(id string) {
 		compute = n.Compute
 		if n.JobID != "" {
 			if j, ok := model.GetJob(tx, model.WorkspaceOf(n.Compute), n.JobID); ok && !api.Terminal(j.Status) {
-				j.Finish(api.JobFailed, nil, fmt.Sprintf("node %s was lost while the job ran", n.ID), c.Clock.Now().UTC())
+				j.Finish(api.JobFailed, nil, fmt.Sprintf("node %s was lost while the job ran: %s", n.ID, reason), c.Clock.Now().UTC())
 				if err := model.PutJob(tx, j); err != nil {
 					return err
 				}
 				c.Loop.Go(func() { c.KillJob(c.Ctx, j) })
 			}
 		}
-		n.State, n.Error, n.JobID, n.Task = api.NodeUnusable, "node process exited", "", ""
+		n.State, n.Error, n.JobID, n.Task = api.NodeUnusable, reason, "", ""
 		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 			return err
 		}
 		return c.updateCompute(tx, n.Compute, func(rec *model.Compute) {
-			rec.AddError(api.ComputeError{Time: c.Clock.Now().UTC(), Code: api.ErrorNodeLost, Message: fmt.Sprintf("node %s was lost (it died, or its allocation ended by itself); it is replaced when the compute needs it", n.ID)})
+			rec.AddError(api.ComputeError{Time: c.Clock.Now().UTC(), Code: api.ErrorNodeLost, Message: fmt.Sprintf("node %s was lost (%s); it is replaced when the compute needs it", n.ID, reason)})
 		})
 	})
 	c.Mu.Unlock()
@@ -427,7 +430,7 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 		_, err := c.Driver.Describe(ctx, n.ID)
 		switch {
 		case driver.IsNotFound(err):
-			c.NodeGone(n.ID)
+			c.NodeGone(n.ID, "the node was gone when the engine started again")
 		case err != nil:
 			return fmt.Errorf("describing node %s: %w", n.ID, err)
 		case n.Task != "" && n.State == api.NodeRunning:
@@ -451,10 +454,13 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 	}
 	for _, o := range orphans {
 		if !known[o.Key] {
+			// Each in the background: a cluster manager may take seconds per allocation.
 			c.Log.Warn("releasing orphaned node", "node", o.Key, "owner", o.Owner)
-			if err := c.Driver.Terminate(ctx, o.Key); err != nil {
-				c.Log.Error("releasing orphaned node failed", "node", o.Key, "error", err)
-			}
+			c.Loop.Go(func() {
+				if err := c.Driver.Terminate(ctx, o.Key); err != nil {
+					c.Log.Error("releasing orphaned node failed", "node", o.Key, "error", err)
+				}
+			})
 		}
 	}
 	// Jobs caught between assignment and start are started again; StartTask is idempotent.

@@ -177,6 +177,9 @@ type Event struct {
 	NodeKey  string
 	TaskKey  string
 	ExitCode int
+	// Reason says why a node is gone, in the driver's words (a time limit, a failed node,
+	// a start timeout); empty when the driver cannot tell.
+	Reason string
 }
 
 // Provisioner brings nodes up and down: the node half of a driver. Every method is

@@ -633,7 +633,7 @@ func (d *Driver) tick(ctx context.Context) {
 			delete(d.nodes, c.key)
 			d.mu.Unlock()
 			d.log.Warn("node gone", "node", c.key, "reason", c.why)
-			d.emit(driver.Event{Kind: driver.NodeGone, NodeKey: c.key})
+			d.emit(driver.Event{Kind: driver.NodeGone, NodeKey: c.key, Reason: c.why})
 		}
 	}
 }
