@@ -642,7 +642,9 @@ func TestRefusedNodesBackOff(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 1, 2, "PT120S")
-	refuse := func() { r.drv.FailNext(fake.MethodCreate, driver.Permanent(errors.New("sbatch: error: invalid partition specified"))) }
+	refuse := func() {
+		r.drv.FailNext(fake.MethodCreate, driver.Permanent(errors.New("sbatch: error: invalid partition specified")))
+	}
 	creates := func() int { return len(r.drv.CallsTo(fake.MethodCreate)) }
 	refuse()
 	r.settle()

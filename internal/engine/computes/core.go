@@ -144,7 +144,7 @@ type Core struct {
 	// commits themselves. The fields below it are guarded by it.
 	Mu        sync.Mutex
 	backoff   map[string]backoff // compute key -> no node creation before
-	releasing map[string]bool      // node keys with a Terminate in flight
+	releasing map[string]bool    // node keys with a Terminate in flight
 
 	passes map[string]Pass // compute type -> its controller's pass
 	// Recorder gets the node lifecycle's durations for the engine's metrics.
