@@ -33,6 +33,11 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "start the provider with support for debuggers like delve")
 	flag.Parse()
 
+	// The SDK logs every call at trace level, which terraform discards unless the user
+	// asked for logs: say nothing unless they did.
+	if err := provider.QuietLogsUnlessAsked(os.Environ(), os.Setenv); err != nil {
+		log.Fatal(err.Error())
+	}
 	err := providerserver.Serve(context.Background(), provider.New(version.Version), providerserver.ServeOpts{
 		Address:         "registry.terraform.io/mlcompute/mlcompute",
 		Debug:           debug,

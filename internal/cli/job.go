@@ -15,14 +15,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 )
 
-// A followed job's output is fetched again after minLogPoll while output keeps coming, and
-// up to maxLogPoll apart while it does not: the first line of a job that just started shows
-// within milliseconds, and a quiet job costs a few calls a second.
-const (
-	minLogPoll = 10 * time.Millisecond
-	maxLogPoll = 200 * time.Millisecond
-)
-
 func newJobCommand(g *globals) *cobra.Command {
 	job := &cobra.Command{Use: "job", Short: "Submit and follow training jobs"}
 	job.AddCommand(newJobSubmitCommand(g), newJobListCommand(g), newJobShowCommand(g), newJobLogsCommand(g), newJobCancelCommand(g))
@@ -113,36 +105,13 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// follow prints a rank's output until the job ends, then returns the job.
+// follow prints a rank's output as the engine streams it until the job ends, then
+// returns the job.
 func follow(ctx context.Context, c *client.Client, ws, id string, rank int, cmd *cobra.Command) (*api.Job, error) {
-	var offset int64
-	wait := minLogPoll
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		chunk, err := c.JobLogs(ctx, ws, id, rank, offset)
-		if err != nil {
-			return nil, err
-		}
-		if len(chunk.Data) > 0 {
-			if _, err := cmd.OutOrStdout().Write(chunk.Data); err != nil {
-				return nil, err
-			}
-			wait = minLogPoll
-		} else {
-			wait = min(2*wait, maxLogPoll)
-		}
-		offset = chunk.NextOffset
-		if chunk.Complete {
-			return c.GetJob(ctx, ws, id)
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-		}
+	if _, err := c.FollowJobLogs(ctx, ws, id, rank, 0, cmd.OutOrStdout()); err != nil {
+		return nil, err
 	}
+	return c.GetJob(ctx, ws, id)
 }
 
 // exitWith turns a finished job into the command's exit status.

@@ -243,6 +243,7 @@ func (p *mlcomputeProvider) DataSources(context.Context) []func() datasource.Dat
 	return []func() datasource.DataSource{
 		NewVMSizesDataSource,
 		NewIsolatedVMSizesDataSource,
+		NewComputeDataSource,
 	}
 }
 

@@ -153,29 +153,10 @@ func (r *computeClusterResource) Schema(ctx context.Context, _ resource.SchemaRe
 			},
 			"current_node_count": schema.Int64Attribute{
 				MarkdownDescription: "The number of nodes that are up (idle or running a job) when Terraform last read " +
-					"the cluster. Like every runtime attribute it changes as the engine scales and never causes a diff.",
+					"the cluster. Like every runtime attribute it changes as the engine scales and never causes a diff. " +
+					"The `mlcompute_compute` data source has the other runtime values: the nodes counted by state, " +
+					"the count the engine is scaling to, and whether it is resizing.",
 				Computed: true,
-			},
-			"target_node_count": schema.Int64Attribute{
-				MarkdownDescription: "The number of nodes the engine is scaling to: the nodes that are up or preparing.",
-				Computed:            true,
-			},
-			"allocation_state": schema.StringAttribute{
-				MarkdownDescription: "`" + api.AllocationSteady + "` when no node is preparing or leaving, `" +
-					api.AllocationResizing + "` otherwise.",
-				Computed: true,
-			},
-			"node_state_counts": schema.SingleNestedAttribute{
-				MarkdownDescription: "The cluster's nodes counted by state.",
-				Computed:            true,
-				Attributes: map[string]schema.Attribute{
-					"idle":      nodeCountAttribute("Nodes that are up and run no job."),
-					"running":   nodeCountAttribute("Nodes that run a job."),
-					"preparing": nodeCountAttribute("Nodes being started, or waiting for engine capacity."),
-					"leaving":   nodeCountAttribute("Nodes being released, or draining their job before they are."),
-					"unusable":  nodeCountAttribute("Nodes that died; the engine replaces them."),
-					"preempted": nodeCountAttribute("`LowPriority` nodes that gave their capacity to `Dedicated` nodes."),
-				},
 			},
 			"created_on": schema.StringAttribute{
 				MarkdownDescription: "When the engine created the cluster, in RFC 3339 form (UTC).",
@@ -185,11 +166,6 @@ func (r *computeClusterResource) Schema(ctx context.Context, _ resource.SchemaRe
 			"timeouts": timeoutsAttribute(ctx, "cluster", defaultClusterCreateTimeout, defaultClusterUpdateTimeout, defaultClusterDeleteTimeout),
 		},
 	}
-}
-
-// nodeCountAttribute is one counter of node_state_counts.
-func nodeCountAttribute(description string) schema.Int64Attribute {
-	return schema.Int64Attribute{MarkdownDescription: description, Computed: true}
 }
 
 func (r *computeClusterResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -232,17 +208,25 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 	if req.Plan.Raw.IsNull() {
 		return // a destroy
 	}
-	var plan, prior computeClusterModel // prior stays null on create
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if !req.State.Raw.IsNull() {
-		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	// Only the attributes the checks need are read: loading the whole plan and state into
+	// the model would convert every attribute, runtime ones included, on every plan.
+	minPath := path.Root("scale_settings").AtName("min_node_count")
+	var name, size, priority, priorSize, priorPriority types.String
+	var minNodes, priorMin types.Int64
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("name"), &name)...)
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("vm_size"), &size)...)
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("vm_priority"), &priority)...)
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, minPath, &minNodes)...)
+	if !req.State.Raw.IsNull() { // the prior values stay null on create
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("vm_size"), &priorSize)...)
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("vm_priority"), &priorPriority)...)
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, minPath, &priorMin)...)
 	}
 	if resp.Diagnostics.HasError() {
 		return
 	}
 
-	size, priority := plan.VMSize, plan.VMPriority
-	isNew := !strings.EqualFold(size.ValueString(), prior.VMSize.ValueString()) || !priority.Equal(prior.VMPriority)
+	isNew := !strings.EqualFold(size.ValueString(), priorSize.ValueString()) || !priority.Equal(priorPriority)
 	if !size.IsUnknown() && !size.IsNull() && isNew {
 		if _, err := validation.VMSize("vm_size", size.ValueString(), catalog.ComputeCluster); err != nil {
 			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
@@ -250,7 +234,7 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 			// validation.ComputeCluster holds the rule on which sizes run at LowPriority; the
 			// other inputs it checks have their own validators.
 			_, err := validation.ComputeCluster(api.ComputeSpec{
-				Name: plan.Name.ValueString(), VMSize: size.ValueString(), VMPriority: priority.ValueString(),
+				Name: name.ValueString(), VMSize: size.ValueString(), VMPriority: priority.ValueString(),
 				ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1},
 			})
 			if api.FieldOf(err) == "vm_priority" {
@@ -263,12 +247,6 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 
 	// The cost warning speaks of a plan that sets the kept nodes (a create, a new minimum
 	// or size), not of every later plan that leaves them as they are.
-	minPath := path.Root("scale_settings").AtName("min_node_count")
-	var minNodes, priorMin types.Int64
-	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, minPath, &minNodes)...)
-	if !req.State.Raw.IsNull() {
-		resp.Diagnostics.Append(req.State.GetAttribute(ctx, minPath, &priorMin)...)
-	}
 	if !isNew && minNodes.Equal(priorMin) {
 		return
 	}
@@ -279,7 +257,7 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 
 func (r *computeClusterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan computeClusterModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(clusterFromRaw(ctx, req.Plan.Schema.Type(), req.Plan.Raw, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -319,12 +297,12 @@ func (r *computeClusterResource) Create(ctx context.Context, req resource.Create
 	tflog.Info(ctx, "created compute cluster", map[string]any{"compute": c.ID, "vm_size": c.VMSize})
 
 	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(setClusterState(ctx, &resp.State, &plan)...)
 }
 
 func (r *computeClusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state computeClusterModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(clusterFromRaw(ctx, req.State.Schema.Type(), req.State.Raw, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -345,12 +323,12 @@ func (r *computeClusterResource) Read(ctx context.Context, req resource.ReadRequ
 	}
 
 	resp.Diagnostics.Append(state.fromAPI(ctx, c)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	resp.Diagnostics.Append(setClusterState(ctx, &resp.State, &state)...)
 }
 
 func (r *computeClusterResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan computeClusterModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(clusterFromRaw(ctx, req.Plan.Schema.Type(), req.Plan.Raw, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -375,12 +353,12 @@ func (r *computeClusterResource) Update(ctx context.Context, req resource.Update
 	}
 
 	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(setClusterState(ctx, &resp.State, &plan)...)
 }
 
 func (r *computeClusterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state computeClusterModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(clusterFromRaw(ctx, req.State.Schema.Type(), req.State.Raw, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -435,9 +413,6 @@ type computeClusterModel struct {
 	Description      types.String   `tfsdk:"description"`
 	Tags             types.Map      `tfsdk:"tags"`
 	CurrentNodeCount types.Int64    `tfsdk:"current_node_count"`
-	TargetNodeCount  types.Int64    `tfsdk:"target_node_count"`
-	AllocationState  types.String   `tfsdk:"allocation_state"`
-	NodeStateCounts  types.Object   `tfsdk:"node_state_counts"`
 	CreatedOn        types.String   `tfsdk:"created_on"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
 }
@@ -453,21 +428,6 @@ var scaleSettingsAttrTypes = map[string]attr.Type{
 	"min_node_count":                       types.Int64Type,
 	"max_node_count":                       types.Int64Type,
 	"scale_down_nodes_after_idle_duration": types.StringType,
-}
-
-// nodeStateCountsModel is node_state_counts.
-type nodeStateCountsModel struct {
-	Idle      int64 `tfsdk:"idle"`
-	Running   int64 `tfsdk:"running"`
-	Preparing int64 `tfsdk:"preparing"`
-	Leaving   int64 `tfsdk:"leaving"`
-	Unusable  int64 `tfsdk:"unusable"`
-	Preempted int64 `tfsdk:"preempted"`
-}
-
-var nodeStateCountsAttrTypes = map[string]attr.Type{
-	"idle": types.Int64Type, "running": types.Int64Type, "preparing": types.Int64Type,
-	"leaving": types.Int64Type, "unusable": types.Int64Type, "preempted": types.Int64Type,
 }
 
 // checks returns the scale settings to give validation.ScaleSettings, one rule each: the
@@ -520,20 +480,13 @@ func (m *computeClusterModel) fromAPI(ctx context.Context, c *api.Compute) diag.
 	if c.ScaleSettings != nil {
 		settings = *c.ScaleSettings
 	}
-	m.ScaleSettings, d = types.ObjectValueFrom(ctx, scaleSettingsAttrTypes, scaleSettingsModel{
-		MinNodeCount:                    types.Int64Value(settings.MinNodeCount),
-		MaxNodeCount:                    types.Int64Value(settings.MaxNodeCount),
-		ScaleDownNodesAfterIdleDuration: types.StringValue(settings.ScaleDownNodesAfterIdleDuration),
+	m.ScaleSettings, d = types.ObjectValue(scaleSettingsAttrTypes, map[string]attr.Value{
+		"min_node_count":                       types.Int64Value(settings.MinNodeCount),
+		"max_node_count":                       types.Int64Value(settings.MaxNodeCount),
+		"scale_down_nodes_after_idle_duration": types.StringValue(settings.ScaleDownNodesAfterIdleDuration),
 	})
 	diags.Append(d...)
 	m.CurrentNodeCount = types.Int64Value(c.CurrentNodeCount)
-	m.TargetNodeCount = types.Int64Value(c.TargetNodeCount)
-	m.AllocationState = types.StringValue(c.AllocationState)
-	n := c.NodeStateCounts
-	m.NodeStateCounts, d = types.ObjectValueFrom(ctx, nodeStateCountsAttrTypes, nodeStateCountsModel{
-		Idle: n.Idle, Running: n.Running, Preparing: n.Preparing, Leaving: n.Leaving, Unusable: n.Unusable, Preempted: n.Preempted,
-	})
-	diags.Append(d...)
 	m.CreatedOn = types.StringValue(c.CreatedOn.UTC().Format(time.RFC3339))
 	return diags
 }

@@ -53,6 +53,22 @@ func clusterValue(attr string, check knownvalue.Check) statecheck.StateCheck {
 	return statecheck.ExpectKnownValue(testAccClusterAddr, attrPath(attr), check)
 }
 
+// testAccClusterCounters is the mlcompute_compute data source reading the test cluster's
+// runtime counters (testAccComputeAddr).
+const testAccClusterCounters = `
+data "mlcompute_compute" "test" {
+  workspace_id = mlcompute_compute_cluster.test.workspace_id
+  name         = mlcompute_compute_cluster.test.name
+}
+`
+
+const testAccComputeAddr = "data.mlcompute_compute.test"
+
+// computeValue is a state check of one attribute the mlcompute_compute data source read.
+func computeValue(attr string, check knownvalue.Check) statecheck.StateCheck {
+	return dataValue(testAccComputeAddr, attr, check)
+}
+
 // noNodes is node_state_counts of a cluster without nodes.
 var noNodes = knownvalue.ObjectExact(map[string]knownvalue.Check{
 	"idle": knownvalue.Int64Exact(0), "running": knownvalue.Int64Exact(0), "preparing": knownvalue.Int64Exact(0),
@@ -137,9 +153,6 @@ func TestAccComputeCluster_Basic(t *testing.T) {
 				clusterValue("description", knownvalue.StringExact("")),
 				clusterValue("tags", emptyMap),
 				clusterValue("current_node_count", knownvalue.Int64Exact(0)),
-				clusterValue("target_node_count", knownvalue.Int64Exact(0)),
-				clusterValue("allocation_state", knownvalue.StringExact("Steady")),
-				clusterValue("node_state_counts", noNodes),
 				// The engine's fake clock starts at 2026-01-05 09:00 UTC.
 				clusterValue("created_on", knownvalue.StringExact("2026-01-05T09:00:00Z")),
 				clusterValue("timeouts", knownvalue.Null()),
@@ -417,7 +430,7 @@ func TestAccComputeCluster_ImportExisting(t *testing.T) {
 					"vm_size": "Standard_F4s_v2", "vm_priority": "LowPriority", "description": "made by hand",
 					"tags.owner": "ops", "scale_settings.min_node_count": "0", "scale_settings.max_node_count": "3",
 					"scale_settings.scale_down_nodes_after_idle_duration": "PT5M", "current_node_count": "0",
-					"allocation_state": "Steady", "node_state_counts.idle": "0", "created_on": "2026-01-05T09:00:00Z",
+					"created_on": "2026-01-05T09:00:00Z",
 				}
 				for k, v := range want {
 					if got := imported.Attributes[k]; got != v {
@@ -477,13 +490,14 @@ func TestAccComputeCluster_ImportErrors(t *testing.T) {
 	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
 }
 
-// The engine scales the cluster when a job needs a node; the runtime attributes follow on
-// refresh and never make a plan. The node stays after its job until its idle time runs out.
+// The engine scales the cluster when a job needs a node; current_node_count follows on
+// refresh and never makes a plan, and the mlcompute_compute data source reads the other
+// counters. The node stays after its job until its idle time runs out.
 func TestAccComputeCluster_NoDriftAfterScaling(t *testing.T) {
 	t.Parallel()
 	e, c := testAccEngine(t, enginetest.Options{})
 	ctx := context.Background()
-	config := testAccCPUCluster(e.Endpoint, `{ max_node_count = 2 }`, "")
+	config := testAccCPUCluster(e.Endpoint, `{ max_node_count = 2 }`, "") + testAccClusterCounters
 	empty := resource.ConfigPlanChecks{
 		PreApply:             []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 		PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
@@ -502,6 +516,12 @@ func TestAccComputeCluster_NoDriftAfterScaling(t *testing.T) {
 			Config: config,
 			ConfigStateChecks: []statecheck.StateCheck{
 				clusterValue("current_node_count", knownvalue.Int64Exact(0)),
+				computeValue("id", knownvalue.StringExact("/workspaces/lab/computes/cpu")),
+				computeValue("type", knownvalue.StringExact("ComputeCluster")),
+				computeValue("current_node_count", knownvalue.Int64Exact(0)),
+				computeValue("target_node_count", knownvalue.Int64Exact(0)),
+				computeValue("allocation_state", knownvalue.StringExact("Steady")),
+				computeValue("node_state_counts", noNodes),
 			},
 		}, {
 			PreConfig: func() {
@@ -517,9 +537,10 @@ func TestAccComputeCluster_NoDriftAfterScaling(t *testing.T) {
 			ConfigPlanChecks: empty,
 			ConfigStateChecks: []statecheck.StateCheck{
 				clusterValue("current_node_count", knownvalue.Int64Exact(1)),
-				clusterValue("target_node_count", knownvalue.Int64Exact(1)),
-				clusterValue("allocation_state", knownvalue.StringExact("Steady")),
-				clusterValue("node_state_counts", counts(0, 1)),
+				computeValue("current_node_count", knownvalue.Int64Exact(1)),
+				computeValue("target_node_count", knownvalue.Int64Exact(1)),
+				computeValue("allocation_state", knownvalue.StringExact("Steady")),
+				computeValue("node_state_counts", counts(0, 1)),
 			},
 		}, {
 			PreConfig: func() {
@@ -546,7 +567,7 @@ func TestAccComputeCluster_NoDriftAfterScaling(t *testing.T) {
 			ConfigPlanChecks: empty,
 			ConfigStateChecks: []statecheck.StateCheck{
 				clusterValue("current_node_count", knownvalue.Int64Exact(1)),
-				clusterValue("node_state_counts", counts(1, 0)),
+				computeValue("node_state_counts", counts(1, 0)),
 			},
 		}, {
 			PreConfig: func() {
@@ -559,7 +580,7 @@ func TestAccComputeCluster_NoDriftAfterScaling(t *testing.T) {
 			ConfigPlanChecks: empty,
 			ConfigStateChecks: []statecheck.StateCheck{
 				clusterValue("current_node_count", knownvalue.Int64Exact(0)),
-				clusterValue("node_state_counts", noNodes),
+				computeValue("node_state_counts", noNodes),
 			},
 		}},
 	})
@@ -893,7 +914,6 @@ func TestAccComputeCluster_MinNodesApplyWithWarning(t *testing.T) {
 			},
 			ConfigStateChecks: []statecheck.StateCheck{
 				clusterValue("current_node_count", knownvalue.Int64Exact(1)),
-				clusterValue("node_state_counts.idle", knownvalue.Int64Exact(1)),
 			},
 		}},
 	})
@@ -968,8 +988,17 @@ func TestComputeClusterSchema(t *testing.T) {
 		t.Fatalf("schema implementation: %v", diags)
 	}
 	// Runtime attributes must never plan a change: computed only, no plan modifiers.
-	for _, name := range []string{"current_node_count", "target_node_count", "allocation_state", "node_state_counts"} {
-		a := resp.Schema.Attributes[name]
+	// The counters that change on every read live in the mlcompute_compute data source.
+	for _, name := range []string{"target_node_count", "allocation_state", "node_state_counts"} {
+		if _, ok := resp.Schema.Attributes[name]; ok {
+			t.Errorf("%s is on the resource; it belongs to the mlcompute_compute data source", name)
+		}
+	}
+	for _, name := range []string{"current_node_count"} {
+		a, ok := resp.Schema.Attributes[name]
+		if !ok {
+			t.Fatalf("%s is missing", name)
+		}
 		if !a.IsComputed() || a.IsOptional() || a.IsRequired() {
 			t.Errorf("%s must be computed only", name)
 		}

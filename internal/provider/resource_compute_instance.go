@@ -235,22 +235,25 @@ func (r *computeInstanceResource) ModifyPlan(ctx context.Context, req resource.M
 	if req.Plan.Raw.IsNull() {
 		return // a destroy
 	}
-	var plan, prior computeInstanceModel // prior stays null on create
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	// Only the attributes the checks need are read, not the whole plan and state.
+	var size, priorSize, idle types.String // priorSize stays null on create
+	var schedules types.List
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("vm_size"), &size)...)
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("idle_time_before_shutdown"), &idle)...)
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("schedules"), &schedules)...)
 	if !req.State.Raw.IsNull() {
-		resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("vm_size"), &priorSize)...)
 	}
 	if resp.Diagnostics.HasError() {
 		return
 	}
 
-	size := plan.VMSize
-	if !size.IsUnknown() && !size.IsNull() && !strings.EqualFold(size.ValueString(), prior.VMSize.ValueString()) {
+	if !size.IsUnknown() && !size.IsNull() && !strings.EqualFold(size.ValueString(), priorSize.ValueString()) {
 		if _, err := validation.VMSize("vm_size", size.ValueString(), catalog.ComputeInstance); err != nil {
 			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
 		}
 	}
-	if d := neverStopsWarning(ctx, plan.IdleTimeBeforeShutdown, plan.Schedules); d != nil {
+	if d := neverStopsWarning(ctx, idle, schedules); d != nil {
 		resp.Diagnostics.Append(d)
 	}
 }

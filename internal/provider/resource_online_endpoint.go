@@ -398,8 +398,9 @@ func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.Mo
 	if req.Plan.Raw.IsNull() {
 		return // a destroy
 	}
+	// Only deployments is read, not the whole plan.
 	var plan onlineEndpointModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("deployments"), &plan.Deployments)...)
 	if resp.Diagnostics.HasError() || plan.Deployments.IsUnknown() {
 		return
 	}

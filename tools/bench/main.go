@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -44,11 +45,15 @@ import (
 type benchCase struct {
 	// Name labels the case in the table and names its working directory.
 	Name string
-	// Baseline names the case this one's ratio is computed against ("" for a baseline).
-	Baseline string
+	// Baselines name the cases this one's ratios are computed against (none for a baseline).
+	Baselines []string
 	// Config returns the HCL of n resources.
 	Config func(n int) string
 }
+
+// The do-nothing provider's name in the tables: a framework provider with one resource and no
+// I/O (tools/bench/nullprovider), the floor any plugin provider stands on.
+const nullCase = "benchnull_resource"
 
 var cases = []benchCase{
 	{
@@ -62,29 +67,26 @@ var cases = []benchCase{
 		},
 	},
 	{
-		Name:     "mlcompute_workspace",
-		Baseline: "terraform_data",
+		Name:      nullCase,
+		Baselines: []string{"terraform_data"},
 		Config: func(n int) string {
 			return fmt.Sprintf(`terraform {
   required_providers {
-    mlcompute = { source = "mlcompute/mlcompute" }
+    benchnull = { source = "mlcompute/benchnull" }
   }
 }
 
-resource "mlcompute_workspace" "bench" {
-  count       = %d
-  name        = format("bench-%%03d", count.index)
-  description = "benchmark workspace"
-  tags        = { bench = "true" }
-  quotas      = { standardDSv2Family = 64 }
+resource "benchnull_resource" "bench" {
+  count = %d
+  input = "bench-${count.index}"
 }
 `, n)
 		},
 	},
 	{
 		// One workspace holds the clusters, so this case manages n+1 resources.
-		Name:     "mlcompute_compute_cluster",
-		Baseline: "terraform_data",
+		Name:      "mlcompute_compute_cluster",
+		Baselines: []string{nullCase, "terraform_data"},
 		Config: func(n int) string {
 			return fmt.Sprintf(`terraform {
   required_providers {
@@ -120,19 +122,18 @@ type operation struct {
 	NoChanges bool
 }
 
-func operations(n int) []operation {
-	return []operation{
-		{Name: fmt.Sprintf("apply (create %d)", n), Args: []string{"apply", "-auto-approve"}},
-		{Name: "plan (no changes)", Args: []string{"plan", "-detailed-exitcode"}, NoChanges: true},
-		{Name: fmt.Sprintf("destroy (%d)", n), Args: []string{"destroy", "-auto-approve"}},
-	}
+var operations = []operation{
+	{Name: "apply (create)", Args: []string{"apply", "-auto-approve"}},
+	{Name: "plan (no changes)", Args: []string{"plan", "-detailed-exitcode"}, NoChanges: true},
+	{Name: "apply (no changes)", Args: []string{"apply", "-auto-approve"}},
+	{Name: "destroy", Args: []string{"destroy", "-auto-approve"}},
 }
 
 type options struct {
 	mode      string
 	terraform string
 	binDir    string
-	n         int
+	sizes     []int
 	runs      int
 	keepDir   bool
 
@@ -154,8 +155,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.terraform, "terraform", "terraform", "terraform (or tofu) binary")
 	flag.StringVar(&o.binDir, "bin-dir", "bin", "directory holding the built terraform-provider-mlcompute and mlcompute")
-	flag.IntVar(&o.n, "n", 100, "resources per configuration")
-	flag.IntVar(&o.runs, "runs", 3, "timed runs per case; the median is reported")
+	sizesFlag := flag.String("sizes", "10,100,500", "comma-separated resource counts; each is a configuration of every case")
+	flag.IntVar(&o.runs, "runs", 5, "timed runs per case and size; medians are reported")
 	flag.BoolVar(&o.keepDir, "keep", false, "keep the scratch directory (configs, state, engine.log) for inspection")
 	flag.StringVar(&o.mode, "mode", "all", "what to measure: "+strings.Join(modes, ", ")+
 		" (terraform: the provider against terraform_data and scale-from-zero; router: the scoring router against nginx)")
@@ -169,6 +170,14 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "router-cpuprofile", "", "write a CPU profile of the router during the loaded runs to this file (-mode router)")
 	flag.BoolVar(&o.serveBackend, "serve-backend", false, "internal to -mode router: serve the model server on loopback until stdin closes")
 	flag.Parse()
+	for _, f := range strings.Split(*sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -sizes %q: want positive integers separated by commas\n", *sizesFlag)
+			os.Exit(2)
+		}
+		o.sizes = append(o.sizes, n)
+	}
 
 	if o.serveBackend {
 		if err := serveBackend(os.Stdin, os.Stdout); err != nil {
@@ -206,8 +215,8 @@ type bench struct {
 }
 
 func run(ctx context.Context, o options) (err error) {
-	if o.n < 1 || o.runs < 1 {
-		return errors.New("-n and -runs must be at least 1")
+	if len(o.sizes) == 0 || o.runs < 1 {
+		return errors.New("-sizes and -runs must name at least one size and one run")
 	}
 	b := &bench{opts: o}
 	if b.terraform, err = exec.LookPath(o.terraform); err != nil {
@@ -226,9 +235,21 @@ func run(ctx context.Context, o options) (err error) {
 	if b.dir, err = os.MkdirTemp("", "mlcompute-bench-"); err != nil {
 		return err
 	}
+	defer func() {
+		if cerr := b.cleanup(); err == nil {
+			err = cerr
+		}
+	}()
+	// The do-nothing provider is built from this module, like the provider under test.
+	nullDir := filepath.Join(b.dir, "nullprovider")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(nullDir, "terraform-provider-benchnull"), "./tools/bench/nullprovider")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the do-nothing provider: %w\n%s", err, out)
+	}
 	cliConfig := filepath.Join(b.dir, "terraformrc")
-	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    %q = %q\n  }\n  direct {}\n}\n",
-		"mlcompute/mlcompute", binDir)
+	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    %q = %q\n    %q = %q\n  }\n  direct {}\n}\n",
+		"mlcompute/mlcompute", binDir, "mlcompute/benchnull", nullDir)
 	if err := os.WriteFile(cliConfig, []byte(rc), 0o600); err != nil {
 		return err
 	}
@@ -237,22 +258,32 @@ func run(ctx context.Context, o options) (err error) {
 		"MLCOMPUTE_HOME="+filepath.Join(b.dir, "home"),
 		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
 	)
-	defer func() {
-		if cerr := b.cleanup(); err == nil {
-			err = cerr
-		}
-	}()
 
 	version, _ := b.output(ctx, "", b.terraform, "version")
-	fmt.Printf("%s, %d resources per configuration, median of %d runs, %d CPUs\n",
-		strings.SplitN(version, "\n", 2)[0], o.n, o.runs, runtime.NumCPU())
+	fmt.Printf("%s, %d CPUs; medians of %d interleaved runs per size\n",
+		strings.SplitN(version, "\n", 2)[0], runtime.NumCPU(), o.runs)
 
+	for _, n := range o.sizes {
+		if err := b.measureSize(ctx, n); err != nil {
+			return err
+		}
+	}
+	return b.scaleFromZero(ctx)
+}
+
+// caseDir is the working directory of one case at one size.
+func (b *bench) caseDir(c benchCase, n int) string {
+	return filepath.Join(b.dir, fmt.Sprintf("%s-%d", c.Name, n))
+}
+
+// measureSize times every case with n resources and prints its table.
+func (b *bench) measureSize(ctx context.Context, n int) error {
 	for _, c := range cases {
-		dir := filepath.Join(b.dir, c.Name)
+		dir := b.caseDir(c, n)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(c.Config(o.n)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(c.Config(n)), 0o644); err != nil {
 			return err
 		}
 		// Warm-up, untimed: loads the binaries and, for the provider, starts the engine.
@@ -260,31 +291,29 @@ func run(ctx context.Context, o options) (err error) {
 			return fmt.Errorf("%s: warm-up plan: %w", c.Name, err)
 		}
 	}
-
-	ops := operations(o.n)
 	// times[case][op] holds one duration per run.
 	times := make(map[string][][]time.Duration)
 	for _, c := range cases {
-		times[c.Name] = make([][]time.Duration, len(ops))
+		times[c.Name] = make([][]time.Duration, len(operations))
 	}
-	// Cases are interleaved within each run so that drift in machine load hits all alike.
-	for r := 1; r <= o.runs; r++ {
+	// Cases are interleaved within each run so that drift in machine load hits all alike,
+	// and each run's ratio compares neighbours in time.
+	for r := 1; r <= b.opts.runs; r++ {
 		for _, c := range cases {
-			dir := filepath.Join(b.dir, c.Name)
 			var line []string
-			for i, op := range ops {
-				d, err := b.timed(ctx, dir, op)
+			for i, op := range operations {
+				d, err := b.timed(ctx, b.caseDir(c, n), op)
 				if err != nil {
-					return fmt.Errorf("%s: run %d: %s: %w", c.Name, r, op.Name, err)
+					return fmt.Errorf("%s (%d): run %d: %s: %w", c.Name, n, r, op.Name, err)
 				}
 				times[c.Name][i] = append(times[c.Name][i], d)
-				line = append(line, fmt.Sprintf("%s %.2fs", strings.Fields(op.Name)[0], d.Seconds()))
+				line = append(line, fmt.Sprintf("%s %.2fs", op.Name, d.Seconds()))
 			}
-			fmt.Fprintf(os.Stderr, "run %d/%d %-22s %s\n", r, o.runs, c.Name, strings.Join(line, ", "))
+			fmt.Fprintf(os.Stderr, "n=%d run %d/%d %-26s %s\n", n, r, b.opts.runs, c.Name, strings.Join(line, ", "))
 		}
 	}
-	printTable(ops, times)
-	return b.scaleFromZero(ctx)
+	printTable(n, times)
+	return nil
 }
 
 // sfzCase is the directory of the scale-from-zero measurement.
@@ -453,12 +482,14 @@ func (b *bench) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var errs []error
-	dirs := []string{sfzCase}
+	dirs := []string{filepath.Join(b.dir, sfzCase)}
 	for _, c := range cases {
-		dirs = append(dirs, c.Name)
+		for _, n := range b.opts.sizes {
+			dirs = append(dirs, b.caseDir(c, n))
+		}
 	}
-	for _, name := range dirs {
-		dir := filepath.Join(b.dir, name)
+	for _, dir := range dirs {
+		name := filepath.Base(dir)
 		if !hasResources(filepath.Join(dir, "terraform.tfstate")) {
 			continue
 		}
@@ -479,34 +510,45 @@ func (b *bench) cleanup() error {
 	return errors.Join(errs...)
 }
 
-func printTable(ops []operation, times map[string][][]time.Duration) {
-	medians := make(map[string][]time.Duration)
-	for name, perOp := range times {
-		for _, ds := range perOp {
-			medians[name] = append(medians[name], median(ds))
-		}
-	}
-	fmt.Println()
+// printTable prints, per operation and case, the median time with the runs' range, and
+// against each baseline the median of the per-run ratios with their range (run r of a case
+// against run r of its baseline, measured moments apart).
+func printTable(n int, times map[string][][]time.Duration) {
+	fmt.Printf("\n%d resources per configuration\n", n)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(w, "operation\tcase\tmedian (s)\truns (s)\tratio\tbaseline")
-	for i, op := range ops {
+	fmt.Fprintln(w, "operation\tcase\tmedian (s)\tmin-max (s)\tratio [min-max]\tbaseline")
+	for i, op := range operations {
 		for _, c := range cases {
-			var runs []string
-			for _, d := range times[c.Name][i] {
-				runs = append(runs, fmt.Sprintf("%.2f", d.Seconds()))
+			ds := times[c.Name][i]
+			lo, hi := slices.Min(ds), slices.Max(ds)
+			row := fmt.Sprintf("%s\t%s\t%.2f\t%.2f-%.2f", op.Name, c.Name, median(ds).Seconds(), lo.Seconds(), hi.Seconds())
+			if len(c.Baselines) == 0 {
+				fmt.Fprintf(w, "%s\t\t\n", row)
 			}
-			ratio, baseline := "", ""
-			if c.Baseline != "" {
-				baseline = c.Baseline
-				if base := medians[c.Baseline][i]; base > 0 {
-					ratio = fmt.Sprintf("%.2fx", medians[c.Name][i].Seconds()/base.Seconds())
+			for j, base := range c.Baselines {
+				r := ratios(ds, times[base][i])
+				if j > 0 {
+					row = "\t\t\t"
 				}
+				fmt.Fprintf(w, "%s\t%.2fx [%.2f-%.2f]\t%s\n", row, medianFloat(r), slices.Min(r), slices.Max(r), base)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%.2f\t%s\t%s\t%s\n", op.Name, c.Name, medians[c.Name][i].Seconds(),
-				strings.Join(runs, " "), ratio, baseline)
 		}
 	}
 	w.Flush()
+}
+
+// ratios divides each run by the same run of the baseline.
+func ratios(ds, base []time.Duration) []float64 {
+	var out []float64
+	for i := range min(len(ds), len(base)) {
+		if base[i] > 0 {
+			out = append(out, ds[i].Seconds()/base[i].Seconds())
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, 0)
+	}
+	return out
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -71,6 +71,13 @@ type LogChunk struct {
 	Complete bool `json:"complete"`
 }
 
+// Trailers of a followed log stream (GET .../logs?follow=true), whose body is the raw
+// output: present only when the job ended and the stream holds all of its output.
+const (
+	LogCompleteTrailer   = "Mlcompute-Log-Complete"
+	LogNextOffsetTrailer = "Mlcompute-Log-Next-Offset"
+)
+
 // SnapshotRef is the body returned by POST .../snapshots.
 type SnapshotRef struct {
 	ID string `json:"id"`

@@ -113,8 +113,11 @@ func (r *Router) forward(ctx context.Context, w http.ResponseWriter, req *http.R
 	}
 }
 
-// canonicalDeploymentHeader is DeploymentHeader as a header map key.
-var canonicalDeploymentHeader = http.CanonicalHeaderKey(DeploymentHeader)
+// canonicalDeploymentHeader and canonicalRequestIDHeader are the headers as map keys.
+var (
+	canonicalDeploymentHeader = http.CanonicalHeaderKey(DeploymentHeader)
+	canonicalRequestIDHeader  = http.CanonicalHeaderKey(RequestIDHeader)
+)
 
 // copyResponse copies the response body to w, flushing after every write when flusher is
 // set. Errors of either side are returned.

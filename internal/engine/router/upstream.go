@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -90,7 +91,15 @@ type upConn struct {
 	peek    func(fd uintptr) bool
 	peekBuf [1]byte
 	quiet   bool
+
+	// resp is the response readHeadFast parses into (response_fast.go).
+	resp respHead
+	// abortFn is abort as a func value, made once per connection.
+	abortFn func()
 }
+
+// abort makes the connection's blocked and future I/O fail at once.
+func (c *upConn) abort() { _ = c.nc.SetDeadline(aLongTimeAgo) }
 
 // get returns the most recently used idle connection, or nil. A connection idle for
 // longer than idleConnTimeout is closed, with every older one.
@@ -187,6 +196,7 @@ func (r *Router) exchange(ctx context.Context, req *http.Request, a *attempt, in
 				return nil, err
 			}
 			c = &upConn{nc: nc, br: bufio.NewReaderSize(nc, upstreamReadBuffer)}
+			c.abortFn = c.abort
 		}
 		res, err := r.exchangeOn(ctx, c, req, a, in, body, reused)
 		if errors.Is(err, errStaleConn) && tries == 0 && ctx.Err() == nil {
@@ -216,8 +226,10 @@ func (c *upConn) idleAlive() bool {
 		// Made once per connection, so a request spends no allocation on the check.
 		c.raw = raw
 		c.peek = func(fd uintptr) bool {
-			_, _, err := unix.Recvfrom(int(fd), c.peekBuf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-			c.quiet = err == unix.EAGAIN
+			// recvfrom(2) without a source address: unix.Recvfrom would allocate one.
+			_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1,
+				unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+			c.quiet = errno == unix.EAGAIN
 			return true // never wait for readiness
 		}
 	}
@@ -239,7 +251,7 @@ func idempotent(req *http.Request) bool {
 
 func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a *attempt, in *instance, body []byte, reused bool) (*http.Response, error) {
 	nc := c.nc
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, c.abortFn)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		_ = nc.Close()
@@ -277,6 +289,9 @@ func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a
 			}
 			return fail(err)
 		}
+		if res = c.readHeadFast(req); res != nil {
+			break
+		}
 		res, err = http.ReadResponse(c.br, req)
 		if err != nil {
 			return fail(err)
@@ -291,7 +306,12 @@ func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a
 		}
 		break
 	}
-	res.Body = &upstreamBody{rc: res.Body, c: c, pool: in.pool, stop: stop, reuse: !res.Close, r: r}
+	ub := &upstreamBody{rc: res.Body, c: c, pool: in.pool, stop: stop, reuse: !res.Close, r: r}
+	if res.Body == nil { // parsed by readHeadFast: the body is the next ContentLength bytes
+		ub.fixed = fixedBody{r: c.br, n: res.ContentLength}
+		ub.rc = &ub.fixed
+	}
+	res.Body = ub
 	return res, nil
 }
 
@@ -305,6 +325,7 @@ type upstreamBody struct {
 	reuse bool
 	done  bool
 	r     *Router
+	fixed fixedBody // rc's storage for a response readHeadFast parsed
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {

@@ -126,11 +126,47 @@ func (s *Server) jobLogs(w http.ResponseWriter, req *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if follow, _ := strconv.ParseBool(req.URL.Query().Get("follow")); follow {
+		return s.followJobLogs(w, req, int(rank), offset)
+	}
 	data, next, complete, err := s.opts.Engine.JobLogs(req.Context(), req.PathValue("workspace"), req.PathValue("job"), int(rank), offset)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, api.LogChunk{Data: data, NextOffset: next, Complete: complete})
+	return nil
+}
+
+// followJobLogs streams a rank's output as it appears (GET .../logs?follow=true): the raw
+// bytes, in chunks flushed as they come, until the job has ended and its output is all
+// sent. The trailer api.LogCompleteTrailer then says so and api.LogNextOffsetTrailer holds
+// the offset after the last byte; a stream cut before them was not complete, and the
+// client follows again from the offset it has reached. Errors found before the first byte
+// (no such job, a bad rank) are answered as usual.
+func (s *Server) followJobLogs(w http.ResponseWriter, req *http.Request, rank int, offset int64) error {
+	ws, id := req.PathValue("workspace"), req.PathValue("job")
+	if _, _, _, err := s.opts.Engine.JobLogs(req.Context(), ws, id, rank, offset); err != nil {
+		return err
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Trailer", api.LogCompleteTrailer+", "+api.LogNextOffsetTrailer)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	next, err := s.opts.Engine.FollowJobLogs(req.Context(), ws, id, rank, offset, func(data []byte) error {
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	if err != nil {
+		// The status is sent: the missing trailer tells the client the stream is incomplete.
+		s.log.Debug("job log stream ended early", "job", id, "rank", rank, "error", err)
+		return nil
+	}
+	w.Header().Set(api.LogNextOffsetTrailer, strconv.FormatInt(next, 10))
+	w.Header().Set(api.LogCompleteTrailer, "true")
 	return nil
 }
 

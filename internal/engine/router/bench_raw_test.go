@@ -1,0 +1,164 @@
+package router
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// BenchmarkRouterAllocs measures the router alone: the client and the instance are raw
+// HTTP/1.1 over loopback keep-alive connections that allocate nothing per request, so
+// allocs/op and B/op are the router's (net/http's server side included), which is what
+// the allocation budget counts. Timing is comparable with BenchmarkRawDirect.
+func BenchmarkRouterAllocs(b *testing.B) {
+	backend := rawBackend(b)
+	r := New(Options{Logger: hclog.NewNullLogger()})
+	b.Cleanup(r.Close)
+	u, _ := url.Parse("http://" + backend)
+	r.SetEndpoint(Endpoint{
+		Name:     "bench",
+		AuthMode: AuthModeKey,
+		Keys:     [2]string{testPrimary, testSecondary},
+		Traffic:  map[string]int{"blue": 100},
+		Deployments: map[string]*Deployment{"blue": {
+			Name: "blue", Backends: []Backend{{ID: "b-0", URL: u, Ready: true}}, MaxConcurrentPerInstance: 1 << 20,
+		}},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	rawLoad(b, ln.Addr().String(), "/bench/score", "Authorization: Bearer "+testPrimary+"\r\n")
+}
+
+// BenchmarkRawDirect is BenchmarkRouterAllocs's load sent straight to the instance.
+func BenchmarkRawDirect(b *testing.B) {
+	rawLoad(b, rawBackend(b), "/score", "")
+}
+
+// rawLoad posts benchPayload over one keep-alive connection per parallel worker and
+// fails on any status but 200.
+func rawLoad(b *testing.B, addr, path, extraHeader string) {
+	req := []byte("POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n" + extraHeader +
+		"Content-Length: " + strconv.Itoa(len(benchPayload)) + "\r\n\r\n" + benchPayload)
+	b.SetParallelism(4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReaderSize(c, 16<<10)
+		for pb.Next() {
+			if _, err := c.Write(req); err != nil {
+				b.Error(err)
+				return
+			}
+			ok, err := rawMessage(br, nil)
+			if err != nil || !ok {
+				b.Errorf("response not 200 OK: %v", err)
+				return
+			}
+		}
+	})
+}
+
+// rawBackend serves every request with a fixed 200 JSON answer, reusing its buffers.
+func rawBackend(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	const answer = `{"predictions":[0.1,0.9]}`
+	res := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(answer)) + "\r\n\r\n" + answer)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReaderSize(c, 16<<10)
+				body := make([]byte, 64<<10)
+				for {
+					if _, err := rawMessage(br, body); err != nil {
+						return
+					}
+					if _, err := c.Write(res); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// rawMessage reads one HTTP/1.1 message with a Content-Length body (into scratch, or
+// discarded) and reports whether it is a response 200.
+func rawMessage(br *bufio.Reader, scratch []byte) (bool, error) {
+	first, err := br.ReadSlice('\n')
+	if err != nil {
+		return false, err
+	}
+	ok := bytes.HasPrefix(first, []byte("HTTP/1.1 200 "))
+	length := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return false, err
+		}
+		if len(line) <= 2 {
+			break
+		}
+		const cl = "content-length:"
+		if len(line) > len(cl) && bytes.EqualFold(line[:len(cl)], []byte(cl)) {
+			v := bytes.TrimSpace(line[len(cl):])
+			for _, d := range v {
+				length = length*10 + int(d-'0')
+			}
+		}
+	}
+	if scratch != nil && length <= len(scratch) {
+		_, err = io.ReadFull(br, scratch[:length])
+	} else {
+		_, err = br.Discard(length)
+	}
+	return ok, err
+}
+
+// BenchmarkServerFloor is BenchmarkRouterAllocs's load against a net/http server whose
+// handler only answers: the allocations and time any handler on net/http's server costs,
+// which the router's budget includes.
+func BenchmarkServerFloor(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer := []byte(`{"predictions":[0.1,0.9]}`)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header()["Content-Type"] = []string{"application/json"}
+		_, _ = w.Write(answer)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	rawLoad(b, ln.Addr().String(), "/bench/score", "")
+}

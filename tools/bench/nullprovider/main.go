@@ -1,0 +1,100 @@
+// Command nullprovider is the floor that `make bench` measures the mlcompute provider
+// against: a terraform-plugin-framework provider with one resource that does nothing (no
+// I/O, no engine), served exactly as the scaffolding template serves a provider. What it
+// costs is what terraform, the plugin protocol and the framework cost, so the mlcompute
+// provider's ratio to it is the share of the project's own code and schema.
+//
+// Its address is mlcompute/benchnull and its binary terraform-provider-benchnull; the
+// benchmark builds it and reaches it through dev_overrides. Nothing else uses it.
+package main
+
+import (
+	"context"
+	"log"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+func main() {
+	err := providerserver.Serve(context.Background(), func() provider.Provider { return nullProvider{} }, providerserver.ServeOpts{
+		Address:         "registry.terraform.io/mlcompute/benchnull",
+		ProtocolVersion: 6,
+	})
+	if err != nil {
+		log.Fatal(err.Error())
+	}
+}
+
+type nullProvider struct{}
+
+func (nullProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "benchnull"
+}
+
+func (nullProvider) Schema(context.Context, provider.SchemaRequest, *provider.SchemaResponse) {}
+
+// Configure does nothing: the provider has no settings and no client.
+func (nullProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
+}
+
+func (nullProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{func() resource.Resource { return nullResource{} }}
+}
+
+func (nullProvider) DataSources(context.Context) []func() datasource.DataSource { return nil }
+
+// nullResource is benchnull_resource: an input and an id, kept in state and nowhere else.
+type nullResource struct{}
+
+type nullModel struct {
+	ID    types.String `tfsdk:"id"`
+	Input types.String `tfsdk:"input"`
+}
+
+func (nullResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_resource"
+}
+
+func (nullResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"input": schema.StringAttribute{Required: true},
+		},
+	}
+}
+
+func (nullResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var m nullModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	m.ID = m.Input
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// Read keeps the state as it is: there is nothing outside it to read.
+func (nullResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
+
+func (nullResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var m nullModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// Delete does nothing: the framework drops the state.
+func (nullResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
