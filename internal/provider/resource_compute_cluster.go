@@ -243,7 +243,9 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 		}
 	}
 
-	r.planQuota(ctx, req, resp, plan, isNew)
+	var workspaceID types.String
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("workspace_id"), &workspaceID)...)
+	r.planQuota(ctx, req, resp, computeClusterModel{Name: name, VMSize: size, WorkspaceID: workspaceID}, isNew)
 
 	// The cost warning speaks of a plan that sets the kept nodes (a create, a new minimum
 	// or size), not of every later plan that leaves them as they are.
