@@ -41,6 +41,9 @@ func clusterFromRaw(ctx context.Context, schemaType attr.Type, raw tftypes.Value
 	m.ScaleSettings, _ = get("scale_settings").(types.Object)
 	m.Tags, _ = get("tags").(types.Map)
 	m.CurrentNodeCount, _ = get("current_node_count").(types.Int64)
+	m.TargetNodeCount, _ = get("target_node_count").(types.Int64)
+	m.AllocationState, _ = get("allocation_state").(types.String)
+	m.NodeStateCounts, _ = get("node_state_counts").(types.Object)
 	m.Timeouts, _ = get("timeouts").(timeouts.Value)
 	return diags
 }
@@ -51,7 +54,9 @@ func clusterToRaw(ctx context.Context, schemaType attr.Type, m *computeClusterMo
 	vals := map[string]attr.Value{
 		"id": m.ID, "name": m.Name, "workspace_id": m.WorkspaceID, "vm_size": m.VMSize, "vm_priority": m.VMPriority,
 		"scale_settings": m.ScaleSettings, "description": m.Description, "tags": m.Tags,
-		"current_node_count": m.CurrentNodeCount, "created_on": m.CreatedOn, "timeouts": m.Timeouts,
+		"current_node_count": m.CurrentNodeCount, "target_node_count": m.TargetNodeCount,
+		"allocation_state": m.AllocationState, "node_state_counts": m.NodeStateCounts,
+		"created_on": m.CreatedOn, "timeouts": m.Timeouts,
 	}
 	attrTypes := schemaType.(attr.TypeWithAttributeTypes).AttributeTypes()
 	out := make(map[string]tftypes.Value, len(attrTypes))

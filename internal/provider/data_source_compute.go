@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
-	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	dsschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -40,12 +40,12 @@ func (d *computeDataSource) Metadata(_ context.Context, req datasource.MetadataR
 }
 
 func (d *computeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	resp.Schema = schema.Schema{
+	resp.Schema = dsschema.Schema{
 		MarkdownDescription: "Reads a compute of a workspace (a cluster, an instance or an attached compute) as the " +
 			"engine holds it now: its nodes counted by state, the count it is scaling to and whether it is resizing. " +
 			"The values change as the engine scales; each plan or apply reads them again.",
-		Attributes: map[string]schema.Attribute{
-			"workspace_id": schema.StringAttribute{
+		Attributes: map[string]dsschema.Attribute{
+			"workspace_id": dsschema.StringAttribute{
 				MarkdownDescription: "The ID of the compute's workspace, `/workspaces/{name}`, usually " +
 					"`mlcompute_workspace.<name>.id`.",
 				Required: true,
@@ -53,51 +53,72 @@ func (d *computeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 					validators.StringFunc("Invalid Workspace ID", "the value must be a workspace ID, /workspaces/{name}", checkWorkspaceID),
 				},
 			},
-			"name": schema.StringAttribute{
+			"name": dsschema.StringAttribute{
 				MarkdownDescription: "The compute's name in its workspace, usually `mlcompute_compute_cluster.<name>.name`.",
 				Required:            true,
 			},
-			"id": schema.StringAttribute{
+			"id": dsschema.StringAttribute{
 				MarkdownDescription: "The compute's ID, `/workspaces/{workspace}/computes/{name}`.",
 				Computed:            true,
 			},
-			"type": schema.StringAttribute{
+			"type": dsschema.StringAttribute{
 				MarkdownDescription: "The kind of compute: `" + api.TypeComputeCluster + "`, `" + api.TypeComputeInstance + "` or `" +
 					api.TypeAttached + "`.",
 				Computed: true,
 			},
-			"current_node_count": schema.Int64Attribute{
+			"current_node_count": dsschema.Int64Attribute{
 				MarkdownDescription: "The number of nodes that are up (idle or running a job).",
 				Computed:            true,
 			},
-			"target_node_count": schema.Int64Attribute{
-				MarkdownDescription: "The number of nodes the engine is scaling to: the nodes that are up or preparing.",
-				Computed:            true,
-			},
-			"allocation_state": schema.StringAttribute{
-				MarkdownDescription: "`" + api.AllocationSteady + "` when no node is preparing or leaving, `" +
-					api.AllocationResizing + "` otherwise.",
-				Computed: true,
-			},
-			"node_state_counts": schema.SingleNestedAttribute{
-				MarkdownDescription: "The compute's nodes counted by state.",
-				Computed:            true,
-				Attributes: map[string]schema.Attribute{
-					"idle":      nodeCountAttribute("Nodes that are up and run no job."),
-					"running":   nodeCountAttribute("Nodes that run a job."),
-					"preparing": nodeCountAttribute("Nodes being started, or waiting for engine capacity."),
-					"leaving":   nodeCountAttribute("Nodes being released, or draining their job before they are."),
-					"unusable":  nodeCountAttribute("Nodes that died; the engine replaces them."),
-					"preempted": nodeCountAttribute("`LowPriority` nodes that gave their capacity to `Dedicated` nodes."),
-				},
-			},
+			"target_node_count": targetNodeCountAttribute,
+			"allocation_state":  allocationStateAttribute,
+			"node_state_counts": nodeStateCountsAttribute("The compute's nodes counted by state."),
 		},
 	}
 }
 
+// The runtime attributes a cluster resource and this data source share (the resource as
+// DESIGN lists them; the data source for any compute, read at every plan).
+const (
+	targetNodeCountDescription = "The number of nodes the engine is scaling to: the nodes that are up or preparing."
+	allocationStateDescription = "`" + api.AllocationSteady + "` when no node is preparing or leaving, `" +
+		api.AllocationResizing + "` otherwise."
+)
+
+var (
+	targetNodeCountAttribute = dsschema.Int64Attribute{MarkdownDescription: targetNodeCountDescription, Computed: true}
+	allocationStateAttribute = dsschema.StringAttribute{MarkdownDescription: allocationStateDescription, Computed: true}
+)
+
+// nodeCountDescriptions describe the counters of node_state_counts.
+var nodeCountDescriptions = map[string]string{
+	"idle":      "Nodes that are up and run no job.",
+	"running":   "Nodes that run a job.",
+	"preparing": "Nodes being started, or waiting for engine capacity.",
+	"leaving":   "Nodes being released, or draining their job before they are.",
+	"unusable":  "Nodes that died; the engine replaces them.",
+	"preempted": "`LowPriority` nodes that gave their capacity to `Dedicated` nodes.",
+}
+
+func nodeStateCountsAttribute(description string) dsschema.SingleNestedAttribute {
+	attrs := map[string]dsschema.Attribute{}
+	for name, d := range nodeCountDescriptions {
+		attrs[name] = nodeCountAttribute(d)
+	}
+	return dsschema.SingleNestedAttribute{MarkdownDescription: description, Computed: true, Attributes: attrs}
+}
+
+// nodeStateCountsValue is node_state_counts of a compute as the engine holds it.
+func nodeStateCountsValue(n api.NodeStateCounts) (types.Object, diag.Diagnostics) {
+	return types.ObjectValue(nodeStateCountsAttrTypes, map[string]attr.Value{
+		"idle": types.Int64Value(n.Idle), "running": types.Int64Value(n.Running), "preparing": types.Int64Value(n.Preparing),
+		"leaving": types.Int64Value(n.Leaving), "unusable": types.Int64Value(n.Unusable), "preempted": types.Int64Value(n.Preempted),
+	})
+}
+
 // nodeCountAttribute is one counter of node_state_counts.
-func nodeCountAttribute(description string) schema.Int64Attribute {
-	return schema.Int64Attribute{MarkdownDescription: description, Computed: true}
+func nodeCountAttribute(description string) dsschema.Int64Attribute {
+	return dsschema.Int64Attribute{MarkdownDescription: description, Computed: true}
 }
 
 func (d *computeDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
@@ -156,11 +177,7 @@ func (m *computeDataSourceModel) fromAPI(c *api.Compute) diag.Diagnostics {
 	m.CurrentNodeCount = types.Int64Value(c.CurrentNodeCount)
 	m.TargetNodeCount = types.Int64Value(c.TargetNodeCount)
 	m.AllocationState = types.StringValue(c.AllocationState)
-	n := c.NodeStateCounts
 	var diags diag.Diagnostics
-	m.NodeStateCounts, diags = types.ObjectValue(nodeStateCountsAttrTypes, map[string]attr.Value{
-		"idle": types.Int64Value(n.Idle), "running": types.Int64Value(n.Running), "preparing": types.Int64Value(n.Preparing),
-		"leaving": types.Int64Value(n.Leaving), "unusable": types.Int64Value(n.Unusable), "preempted": types.Int64Value(n.Preempted),
-	})
+	m.NodeStateCounts, diags = nodeStateCountsValue(c.NodeStateCounts)
 	return diags
 }

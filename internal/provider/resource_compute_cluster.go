@@ -154,10 +154,12 @@ func (r *computeClusterResource) Schema(ctx context.Context, _ resource.SchemaRe
 			"current_node_count": schema.Int64Attribute{
 				MarkdownDescription: "The number of nodes that are up (idle or running a job) when Terraform last read " +
 					"the cluster. Like every runtime attribute it changes as the engine scales and never causes a diff. " +
-					"The `mlcompute_compute` data source has the other runtime values: the nodes counted by state, " +
-					"the count the engine is scaling to, and whether it is resizing.",
+					"The `mlcompute_compute` data source reads the runtime values again at every plan, for any compute.",
 				Computed: true,
 			},
+			"target_node_count": schema.Int64Attribute{MarkdownDescription: targetNodeCountDescription, Computed: true},
+			"allocation_state":  schema.StringAttribute{MarkdownDescription: allocationStateDescription, Computed: true},
+			"node_state_counts": clusterNodeStateCountsAttribute(),
 			"created_on": schema.StringAttribute{
 				MarkdownDescription: "When the engine created the cluster, in RFC 3339 form (UTC).",
 				Computed:            true,
@@ -415,6 +417,9 @@ type computeClusterModel struct {
 	Description      types.String   `tfsdk:"description"`
 	Tags             types.Map      `tfsdk:"tags"`
 	CurrentNodeCount types.Int64    `tfsdk:"current_node_count"`
+	TargetNodeCount  types.Int64    `tfsdk:"target_node_count"`
+	AllocationState  types.String   `tfsdk:"allocation_state"`
+	NodeStateCounts  types.Object   `tfsdk:"node_state_counts"`
 	CreatedOn        types.String   `tfsdk:"created_on"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
 }
@@ -489,6 +494,21 @@ func (m *computeClusterModel) fromAPI(ctx context.Context, c *api.Compute) diag.
 	})
 	diags.Append(d...)
 	m.CurrentNodeCount = types.Int64Value(c.CurrentNodeCount)
+	m.TargetNodeCount = types.Int64Value(c.TargetNodeCount)
+	m.AllocationState = types.StringValue(c.AllocationState)
+	var counts diag.Diagnostics
+	m.NodeStateCounts, counts = nodeStateCountsValue(c.NodeStateCounts)
+	diags.Append(counts...)
 	m.CreatedOn = types.StringValue(c.CreatedOn.UTC().Format(time.RFC3339))
 	return diags
+}
+
+// clusterNodeStateCountsAttribute is node_state_counts as the cluster resource has it (the
+// same counters as the mlcompute_compute data source's).
+func clusterNodeStateCountsAttribute() schema.SingleNestedAttribute {
+	attrs := map[string]schema.Attribute{}
+	for name, d := range nodeCountDescriptions {
+		attrs[name] = schema.Int64Attribute{MarkdownDescription: d, Computed: true}
+	}
+	return schema.SingleNestedAttribute{MarkdownDescription: "The cluster's nodes counted by state.", Computed: true, Attributes: attrs}
 }
