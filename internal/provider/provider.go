@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -30,6 +31,16 @@ const (
 	envEndpoint = "MLCOMPUTE_ENDPOINT"
 	envToken    = "MLCOMPUTE_TOKEN"
 	envHome     = "MLCOMPUTE_HOME"
+)
+
+// How long the provider waits for an engine that cannot be reached. An operation with a
+// `timeouts` value (create, update, delete) waits until that timeout: the embedded engine
+// is started again, and a configured endpoint is retried with back-off. Calls without one
+// (refresh, data sources) wait readUnreachableWait, and the check in Configure
+// configureUnreachableWait.
+const (
+	readUnreachableWait      = 2 * time.Minute
+	configureUnreachableWait = 10 * time.Second
 )
 
 var _ provider.Provider = (*mlcomputeProvider)(nil)
@@ -135,14 +146,16 @@ func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token
 		resp.Diagnostics.AddAttributeError(path.Root(attr), summary, detail)
 		return nil
 	}
-	c, err := daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: endpoint, Token: token})
+	c, err := daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: endpoint, Token: token, ClientOptions: clientOptions()})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid Engine Endpoint",
 			fmt.Sprintf("The provider cannot use the endpoint %q.\n\nSet endpoint (or %s) to unix:///path/to/engine.sock "+
 				"or http(s)://host:port.\n\nOriginal error: %s", endpoint, envEndpoint, err))
 		return nil
 	}
-	st, err := c.Status(ctx)
+	statusCtx, cancel := context.WithTimeout(ctx, configureUnreachableWait)
+	defer cancel()
+	st, err := c.Status(statusCtx)
 	switch {
 	case api.IsUnauthorized(err):
 		resp.Diagnostics.AddAttributeError(path.Root("token"), "Engine Rejected Token",
@@ -180,7 +193,7 @@ func (p *mlcomputeProvider) connectEmbedded(ctx context.Context, dataDir string,
 		return nil
 	}
 	tflog.Debug(ctx, "using embedded engine", map[string]any{"data_dir": dataDir})
-	c, err := daemon.Connect(ctx, daemon.ConnectOptions{DataDir: dataDir, Command: []string{exe, "engine", "serve"}})
+	c, err := daemon.Connect(ctx, daemon.ConnectOptions{DataDir: dataDir, Command: []string{exe, "engine", "serve"}, ClientOptions: clientOptions()})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("data_dir"), "Cannot Start Embedded Engine",
 			fmt.Sprintf("The embedded engine of %s did not start or did not answer.\n\nCheck that the directory is "+
@@ -190,6 +203,11 @@ func (p *mlcomputeProvider) connectEmbedded(ctx context.Context, dataDir string,
 	}
 	tflog.Info(ctx, "connected to embedded engine", map[string]any{"endpoint": c.Endpoint(), "data_dir": dataDir})
 	return c
+}
+
+// clientOptions are the provider's client settings: see readUnreachableWait.
+func clientOptions() []client.Option {
+	return []client.Option{client.WithUnreachableWait(readUnreachableWait)}
 }
 
 // checkEndpoint checks an endpoint's form and that a TCP endpoint off loopback has a token.

@@ -23,6 +23,17 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
+// DefaultUnreachableWait is how long a call whose context has no deadline keeps retrying
+// while the engine cannot be reached (a call with a deadline retries until the deadline).
+const DefaultUnreachableWait = 1500 * time.Millisecond
+
+// Back-off between tries while the engine cannot be reached: the first retry comes soon
+// (an embedded engine restarts in well under a second), later ones at most every 2 s.
+const (
+	backoffFirst = 100 * time.Millisecond
+	backoffMax   = 2 * time.Second
+)
+
 // Client talks to one engine.
 type Client struct {
 	base     string // scheme://host, without a trailing slash
@@ -33,7 +44,10 @@ type Client struct {
 	// reconnect, when set, is called after a transport failure before the call is retried:
 	// the embedded engine's launcher restarts a crashed engine there.
 	reconnect func(context.Context) error
-	attempts  int
+	// attempts bounds the tries of one call (0: no bound but time).
+	attempts int
+	// unreachableWait is how long a call without a context deadline keeps retrying.
+	unreachableWait time.Duration
 }
 
 // Option adjusts a client.
@@ -45,13 +59,20 @@ func WithReconnect(f func(context.Context) error) Option { return func(c *Client
 // WithClock sets the clock used for retry back-off.
 func WithClock(clk clock.Clock) Option { return func(c *Client) { c.clock = clk } }
 
-// WithAttempts sets how many times a call is tried when the transport fails (default 5).
+// WithAttempts bounds how many times a call is tried when the transport fails (default: no
+// bound; the time limits below apply). WithAttempts(1) never retries.
 func WithAttempts(n int) Option { return func(c *Client) { c.attempts = n } }
+
+// WithUnreachableWait sets how long a retryable call whose context has no deadline keeps
+// retrying while the engine cannot be reached (default DefaultUnreachableWait). A call
+// whose context has a deadline retries until that deadline, whatever this says: an
+// operation's timeout is how long it waits for an engine that crashed and comes back.
+func WithUnreachableWait(d time.Duration) Option { return func(c *Client) { c.unreachableWait = d } }
 
 // New returns a client for endpoint, either unix:///path/to/engine.sock or
 // http(s)://host:port. A TCP endpoint needs a token unless it is loopback.
 func New(endpoint, token string, opts ...Option) (*Client, error) {
-	c := &Client{endpoint: endpoint, token: token, clock: clock.RealClock{}, attempts: 5}
+	c := &Client{endpoint: endpoint, token: token, clock: clock.RealClock{}, unreachableWait: DefaultUnreachableWait}
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("parsing endpoint %q: %w", endpoint, err)
@@ -117,23 +138,37 @@ func (c *Client) send(ctx context.Context, r request, out any) error {
 	if r.retry {
 		attempts = c.attempts
 	}
-	backoff := 100 * time.Millisecond
+	// Without a deadline, retries end unreachableWait after the first try; with one, at
+	// the deadline (ctx ends the wait).
+	_, hasDeadline := ctx.Deadline()
+	giveUp := c.clock.Now().Add(c.unreachableWait)
+	backoff := backoffFirst
 	for attempt := 1; ; attempt++ {
 		err := c.do(ctx, r, target, payload, out)
-		if err == nil || !isTransport(err) || attempt >= attempts || ctx.Err() != nil {
+		if err == nil || !isTransport(err) || ctx.Err() != nil || (attempts > 0 && attempt >= attempts) {
+			return err
+		}
+		if !hasDeadline && !c.clock.Now().Before(giveUp) {
 			return err
 		}
 		if c.reconnect != nil {
 			if rerr := c.reconnect(ctx); rerr != nil {
+				if ctx.Err() != nil {
+					return err
+				}
 				return fmt.Errorf("%w (reconnecting: %v)", err, rerr)
 			}
+		}
+		wait := backoff
+		if !hasDeadline {
+			wait = min(wait, max(giveUp.Sub(c.clock.Now()), 0))
 		}
 		select {
 		case <-ctx.Done():
 			return err
-		case <-c.clock.After(backoff):
+		case <-c.clock.After(wait):
 		}
-		backoff *= 2
+		backoff = min(2*backoff, backoffMax)
 	}
 }
 

@@ -131,13 +131,15 @@ type ConnectOptions struct {
 	Token    string
 	DataDir  string
 	Command  []string
+	// ClientOptions adjust the client (how long it waits for an engine that is away).
+	ClientOptions []client.Option
 }
 
 // Connect returns a client for the engine the options name. For the embedded engine the
 // client restarts the engine by itself if it dies between or during calls.
 func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
 	if o.Endpoint != "" {
-		return client.New(o.Endpoint, o.Token)
+		return client.New(o.Endpoint, o.Token, o.ClientOptions...)
 	}
 	if o.DataDir == "" {
 		return nil, errors.New("no endpoint and no data dir: set one of them")
@@ -150,5 +152,5 @@ func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
 	if err := l.Ensure(ctx); err != nil {
 		return nil, err
 	}
-	return client.New(l.Endpoint(), "", client.WithReconnect(l.Ensure))
+	return client.New(l.Endpoint(), "", append([]client.Option{client.WithReconnect(l.Ensure)}, o.ClientOptions...)...)
 }
