@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -43,7 +42,7 @@ func newServeCommand(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "", "API address: unix:///PATH or tcp://127.0.0.1:PORT (default: <data-dir>/engine.sock)")
-	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token; required to listen on TCP beyond loopback")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (mode 0600). A TCP listener always needs a token: without this flag the engine makes one in <data-dir>/"+daemon.TokenFile+", where the CLI and provider on this machine find it")
 	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", validation.DefaultMinIdleTimeBeforeShutdown, "the shortest idle_time_before_shutdown a compute instance may ask for")
 	fl.StringVar(&f.nodes, "nodes", "local", "where nodes come from: local or slurm")
 	fl.StringVar(&f.slurmPartition, "slurm-partition", "", "Slurm partition for --nodes slurm (the slurm driver is not available yet)")
@@ -70,12 +69,8 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	token := ""
 	if f.tokenFile != "" {
-		raw, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return fmt.Errorf("reading --token-file: %w", err)
-		}
-		if token = strings.TrimSpace(string(raw)); token == "" {
-			return fmt.Errorf("--token-file %s is empty", f.tokenFile)
+		if token, err = daemon.ReadTokenFile(f.tokenFile); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
 		}
 	}
 	agentArgv, err := g.self("node-agent")

@@ -81,15 +81,17 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 			"token": schema.StringAttribute{
 				MarkdownDescription: "The engine's API token, sent as a bearer token on every call. It may also be " +
 					"set with the `MLCOMPUTE_TOKEN` environment variable. It is required when `endpoint` is an " +
-					"`http` or `https` address whose host is not loopback.",
+					"`http` or `https` address, loopback included (a TCP port is open to every local user). For an engine " +
+					"on this machine started with `mlcompute serve --listen tcp://...` and no `--token-file`, the provider " +
+					"reads the token the engine wrote to `api.token` in `data_dir`.",
 				Optional:  true,
 				Sensitive: true,
 			},
 			"data_dir": schema.StringAttribute{
 				MarkdownDescription: "The embedded engine's directory: its state, socket (`engine.sock`), node " +
 					"directories and log (`engine.log`). It may also be set with the `MLCOMPUTE_HOME` environment " +
-					"variable (default: `$XDG_DATA_HOME/mlcompute`, else `~/.local/share/mlcompute`). It is not " +
-					"used when `endpoint` is set.",
+					"variable (default: `$XDG_DATA_HOME/mlcompute`, else `~/.local/share/mlcompute`). When " +
+					"`endpoint` is set, only the API token an engine on this machine wrote there (`api.token`) is read from it.",
 				Optional: true,
 			},
 		},
@@ -128,6 +130,15 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 	}
 	var c *client.Client
 	if endpoint != "" {
+		if token == "" {
+			token = p.localToken(endpoint, cfg.DataDir.ValueString(), resp)
+			if resp.Diagnostics.HasError() {
+				return
+			}
+			if token != "" {
+				ctx = tflog.MaskAllFieldValuesStrings(ctx, token)
+			}
+		}
 		c = p.connectEndpoint(ctx, endpoint, token, resp)
 	} else {
 		c = p.connectEmbedded(ctx, cfg.DataDir.ValueString(), resp)
@@ -172,6 +183,28 @@ func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token
 	return c
 }
 
+// localToken returns the token an engine on this machine made for its loopback TCP
+// listener ('mlcompute serve --listen tcp://...' without --token-file writes it to
+// <data_dir>/api.token), or "" when endpoint is not loopback TCP or there is none. A token
+// file others can read is refused with an error on token.
+func (p *mlcomputeProvider) localToken(endpoint, dataDir string, resp *provider.ConfigureResponse) string {
+	if dataDir == "" {
+		var err error
+		if dataDir, err = daemon.DefaultDataDir(); err != nil {
+			return ""
+		}
+	}
+	token, err := daemon.EndpointToken(endpoint, "", dataDir)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("token"), "Cannot Use Engine Token File",
+			fmt.Sprintf("The provider has no token for %s and looked for the one the engine keeps in its data dir, "+
+				"but could not use it.\n\nFix the file as the error says, or set token (or %s).\n\nOriginal error: %s",
+				endpoint, envToken, err))
+		return ""
+	}
+	return token
+}
+
 // connectEmbedded returns a client of the embedded engine of dataDir (or the default data
 // dir), starting the engine from this binary when none answers; it returns nil after
 // adding an error.
@@ -210,7 +243,8 @@ func clientOptions() []client.Option {
 	return []client.Option{client.WithUnreachableWait(readUnreachableWait)}
 }
 
-// checkEndpoint checks an endpoint's form and that a TCP endpoint off loopback has a token.
+// checkEndpoint checks an endpoint's form and that a TCP endpoint has a token: a TCP port,
+// loopback included, is open to every local user, so the engine always requires one.
 // It returns the attribute at fault, a summary and a detail, or an empty summary.
 func checkEndpoint(endpoint, token string) (attr, summary, detail string) {
 	u, err := url.Parse(endpoint)
@@ -230,7 +264,13 @@ func checkEndpoint(endpoint, token string) (attr, summary, detail string) {
 		return bad("has the scheme " + fmt.Sprintf("%q", u.Scheme) + "; the provider speaks unix, http and https")
 	case u.Host == "":
 		return bad("names no host")
-	case token == "" && !daemon.IsLoopbackHost(u.Hostname()):
+	case token == "" && daemon.IsLoopbackHost(u.Hostname()):
+		return "token", "Missing Engine Token", fmt.Sprintf("The endpoint %s is a TCP port, which every user of this "+
+			"machine can reach, so the engine requires a token and the provider has none. An engine started with "+
+			"'mlcompute serve --listen tcp://...' and no --token-file writes its token to %s in its data dir; the "+
+			"provider found none in its data_dir.\n\nSet data_dir (or %s) to the engine's data dir, or set token "+
+			"(or %s) to the engine's token.", endpoint, daemon.TokenFile, envHome, envToken)
+	case token == "":
 		return "token", "Missing Engine Token", fmt.Sprintf("The endpoint %s is reachable over the network, so the "+
 			"engine requires a token and the provider has none.\n\nSet token (or %s) to the engine's token, the "+
 			"contents of the file given to 'mlcompute serve --token-file'.", endpoint, envToken)

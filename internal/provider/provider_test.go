@@ -251,8 +251,8 @@ func TestProviderConfigure_RemoteEndpointRequiresToken(t *testing.T) {
 	}
 }
 
-// checkEndpoint accepts unix sockets and loopback TCP without a token, and requires one
-// for any other host; its messages never repeat the token.
+// checkEndpoint accepts unix sockets without a token, and requires one for every TCP
+// endpoint, loopback included; its messages never repeat the token.
 func TestCheckEndpoint(t *testing.T) {
 	tests := []struct {
 		endpoint, token string
@@ -260,9 +260,10 @@ func TestCheckEndpoint(t *testing.T) {
 		wantSummary     string
 	}{
 		{"unix:///tmp/engine.sock", "", "", ""},
-		{"http://127.0.0.1:8080", "", "", ""},
-		{"http://localhost:8080", "", "", ""},
-		{"http://[::1]:8080", "", "", ""},
+		{"http://127.0.0.1:8080", "", "token", "Missing Engine Token"},
+		{"http://localhost:8080", "", "token", "Missing Engine Token"},
+		{"http://[::1]:8080", "", "token", "Missing Engine Token"},
+		{"http://127.0.0.1:8080", "secret", "", ""},
 		{"https://engine.example.com:8443", "secret", "", ""},
 		{"http://10.0.0.5:8080", "", "token", "Missing Engine Token"},
 		{"https://engine.example.com", "", "token", "Missing Engine Token"},

@@ -32,6 +32,12 @@ const (
 	LockFile   = "engine.lock"
 	LogFile    = "engine.log"
 	StoreFile  = "state.db"
+	// TokenFile holds the API token serve makes for a TCP listener given no --token-file;
+	// the CLI and provider on the same machine read it from there.
+	TokenFile = "api.token"
+	// NodesDir and SnapshotsDir hold the local nodes' and the code snapshots' files.
+	NodesDir     = "nodes"
+	SnapshotsDir = "snapshots"
 )
 
 // DefaultIdleExit is how long an engine with nothing to manage and no API calls stays up.
@@ -48,7 +54,8 @@ type Options struct {
 	// ScoringListen is host:port of the online endpoints' scoring router; empty means the
 	// address of the first start (kept in the store), at first a free loopback port.
 	ScoringListen string
-	// Token, when set, is required on every API call. Required for a non-loopback TCP listener.
+	// Token, when set, is required on every API call. A TCP listener always has one: when
+	// Token is empty, Run uses the data dir's TokenFile, making it first if needed.
 	Token     string
 	Locations []string
 	Nodes     string
@@ -82,7 +89,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("resolving data dir: %w", err)
 	}
 	opts.DataDir = dir
-	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+	if err := secureDir(opts.DataDir); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
 	lock, err := acquireLock(filepath.Join(opts.DataDir, LockFile))
@@ -90,6 +97,21 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer lock.Close()
+	if opts.Token == "" && isTCP(opts.Listen) {
+		token, path, made, err := EnsureTokenFile(opts.DataDir)
+		if err != nil {
+			return err
+		}
+		opts.Token = token
+		if made {
+			log.Info("made an API token for the TCP listener", "token_file", path)
+		} else {
+			log.Info("using the data dir's API token for the TCP listener", "token_file", path)
+		}
+	}
+	if err := secureFiles(opts.DataDir); err != nil {
+		return err
+	}
 
 	st, err := store.Open(filepath.Join(opts.DataDir, StoreFile), time.Second)
 	if err != nil {
@@ -97,8 +119,13 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
+	for _, sub := range []string{NodesDir, SnapshotsDir} {
+		if err := secureDir(filepath.Join(opts.DataDir, sub)); err != nil {
+			return fmt.Errorf("creating %s: %w", sub, err)
+		}
+	}
 	nodes, err := local.New(local.Config{
-		Dir: filepath.Join(opts.DataDir, "nodes"), AgentArgv: opts.AgentArgv, Clock: opts.Clock, Logger: opts.Logger,
+		Dir: filepath.Join(opts.DataDir, NodesDir), AgentArgv: opts.AgentArgv, Clock: opts.Clock, Logger: opts.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the local node driver: %w", err)
@@ -107,7 +134,7 @@ func Run(ctx context.Context, opts Options) error {
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
-		Driver: nodes, Snapshots: snapshot.NewStore(filepath.Join(opts.DataDir, "snapshots")),
+		Driver: nodes, Snapshots: snapshot.NewStore(filepath.Join(opts.DataDir, SnapshotsDir)),
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
 	})
 	if err != nil {
@@ -257,8 +284,9 @@ func listen(opts Options) (net.Listener, error) {
 		}
 		return ln, nil
 	case "tcp":
-		if opts.Token == "" && !IsLoopbackHost(u.Hostname()) {
-			return nil, fmt.Errorf("refusing to listen on %s without a token: pass --token-file, or bind to 127.0.0.1", u.Host)
+		// A TCP port is open to every local user, loopback included.
+		if opts.Token == "" {
+			return nil, fmt.Errorf("refusing to listen on %s without a token: pass --token-file", u.Host)
 		}
 		ln, err := net.Listen("tcp", u.Host)
 		if err != nil {

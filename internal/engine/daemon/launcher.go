@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,6 +118,20 @@ func (l *Launcher) Ensure(ctx context.Context) error {
 	return fmt.Errorf("embedded engine did not become healthy within %s; see %s", timeout, logPath)
 }
 
+// EndpointToken returns the token to use for endpoint: token when set; else, for an
+// http(s) endpoint on loopback, the one an engine serving dataDir made there (LocalToken);
+// else "". A token file that exists but cannot be used is an error.
+func EndpointToken(endpoint, token, dataDir string) (string, error) {
+	if token != "" || dataDir == "" {
+		return token, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !IsLoopbackHost(u.Hostname()) {
+		return "", nil
+	}
+	return LocalToken(dataDir)
+}
+
 func healthy(ctx context.Context, c *client.Client) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -125,7 +140,8 @@ func healthy(ctx context.Context, c *client.Client) bool {
 }
 
 // ConnectOptions say how to reach an engine: Endpoint and Token for a running one, or
-// DataDir and Command to use (and if needed start) the embedded one.
+// DataDir and Command to use (and if needed start) the embedded one. With an Endpoint on
+// loopback TCP and no Token, the token serve made in DataDir is used (see LocalToken).
 type ConnectOptions struct {
 	Endpoint string
 	Token    string
@@ -139,7 +155,11 @@ type ConnectOptions struct {
 // client restarts the engine by itself if it dies between or during calls.
 func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
 	if o.Endpoint != "" {
-		return client.New(o.Endpoint, o.Token, o.ClientOptions...)
+		token, err := EndpointToken(o.Endpoint, o.Token, o.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		return client.New(o.Endpoint, token, o.ClientOptions...)
 	}
 	if o.DataDir == "" {
 		return nil, errors.New("no endpoint and no data dir: set one of them")
