@@ -131,10 +131,11 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("starting the local node driver: %w", err)
 	}
 	defer nodes.Close()
+	snapshots := snapshot.NewStore(filepath.Join(opts.DataDir, SnapshotsDir))
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
-		Driver: nodes, Snapshots: snapshot.NewStore(filepath.Join(opts.DataDir, SnapshotsDir)),
+		Driver: nodes, Snapshots: snapshots,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
 	})
 	if err != nil {
@@ -170,7 +171,7 @@ func Run(ctx context.Context, opts Options) error {
 	var lastCall atomic.Int64
 	lastCall.Store(opts.Clock.Now().UnixNano())
 	api := server.New(server.Options{
-		Engine: eng, Logger: opts.Logger, Token: opts.Token,
+		Engine: eng, Logger: opts.Logger, Token: opts.Token, Snapshots: snapshots,
 		OnRequest: func() { lastCall.Store(opts.Clock.Now().UnixNano()) },
 		Shutdown:  stop,
 	})

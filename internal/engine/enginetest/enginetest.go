@@ -85,9 +85,10 @@ func Start(t testing.TB, opts Options) *Engine {
 		fakeDrv = fake.New(fakeClock)
 		drv = fakeDrv
 	}
+	snapshots := snapshot.NewStore(filepath.Join(dir, "snapshots"))
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv,
-		Snapshots: snapshot.NewStore(filepath.Join(dir, "snapshots")),
+		Snapshots: snapshots,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Snapshots: snapshots}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
@@ -27,6 +28,10 @@ type Options struct {
 	OnRequest func()
 	// Shutdown is called by POST /v1/shutdown after the response is written.
 	Shutdown func()
+	// Snapshots, when set, stores uploaded code snapshots (the engine's own store), so
+	// that the API can tell a bad archive (400) from a fault of this machine's disk (500).
+	// Unset, uploads go through the engine.
+	Snapshots *snapshot.Store
 }
 
 // Route is one API operation; Routes is the table both the mux and the OpenAPI test read.
@@ -107,6 +112,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, api.Errorf(api.CodeUnauthorized, "token", "missing or wrong token: set the provider's token (or MLCOMPUTE_TOKEN) to the engine's token"))
 		return
 	}
+	if err := validation.IdempotencyKey(req.Header.Get(api.IdempotencyKeyHeader)); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
 	s.mux.ServeHTTP(w, req)
 }
 
@@ -128,15 +137,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-func decode(req *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, req.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return api.Errorf(api.CodeInvalid, "", "malformed request body: %v", err)
-	}
-	return nil
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
