@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -93,7 +94,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Version:         g.cfg.Version,
 		Logger:          g.logger(os.Stderr),
 	})
-	if err == daemon.ErrAlreadyRunning {
+	if errors.Is(err, daemon.ErrAlreadyRunning) {
 		return fmt.Errorf("%w (data dir %s); stop it with 'mlcompute shutdown'", err, dir)
 	}
 	return err

@@ -261,6 +261,36 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	return c.send(ctx, request{method: "POST", path: "/v1/shutdown"}, nil)
 }
 
+// Backup writes a consistent copy of the engine's store to w and returns its size. A copy
+// cut short (the engine failed or went away midway) is an error, never a short success.
+// It is not retried: w may already hold part of a copy.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/backup", nil)
+	if err != nil {
+		return 0, fmt.Errorf("building request: %w", err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, &transportError{fmt.Errorf("calling engine at %s: %w", c.endpoint, err)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, decodeError(resp.StatusCode, raw)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("reading the backup after %d bytes: %w", n, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return n, fmt.Errorf("the backup ended after %d of %d bytes", n, resp.ContentLength)
+	}
+	return n, nil
+}
+
 // ListWorkspaces lists every workspace.
 func (c *Client) ListWorkspaces(ctx context.Context) ([]api.Workspace, error) {
 	var out api.WorkspaceList

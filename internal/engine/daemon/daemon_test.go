@@ -395,3 +395,41 @@ func waitGone(t *testing.T, dir string) {
 	}
 	t.Fatal("engine did not stop")
 }
+
+// A backup over the API while the engine runs is a store that opens and holds what the
+// engine held.
+func TestBackupWhileRunning(t *testing.T) {
+	dir := shortDir(t)
+	startRun(t, Options{DataDir: dir})
+	c := mustClient(t, "unix://"+filepath.Join(dir, SocketFile), "")
+	ctx := context.Background()
+	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "kept-in-backup"}); err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(t.TempDir(), "backup.db")
+	f, err := os.Create(copyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Backup(ctx, f)
+	f.Close()
+	if err != nil || n == 0 {
+		t.Fatalf("Backup = %d, %v", n, err)
+	}
+	st, err := store.Open(copyPath, time.Second)
+	if err != nil {
+		t.Fatalf("opening the backup: %v", err)
+	}
+	defer st.Close()
+	var ws api.Workspace
+	err = st.View(func(tx *store.Tx) error {
+		ok, err := tx.Get(store.Workspaces, "kept-in-backup", &ws)
+		if err == nil && !ok {
+			err = errors.New("not found")
+		}
+		return err
+	})
+	if err != nil || ws.Name != "kept-in-backup" {
+		t.Fatalf("workspace in the backup: %+v, %v", ws, err)
+	}
+}

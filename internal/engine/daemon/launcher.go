@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -113,9 +114,31 @@ func (l *Launcher) Ensure(ctx context.Context) error {
 		}
 	}
 	if exitErr != nil {
+		if last := lastLine(logPath); last != "" {
+			return fmt.Errorf("embedded engine did not start (%v): %s (log: %s)", exitErr, last, logPath)
+		}
 		return fmt.Errorf("embedded engine did not start (%v); see %s", exitErr, logPath)
 	}
 	return fmt.Errorf("embedded engine did not become healthy within %s; see %s", timeout, logPath)
+}
+
+// lastLine returns the last non-empty line of the file at path (read from its last 4 KiB),
+// where a failed engine wrote why, or "".
+func lastLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-4096, 0)
+	buf := make([]byte, fi.Size()-off)
+	n, _ := f.ReadAt(buf, off)
+	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // EndpointToken returns the token to use for endpoint: token when set; else, for an

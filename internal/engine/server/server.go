@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type Options struct {
 	// that the API can tell a bad archive (400) from a fault of this machine's disk (500).
 	// Unset, uploads go through the engine.
 	Snapshots *snapshot.Store
+	// Backup, when set, serves GET /v1/backup: a consistent copy of the engine's store
+	// (store.Store.Backup).
+	Backup func(fn func(size int64, copyTo func(io.Writer) (int64, error)) error) error
 }
 
 // Route is one API operation; Routes is the table both the mux and the OpenAPI test read.
@@ -45,6 +49,7 @@ type Route struct {
 var Routes = []Route{
 	{"GET", "/v1/status", (*Server).status},
 	{"POST", "/v1/shutdown", (*Server).shutdown},
+	{"GET", "/v1/backup", (*Server).backup},
 	{"GET", "/v1/workspaces", (*Server).listWorkspaces},
 	{"POST", "/v1/workspaces", (*Server).createWorkspace},
 	{"GET", "/v1/workspaces/{workspace}", (*Server).getWorkspace},
@@ -154,6 +159,25 @@ func (s *Server) shutdown(w http.ResponseWriter, _ *http.Request) error {
 	}
 	go s.opts.Shutdown()
 	return nil
+}
+
+// backup streams a consistent copy of the store (application/octet-stream, with its
+// Content-Length). A failure after the first byte aborts the connection, so the client
+// sees a short body rather than a damaged copy that looks whole.
+func (s *Server) backup(w http.ResponseWriter, _ *http.Request) error {
+	if s.opts.Backup == nil {
+		return api.Errorf(api.CodeInvalid, "", "this engine cannot make backups over the API")
+	}
+	return s.opts.Backup(func(size int64, copyTo func(io.Writer) (int64, error)) error {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		w.WriteHeader(http.StatusOK)
+		if _, err := copyTo(w); err != nil {
+			s.log.Error("backup failed", "error", err)
+			panic(http.ErrAbortHandler)
+		}
+		return nil
+	})
 }
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, req *http.Request) error {
