@@ -109,7 +109,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Snapshots: snapshots}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Snapshots: snapshots, Backup: st.Backup}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
