@@ -64,19 +64,26 @@ func FuzzUnpack(f *testing.F) {
 		f.Add(rawTar(f, entries, map[string]string{"src/train.py": "print(1)\n", "a/x": "x"}))
 	}
 	limits := Limits{MaxBytes: 64 << 10, MaxFiles: 4}
+	// One directory for every run; each run gets its own inside it (t.TempDir per run
+	// costs more than the unpacking does).
+	runs := f.TempDir()
 	f.Fuzz(func(t *testing.T, tarBytes []byte) {
 		var gz bytes.Buffer
 		zw := gzip.NewWriter(&gz)
 		_, _ = zw.Write(tarBytes)
 		_ = zw.Close()
 
-		base := t.TempDir()
+		base, err := os.MkdirTemp(runs, "run-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(base)
 		dst := filepath.Join(base, "dst")
 		sibling := filepath.Join(base, "sibling")
 		if err := os.MkdirAll(sibling, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		err := Unpack(&gz, dst, limits)
+		err = Unpack(&gz, dst, limits)
 
 		ents, _ := os.ReadDir(base)
 		for _, e := range ents {

@@ -56,7 +56,8 @@ func FuzzNameRules(f *testing.F) {
 				t.Fatalf("%s rule accepted %q of length %d", r.Kind, name, len(name))
 			}
 			for _, c := range name {
-				if c > unicode.MaxASCII || !(unicode.IsLetter(c) || unicode.IsDigit(c) || c == '-' || c == '_') {
+				allowed := unicode.IsLetter(c) || unicode.IsDigit(c) || c == '-' || c == '_'
+				if c > unicode.MaxASCII || !allowed {
 					t.Fatalf("%s rule accepted %q with %q", r.Kind, name, c)
 				}
 			}
