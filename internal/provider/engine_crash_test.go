@@ -3,9 +3,14 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -15,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
@@ -117,47 +123,72 @@ func aliceOnce(dir string, killed *atomic.Bool) resource.TestCheckFunc {
 	}
 }
 
+// serveProcess is a real 'engine serve' process of a data dir that a test kills and
+// starts again.
+type serveProcess struct {
+	t       *testing.T
+	dir     string
+	current atomic.Pointer[exec.Cmd]
+}
+
+func startServe(t *testing.T, dir string) *serveProcess {
+	p := &serveProcess{t: t, dir: dir}
+	p.start()
+	t.Cleanup(func() {
+		cmd := p.current.Load()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+func (p *serveProcess) start() {
+	cmd := exec.Command(os.Args[0], "engine", "serve", "--data-dir", p.dir, "--idle-exit", "0")
+	log, err := os.OpenFile(filepath.Join(p.dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		p.t.Error(err)
+		return
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		p.t.Error(err)
+		return
+	}
+	p.current.Store(cmd)
+}
+
+// killAndRestartLater kills the engine with SIGKILL and starts it again after away, in
+// the background; the returned channel closes once it was started again.
+func (p *serveProcess) killAndRestartLater(away time.Duration) (<-chan struct{}, error) {
+	cmd := p.current.Load()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return nil, err
+	}
+	_ = cmd.Wait()
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		time.Sleep(away)
+		p.start()
+	}()
+	return restarted, nil
+}
+
 func TestAccEngineCrash_ServeKilledDuringCreate(t *testing.T) {
 	if os.Getenv(resource.EnvTfAcc) == "" {
 		t.Skipf("acceptance tests are skipped unless %s is set", resource.EnvTfAcc)
 	}
 	t.Setenv(envEndpoint, "")
 	dir := shortDataDir(t)
-	serve := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "engine", "serve", "--data-dir", dir, "--idle-exit", "0")
-		log, err := os.OpenFile(filepath.Join(dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		log.Close()
-		return cmd
-	}
-	var current atomic.Pointer[exec.Cmd]
-	current.Store(serve())
-	t.Cleanup(func() {
-		cmd := current.Load()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	restarted := make(chan struct{})
+	serve := startServe(t, dir)
+	var restarted <-chan struct{}
 	killed := killWhenCreating(t, dir, func() error {
-		cmd := current.Load()
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			return err
-		}
-		_ = cmd.Wait()
 		// Away for longer than the old client's retries (about 1.5 s), as an operator who
 		// restarts the service would be.
-		go func() {
-			defer close(restarted)
-			time.Sleep(3 * time.Second)
-			current.Store(serve())
-		}()
-		return nil
+		var err error
+		restarted, err = serve.killAndRestartLater(3 * time.Second)
+		return err
 	})
 	t.Cleanup(func() {
 		if killed.Load() {
@@ -174,6 +205,96 @@ func TestAccEngineCrash_ServeKilledDuringCreate(t *testing.T) {
 				instanceValue("state", knownvalue.StringExact(api.InstanceRunning)),
 			},
 			Check: aliceOnce(dir, killed),
+		}},
+	})
+}
+
+// The engine commits a create and is killed before its answer reaches the provider (a
+// proxy between them forwards the create, then kills the engine and drops the provider's
+// connection). The provider sends the create again with the same idempotency key once the
+// engine is back, and adopts the cluster the first attempt made: no conflict, no taint,
+// one cluster.
+func TestAccEngineCrash_CreateAnswerLost(t *testing.T) {
+	if os.Getenv(resource.EnvTfAcc) == "" {
+		t.Skipf("acceptance tests are skipped unless %s is set", resource.EnvTfAcc)
+	}
+	t.Setenv(envEndpoint, "")
+	dir := shortDataDir(t)
+	serve := startServe(t, dir)
+	engineSock := filepath.Join(dir, daemon.SocketFile)
+	transport := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", engineSock)
+	}}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: "engine"})
+	proxy.Transport = transport
+	var (
+		lost      atomic.Bool
+		restarted <-chan struct{}
+	)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/computes") && lost.CompareAndSwap(false, true) {
+			out := req.Clone(req.Context())
+			out.URL.Scheme, out.URL.Host, out.RequestURI = "http", "engine", ""
+			resp, err := transport.RoundTrip(out)
+			if err != nil {
+				t.Errorf("forwarding the create: %v", err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				t.Errorf("the engine answered the create with %d", resp.StatusCode)
+			}
+			if restarted, err = serve.killAndRestartLater(3 * time.Second); err != nil {
+				t.Error(err)
+			}
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		proxy.ServeHTTP(w, req)
+	})
+	proxySock := filepath.Join(dir, "proxy.sock")
+	ln, err := net.Listen("unix", proxySock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if lost.Load() {
+			<-restarted
+		}
+	})
+
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			PreConfig: func() { waitForEngine(t, dir) },
+			Config:    testAccCPUCluster("unix://"+proxySock, `{ min_node_count = 0, max_node_count = 2 }`, ""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(testAccClusterAddr, tfjsonpath.New("id"), knownvalue.StringExact("/workspaces/lab/computes/cpu")),
+			},
+			Check: func(*terraform.State) error {
+				if !lost.Load() {
+					return fmt.Errorf("no create answer was lost: the test did not test anything")
+				}
+				c, err := client.New("unix://"+engineSock, "")
+				if err != nil {
+					return err
+				}
+				list, err := c.ListComputes(context.Background(), "lab")
+				if err != nil {
+					return err
+				}
+				if len(list) != 1 || list[0].Name != "cpu" {
+					return fmt.Errorf("engine holds %+v; want the cluster cpu once", list)
+				}
+				return nil
+			},
 		}},
 	})
 }

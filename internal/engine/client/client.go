@@ -216,6 +216,9 @@ func (c *Client) do(ctx context.Context, r request, target string, payload []byt
 		return &transportError{fmt.Errorf("reading engine response: %w", err)}
 	}
 	if resp.StatusCode >= 300 {
+		if gatewayFailure(resp.StatusCode, raw) {
+			return &transportError{fmt.Errorf("calling engine at %s: %w", c.endpoint, decodeError(resp.StatusCode, raw))}
+		}
 		return decodeError(resp.StatusCode, raw)
 	}
 	if out == nil || len(raw) == 0 {
@@ -225,6 +228,17 @@ func (c *Client) do(ctx context.Context, r request, target string, payload []byt
 		return fmt.Errorf("decoding engine response: %w", err)
 	}
 	return nil
+}
+
+// gatewayFailure reports whether a response is a proxy's between the client and the engine
+// saying the engine is not there (502, 503, 504 without the engine's error body): as good
+// as a failed connection, and retried like one.
+func gatewayFailure(status int, raw []byte) bool {
+	if status != http.StatusBadGateway && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
+		return false
+	}
+	var body api.ErrorBody
+	return json.Unmarshal(raw, &body) != nil || body.Error == nil || body.Error.Code == ""
 }
 
 func decodeError(status int, raw []byte) error {

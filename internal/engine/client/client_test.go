@@ -4,8 +4,10 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,5 +113,45 @@ func TestCallGivesUpAtItsDeadline(t *testing.T) {
 	_, err = c.GetWorkspace(ctx, "team-a")
 	if waited := time.Since(start); err == nil || waited < 2*time.Second || waited > 5*time.Second {
 		t.Fatalf("gave up after %s with %v; want an error at the 2.5s deadline", waited, err)
+	}
+}
+
+// A proxy in front of the engine answers 502, 503 or 504 while the engine is away; that
+// is retried like a lost connection. The engine's own 503 (an API error body) is not.
+func TestGatewayFailuresAreRetried(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		switch calls.Add(1) {
+		case 1:
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+		case 2:
+			w.WriteHeader(http.StatusGatewayTimeout)
+		default:
+			_, _ = w.Write([]byte(`{"id":"/workspaces/a","name":"a"}`))
+		}
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, err := c.GetWorkspace(ctx, "a")
+	if err != nil || ws.Name != "a" || calls.Load() != 3 {
+		t.Fatalf("GetWorkspace through a proxy = %+v, %v after %d calls; want a after 3", ws, err, calls.Load())
+	}
+
+	engine503 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"still deleting"}}`))
+	}))
+	defer engine503.Close()
+	c, _ = client.New(engine503.URL, "tok")
+	calls.Store(0)
+	if _, err := c.GetWorkspace(ctx, "a"); api.CodeOf(err) != api.CodeUnavailable || calls.Load() != 1 {
+		t.Fatalf("engine's own 503 = %v after %d calls; want unavailable after 1", err, calls.Load())
 	}
 }
