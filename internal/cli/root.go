@@ -53,7 +53,7 @@ func NewRootCommand(cfg Config) *cobra.Command {
 	pf.StringVar(&g.endpoint, "endpoint", os.Getenv("MLCOMPUTE_ENDPOINT"), "a running engine: unix:///path.sock or http(s)://host:port (env MLCOMPUTE_ENDPOINT)")
 	pf.StringVar(&g.token, "token", "", "API token for a TCP endpoint (env MLCOMPUTE_TOKEN; prefer the variable: flags show in ps)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("MLCOMPUTE_LOG", "info"), "log level: trace, debug, info, warn, error (env MLCOMPUTE_LOG)")
-	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newSizesCommand(g), newComputeCommand(g), newJobCommand(g), newEndpointCommand(g), newNodeAgentCommand(g), newUICommand(g))
+	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newBackupCommand(g), newSizesCommand(g), newComputeCommand(g), newJobCommand(g), newEndpointCommand(g), newNodeAgentCommand(g), newUICommand(g))
 	return root
 }
 
@@ -99,6 +99,16 @@ func (g *globals) resolvedToken() string {
 	return os.Getenv("MLCOMPUTE_TOKEN")
 }
 
+// tokenDataDir is the data dir whose API token a loopback TCP endpoint may use (an engine
+// started with 'serve --listen tcp://...' and no --token-file writes one there), or "".
+func (g *globals) tokenDataDir() string {
+	dir, err := g.resolvedDataDir()
+	if err != nil {
+		return ""
+	}
+	return dir
+}
+
 func (g *globals) logger(w io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "mlcompute", Level: hclog.LevelFromString(g.logLevel), Output: w})
 }
@@ -106,7 +116,7 @@ func (g *globals) logger(w io.Writer) hclog.Logger {
 // connect returns a client for the configured engine, starting the embedded one if needed.
 func (g *globals) connect(ctx context.Context) (*client.Client, error) {
 	if g.endpoint != "" {
-		return daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: g.endpoint, Token: g.resolvedToken()})
+		return daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: g.endpoint, Token: g.resolvedToken(), DataDir: g.tokenDataDir()})
 	}
 	dir, err := g.resolvedDataDir()
 	if err != nil {
@@ -131,7 +141,11 @@ func (g *globals) self(command string) ([]string, error) {
 // existing returns a client for an engine that is already running, without starting one.
 func (g *globals) existing() (*client.Client, string, error) {
 	if g.endpoint != "" {
-		c, err := client.New(g.endpoint, g.resolvedToken(), client.WithAttempts(1))
+		token, err := daemon.EndpointToken(g.endpoint, g.resolvedToken(), g.tokenDataDir())
+		if err != nil {
+			return nil, g.endpoint, err
+		}
+		c, err := client.New(g.endpoint, token, client.WithAttempts(1))
 		return c, g.endpoint, err
 	}
 	dir, err := g.resolvedDataDir()

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -43,7 +43,7 @@ func newServeCommand(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "", "API address: unix:///PATH or tcp://127.0.0.1:PORT (default: <data-dir>/engine.sock)")
-	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token; required to listen on TCP beyond loopback")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (mode 0600). A TCP listener always needs a token: without this flag the engine makes one in <data-dir>/"+daemon.TokenFile+", where the CLI and provider on this machine find it")
 	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", validation.DefaultMinIdleTimeBeforeShutdown, "the shortest idle_time_before_shutdown a compute instance may ask for")
 	fl.StringVar(&f.nodes, "nodes", "local", "where nodes come from: local or slurm")
 	f.slurm.register(fl)
@@ -74,12 +74,8 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	token := ""
 	if f.tokenFile != "" {
-		raw, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return fmt.Errorf("reading --token-file: %w", err)
-		}
-		if token = strings.TrimSpace(string(raw)); token == "" {
-			return fmt.Errorf("--token-file %s is empty", f.tokenFile)
+		if token, err = daemon.ReadTokenFile(f.tokenFile); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
 		}
 	}
 	agentArgv, err := g.self("node-agent")
@@ -103,7 +99,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Version:         g.cfg.Version,
 		Logger:          g.logger(os.Stderr),
 	})
-	if err == daemon.ErrAlreadyRunning {
+	if errors.Is(err, daemon.ErrAlreadyRunning) {
 		return fmt.Errorf("%w (data dir %s); stop it with 'mlcompute shutdown'", err, dir)
 	}
 	return err

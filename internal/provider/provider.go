@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -30,6 +31,16 @@ const (
 	envEndpoint = "MLCOMPUTE_ENDPOINT"
 	envToken    = "MLCOMPUTE_TOKEN"
 	envHome     = "MLCOMPUTE_HOME"
+)
+
+// How long the provider waits for an engine that cannot be reached. An operation with a
+// `timeouts` value (create, update, delete) waits until that timeout: the embedded engine
+// is started again, and a configured endpoint is retried with back-off. Calls without one
+// (refresh, data sources) wait readUnreachableWait, and the check in Configure
+// configureUnreachableWait.
+const (
+	readUnreachableWait      = 2 * time.Minute
+	configureUnreachableWait = 10 * time.Second
 )
 
 var _ provider.Provider = (*mlcomputeProvider)(nil)
@@ -70,15 +81,17 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 			"token": schema.StringAttribute{
 				MarkdownDescription: "The engine's API token, sent as a bearer token on every call. It may also be " +
 					"set with the `MLCOMPUTE_TOKEN` environment variable. It is required when `endpoint` is an " +
-					"`http` or `https` address whose host is not loopback.",
+					"`http` or `https` address, loopback included (a TCP port is open to every local user). For an engine " +
+					"on this machine started with `mlcompute serve --listen tcp://...` and no `--token-file`, the provider " +
+					"reads the token the engine wrote to `api.token` in `data_dir`.",
 				Optional:  true,
 				Sensitive: true,
 			},
 			"data_dir": schema.StringAttribute{
 				MarkdownDescription: "The embedded engine's directory: its state, socket (`engine.sock`), node " +
 					"directories and log (`engine.log`). It may also be set with the `MLCOMPUTE_HOME` environment " +
-					"variable (default: `$XDG_DATA_HOME/mlcompute`, else `~/.local/share/mlcompute`). It is not " +
-					"used when `endpoint` is set.",
+					"variable (default: `$XDG_DATA_HOME/mlcompute`, else `~/.local/share/mlcompute`). When " +
+					"`endpoint` is set, only the API token an engine on this machine wrote there (`api.token`) is read from it.",
 				Optional: true,
 			},
 		},
@@ -117,6 +130,15 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 	}
 	var c *client.Client
 	if endpoint != "" {
+		if token == "" {
+			token = p.localToken(endpoint, cfg.DataDir.ValueString(), resp)
+			if resp.Diagnostics.HasError() {
+				return
+			}
+			if token != "" {
+				ctx = tflog.MaskAllFieldValuesStrings(ctx, token)
+			}
+		}
 		c = p.connectEndpoint(ctx, endpoint, token, resp)
 	} else {
 		c = p.connectEmbedded(ctx, cfg.DataDir.ValueString(), resp)
@@ -135,14 +157,16 @@ func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token
 		resp.Diagnostics.AddAttributeError(path.Root(attr), summary, detail)
 		return nil
 	}
-	c, err := daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: endpoint, Token: token})
+	c, err := daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: endpoint, Token: token, ClientOptions: clientOptions()})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid Engine Endpoint",
 			fmt.Sprintf("The provider cannot use the endpoint %q.\n\nSet endpoint (or %s) to unix:///path/to/engine.sock "+
 				"or http(s)://host:port.\n\nOriginal error: %s", endpoint, envEndpoint, err))
 		return nil
 	}
-	st, err := c.Status(ctx)
+	statusCtx, cancel := context.WithTimeout(ctx, configureUnreachableWait)
+	defer cancel()
+	st, err := c.Status(statusCtx)
 	switch {
 	case api.IsUnauthorized(err):
 		resp.Diagnostics.AddAttributeError(path.Root("token"), "Engine Rejected Token",
@@ -157,6 +181,28 @@ func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token
 	}
 	tflog.Info(ctx, "connected to engine", map[string]any{"endpoint": endpoint, "engine_version": st.Version, "locations": st.Locations})
 	return c
+}
+
+// localToken returns the token an engine on this machine made for its loopback TCP
+// listener ('mlcompute serve --listen tcp://...' without --token-file writes it to
+// <data_dir>/api.token), or "" when endpoint is not loopback TCP or there is none. A token
+// file others can read is refused with an error on token.
+func (p *mlcomputeProvider) localToken(endpoint, dataDir string, resp *provider.ConfigureResponse) string {
+	if dataDir == "" {
+		var err error
+		if dataDir, err = daemon.DefaultDataDir(); err != nil {
+			return ""
+		}
+	}
+	token, err := daemon.EndpointToken(endpoint, "", dataDir)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("token"), "Cannot Use Engine Token File",
+			fmt.Sprintf("The provider has no token for %s and looked for the one the engine keeps in its data dir, "+
+				"but could not use it.\n\nFix the file as the error says, or set token (or %s).\n\nOriginal error: %s",
+				endpoint, envToken, err))
+		return ""
+	}
+	return token
 }
 
 // connectEmbedded returns a client of the embedded engine of dataDir (or the default data
@@ -180,7 +226,7 @@ func (p *mlcomputeProvider) connectEmbedded(ctx context.Context, dataDir string,
 		return nil
 	}
 	tflog.Debug(ctx, "using embedded engine", map[string]any{"data_dir": dataDir})
-	c, err := daemon.Connect(ctx, daemon.ConnectOptions{DataDir: dataDir, Command: []string{exe, "engine", "serve"}})
+	c, err := daemon.Connect(ctx, daemon.ConnectOptions{DataDir: dataDir, Command: []string{exe, "engine", "serve"}, ClientOptions: clientOptions()})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("data_dir"), "Cannot Start Embedded Engine",
 			fmt.Sprintf("The embedded engine of %s did not start or did not answer.\n\nCheck that the directory is "+
@@ -192,7 +238,13 @@ func (p *mlcomputeProvider) connectEmbedded(ctx context.Context, dataDir string,
 	return c
 }
 
-// checkEndpoint checks an endpoint's form and that a TCP endpoint off loopback has a token.
+// clientOptions are the provider's client settings: see readUnreachableWait.
+func clientOptions() []client.Option {
+	return []client.Option{client.WithUnreachableWait(readUnreachableWait)}
+}
+
+// checkEndpoint checks an endpoint's form and that a TCP endpoint has a token: a TCP port,
+// loopback included, is open to every local user, so the engine always requires one.
 // It returns the attribute at fault, a summary and a detail, or an empty summary.
 func checkEndpoint(endpoint, token string) (attr, summary, detail string) {
 	u, err := url.Parse(endpoint)
@@ -212,7 +264,13 @@ func checkEndpoint(endpoint, token string) (attr, summary, detail string) {
 		return bad("has the scheme " + fmt.Sprintf("%q", u.Scheme) + "; the provider speaks unix, http and https")
 	case u.Host == "":
 		return bad("names no host")
-	case token == "" && !daemon.IsLoopbackHost(u.Hostname()):
+	case token == "" && daemon.IsLoopbackHost(u.Hostname()):
+		return "token", "Missing Engine Token", fmt.Sprintf("The endpoint %s is a TCP port, which every user of this "+
+			"machine can reach, so the engine requires a token and the provider has none. An engine started with "+
+			"'mlcompute serve --listen tcp://...' and no --token-file writes its token to %s in its data dir; the "+
+			"provider found none in its data_dir.\n\nSet data_dir (or %s) to the engine's data dir, or set token "+
+			"(or %s) to the engine's token.", endpoint, daemon.TokenFile, envHome, envToken)
+	case token == "":
 		return "token", "Missing Engine Token", fmt.Sprintf("The endpoint %s is reachable over the network, so the "+
 			"engine requires a token and the provider has none.\n\nSet token (or %s) to the engine's token, the "+
 			"contents of the file given to 'mlcompute serve --token-file'.", endpoint, envToken)

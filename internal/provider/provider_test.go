@@ -251,8 +251,8 @@ func TestProviderConfigure_RemoteEndpointRequiresToken(t *testing.T) {
 	}
 }
 
-// checkEndpoint accepts unix sockets and loopback TCP without a token, and requires one
-// for any other host; its messages never repeat the token.
+// checkEndpoint accepts unix sockets without a token, and requires one for every TCP
+// endpoint, loopback included; its messages never repeat the token.
 func TestCheckEndpoint(t *testing.T) {
 	tests := []struct {
 		endpoint, token string
@@ -260,9 +260,10 @@ func TestCheckEndpoint(t *testing.T) {
 		wantSummary     string
 	}{
 		{"unix:///tmp/engine.sock", "", "", ""},
-		{"http://127.0.0.1:8080", "", "", ""},
-		{"http://localhost:8080", "", "", ""},
-		{"http://[::1]:8080", "", "", ""},
+		{"http://127.0.0.1:8080", "", "token", "Missing Engine Token"},
+		{"http://localhost:8080", "", "token", "Missing Engine Token"},
+		{"http://[::1]:8080", "", "token", "Missing Engine Token"},
+		{"http://127.0.0.1:8080", "secret", "", ""},
 		{"https://engine.example.com:8443", "secret", "", ""},
 		{"http://10.0.0.5:8080", "", "token", "Missing Engine Token"},
 		{"https://engine.example.com", "", "token", "Missing Engine Token"},
@@ -330,4 +331,72 @@ func attrPath(attr string) tfjsonpath.Path {
 		}
 	}
 	return p
+}
+
+// An engine serving loopback TCP without --token-file makes a token in its data dir; the
+// provider, given that endpoint and data_dir but no token, finds it there.
+func TestAccProvider_LoopbackTokenFromDataDir(t *testing.T) {
+	if os.Getenv(resource.EnvTfAcc) == "" {
+		t.Skipf("acceptance tests are skipped unless %s is set", resource.EnvTfAcc)
+	}
+	t.Setenv(envToken, "")
+	t.Setenv(envEndpoint, "")
+	dir, err := os.MkdirTemp("", "mlc-tok-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	addr := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.Options{
+			DataDir: dir, Listen: "tcp://127.0.0.1:0", AgentArgv: []string{os.Args[0], "engine", "node-agent"},
+			Ready: func(a string) { addr <- a },
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var endpoint string
+	select {
+	case a := <-addr:
+		endpoint = "http://" + a
+	case err := <-done:
+		t.Fatalf("engine did not start: %v", err)
+	}
+	config := fmt.Sprintf("provider \"mlcompute\" {\n  endpoint = %q\n  data_dir = %q\n}\ndata \"mlcompute_isolated_vm_sizes\" \"test\" {}\n", endpoint, dir)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.mlcompute_isolated_vm_sizes.test", tfjsonpath.New("id"), knownvalue.StringExact("/sizes/isolated")),
+			},
+		}},
+	})
+}
+
+// A loopback TCP endpoint without a token: a token file in data_dir that others can read
+// is refused on token with the fix, and none at all is a missing token. Neither reaches
+// the endpoint, so none needs to run.
+func TestProviderConfigure_LoopbackTokenFile(t *testing.T) {
+	t.Setenv(envToken, "")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, daemon.TokenFile), []byte("tok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, tt := range map[string]struct{ dataDir, summary, phrase string }{
+		"readable by others": {dir, "Cannot Use Engine Token File", "chmod 600"},
+		"no token file":      {t.TempDir(), "Missing Engine Token", daemon.TokenFile},
+	} {
+		t.Run(name, func(t *testing.T) {
+			diags := configureProvider(t, map[string]string{"endpoint": "http://127.0.0.1:1", "data_dir": tt.dataDir})
+			if diags.ErrorsCount() != 1 {
+				t.Fatalf("got %v, want one error", diags)
+			}
+			d, ok := diags.Errors()[0].(diag.DiagnosticWithPath)
+			if !ok || !d.Path().Equal(path.Root("token")) || d.Summary() != tt.summary || !strings.Contains(d.Detail(), tt.phrase) {
+				t.Fatalf("got %v; want %s on token, mentioning %q", diags.Errors()[0], tt.summary, tt.phrase)
+			}
+		})
+	}
 }

@@ -104,7 +104,7 @@ func requireSource(t *testing.T, dir string) {
 func TestE2E_OnlineEndpointExample(t *testing.T) {
 	u := newUser(t)
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Fatal("python3 not found: the example's scorer needs it (.ci/run installs Debian's python3)")
+		t.Fatal("python3 not found: the example's scorer needs it (make test installs it: scripts/test-deps.sh)")
 	}
 	dir := filepath.Join(u.copyExamples(), "online-endpoint")
 	u.mustTerraformIn(dir, "get")

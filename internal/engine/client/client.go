@@ -23,6 +23,17 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
+// DefaultUnreachableWait is how long a call whose context has no deadline keeps retrying
+// while the engine cannot be reached (a call with a deadline retries until the deadline).
+const DefaultUnreachableWait = 1500 * time.Millisecond
+
+// Back-off between tries while the engine cannot be reached: the first retry comes soon
+// (an embedded engine restarts in well under a second), later ones at most every 2 s.
+const (
+	backoffFirst = 100 * time.Millisecond
+	backoffMax   = 2 * time.Second
+)
+
 // Client talks to one engine.
 type Client struct {
 	base     string // scheme://host, without a trailing slash
@@ -33,7 +44,10 @@ type Client struct {
 	// reconnect, when set, is called after a transport failure before the call is retried:
 	// the embedded engine's launcher restarts a crashed engine there.
 	reconnect func(context.Context) error
-	attempts  int
+	// attempts bounds the tries of one call (0: no bound but time).
+	attempts int
+	// unreachableWait is how long a call without a context deadline keeps retrying.
+	unreachableWait time.Duration
 }
 
 // Option adjusts a client.
@@ -45,13 +59,20 @@ func WithReconnect(f func(context.Context) error) Option { return func(c *Client
 // WithClock sets the clock used for retry back-off.
 func WithClock(clk clock.Clock) Option { return func(c *Client) { c.clock = clk } }
 
-// WithAttempts sets how many times a call is tried when the transport fails (default 5).
+// WithAttempts bounds how many times a call is tried when the transport fails (default: no
+// bound; the time limits below apply). WithAttempts(1) never retries.
 func WithAttempts(n int) Option { return func(c *Client) { c.attempts = n } }
+
+// WithUnreachableWait sets how long a retryable call whose context has no deadline keeps
+// retrying while the engine cannot be reached (default DefaultUnreachableWait). A call
+// whose context has a deadline retries until that deadline, whatever this says: an
+// operation's timeout is how long it waits for an engine that crashed and comes back.
+func WithUnreachableWait(d time.Duration) Option { return func(c *Client) { c.unreachableWait = d } }
 
 // New returns a client for endpoint, either unix:///path/to/engine.sock or
 // http(s)://host:port. A TCP endpoint needs a token unless it is loopback.
 func New(endpoint, token string, opts ...Option) (*Client, error) {
-	c := &Client{endpoint: endpoint, token: token, clock: clock.RealClock{}, attempts: 5}
+	c := &Client{endpoint: endpoint, token: token, clock: clock.RealClock{}, unreachableWait: DefaultUnreachableWait}
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("parsing endpoint %q: %w", endpoint, err)
@@ -117,23 +138,37 @@ func (c *Client) send(ctx context.Context, r request, out any) error {
 	if r.retry {
 		attempts = c.attempts
 	}
-	backoff := 100 * time.Millisecond
+	// Without a deadline, retries end unreachableWait after the first try; with one, at
+	// the deadline (ctx ends the wait).
+	_, hasDeadline := ctx.Deadline()
+	giveUp := c.clock.Now().Add(c.unreachableWait)
+	backoff := backoffFirst
 	for attempt := 1; ; attempt++ {
 		err := c.do(ctx, r, target, payload, out)
-		if err == nil || !isTransport(err) || attempt >= attempts || ctx.Err() != nil {
+		if err == nil || !isTransport(err) || ctx.Err() != nil || (attempts > 0 && attempt >= attempts) {
+			return err
+		}
+		if !hasDeadline && !c.clock.Now().Before(giveUp) {
 			return err
 		}
 		if c.reconnect != nil {
 			if rerr := c.reconnect(ctx); rerr != nil {
+				if ctx.Err() != nil {
+					return err
+				}
 				return fmt.Errorf("%w (reconnecting: %v)", err, rerr)
 			}
+		}
+		wait := backoff
+		if !hasDeadline {
+			wait = min(wait, max(giveUp.Sub(c.clock.Now()), 0))
 		}
 		select {
 		case <-ctx.Done():
 			return err
-		case <-c.clock.After(backoff):
+		case <-c.clock.After(wait):
 		}
-		backoff *= 2
+		backoff = min(2*backoff, backoffMax)
 	}
 }
 
@@ -181,6 +216,9 @@ func (c *Client) do(ctx context.Context, r request, target string, payload []byt
 		return &transportError{fmt.Errorf("reading engine response: %w", err)}
 	}
 	if resp.StatusCode >= 300 {
+		if gatewayFailure(resp.StatusCode, raw) {
+			return &transportError{fmt.Errorf("calling engine at %s: %w", c.endpoint, decodeError(resp.StatusCode, raw))}
+		}
 		return decodeError(resp.StatusCode, raw)
 	}
 	if out == nil || len(raw) == 0 {
@@ -190,6 +228,17 @@ func (c *Client) do(ctx context.Context, r request, target string, payload []byt
 		return fmt.Errorf("decoding engine response: %w", err)
 	}
 	return nil
+}
+
+// gatewayFailure reports whether a response is a proxy's between the client and the engine
+// saying the engine is not there (502, 503, 504 without the engine's error body): as good
+// as a failed connection, and retried like one.
+func gatewayFailure(status int, raw []byte) bool {
+	if status != http.StatusBadGateway && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
+		return false
+	}
+	var body api.ErrorBody
+	return json.Unmarshal(raw, &body) != nil || body.Error == nil || body.Error.Code == ""
 }
 
 func decodeError(status int, raw []byte) error {
@@ -224,6 +273,36 @@ func (c *Client) Status(ctx context.Context) (*api.Status, error) {
 // Shutdown asks the engine to stop. It is not retried: a restarted engine must not be stopped.
 func (c *Client) Shutdown(ctx context.Context) error {
 	return c.send(ctx, request{method: "POST", path: "/v1/shutdown"}, nil)
+}
+
+// Backup writes a consistent copy of the engine's store to w and returns its size. A copy
+// cut short (the engine failed or went away midway) is an error, never a short success.
+// It is not retried: w may already hold part of a copy.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/backup", nil)
+	if err != nil {
+		return 0, fmt.Errorf("building request: %w", err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, &transportError{fmt.Errorf("calling engine at %s: %w", c.endpoint, err)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, decodeError(resp.StatusCode, raw)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("reading the backup after %d bytes: %w", n, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return n, fmt.Errorf("the backup ended after %d of %d bytes", n, resp.ContentLength)
+	}
+	return n, nil
 }
 
 // ListWorkspaces lists every workspace.

@@ -3,6 +3,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -38,6 +40,12 @@ const (
 	// EngineIDFile holds the engine's id, made at the first start: the slurm driver names
 	// its jobs with it.
 	EngineIDFile = "engine-id"
+	// TokenFile holds the API token serve makes for a TCP listener given no --token-file;
+	// the CLI and provider on the same machine read it from there.
+	TokenFile = "api.token"
+	// NodesDir and SnapshotsDir hold the local nodes' and the code snapshots' files.
+	NodesDir     = "nodes"
+	SnapshotsDir = "snapshots"
 )
 
 // DefaultIdleExit is how long an engine with nothing to manage and no API calls stays up.
@@ -54,7 +62,8 @@ type Options struct {
 	// ScoringListen is host:port of the online endpoints' scoring router; empty means the
 	// address of the first start (kept in the store), at first a free loopback port.
 	ScoringListen string
-	// Token, when set, is required on every API call. Required for a non-loopback TCP listener.
+	// Token, when set, is required on every API call. A TCP listener always has one: when
+	// Token is empty, Run uses the data dir's TokenFile, making it first if needed.
 	Token     string
 	Locations []string
 	// Nodes is the node driver: "local" (default) or "slurm" (configured by Slurm).
@@ -92,7 +101,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("resolving data dir: %w", err)
 	}
 	opts.DataDir = dir
-	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+	if err := secureDir(opts.DataDir); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
 	lock, err := acquireLock(filepath.Join(opts.DataDir, LockFile))
@@ -100,6 +109,21 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer lock.Close()
+	if opts.Token == "" && isTCP(opts.Listen) {
+		token, path, made, err := EnsureTokenFile(opts.DataDir)
+		if err != nil {
+			return err
+		}
+		opts.Token = token
+		if made {
+			log.Info("made an API token for the TCP listener", "token_file", path)
+		} else {
+			log.Info("using the data dir's API token for the TCP listener", "token_file", path)
+		}
+	}
+	if err := secureFiles(opts.DataDir); err != nil {
+		return err
+	}
 
 	st, err := store.Open(filepath.Join(opts.DataDir, StoreFile), time.Second)
 	if err != nil {
@@ -107,15 +131,21 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
+	for _, sub := range []string{NodesDir, SnapshotsDir} {
+		if err := secureDir(filepath.Join(opts.DataDir, sub)); err != nil {
+			return fmt.Errorf("creating %s: %w", sub, err)
+		}
+	}
 	nodes, err := nodeDriver(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer nodes.Close()
+	snapshots := snapshot.NewStore(filepath.Join(opts.DataDir, SnapshotsDir))
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
-		Driver: nodes, Snapshots: snapshot.NewStore(filepath.Join(opts.DataDir, "snapshots")),
+		Driver: nodes, Snapshots: snapshots,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
 	})
 	if err != nil {
@@ -154,7 +184,7 @@ func Run(ctx context.Context, opts Options) error {
 	var lastCall atomic.Int64
 	lastCall.Store(opts.Clock.Now().UnixNano())
 	api := server.New(server.Options{
-		Engine: eng, Logger: opts.Logger, Token: opts.Token,
+		Engine: eng, Logger: opts.Logger, Token: opts.Token, Snapshots: snapshots, Backup: st.Backup,
 		OnRequest: func() { lastCall.Store(opts.Clock.Now().UnixNano()) },
 		Shutdown:  stop,
 		Metrics:   m,
@@ -225,21 +255,103 @@ func (w watcher) check() string {
 	return ""
 }
 
-// acquireLock takes an exclusive, non-blocking flock; the kernel drops it when the process
-// dies, so a crashed engine never blocks the next one.
+// acquireLock takes an exclusive, non-blocking flock and writes this process's pid into
+// the file. The kernel drops the lock when its holder dies, but not at the instant kill
+// returns: an engine killed with SIGKILL a moment ago may still be tearing down. So when the
+// lock is taken, acquireLock asks who holds it (the pid in the file): a live engine means
+// ErrAlreadyRunning at once; a holder that is exiting, a zombie, gone, or unknown is waited
+// for, up to lockWaitDying, before the lock counts as held.
 func acquireLock(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening lock file: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+	deadline := time.Now().Add(lockWaitDying)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		holder := lockHolder(path)
+		if (holder > 0 && processRunning(holder)) || !time.Now().Before(deadline) {
+			f.Close()
+			if holder > 0 {
+				return nil, fmt.Errorf("%w (pid %d)", ErrAlreadyRunning, holder)
+			}
 			return nil, ErrAlreadyRunning
 		}
-		return nil, fmt.Errorf("locking %s: %w", path, err)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// lockWaitDying bounds the wait for a lock whose holder is dying or unknown.
+const lockWaitDying = 5 * time.Second
+
+// lockHolder returns the pid written in a lock file, or 0.
+func lockHolder(path string) int {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// processRunning reports whether pid is a process that is neither a zombie (this machine's
+// init may never reap it, so a dead process can stay in the table with state Z) nor
+// exiting (PF_EXITING: closing its files, about to drop its locks) nor about to (SIGKILL
+// pending: kill has returned but the process has not run since).
+func processRunning(pid int) bool {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The command name (field 2) is in parentheses and may hold anything: parse after it.
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 7 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return false
+	}
+	const pfExiting = 0x4
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	if err != nil || flags&pfExiting != 0 {
+		return false
+	}
+	return !killPending(pid)
+}
+
+// killPending reports whether SIGKILL is pending for pid (/proc/PID/status SigPnd or
+// ShdPnd, hex masks where signal n is bit n-1).
+func killPending(pid int) bool {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return true
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
+		if err == nil && mask&(1<<(unix.SIGKILL-1)) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // listen opens the API listener. A unix socket is made 0600 before anyone can connect
@@ -270,8 +382,9 @@ func listen(opts Options) (net.Listener, error) {
 		}
 		return ln, nil
 	case "tcp":
-		if opts.Token == "" && !IsLoopbackHost(u.Hostname()) {
-			return nil, fmt.Errorf("refusing to listen on %s without a token: pass --token-file, or bind to 127.0.0.1", u.Host)
+		// A TCP port is open to every local user, loopback included.
+		if opts.Token == "" {
+			return nil, fmt.Errorf("refusing to listen on %s without a token: pass --token-file", u.Host)
 		}
 		ln, err := net.Listen("tcp", u.Host)
 		if err != nil {
@@ -296,7 +409,7 @@ func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
 	switch opts.Nodes {
 	case "", "local":
 		d, err := local.New(local.Config{
-			Dir: filepath.Join(opts.DataDir, "nodes"), AgentArgv: opts.AgentArgv, Clock: opts.Clock, Logger: opts.Logger,
+			Dir: filepath.Join(opts.DataDir, NodesDir), AgentArgv: opts.AgentArgv, Clock: opts.Clock, Logger: opts.Logger,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting the local node driver: %w", err)

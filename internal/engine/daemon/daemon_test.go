@@ -13,7 +13,9 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 // testAgentArgv names a node agent; these tests create no compute, so it never runs.
@@ -164,11 +166,131 @@ func TestRunServesPrivateSocketAndHoldsLock(t *testing.T) {
 	}
 }
 
-func TestTCPBeyondLoopbackNeedsToken(t *testing.T) {
-	err := Run(context.Background(), Options{DataDir: shortDir(t), Listen: "tcp://0.0.0.0:0", AgentArgv: testAgentArgv})
-	if err == nil || !strings.Contains(err.Error(), "without a token") {
-		t.Fatalf("Run on 0.0.0.0 without token = %v; want refusal", err)
+// A TCP listener, loopback included, always requires a token: listen refuses to open one
+// without, and Run without one makes a random token in the data dir (mode 0600), which a
+// client on this machine finds there.
+func TestTCPListenerWithoutTokenGetsOne(t *testing.T) {
+	if _, err := listen(Options{Listen: "tcp://127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "without a token") {
+		t.Fatalf("listen on loopback TCP without a token = %v; want a refusal", err)
 	}
+	dir := shortDir(t)
+	addr := startTCP(t, Options{DataDir: dir, Listen: "tcp://127.0.0.1:0"})
+	ctx := context.Background()
+	if _, err := mustClient(t, "http://"+addr, "").Status(ctx); !api.IsUnauthorized(err) {
+		t.Fatalf("loopback call without a token: %v; want unauthorized", err)
+	}
+	tokenPath := filepath.Join(dir, TokenFile)
+	fi, err := os.Stat(tokenPath)
+	if err != nil {
+		t.Fatalf("no token file: %v", err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o600 {
+		t.Fatalf("token file mode %04o; want 0600", mode)
+	}
+	token, err := EndpointToken("http://"+addr, "", dir)
+	if err != nil || len(token) < 32 {
+		t.Fatalf("EndpointToken = %q, %v; want the data dir's token", token, err)
+	}
+	if _, err := mustClient(t, "http://"+addr, token).Status(ctx); err != nil {
+		t.Fatalf("call with the data dir's token: %v", err)
+	}
+	// Only a loopback endpoint gets the local token; an explicit token always wins.
+	if got, _ := EndpointToken("http://10.1.2.3:80", "", dir); got != "" {
+		t.Errorf("EndpointToken gave the local token to a remote host")
+	}
+	if got, _ := EndpointToken("http://"+addr, "mine", dir); got != "mine" {
+		t.Errorf("EndpointToken = %q; want the given token", got)
+	}
+}
+
+// A token file group or others can read is refused, naming the fix.
+func TestTokenFileReadableByOthersIsRefused(t *testing.T) {
+	dir := shortDir(t)
+	path := filepath.Join(dir, "token")
+	if err := os.WriteFile(path, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadTokenFile(path); err != nil || got != "secret" {
+		t.Fatalf("ReadTokenFile of a 0600 file = %q, %v", got, err)
+	}
+	for _, mode := range []os.FileMode{0o640, 0o604, 0o644} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadTokenFile(path)
+		if err == nil || !strings.Contains(err.Error(), "chmod 600 "+path) {
+			t.Errorf("ReadTokenFile of a %04o file = %v; want a refusal saying chmod 600", mode, err)
+		}
+	}
+	// The data dir's own token file is held to the same rule.
+	if err := os.WriteFile(filepath.Join(dir, TokenFile), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LocalToken(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("LocalToken with a 0644 file = %v; want a refusal", err)
+	}
+}
+
+// A data dir that existed with loose modes is made private: the dir, its nodes and
+// snapshots dirs 0700, the store and log 0600.
+func TestExistingDataDirIsMadePrivate(t *testing.T) {
+	dir := shortDir(t)
+	for _, sub := range []string{NodesDir, SnapshotsDir} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, LogFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(dir, StoreFile), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for _, p := range []string{dir, filepath.Join(dir, NodesDir), filepath.Join(dir, SnapshotsDir)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, StoreFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, Options{DataDir: dir})
+	want := map[string]os.FileMode{
+		"": 0o700, NodesDir: 0o700, SnapshotsDir: 0o700, StoreFile: 0o600, LogFile: 0o600, LockFile: 0o600,
+	}
+	for name, mode := range want {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != mode {
+			t.Errorf("%s: mode %04o; want %04o", filepath.Join(dir, name), got, mode)
+		}
+	}
+}
+
+// startTCP runs the daemon on a TCP listener and returns its address.
+func startTCP(t *testing.T, opts Options) string {
+	t.Helper()
+	addr := make(chan string, 1)
+	opts.AgentArgv = testAgentArgv
+	opts.Ready = func(a string) { addr <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, opts) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case a := <-addr:
+		return a
+	case err := <-done:
+		done <- err
+		t.Fatalf("daemon exited before serving: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon did not start serving")
+	}
+	return ""
 }
 
 func TestTCPLoopbackWithToken(t *testing.T) {
@@ -272,4 +394,42 @@ func waitGone(t *testing.T, dir string) {
 		}
 	}
 	t.Fatal("engine did not stop")
+}
+
+// A backup over the API while the engine runs is a store that opens and holds what the
+// engine held.
+func TestBackupWhileRunning(t *testing.T) {
+	dir := shortDir(t)
+	startRun(t, Options{DataDir: dir})
+	c := mustClient(t, "unix://"+filepath.Join(dir, SocketFile), "")
+	ctx := context.Background()
+	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "kept-in-backup"}); err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(t.TempDir(), "backup.db")
+	f, err := os.Create(copyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Backup(ctx, f)
+	f.Close()
+	if err != nil || n == 0 {
+		t.Fatalf("Backup = %d, %v", n, err)
+	}
+	st, err := store.Open(copyPath, time.Second)
+	if err != nil {
+		t.Fatalf("opening the backup: %v", err)
+	}
+	defer st.Close()
+	var ws api.Workspace
+	err = st.View(func(tx *store.Tx) error {
+		ok, err := tx.Get(store.Workspaces, "kept-in-backup", &ws)
+		if err == nil && !ok {
+			err = errors.New("not found")
+		}
+		return err
+	})
+	if err != nil || ws.Name != "kept-in-backup" {
+		t.Fatalf("workspace in the backup: %+v, %v", ws, err)
+	}
 }

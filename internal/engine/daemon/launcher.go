@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -112,9 +114,45 @@ func (l *Launcher) Ensure(ctx context.Context) error {
 		}
 	}
 	if exitErr != nil {
+		if last := lastLine(logPath); last != "" {
+			return fmt.Errorf("embedded engine did not start (%v): %s (log: %s)", exitErr, last, logPath)
+		}
 		return fmt.Errorf("embedded engine did not start (%v); see %s", exitErr, logPath)
 	}
 	return fmt.Errorf("embedded engine did not become healthy within %s; see %s", timeout, logPath)
+}
+
+// lastLine returns the last non-empty line of the file at path (read from its last 4 KiB),
+// where a failed engine wrote why, or "".
+func lastLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-4096, 0)
+	buf := make([]byte, fi.Size()-off)
+	n, _ := f.ReadAt(buf, off)
+	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// EndpointToken returns the token to use for endpoint: token when set; else, for an
+// http(s) endpoint on loopback, the one an engine serving dataDir made there (LocalToken);
+// else "". A token file that exists but cannot be used is an error.
+func EndpointToken(endpoint, token, dataDir string) (string, error) {
+	if token != "" || dataDir == "" {
+		return token, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !IsLoopbackHost(u.Hostname()) {
+		return "", nil
+	}
+	return LocalToken(dataDir)
 }
 
 func healthy(ctx context.Context, c *client.Client) bool {
@@ -125,19 +163,26 @@ func healthy(ctx context.Context, c *client.Client) bool {
 }
 
 // ConnectOptions say how to reach an engine: Endpoint and Token for a running one, or
-// DataDir and Command to use (and if needed start) the embedded one.
+// DataDir and Command to use (and if needed start) the embedded one. With an Endpoint on
+// loopback TCP and no Token, the token serve made in DataDir is used (see LocalToken).
 type ConnectOptions struct {
 	Endpoint string
 	Token    string
 	DataDir  string
 	Command  []string
+	// ClientOptions adjust the client (how long it waits for an engine that is away).
+	ClientOptions []client.Option
 }
 
 // Connect returns a client for the engine the options name. For the embedded engine the
 // client restarts the engine by itself if it dies between or during calls.
 func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
 	if o.Endpoint != "" {
-		return client.New(o.Endpoint, o.Token)
+		token, err := EndpointToken(o.Endpoint, o.Token, o.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		return client.New(o.Endpoint, token, o.ClientOptions...)
 	}
 	if o.DataDir == "" {
 		return nil, errors.New("no endpoint and no data dir: set one of them")
@@ -150,5 +195,5 @@ func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
 	if err := l.Ensure(ctx); err != nil {
 		return nil, err
 	}
-	return client.New(l.Endpoint(), "", client.WithReconnect(l.Ensure))
+	return client.New(l.Endpoint(), "", append([]client.Option{client.WithReconnect(l.Ensure)}, o.ClientOptions...)...)
 }

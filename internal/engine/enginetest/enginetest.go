@@ -91,9 +91,10 @@ func Start(t testing.TB, opts Options) *Engine {
 		fakeDrv = fake.NewWithOptions(fakeClock, opts.Fake)
 		drv = fakeDrv
 	}
+	snapshots := snapshot.NewStore(filepath.Join(dir, "snapshots"))
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv,
-		Snapshots: snapshot.NewStore(filepath.Join(dir, "snapshots")),
+		Snapshots: snapshots,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Metrics: m}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Metrics: m, Snapshots: snapshots, Backup: st.Backup}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 func (s *Server) listComputes(w http.ResponseWriter, req *http.Request) error {
@@ -69,9 +72,18 @@ func (s *Server) putSnapshot(w http.ResponseWriter, req *http.Request) error {
 	if _, err := s.opts.Engine.GetWorkspace(req.Context(), req.PathValue("workspace")); err != nil {
 		return err
 	}
-	id, err := s.opts.Engine.PutSnapshot(http.MaxBytesReader(w, req.Body, 320<<20))
+	body := http.MaxBytesReader(w, req.Body, 320<<20)
+	if s.opts.Snapshots == nil {
+		id, err := s.opts.Engine.PutSnapshot(body)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusCreated, api.SnapshotRef{ID: id})
+		return nil
+	}
+	id, err := s.opts.Snapshots.Put(body)
 	if err != nil {
-		return err
+		return snapshotError(err)
 	}
 	writeJSON(w, http.StatusCreated, api.SnapshotRef{ID: id})
 	return nil
@@ -89,6 +101,9 @@ func (s *Server) listJobs(w http.ResponseWriter, req *http.Request) error {
 func (s *Server) submitJob(w http.ResponseWriter, req *http.Request) error {
 	var spec api.JobSpec
 	if err := decode(req, &spec); err != nil {
+		return err
+	}
+	if err := validation.Job(spec); err != nil {
 		return err
 	}
 	j, err := s.opts.Engine.SubmitJob(req.Context(), req.PathValue("workspace"), spec, req.Header.Get(api.IdempotencyKeyHeader))
@@ -118,11 +133,11 @@ func (s *Server) cancelJob(w http.ResponseWriter, req *http.Request) error {
 }
 
 func (s *Server) jobLogs(w http.ResponseWriter, req *http.Request) error {
-	rank, err := queryInt(req, "rank")
+	rank, err := queryNonNegative(req, "rank")
 	if err != nil {
 		return err
 	}
-	offset, err := queryInt(req, "offset")
+	offset, err := queryNonNegative(req, "offset")
 	if err != nil {
 		return err
 	}
@@ -182,6 +197,30 @@ func queryInt(req *http.Request, name string) (int64, error) {
 	return n, nil
 }
 
+// queryNonNegative is queryInt for a value that must be 0 or more (an offset, a rank).
+func queryNonNegative(req *http.Request, name string) (int64, error) {
+	n, err := queryInt(req, name)
+	if err == nil && n < 0 {
+		return 0, api.Errorf(api.CodeInvalid, name, "%s must be 0 or more, got %d", name, n)
+	}
+	return n, err
+}
+
+// snapshotError maps a failed snapshot upload to the API: a bad or oversized archive and a
+// body over the size limit are the client's fault (400); anything else (a full disk, a
+// permission) is this machine's, reported as an internal error with its cause.
+func snapshotError(err error) error {
+	var limit *snapshot.LimitError
+	var tooBig *http.MaxBytesError
+	switch {
+	case snapshot.IsInvalidArchive(err), errors.As(err, &limit):
+		return api.Errorf(api.CodeInvalid, "snapshot", "%v", err)
+	case errors.As(err, &tooBig):
+		return api.Errorf(api.CodeInvalid, "snapshot", "the upload is larger than %d bytes", tooBig.Limit)
+	}
+	return fmt.Errorf("storing the code snapshot: %w", err)
+}
+
 // instanceAction serves POST .../computes/{compute}/start, /stop and /restart.
 func instanceAction(action string) func(*Server, http.ResponseWriter, *http.Request) error {
 	return func(s *Server, w http.ResponseWriter, req *http.Request) error {
@@ -211,6 +250,9 @@ func (s *Server) exec(w http.ResponseWriter, req *http.Request) error {
 	command := req.URL.Query()["arg"]
 	if len(command) == 0 {
 		return api.Errorf(api.CodeInvalid, "command", "exec needs a command (?arg=...)")
+	}
+	if err := validation.Command("command", command); err != nil {
+		return err
 	}
 	ws, name := req.PathValue("workspace"), req.PathValue("compute")
 	if _, err := s.opts.Engine.GetCompute(req.Context(), ws, name); err != nil {

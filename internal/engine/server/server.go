@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/ui"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
@@ -36,6 +38,13 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Clock times login codes and sessions of the status page; the real clock when nil.
 	Clock clock.PassiveClock
+	// Snapshots, when set, stores uploaded code snapshots (the engine's own store), so
+	// that the API can tell a bad archive (400) from a fault of this machine's disk (500).
+	// Unset, uploads go through the engine.
+	Snapshots *snapshot.Store
+	// Backup, when set, serves GET /v1/backup: a consistent copy of the engine's store
+	// (store.Store.Backup).
+	Backup func(fn func(size int64, copyTo func(io.Writer) (int64, error)) error) error
 }
 
 // Route is one API operation; Routes is the table both the mux and the OpenAPI test read.
@@ -49,6 +58,7 @@ type Route struct {
 var Routes = []Route{
 	{"GET", "/v1/status", (*Server).status},
 	{"POST", "/v1/shutdown", (*Server).shutdown},
+	{"GET", "/v1/backup", (*Server).backup},
 	{"GET", "/v1/workspaces", (*Server).listWorkspaces},
 	{"POST", "/v1/workspaces", (*Server).createWorkspace},
 	{"GET", "/v1/workspaces/{workspace}", (*Server).getWorkspace},
@@ -144,6 +154,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, api.Errorf(api.CodeUnauthorized, "token", "missing or wrong token: set the provider's token (or MLCOMPUTE_TOKEN) to the engine's token"))
 		return
 	}
+	if err := validation.IdempotencyKey(req.Header.Get(api.IdempotencyKeyHeader)); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
 	s.mux.ServeHTTP(w, req)
 }
 
@@ -167,15 +181,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func decode(req *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, req.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return api.Errorf(api.CodeInvalid, "", "malformed request body: %v", err)
-	}
-	return nil
-}
-
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 	writeJSON(w, http.StatusOK, s.opts.Engine.Status())
 	return nil
@@ -191,6 +196,25 @@ func (s *Server) shutdown(w http.ResponseWriter, _ *http.Request) error {
 	}
 	go s.opts.Shutdown()
 	return nil
+}
+
+// backup streams a consistent copy of the store (application/octet-stream, with its
+// Content-Length). A failure after the first byte aborts the connection, so the client
+// sees a short body rather than a damaged copy that looks whole.
+func (s *Server) backup(w http.ResponseWriter, _ *http.Request) error {
+	if s.opts.Backup == nil {
+		return api.Errorf(api.CodeInvalid, "", "this engine cannot make backups over the API")
+	}
+	return s.opts.Backup(func(size int64, copyTo func(io.Writer) (int64, error)) error {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		w.WriteHeader(http.StatusOK)
+		if _, err := copyTo(w); err != nil {
+			s.log.Error("backup failed", "error", err)
+			panic(http.ErrAbortHandler)
+		}
+		return nil
+	})
 }
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, req *http.Request) error {

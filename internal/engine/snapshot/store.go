@@ -43,7 +43,7 @@ func NewStore(root string) *Store {
 // wrapping ErrInvalidArchive for an unsafe or malformed one, and stores nothing then.
 func (s *Store) Put(r io.Reader) (id string, err error) {
 	tmp := filepath.Join(s.root, tmpDir)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	if err := s.makeDirs(); err != nil {
 		return "", fmt.Errorf("creating snapshot store: %w", err)
 	}
 	spool, err := os.CreateTemp(tmp, "upload-*.tar.gz")
@@ -121,7 +121,7 @@ func (s *Store) Delete(id string) error {
 		return fmt.Errorf("snapshot %q: %w", id, ErrNotFound)
 	}
 	tmp := filepath.Join(s.root, tmpDir)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	if err := s.makeDirs(); err != nil {
 		return fmt.Errorf("deleting snapshot %s: %w", id, err)
 	}
 	trash, err := os.MkdirTemp(tmp, "delete-*")
@@ -138,6 +138,20 @@ func (s *Store) Delete(id string) error {
 	}
 	if err := os.RemoveAll(trash); err != nil {
 		return fmt.Errorf("deleting snapshot %s: %w", id, err)
+	}
+	return nil
+}
+
+// makeDirs creates the store's root and scratch directory, private to the engine's user
+// (0700) even when they existed with another mode.
+func (s *Store) makeDirs() error {
+	for _, dir := range []string{s.root, filepath.Join(s.root, tmpDir)} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return err
+		}
 	}
 	return nil
 }

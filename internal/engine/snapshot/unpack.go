@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Unpack extracts the gzip'd tar read from r into dst, creating dst if needed; dst should
@@ -22,11 +23,15 @@ import (
 //     a type other than file, directory and symlink fails with ErrInvalidArchive;
 //   - limits are enforced as entries arrive: a *LimitError is returned before the
 //     contents that would exceed them are written;
-//   - only permission bits are applied, never owners or setuid, setgid and sticky bits.
+//   - only the owner's permission bits are applied (files at least 0600, directories 0700),
+//     never group or other bits, owners, or setuid, setgid and sticky bits: what the engine
+//     stores is private to its user;
+//   - a failure of the engine's own disk (no space, permissions, read-only) is returned
+//     as such, not as ErrInvalidArchive: it is no fault of the archive.
 //
 // On error dst may hold part of the archive; the caller removes it (Store.Put does).
 func Unpack(r io.Reader, dst string, limits Limits) error {
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dst, err)
 	}
 	root, err := os.OpenRoot(dst)
@@ -64,7 +69,7 @@ func Unpack(r io.Reader, dst string, limits Limits) error {
 		if err != nil {
 			return err
 		}
-		perm := fs.FileMode(hdr.Mode).Perm()
+		perm := fs.FileMode(hdr.Mode).Perm() & 0o700
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if name == "." {
@@ -74,10 +79,10 @@ func Unpack(r io.Reader, dst string, limits Limits) error {
 				return &LimitError{Kind: LimitDirs, Count: int64(dirs), Limit: int64(limits.MaxFiles)}
 			}
 			if err := root.MkdirAll(name, 0o700); err != nil {
-				return invalidf("creating directory %s: %v", name, err)
+				return hostOrInvalid(err, "creating directory %s", name)
 			}
 			// The owner keeps full access so the snapshot can be deleted later.
-			dirModes[name] = perm | 0o700
+			dirModes[name] = 0o700
 		case tar.TypeReg:
 			if files++; limits.MaxFiles > 0 && files > limits.MaxFiles {
 				return &LimitError{Kind: LimitFiles, Count: int64(files), Limit: int64(limits.MaxFiles)}
@@ -102,7 +107,7 @@ func Unpack(r io.Reader, dst string, limits Limits) error {
 				return err
 			}
 			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return invalidf("creating symlink %s: %v", name, err)
+				return hostOrInvalid(err, "creating symlink %s", name)
 			}
 			links = append(links, name)
 		default:
@@ -175,7 +180,7 @@ func writeFile(root *os.Root, name string, r io.Reader, size int64, perm fs.File
 		if errors.Is(err, fs.ErrExist) {
 			return invalidf("entry %s appears twice", name)
 		}
-		return invalidf("creating %s: %v", name, err)
+		return hostOrInvalid(err, "creating %s", name)
 	}
 	n, err := io.Copy(f, io.LimitReader(r, size))
 	if cerr := f.Close(); err == nil {
@@ -190,7 +195,7 @@ func writeFile(root *os.Root, name string, r io.Reader, size int64, perm fs.File
 	if n != size {
 		return invalidf("entry %s is truncated", name)
 	}
-	if err := root.Chmod(name, perm); err != nil {
+	if err := root.Chmod(name, perm|0o600); err != nil {
 		return fmt.Errorf("setting mode of %s: %w", name, err)
 	}
 	return nil
@@ -202,10 +207,24 @@ func mkParent(root *os.Root, name string) error {
 	if dir == "." {
 		return nil
 	}
-	if err := root.MkdirAll(dir, 0o755); err != nil {
-		return invalidf("creating directory %s: %v", dir, err)
+	if err := root.MkdirAll(dir, 0o700); err != nil {
+		return hostOrInvalid(err, "creating directory %s", dir)
 	}
 	return nil
+}
+
+// hostOrInvalid returns err about what (a format and its arguments) as a fault of this
+// machine when it is one (disk full, permissions, a read-only or failing disk), else as an
+// invalid archive (a file where the archive puts a directory, a name too long).
+func hostOrInvalid(err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EACCES, syscall.EPERM,
+		syscall.EROFS, syscall.EIO, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM} {
+		if errors.Is(err, errno) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return invalidf("%s: %v", what, err)
 }
 
 // sourceReader remembers a failure of the reader under the gzip stream, so that a

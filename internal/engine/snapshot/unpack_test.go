@@ -54,6 +54,8 @@ func link(name, target string) *tar.Header {
 	return &tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target}
 }
 
+// Content and links round-trip; of the modes, the owner's bits do (an executable stays
+// executable) and group and other bits are dropped: a stored snapshot is private.
 func TestPackUnpack_RoundTripKeepsContentModesAndLinks(t *testing.T) {
 	src := t.TempDir()
 	writeTree(t, src, map[string]string{
@@ -83,7 +85,7 @@ func TestPackUnpack_RoundTripKeepsContentModesAndLinks(t *testing.T) {
 	}
 
 	for name, mode := range map[string]os.FileMode{
-		"train.py": 0o644, "run.sh": 0o755, longName: 0o644, "pkg/__init__.py": 0o644, "pkg/bin/tool": 0o750, "conf/settings.ini": 0o600,
+		"train.py": 0o600, "run.sh": 0o700, longName: 0o600, "pkg/__init__.py": 0o600, "pkg/bin/tool": 0o700, "conf/settings.ini": 0o600,
 	} {
 		want, _ := os.ReadFile(filepath.Join(src, name))
 		got, err := os.ReadFile(filepath.Join(dst, name))
@@ -96,6 +98,11 @@ func TestPackUnpack_RoundTripKeepsContentModesAndLinks(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dst, "empty")); err != nil || !fi.IsDir() {
 		t.Errorf("empty directory not restored: %v", err)
+	}
+	for _, dir := range []string{".", "empty", "pkg", "pkg/bin"} {
+		if fi, err := os.Stat(filepath.Join(dst, dir)); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("directory %s: mode %v, %v; want 0700", dir, fi.Mode().Perm(), err)
+		}
 	}
 	if target, err := os.Readlink(filepath.Join(dst, "tool")); err != nil || target != "pkg/bin/tool" {
 		t.Errorf("symlink tool -> %q, %v; want pkg/bin/tool", target, err)

@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -39,6 +42,24 @@ var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environm
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")
 
+// ErrDamaged is wrapped by Open's error for a database file that is not a sound bbolt
+// database: truncated, overwritten, or not a database at all.
+var ErrDamaged = errors.New("store is damaged")
+
+// DamagedError says which store is damaged, why, and what to do, on one line.
+type DamagedError struct {
+	Path  string
+	Cause string
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("the engine's store %s is damaged (%s): stop every engine on this data dir, then copy a backup "+
+		"over it (one made with 'mlcompute backup FILE'), or move it away to start with an empty store", e.Path, e.Cause)
+}
+
+// Unwrap makes errors.Is(err, ErrDamaged) true.
+func (e *DamagedError) Unwrap() error { return ErrDamaged }
+
 // Store is an open database.
 type Store struct {
 	db *bolt.DB
@@ -46,17 +67,37 @@ type Store struct {
 
 // Open opens (creating if needed) the database at path. It fails with ErrLocked after
 // lockWait when another process has it open, which is how a second engine on the same data
-// dir is refused.
+// dir is refused, and with a *DamagedError (never a panic or a SIGBUS) when the file is not
+// a sound database: every page is read once before Open returns.
 func Open(path string, lockWait time.Duration) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating store directory: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
+	var db *bolt.DB
+	err := guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait})
+		return err
+	})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening %s: %w", path, ErrLocked)
 	}
 	if err != nil {
+		if db != nil {
+			db.Close()
+		}
+		if isOpenDamage(err) {
+			return nil, &DamagedError{Path: path, Cause: err.Error()}
+		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("securing %s: %w", path, err)
+	}
+	if err := verify(db); err != nil {
+		db.Close()
+		return nil, &DamagedError{Path: path, Cause: err.Error()}
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
@@ -71,6 +112,86 @@ func Open(path string, lockWait time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("creating buckets: %w", err)
 	}
 	return &Store{db: db}, nil
+}
+
+// isOpenDamage reports whether an error of bolt.Open means the file is no sound database,
+// as opposed to a fault of the machine (permissions, a missing directory).
+func isOpenDamage(err error) bool {
+	var p panicked
+	return errors.As(err, &p) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) ||
+		errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrInvalidMapping) ||
+		strings.Contains(err.Error(), "file size too small")
+}
+
+// verify reads every bucket, key and value once, so that a truncated or overwritten file
+// shows here as an error rather than later as a panic or a SIGBUS in the engine, and then
+// runs bbolt's own consistency check (free pages, page references).
+func verify(db *bolt.DB) error {
+	err := guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(b) })
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		var first error
+		for err := range tx.Check() {
+			if first == nil {
+				first = err
+			}
+		}
+		return first
+	})
+}
+
+// walk reads every key and value of b and of the buckets nested in it.
+func walk(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nested := b.Bucket(k); nested != nil {
+				return walk(nested)
+			}
+		}
+		return nil
+	})
+}
+
+// panicked is a panic (or a memory fault, made a panic) caught by guard.
+type panicked struct{ value any }
+
+func (p panicked) Error() string { return fmt.Sprintf("reading the file failed: %v", p.value) }
+
+// guard runs fn, turning a panic, and a memory fault on the mapped file (SIGBUS past the
+// end of a truncated file), into an error.
+func guard(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicked{r}
+		}
+	}()
+	return fn()
+}
+
+// WriteTo writes a consistent copy of the whole database to w, as of one read
+// transaction; writers go on meanwhile. It returns the number of bytes written.
+func (s *Store) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	err := s.Backup(func(_ int64, copyTo func(io.Writer) (int64, error)) error {
+		var err error
+		n, err = copyTo(w)
+		return err
+	})
+	return n, err
+}
+
+// Backup calls fn, inside one read transaction, with the size of a consistent copy of the
+// database and a function that writes that copy (what an HTTP handler needs to announce
+// the length before it streams). Writers go on meanwhile.
+func (s *Store) Backup(fn func(size int64, copyTo func(io.Writer) (int64, error)) error) error {
+	return s.db.View(func(tx *bolt.Tx) error { return fn(tx.Size(), tx.WriteTo) })
 }
 
 // Close closes the database.

@@ -99,6 +99,9 @@ func Deployment(field string, d api.DeploymentSpec) error {
 	if len(d.Command) == 0 || strings.TrimSpace(d.Command[0]) == "" {
 		return api.Errorf(api.CodeInvalid, field+".command", "command must name a program that serves HTTP on the port in $PORT, e.g. [\"python3\", \"score.py\"]")
 	}
+	if err := Command(field+".command", d.Command); err != nil {
+		return err
+	}
 	for _, k := range slices.Sorted(maps.Keys(d.EnvironmentVariables)) {
 		f := field + ".environment_variables." + k
 		if !envName.MatchString(k) {
@@ -107,6 +110,9 @@ func Deployment(field string, d api.DeploymentSpec) error {
 		if slices.Contains(ReservedEnvironmentVariables, k) {
 			return api.Errorf(api.CodeInvalid, f, "environment variable %s is set by the engine to the port the instance must serve on; remove it", k)
 		}
+	}
+	if err := EnvVars(field+".environment_variables", d.EnvironmentVariables); err != nil {
+		return err
 	}
 	if rs := d.RequestSettings; rs != nil {
 		if rs.RequestTimeoutMS != 0 && (rs.RequestTimeoutMS < 1 || rs.RequestTimeoutMS > api.MaxRequestTimeoutMS) {
@@ -135,6 +141,9 @@ func Probe(field string, p api.Probe) error {
 	p = probeWithDefaults(&p)
 	if !strings.HasPrefix(p.Path, "/") {
 		return api.Errorf(api.CodeInvalid, field+".path", "path must be an HTTP path starting with '/', got %q", p.Path)
+	}
+	if hasControl(p.Path) || strings.ContainsAny(p.Path, " #") {
+		return api.Errorf(api.CodeInvalid, field+".path", "path must be an HTTP path without spaces, '#' or control characters (CR, LF, TAB...), got %q", p.Path)
 	}
 	if _, err := Duration(field+".initial_delay", p.InitialDelay, 0, MaxProbeInitialDelay); err != nil {
 		return err

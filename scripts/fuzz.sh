@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target for a while, one after another (Go fuzzes one target per run).
+#
+#   scripts/fuzz.sh [FUZZTIME]      e.g. scripts/fuzz.sh 10m; default 5s (what make test runs)
+#
+# The targets' seed corpora also run as plain tests in `make unit`. Inputs the fuzzer
+# finds interesting are kept in Go's fuzz cache; a failing input is written to the
+# package's testdata/fuzz/<Target>/ and fails the run: commit it with the fix. To keep a
+# long run's interesting inputs as seeds, copy them from $(go env GOCACHE)/fuzz/... into
+# testdata/fuzz/<Target>/ (see README).
+#
+# Environment: FUZZ_TARGETS overrides the list ("pkg:Target ..."); FUZZ_PARALLEL sets
+# -parallel (default: all CPUs).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+fuzztime="${1:-${FUZZTIME:-5s}}"
+
+# One line per target: package and fuzz function.
+targets=(
+	./internal/engine/server:FuzzDecodeJSON
+	./internal/engine/server:FuzzJobValidation
+	./internal/engine/validation:FuzzDuration
+	./internal/engine/validation:FuzzNameRules
+	./internal/engine/schedule:FuzzParseCron
+	./internal/engine/snapshot:FuzzUnpack
+)
+if [[ -n "${FUZZ_TARGETS:-}" ]]; then
+	read -r -a targets <<<"$FUZZ_TARGETS"
+fi
+
+parallel=()
+if [[ -n "${FUZZ_PARALLEL:-}" ]]; then
+	parallel=(-parallel "$FUZZ_PARALLEL")
+fi
+for t in "${targets[@]}"; do
+	pkg="${t%%:*}"
+	name="${t##*:}"
+	echo "==> fuzz $name ($pkg) for $fuzztime"
+	go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "${parallel[@]}"
+done
