@@ -15,13 +15,13 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 )
 
-// needVenv skips when this machine's python3 cannot make a virtual environment with pip
-// (Debian without python3-venv); `make test` installs it.
+// needVenv fails, naming the package, when this machine's python3 cannot make a virtual
+// environment with pip (Debian without python3-venv); `make test` installs it.
 func needVenv(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
 	if out, err := exec.Command("python3", "-m", "venv", filepath.Join(dir, "v")).CombinedOutput(); err != nil {
-		t.Skipf("python3 -m venv does not work here (install python3-venv): %v\n%s", err, out)
+		t.Fatalf("python3 -m venv does not work here (make test installs python3-venv: scripts/test-deps.sh): %v\n%s", err, out)
 	}
 }
 

@@ -19,18 +19,15 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 )
 
-// chromiumPath finds Debian's chromium. Without one the test skips, unless
-// MLCOMPUTE_TEST_UI=1 (make test-ui, which installs it) says a browser must be there.
+// chromiumPath finds Debian's chromium, which make test installs (scripts/test-deps.sh);
+// without one the test fails, naming the package.
 func chromiumPath(t *testing.T) string {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	if os.Getenv("MLCOMPUTE_TEST_UI") == "1" {
-		t.Fatal("no chromium on PATH: make test-ui installs it (apt-get install chromium)")
-	}
-	t.Skip("no chromium on PATH; make test-ui installs it and runs this test")
+	t.Fatal("no chromium on PATH: make test installs it (scripts/test-deps.sh), or apt-get install chromium")
 	return ""
 }
 
