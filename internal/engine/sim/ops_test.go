@@ -150,7 +150,7 @@ func (w *world) updateCluster() error {
 // validation.MaxNodeCount, near 2^62); the API must refuse them as invalid input.
 func (w *world) badScaleSettings() error {
 	huge := []int64{-1, validation.MaxNodeCount + 1, 1 << 40, 1 << 61, 1<<62 - 1, 1 << 62}
-	min, max := int64(0), int64(2)
+	var min, max int64 // min stays 0 where only max is out of range
 	switch w.rng.IntN(3) {
 	case 0:
 		min = pick(w, huge)

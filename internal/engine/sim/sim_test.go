@@ -22,22 +22,19 @@ var (
 	flagFirst    = flag.Uint64("sim.first", 1, "first seed of a run of several")
 	flagSteps    = flag.Int("sim.steps", 300, "operations per seed")
 	flagDuration = flag.Duration("sim.duration", 0, "run seeds (from sim.first) until this much wall time has passed")
-	flagStrict   = flag.Bool("sim.strict", false, "fail on known engine issues too (see knownIssues)")
 	flagVerbose  = flag.Bool("sim.verbose", false, "log every operation")
 )
 
 // TestSimulation runs the simulation for the seeds the flags select.
 func TestSimulation(t *testing.T) {
 	var (
-		start                 = time.Now()
-		seeds, steps, checks  int64
-		known                 = map[string]int{}
-		deadline              time.Time
-		next                  = *flagFirst
-		last                  = *flagFirst + uint64(*flagSeeds)
-		onlyOne               = *flagSeed != 0
-		durationMode          = *flagDuration > 0
-		firstKnown, knownSeed = "", uint64(0)
+		start                = time.Now()
+		seeds, steps, checks int64
+		deadline             time.Time
+		next                 = *flagFirst
+		last                 = *flagFirst + uint64(*flagSeeds)
+		onlyOne              = *flagSeed != 0
+		durationMode         = *flagDuration > 0
 	)
 	if onlyOne {
 		next, last = *flagSeed, *flagSeed+1
@@ -54,7 +51,7 @@ func TestSimulation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := newWorld(seed, dir, *flagStrict)
+		w, err := newWorld(seed, dir)
 		if err != nil {
 			os.RemoveAll(dir)
 			t.Fatalf("seed %d: setting up: %v", seed, err)
@@ -68,12 +65,6 @@ func TestSimulation(t *testing.T) {
 		seeds++
 		steps += int64(w.step)
 		checks += w.checks
-		for k, n := range w.known {
-			known[k] += n
-			if firstKnown == "" {
-				firstKnown, knownSeed = k, seed
-			}
-		}
 		if runErr != nil {
 			t.Fatalf("%v\nreplay: go test ./internal/engine/sim -run TestSimulation -sim.seed=%d -sim.steps=%d", runErr, seed, *flagSteps)
 		}
@@ -81,7 +72,4 @@ func TestSimulation(t *testing.T) {
 	elapsed := time.Since(start)
 	t.Logf("simulation: %d seeds, %d steps in %s (%.0f steps/s), %d invariant checks",
 		seeds, steps, elapsed.Round(time.Millisecond), float64(steps)/elapsed.Seconds(), checks)
-	for k, n := range known {
-		t.Logf("known engine issue %q tolerated %d times (first at seed %d: %s); -sim.strict fails on it", k, n, knownSeed, firstKnown)
-	}
 }

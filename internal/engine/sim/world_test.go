@@ -79,13 +79,11 @@ type world struct {
 	// capacity is the engine's vCPU capacity (0: unlimited); some seeds set one, so that
 	// Dedicated nodes preempt LowPriority ones.
 	capacity int64
-	strict   bool
 
 	step   int
 	ops    []string
 	checks int64
 	trace  func(string)
-	known  map[string]int
 
 	computes map[string]*computeModel
 	jobs     map[string]*jobModel // "<ws>/<id>"
@@ -93,12 +91,12 @@ type world struct {
 	tasks    map[string]*taskPlan // "<node>/<task>"
 }
 
-func newWorld(seed uint64, dir string, strict bool) (*world, error) {
+func newWorld(seed uint64, dir string) (*world, error) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	w := &world{
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		clk: clk, drv: fake.New(clk), path: filepath.Join(dir, "state.db"), strict: strict,
-		known: map[string]int{}, computes: map[string]*computeModel{}, jobs: map[string]*jobModel{}, tasks: map[string]*taskPlan{},
+		clk: clk, drv: fake.New(clk), path: filepath.Join(dir, "state.db"),
+		computes: map[string]*computeModel{}, jobs: map[string]*jobModel{}, tasks: map[string]*taskPlan{},
 	}
 	if seed%3 == 0 {
 		w.capacity = 24 + 4*w.rng.Int64N(6) // 6 to 11 nodes of 4 vCPUs
@@ -286,16 +284,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// knownIssue records an engine bug the simulation found and that is not fixed yet: it is
-// tolerated (and counted) unless -sim.strict is set.
-func (w *world) knownIssue(name string, err error) error {
-	if w.strict {
-		return err
-	}
-	w.known[name]++
-	return nil
 }
 
 // byTask sorts "node/task" keys by task (job, attempt, rank), never by the node's ID: the
