@@ -17,8 +17,8 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/ui"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/ui"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
