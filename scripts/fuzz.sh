@@ -22,7 +22,7 @@ targets=(
 	./internal/engine/server:FuzzJobValidation
 	./internal/engine/validation:FuzzDuration
 	./internal/engine/validation:FuzzNameRules
-	./internal/engine/schedule:FuzzParseCron
+	./internal/engine/rules/schedule:FuzzParseCron
 	./internal/engine/snapshot:FuzzUnpack
 )
 if [[ -n "${FUZZ_TARGETS:-}" ]]; then
