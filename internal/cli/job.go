@@ -83,10 +83,18 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "job %s queued on %s\n", job.ID, compute)
-			if err := followStatus(ctx, c, ws, job, cmd); err != nil {
-				return err
-			}
+			// The status changes go to stderr beside the output, not before it: the output
+			// stream is open from the start, so its first byte is never held up by a look
+			// at the status.
+			statusCtx, stopStatus := context.WithCancel(ctx)
+			statusDone := make(chan struct{})
+			go func() {
+				defer close(statusDone)
+				_ = followStatus(statusCtx, c, ws, job, cmd)
+			}()
 			final, err := follow(ctx, c, ws, job.ID, 0, cmd)
+			stopStatus()
+			<-statusDone
 			if err != nil {
 				return err
 			}
