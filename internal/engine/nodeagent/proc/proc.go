@@ -149,6 +149,9 @@ type Stat struct {
 	Pid   int
 	State byte // R, S, D, Z, ...
 	Pgid  int
+	// Start is the process's start time in clock ticks since boot (field 22): with the pid,
+	// it tells a process from a later one that got the same pid.
+	Start uint64
 }
 
 // ReadStat parses /proc/<pid>/stat; ErrGone when the process does not exist.
@@ -174,7 +177,13 @@ func ReadStat(pid int) (Stat, error) {
 	if err != nil {
 		return Stat{}, fmt.Errorf("parsing stat of %d: %w", pid, err)
 	}
-	return Stat{Pid: pid, State: f[0][0], Pgid: pgid}, nil
+	st := Stat{Pid: pid, State: f[0][0], Pgid: pgid}
+	if len(f) > 19 {
+		if st.Start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+			return Stat{}, fmt.Errorf("parsing stat of %d: %w", pid, err)
+		}
+	}
+	return st, nil
 }
 
 // Alive reports whether pid names a process that has not exited (zombies are not alive).

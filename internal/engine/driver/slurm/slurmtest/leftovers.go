@@ -3,13 +3,14 @@ package slurmtest
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
 // A test process that is killed runs no cleanup, and its cluster outlives it: munged,
@@ -93,23 +94,10 @@ func startTime(pid int) (uint64, error) {
 	return start, err
 }
 
-// procStat reads a process's start time (field 22 of /proc/<pid>/stat) and whether it is
-// a zombie (field 3), counting fields after the command name's closing parenthesis.
+// procStat reads a process's start time and whether it is a zombie (proc.ReadStat).
 func procStat(pid int) (start uint64, zombie bool, err error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false, err
-	}
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return 0, false, errMalformed
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 20 {
-		return 0, false, errMalformed
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return start, f[0] == "Z", err
+	st, err := proc.ReadStat(pid)
+	return st.Start, st.State == 'Z', err
 }
 
 // naming lists the live processes killNaming would kill.

@@ -17,7 +17,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -400,5 +399,3 @@ func must(t TB, err error) {
 		t.Fatalf("%v", err)
 	}
 }
-
-var errMalformed = errors.New("malformed /proc stat")

@@ -3,15 +3,14 @@ package sshtest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
 // A test process that is killed (SIGKILL, a cut-off CI job) runs no cleanup, and what its
@@ -134,22 +133,8 @@ func startTime(pid int) (uint64, error) {
 	return start, err
 }
 
-// procStat reads a process's start time (field 22 of /proc/<pid>/stat) and whether it is a
-// zombie (field 3). Fields are counted after the command name's closing parenthesis, since
-// the name may hold spaces.
+// procStat reads a process's start time and whether it is a zombie (proc.ReadStat).
 func procStat(pid int) (start uint64, zombie bool, err error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false, err
-	}
-	i := strings.LastIndexByte(string(raw), ')')
-	if i < 0 {
-		return 0, false, errors.New("malformed stat")
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 20 {
-		return 0, false, errors.New("malformed stat")
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return start, f[0] == "Z", err
+	st, err := proc.ReadStat(pid)
+	return st.Start, st.State == 'Z', err
 }
