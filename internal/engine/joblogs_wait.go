@@ -4,15 +4,15 @@ import (
 	"context"
 	"time"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// How often FollowJobLogs looks again when it found nothing new. The node drivers report a
-// task's exit but not its output, so a follower re-reads it: at once while the job waits
-// for its node (a look at the store), and from followMinWait, doubling up to followMaxWait
-// while a running task prints nothing, back to followMinWait after each piece of output.
-// The first line of a job that has just started therefore reaches the client within
-// followMinWait of being written; a task that stays silent costs a read per followMaxWait.
+// How long FollowJobLogs waits before it reads a task's output again when nothing wakes
+// it: only for a driver that cannot watch output (driver.OutputWatcher; the slurm and ssh
+// drivers read remote files), or for the moment between a job getting its node and its
+// task's directory existing. It starts at followMinWait and doubles up to followMaxWait
+// while the task prints nothing, back to followMinWait after each piece of output.
 const (
 	followMinWait = time.Millisecond
 	followMaxWait = 50 * time.Millisecond
@@ -22,9 +22,19 @@ const (
 // has ended and its output is all sent (it returns nil and the offset after the last byte)
 // or ctx ends (ctx's error). An error from emit ends the follow with that error. This is
 // the engine's side of a streamed `GET .../logs?follow=true`.
+//
+// Nothing is read on an interval when the driver watches output (the local driver does,
+// with inotify): the follower sleeps until the job's record changes in the store (it got
+// its nodes, it ended) or its task writes, reads what is new, sends it at once and reads
+// again with no pause until nothing is left. Each watch is armed before the read it
+// guards, so no write falls between the read and the sleep.
 func (e *Engine) FollowJobLogs(ctx context.Context, workspace, id string, rank int, offset int64, emit func([]byte) error) (int64, error) {
+	w := outputWatch{}
+	defer w.stop()
 	wait := followMinWait
 	for {
+		jobChanged := e.store.Changed(store.Jobs)
+		source, hasSource := w.arm(ctx, e.driver, e.jobs.LogSource, workspace, id, rank)
 		data, next, complete, err := e.JobLogs(ctx, workspace, id, rank, offset)
 		if err != nil {
 			return offset, err
@@ -34,28 +44,80 @@ func (e *Engine) FollowJobLogs(ctx context.Context, workspace, id string, rank i
 			if err := emit(data); err != nil {
 				return offset, err
 			}
-			wait = followMinWait
-		} else if j, err := e.GetJob(ctx, workspace, id); err == nil && !startedOrEnded(j.Status) {
-			wait = followMinWait // no node yet: nothing to read but the store
-		} else {
-			wait = min(2*wait, followMaxWait)
 		}
 		if complete {
 			return offset, nil
 		}
+		if len(data) > 0 {
+			wait = followMinWait
+			continue // more may be there already: read again before sleeping
+		}
+		// Paced by a timer only when output could come and nothing would announce it.
 		// Real time, not the engine's clock: this paces reads of a stream (I/O), it is no
 		// rule's deadline, and a fake clock in tests would never let it go on.
-		t := time.NewTimer(wait)
+		var timer *time.Timer
+		var fired <-chan time.Time
+		if hasSource && source == nil {
+			timer = time.NewTimer(wait)
+			fired = timer.C
+			wait = min(2*wait, followMaxWait)
+		}
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return offset, ctx.Err()
-		case <-t.C:
+		case <-jobChanged:
+		case _, open := <-source:
+			if !open {
+				w.stop() // the task's output is gone; the job's record says what became of it
+			}
+		case <-fired:
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 }
 
-// startedOrEnded reports whether a job has reached its nodes (or will never).
-func startedOrEnded(status string) bool {
-	return status == api.JobRunning || api.Terminal(status)
+// outputWatch is the watch of the task a follower reads, re-armed when the log moves on to
+// another task (from the environment's preparation to the job's task).
+type outputWatch struct {
+	node, task string
+	ch         <-chan struct{}
+	cancel     context.CancelFunc
+}
+
+// arm makes sure the task the rank's log reads now is watched, and returns its channel
+// (nil when it cannot be watched) and whether there is such a task at all.
+func (w *outputWatch) arm(ctx context.Context, d driver.Driver, source func(ws, id string, rank int) (string, string, bool),
+	workspace, id string, rank int) (<-chan struct{}, bool) {
+	node, task, ok := source(workspace, id, rank)
+	if !ok {
+		w.stop()
+		return nil, false
+	}
+	if w.ch != nil && node == w.node && task == w.task {
+		return w.ch, true
+	}
+	w.stop()
+	watcher, can := d.(driver.OutputWatcher)
+	if !can {
+		return nil, true
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	ch, err := watcher.WatchOutput(wctx, node, task)
+	if err != nil {
+		// Not started yet (its node is still starting it), or a node whose driver does not
+		// watch: the caller reads again after a short wait.
+		cancel()
+		return nil, true
+	}
+	w.node, w.task, w.ch, w.cancel = node, task, ch, cancel
+	return ch, true
+}
+
+func (w *outputWatch) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	*w = outputWatch{}
 }

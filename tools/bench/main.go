@@ -12,8 +12,9 @@
 // that is shut down and deleted at the end.
 //
 // To add a case, append to cases: a name, the case it is compared with, and its config.
-// After the table it measures scale-from-zero latency: a job submitted to a cluster at zero
-// nodes, timed to the first byte of its output, against the same command run directly.
+// -mode firstbyte (also part of -mode all) measures scale-from-zero latency: a job submitted
+// to a cluster at zero nodes, timed to the first byte of its output, against the same
+// command run directly, with the steps of its path (firstbyte.go).
 //
 // -mode router (also part of the default -mode all) compares the engine's scoring router
 // with nginx as a reverse proxy in front of the same model server, under the same wrk load
@@ -23,11 +24,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -149,7 +148,7 @@ type options struct {
 }
 
 // modes are the values of -mode.
-var modes = []string{"all", "terraform", "router"}
+var modes = []string{"all", "terraform", "firstbyte", "router"}
 
 func main() {
 	var o options
@@ -159,7 +158,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "timed runs per case and size; medians are reported")
 	flag.BoolVar(&o.keepDir, "keep", false, "keep the scratch directory (configs, state, engine.log) for inspection")
 	flag.StringVar(&o.mode, "mode", "all", "what to measure: "+strings.Join(modes, ", ")+
-		" (terraform: the provider against terraform_data and scale-from-zero; router: the scoring router against nginx)")
+		" (terraform: the provider against terraform_data; firstbyte: a job's first byte from a cluster at zero nodes (firstbyte.go); router: the scoring router against nginx)")
 	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary (-mode router)")
 	flag.StringVar(&o.nginx, "nginx", "nginx", "nginx binary (-mode router)")
 	flag.IntVar(&o.wrkThreads, "wrk-threads", 2, "wrk -t (-mode router)")
@@ -195,6 +194,9 @@ func main() {
 	var err error
 	if o.mode == "all" || o.mode == "terraform" {
 		err = run(ctx, o)
+	}
+	if err == nil && (o.mode == "all" || o.mode == "firstbyte") {
+		err = runFirstByte(ctx, o)
 	}
 	if err == nil && (o.mode == "all" || o.mode == "router") {
 		err = runScoring(ctx, o)
@@ -268,7 +270,7 @@ func run(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	return b.scaleFromZero(ctx)
+	return nil
 }
 
 // caseDir is the working directory of one case at one size.
@@ -314,121 +316,6 @@ func (b *bench) measureSize(ctx context.Context, n int) error {
 	}
 	printTable(n, times)
 	return nil
-}
-
-// sfzCase is the directory of the scale-from-zero measurement.
-const sfzCase = "scale-from-zero"
-
-// scaleFromZero measures how long a job on a cluster at zero nodes takes from submission to
-// the first byte of its output (node start, task start, output streamed back), against the
-// same command run directly as a local process.
-func (b *bench) scaleFromZero(ctx context.Context) error {
-	dir := filepath.Join(b.dir, sfzCase)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	config := `terraform {
-  required_providers {
-    mlcompute = { source = "mlcompute/mlcompute" }
-  }
-}
-
-resource "mlcompute_workspace" "sfz" {
-  name = "bench-sfz"
-}
-
-resource "mlcompute_compute_cluster" "cpu" {
-  name         = "cpu"
-  workspace_id = mlcompute_workspace.sfz.id
-  vm_size      = "Standard_DS1_v2"
-  scale_settings = {
-    min_node_count                       = 0
-    max_node_count                       = 1
-    scale_down_nodes_after_idle_duration = "PT0S"
-  }
-}
-`
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(config), 0o644); err != nil {
-		return err
-	}
-	if _, err := b.output(ctx, dir, b.terraform, "apply", "-auto-approve", "-no-color"); err != nil {
-		return fmt.Errorf("%s: apply: %w", sfzCase, err)
-	}
-	runs := max(b.opts.runs, 5)
-	var job, direct []time.Duration
-	for r := 0; r < runs; r++ {
-		if err := b.waitZeroNodes(ctx); err != nil {
-			return err
-		}
-		d, err := firstByte(ctx, b.env, b.cli, "job", "submit", "--workspace", "bench-sfz", "--compute", "cpu", "--stream", "--", "echo", "hello")
-		if err != nil {
-			return fmt.Errorf("%s: job %d: %w", sfzCase, r, err)
-		}
-		job = append(job, d)
-		if d, err = firstByte(ctx, b.env, "sh", "-c", "echo hello"); err != nil {
-			return err
-		}
-		direct = append(direct, d)
-	}
-	if _, err := b.output(ctx, dir, b.terraform, "destroy", "-auto-approve", "-no-color"); err != nil {
-		return fmt.Errorf("%s: destroy: %w", sfzCase, err)
-	}
-	fmt.Println()
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(w, "latency to first byte of output\tmedian (ms)\truns (ms)\tratio\tbaseline")
-	fmt.Fprintf(w, "local process (sh -c 'echo hello')\t%.1f\t%s\t\t\n", ms(median(direct)), msList(direct))
-	fmt.Fprintf(w, "job on a cluster at 0 nodes\t%.1f\t%s\t%.1fx\tlocal process\n", ms(median(job)), msList(job),
-		median(job).Seconds()/median(direct).Seconds())
-	return w.Flush()
-}
-
-// waitZeroNodes waits until the scale-from-zero cluster has released its node.
-func (b *bench) waitZeroNodes(ctx context.Context) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		out, err := b.output(ctx, "", b.cli, "compute", "show", "--workspace", "bench-sfz", "cpu", "-o", "json")
-		if err != nil {
-			return err
-		}
-		var c struct {
-			Nodes []json.RawMessage `json:"nodes"`
-		}
-		if err := json.Unmarshal([]byte(out), &c); err != nil {
-			return err
-		}
-		if len(c.Nodes) == 0 {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("the scale-from-zero cluster did not release its node within 2 minutes")
-}
-
-// firstByte runs a command and returns the time from its start to the first byte on stdout.
-func firstByte(ctx context.Context, env []string, name string, args ...string) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return 0, err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	one := make([]byte, 1)
-	_, readErr := stdout.Read(one)
-	elapsed := time.Since(start)
-	_, _ = io.Copy(io.Discard, stdout)
-	if err := cmd.Wait(); err != nil {
-		return 0, fmt.Errorf("%s: %w\n%s", name, err, tail(stderr.String(), 20))
-	}
-	if readErr != nil {
-		return 0, fmt.Errorf("%s printed nothing: %w", name, readErr)
-	}
-	return elapsed, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -482,7 +369,7 @@ func (b *bench) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var errs []error
-	dirs := []string{filepath.Join(b.dir, sfzCase)}
+	var dirs []string
 	for _, c := range cases {
 		for _, n := range b.opts.sizes {
 			dirs = append(dirs, b.caseDir(c, n))

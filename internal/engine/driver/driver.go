@@ -239,6 +239,21 @@ type TaskRunner interface {
 	Exec(ctx context.Context, nodeKey string, spec ExecSpec) (int, error)
 }
 
+// OutputWatcher is what a driver offers, besides TaskOutput, when it can tell the moment
+// a task's output grows, so that a follower of the output is woken by the write instead
+// of reading again on an interval. It is optional: a driver without it is read again
+// after a short wait.
+type OutputWatcher interface {
+	// WatchOutput arms a watch of a task's output and returns once it is armed. The
+	// channel then receives after each change (writes are coalesced: one receive may
+	// stand for many) and also when the task ends, until ctx ends; it is closed when the
+	// task's output is gone (its node was terminated) or ctx ended. A read made after
+	// WatchOutput returned therefore never misses a write that the channel does not
+	// announce. ErrNotFound if the node or the task is unknown (not started yet);
+	// ErrPermanent when the driver cannot watch this node's tasks.
+	WatchOutput(ctx context.Context, nodeKey, taskKey string) (<-chan struct{}, error)
+}
+
 // Driver brings nodes up and down and runs tasks on them. Every method is safe for
 // concurrent use.
 type Driver interface {

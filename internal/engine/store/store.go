@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -63,6 +64,10 @@ func (e *DamagedError) Unwrap() error { return ErrDamaged }
 // Store is an open database.
 type Store struct {
 	db *bolt.DB
+
+	// changed holds, per bucket, the channel that the next committed write to it closes.
+	changedMu sync.Mutex
+	changed   map[Bucket]chan struct{}
 }
 
 // Open opens (creating if needed) the database at path. It fails with ErrLocked after
@@ -198,8 +203,39 @@ func (s *Store) Backup(fn func(size int64, copyTo func(io.Writer) (int64, error)
 func (s *Store) Close() error { return s.db.Close() }
 
 // Update runs fn in a read-write transaction, committed (and fsynced) when fn returns nil.
+// Watchers of the buckets it wrote (Changed) are woken once it is committed.
 func (s *Store) Update(fn func(*Tx) error) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+	t := &Tx{}
+	err := s.db.Update(func(tx *bolt.Tx) error { t.tx = tx; return fn(t) })
+	if err == nil && len(t.wrote) > 0 {
+		s.changedMu.Lock()
+		for b := range t.wrote {
+			if ch := s.changed[b]; ch != nil {
+				close(ch)
+				delete(s.changed, b)
+			}
+		}
+		s.changedMu.Unlock()
+	}
+	return err
+}
+
+// Changed returns a channel that is closed once an Update that writes bucket b (a Put or
+// a Delete) has committed. Take it before reading what it guards: a change committed
+// after the read then always closes it, so a follower waits for the store without
+// reading it on an interval.
+func (s *Store) Changed(b Bucket) <-chan struct{} {
+	s.changedMu.Lock()
+	defer s.changedMu.Unlock()
+	if s.changed == nil {
+		s.changed = map[Bucket]chan struct{}{}
+	}
+	ch := s.changed[b]
+	if ch == nil {
+		ch = make(chan struct{})
+		s.changed[b] = ch
+	}
+	return ch
 }
 
 // View runs fn in a read-only transaction.
@@ -209,7 +245,15 @@ func (s *Store) View(fn func(*Tx) error) error {
 
 // Tx is a transaction.
 type Tx struct {
-	tx *bolt.Tx
+	tx    *bolt.Tx
+	wrote map[Bucket]bool // the buckets written, for Store.Changed
+}
+
+func (t *Tx) markWritten(b Bucket) {
+	if t.wrote == nil {
+		t.wrote = map[Bucket]bool{}
+	}
+	t.wrote[b] = true
 }
 
 // Get decodes the record at key into v and reports whether it exists.
@@ -230,11 +274,13 @@ func (t *Tx) Put(b Bucket, key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s/%s: %w", b, key, err)
 	}
+	t.markWritten(b)
 	return t.tx.Bucket([]byte(b)).Put([]byte(key), raw)
 }
 
 // Delete removes key; removing a missing key is not an error.
 func (t *Tx) Delete(b Bucket, key string) error {
+	t.markWritten(b)
 	return t.tx.Bucket([]byte(b)).Delete([]byte(key))
 }
 

@@ -488,3 +488,24 @@ func waitReason(tx *store.Tx, j model.Job) string {
 	}
 	return "queued behind earlier jobs of the compute (first in, first out)"
 }
+
+// LogSource names the task whose output a rank's log reads from now on: the node and the
+// task key of the environment's preparation while it runs, then of the job's task. ok is
+// false while the rank has no node, and once its log is saved (the job ended). A follower
+// of the log watches that task's output to be woken by its writes.
+func (c *Controller) LogSource(workspace, id string, rank int) (node, task string, ok bool) {
+	var j model.Job
+	_ = c.Store.View(func(tx *store.Tx) error { j, ok = model.GetJob(tx, workspace, id); return nil })
+	if !ok || rank < 0 || rank >= len(j.Nodes) || (j.Status != api.JobRunning && j.Status != api.JobPreparing) {
+		return "", "", false
+	}
+	if _, err := os.Stat(c.JobLogPath(id, rank)); err == nil {
+		return "", "", false
+	}
+	if j.EnvDef != nil {
+		if _, err := os.Stat(c.EnvLogPath(id, rank)); err != nil {
+			return j.Nodes[rank], j.EnvTaskKey(rank), true
+		}
+	}
+	return j.Nodes[rank], j.TaskKey(rank), true
+}

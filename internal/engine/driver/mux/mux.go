@@ -6,6 +6,7 @@ package mux
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 
@@ -26,6 +27,8 @@ type Driver struct {
 	events chan driver.Event
 	merge  sync.Once
 }
+
+var _ driver.OutputWatcher = (*Driver)(nil)
 
 var _ driver.Driver = (*Driver)(nil)
 
@@ -120,6 +123,16 @@ func (d *Driver) TaskStatus(ctx context.Context, nodeKey, taskKey string) (drive
 
 func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset int64) ([]byte, error) {
 	return d.route(nodeKey).TaskOutput(ctx, nodeKey, taskKey, offset)
+}
+
+// WatchOutput forwards to the node's driver when it watches output (driver.OutputWatcher),
+// else it is ErrPermanent: the caller reads again on its own.
+func (d *Driver) WatchOutput(ctx context.Context, nodeKey, taskKey string) (<-chan struct{}, error) {
+	w, ok := d.route(nodeKey).(driver.OutputWatcher)
+	if !ok {
+		return nil, driver.Permanent(errors.New("this node's driver does not watch task output"))
+	}
+	return w.WatchOutput(ctx, nodeKey, taskKey)
 }
 
 func (d *Driver) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec) (int, error) {
