@@ -268,7 +268,8 @@ func epochNanos(out string) (time.Time, error) {
 	return time.Unix(0, ns), nil
 }
 
-// onlyDir returns the one directory in dir.
+// onlyDir returns the one directory in dir, not counting hidden ones (the local driver's
+// standby agents wait in nodes/.standby).
 func onlyDir(dir string) (string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -276,7 +277,7 @@ func onlyDir(dir string) (string, error) {
 	}
 	var found []string
 	for _, e := range ents {
-		if e.IsDir() {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
 			found = append(found, filepath.Join(dir, e.Name()))
 		}
 	}

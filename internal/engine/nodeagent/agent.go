@@ -17,15 +17,18 @@
 package nodeagent
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +63,16 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 	}
 	if logger == nil {
 		logger = hclog.NewNullLogger()
+	}
+	if assign := assignFile(); assign != nil {
+		// A standby agent: its node is named now, and the rest is as for any agent.
+		var err error
+		if dir, err = awaitAssignment(assign); err != nil {
+			return err
+		}
+		if dir == "" {
+			return nil // cancelled before it was needed
+		}
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -156,6 +169,50 @@ func readyFile() *os.File {
 	}
 	unix.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), "ready")
+}
+
+// assignFile returns the descriptor named by AssignFDEnv, if any, and unsets the variable.
+func assignFile() *os.File {
+	s := os.Getenv(AssignFDEnv)
+	if s == "" {
+		return nil
+	}
+	os.Unsetenv(AssignFDEnv)
+	fd, err := strconv.Atoi(s)
+	if err != nil || fd < 3 {
+		return nil
+	}
+	unix.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "assign")
+}
+
+// awaitAssignment waits for a standby agent's node directory (one line on f; "" at EOF,
+// when the driver no longer needs it), then moves there: the working directory and the
+// agent's own output (its agent.log) become the node's, as Spawn would have made them.
+func awaitAssignment(f *os.File) (string, error) {
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	dir := strings.TrimSpace(line)
+	if dir == "" {
+		if err == nil || errors.Is(err, io.EOF) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading the node assignment: %w", err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		return "", fmt.Errorf("entering node dir: %w", err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("opening agent log: %w", err)
+	}
+	defer logFile.Close()
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup3(int(logFile.Fd()), fd, 0); err != nil {
+			return "", fmt.Errorf("redirecting agent output: %w", err)
+		}
+	}
+	return dir, nil
 }
 
 // lockDir takes the exclusive flock of dir's agent.lock, retrying for up to wait while

@@ -37,6 +37,14 @@ const TaskMarkerEnv = "MLCOMPUTE_TASK_DIR"
 // its socket, so the process that started it needs no polling to know it is up.
 const ReadyFDEnv = "MLCOMPUTE_AGENT_READY_FD"
 
+// AssignFDEnv names the file descriptor a standby agent (SpawnStandby) reads its node
+// directory from, one line, before it starts serving it; EOF there makes it exit.
+const AssignFDEnv = "MLCOMPUTE_AGENT_ASSIGN_FD"
+
+// StandbyDir is the --dir a standby agent is started with (inside the nodes directory):
+// it names no node, only where standby agents wait for one.
+const StandbyDir = ".standby"
+
 // KilledExitCode is what a task killed with SIGKILL (by KillTask, by a stopping agent, or
 // with its agent) records: 128 + 9, as shells report it.
 const KilledExitCode = 137

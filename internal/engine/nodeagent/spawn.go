@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -36,6 +37,63 @@ func (s *Spawned) Err() error {
 // stdout and stderr appended to nodeDir/agent.log. It returns once the process exists;
 // the agent reports on Ready when it serves, through a pipe, so nobody polls for it.
 func Spawn(argv []string, nodeDir string) (*Spawned, error) {
+	return spawn(argv, nodeDir, nil)
+}
+
+// Standby is an agent process started ahead of need, before its node exists: starting a
+// Go process costs milliseconds that a node coming up from zero should not wait for. It
+// waits for Assign and serves nothing until then.
+type Standby struct {
+	*Spawned
+	assign *os.File
+}
+
+// SpawnStandby starts argv as Spawn does, with "--dir <nodesDir>/.standby" and its output
+// in <nodesDir>/.standby/agent.log until it is assigned a node. It exits when Cancel is
+// called or this process dies (its end of the assignment pipe closes).
+func SpawnStandby(argv []string, nodesDir string) (*Standby, error) {
+	dir := filepath.Join(nodesDir, StandbyDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating standby dir: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating assignment pipe: %w", err)
+	}
+	sp, err := spawn(argv, dir, r)
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	return &Standby{Spawned: sp, assign: w}, nil
+}
+
+// Assign gives the standby agent its node directory (created, with node.json written);
+// the agent then runs as if Spawn had started it there and reports on Ready. An error
+// means the standby agent is gone: start the node with Spawn.
+func (s *Standby) Assign(nodeDir string) error {
+	defer s.assign.Close()
+	select {
+	case <-s.Done:
+		return errors.New("the standby node agent has exited")
+	default:
+	}
+	if _, err := s.assign.WriteString(nodeDir + "\n"); err != nil {
+		return fmt.Errorf("assigning the standby node agent: %w", err)
+	}
+	return nil
+}
+
+// Cancel makes an unassigned standby agent exit, and waits until it has.
+func (s *Standby) Cancel() {
+	s.assign.Close()
+	<-s.Done
+}
+
+// spawn starts an agent for nodeDir; with assign, a standby agent that reads its real
+// node directory from assign (fd 4).
+func spawn(argv []string, nodeDir string, assign *os.File) (*Spawned, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("spawning node agent: empty command")
 	}
@@ -54,6 +112,10 @@ func Spawn(argv []string, nodeDir string) (*Spawned, error) {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.ExtraFiles = []*os.File{w} // fd 3 in the agent
 	cmd.Env = append(agentEnv(), ReadyFDEnv+"=3")
+	if assign != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, assign) // fd 4
+		cmd.Env = append(cmd.Env, AssignFDEnv+"=4")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		r.Close()
@@ -89,7 +151,7 @@ func agentEnv() []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case ReadyFDEnv, "MLCOMPUTE_TOKEN", TaskMarkerEnv:
+		case ReadyFDEnv, AssignFDEnv, "MLCOMPUTE_TOKEN", TaskMarkerEnv:
 			continue
 		}
 		env = append(env, kv)
@@ -109,8 +171,20 @@ func agentArgvMatches(cmdline []string, nodeDir string) bool {
 }
 
 // IsAgentFor reports whether pid is a node agent serving nodeDir, judged by its command
-// line in /proc.
+// line in /proc, or for an agent that was started on standby, by its command line naming
+// the standby dir beside nodeDir and its working directory being nodeDir (an assigned
+// agent moves there before it takes the node's lock).
 func IsAgentFor(pid int, nodeDir string) bool {
 	cmdline, err := proc.Cmdline(pid)
-	return err == nil && agentArgvMatches(cmdline, nodeDir)
+	if err != nil {
+		return false
+	}
+	if agentArgvMatches(cmdline, nodeDir) {
+		return true
+	}
+	if !agentArgvMatches(cmdline, filepath.Join(filepath.Dir(nodeDir), StandbyDir)) {
+		return false
+	}
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	return err == nil && cwd == nodeDir
 }

@@ -85,6 +85,10 @@ type Driver struct {
 	watches map[string]*watch
 	clients map[string]*nodeagent.Client // by node dir
 	closed  bool
+	// standby is an agent started ahead of the next Create (see spawnAgent); preparing
+	// says one is being started.
+	standby   *nodeagent.Standby
+	preparing bool
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -186,7 +190,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 	if err := nodeagent.WriteFileAtomic(filepath.Join(dir, nodeagent.NodeFile), append(raw, '\n'), 0o600); err != nil {
 		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))
 	}
-	sp, err := nodeagent.Spawn(d.argv, dir)
+	sp, err := d.spawnAgent(dir)
 	if err != nil {
 		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))
 	}
@@ -401,7 +405,12 @@ func (d *Driver) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.watches = map[string]*watch{}
+	standby := d.standby
+	d.standby = nil
 	d.mu.Unlock()
+	if standby != nil {
+		standby.Cancel()
+	}
 	d.cancel()
 	d.wg.Wait()
 	d.mu.Lock()

@@ -1,0 +1,66 @@
+package local
+
+import (
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
+)
+
+// A node that comes up from zero waits for its agent process to start, and starting a Go
+// process (exec, the runtime, package initialisation) is most of that wait. So once the
+// driver has created a node it keeps one agent on standby (nodeagent.SpawnStandby): a
+// process that serves nothing and waits to be told its node directory. The next Create
+// hands it the new node's directory, and it serves the node as soon as it has taken the
+// directory's lock, while the driver starts the next standby agent in the background. The
+// standby agent exits when the driver closes, and by itself when the engine dies (its end
+// of the pipe closes). An engine that never created a node keeps none.
+
+// spawnAgent starts the agent of the node in dir: the standby agent when one waits, else a
+// new process. Either way it prepares the next standby agent.
+func (d *Driver) spawnAgent(dir string) (*nodeagent.Spawned, error) {
+	d.mu.Lock()
+	standby := d.standby
+	d.standby = nil
+	d.mu.Unlock()
+	defer d.goPrepareStandby()
+	if standby != nil {
+		err := standby.Assign(dir)
+		if err == nil {
+			return standby.Spawned, nil
+		}
+		d.log.Debug("standby node agent unusable; starting one", "error", err)
+	}
+	return nodeagent.Spawn(d.argv, dir)
+}
+
+// goPrepareStandby starts a standby agent in the background unless one waits or is
+// being started, or the driver is closed.
+func (d *Driver) goPrepareStandby() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.standby != nil || d.preparing {
+		return
+	}
+	d.preparing = true
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.prepareStandby()
+	}()
+}
+
+// prepareStandby starts a standby agent and keeps it, unless the driver closed meanwhile.
+func (d *Driver) prepareStandby() {
+	s, err := nodeagent.SpawnStandby(d.argv, d.dir)
+	d.mu.Lock()
+	d.preparing = false
+	if err == nil && !d.closed && d.standby == nil {
+		d.standby, s = s, nil
+	}
+	d.mu.Unlock()
+	if err != nil {
+		d.log.Warn("starting a standby node agent failed", "error", err)
+		return
+	}
+	if s != nil {
+		s.Cancel()
+	}
+}
