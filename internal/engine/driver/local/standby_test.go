@@ -1,0 +1,74 @@
+package local
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
+)
+
+// standbyPid prepares a standby agent now (Create does it in the background) and
+// returns its pid.
+func standbyPid(t *testing.T, d *Driver) int {
+	t.Helper()
+	d.prepareStandby()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.standby == nil {
+		t.Fatal("no standby agent after prepareStandby")
+	}
+	return d.standby.Cmd.Process.Pid
+}
+
+// The next node after the first is served by the agent that waited on standby: the same
+// process, recognised as that node's agent, running its tasks.
+func TestCreateHandsTheNodeToTheStandbyAgent(t *testing.T) {
+	d := newDriver(t, "")
+	create(t, d, "n1", "ws/c")
+	pid := standbyPid(t, d)
+	create(t, d, "n2", "ws/c")
+	if got := agentPid(t, d, "n2"); got != pid {
+		t.Fatalf("n2's agent is pid %d, want the standby agent %d", got, pid)
+	}
+	if !nodeagent.IsAgentFor(pid, nodeDirOf(t, d, "n2")) {
+		t.Fatal("the assigned standby agent is not recognised as n2's agent")
+	}
+	if nodeagent.IsAgentFor(pid, nodeDirOf(t, d, "n1")) {
+		t.Fatal("the assigned standby agent is taken for n1's agent")
+	}
+	if _, err := d.Describe(ctxT(t), "n2"); err != nil {
+		t.Fatalf("describe n2: %v", err)
+	}
+	if err := d.StartTask(ctxT(t), "n2", driver.TaskSpec{Key: "t1", Command: []string{"sh", "-c", "echo hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, d); ev != (driver.Event{Kind: driver.TaskExited, NodeKey: "n2", TaskKey: "t1"}) {
+		t.Fatalf("event %+v", ev)
+	}
+	if out, err := d.TaskOutput(ctxT(t), "n2", "t1", 0); err != nil || string(out) != "hi\n" {
+		t.Fatalf("output %q %v", out, err)
+	}
+	// Its own log went to the node's agent.log once it was assigned, as Spawn's would.
+	raw, err := os.ReadFile(filepath.Join(nodeDirOf(t, d, "n2"), nodeagent.LogFile))
+	if err != nil || !strings.Contains(string(raw), "node agent serving") {
+		t.Fatalf("n2's agent.log lacks the agent's log: %q %v", raw, err)
+	}
+}
+
+// A standby agent never outlives its driver.
+func TestCloseEndsTheStandbyAgent(t *testing.T) {
+	d := newDriver(t, "")
+	create(t, d, "n1", "ws/c")
+	pid := standbyPid(t, d)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if proc.Alive(pid) {
+		t.Fatalf("standby agent %d still runs after Close", pid)
+	}
+}
