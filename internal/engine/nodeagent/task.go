@@ -185,10 +185,6 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 		return fmt.Errorf("creating task dir: %w", err)
 	}
 	now := a.clk.Now().UTC()
-	meta, _ := json.Marshal(taskMeta{Key: req.Key, Command: req.Command, StartedAt: now})
-	if err := writeFileAtomic(filepath.Join(t.dir, TaskFile), meta, 0o600); err != nil {
-		return err
-	}
 	if req.CodeDir != "" {
 		if err := copyTree(req.CodeDir, work); err != nil {
 			return fmt.Errorf("copying code dir: %w", err)
@@ -225,6 +221,9 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 		}
 	}
 	if lookErr != nil {
+		if err := writeTaskMeta(t.dir, req, now); err != nil {
+			return err
+		}
 		fmt.Fprintf(out, "mlcompute: cannot run %s: %v\n", req.Command[0], lookErr)
 		a.finish(t, code)
 		return nil
@@ -233,6 +232,11 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 	t.stateMu.Lock()
 	t.running, t.pid, t.pgid = true, pid, pid
 	t.stateMu.Unlock()
+	// task.json only tells a later agent when the task started, so it is written once the
+	// task runs, not before: the task's first output waits for nothing but its start.
+	if err := writeTaskMeta(t.dir, req, now); err != nil {
+		a.log.Error("recording task start failed", "task", t.key, "error", err)
+	}
 	if err := writeInt(filepath.Join(t.dir, PgidFile), pid); err != nil {
 		// Without its pgid on disk the task could not be found after an agent crash
 		// as cheaply; it still carries the marker, so run it and say so.
@@ -241,6 +245,12 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 	a.log.Info("task started", "task", t.key, "command", filepath.Base(req.Command[0]), "pid", pid)
 	go a.reap(t, cmd)
 	return nil
+}
+
+// writeTaskMeta writes task.json: the task's key, command and start time.
+func writeTaskMeta(dir string, req TaskRequest, startedAt time.Time) error {
+	meta, _ := json.Marshal(taskMeta{Key: req.Key, Command: req.Command, StartedAt: startedAt})
+	return writeFileAtomic(filepath.Join(dir, TaskFile), meta, 0o600)
 }
 
 // reap waits for the task's leader to exit, kills what is left of its process group,

@@ -206,6 +206,14 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 		return driver.NodeInfo{}, driver.Transient(fmt.Errorf("creating node %s: the node agent did not serve within %s; see %s",
 			spec.Key, d.startTimeout, filepath.Join(dir, nodeagent.LogFile)))
 	}
+	if err == nil {
+		// The agent we started serves: watch it by its pid without asking it, which is
+		// safe while it is our unreaped child.
+		if info, ok := d.adoptSpawned(spec.Key, dir, sp, rec); ok {
+			d.log.Info("node created", "node", spec.Key, "owner", spec.Owner, "vm_size", spec.VMSize, "agent_pid", sp.Cmd.Process.Pid)
+			return info, nil
+		}
+	}
 	info, aerr := d.adopt(ctx, spec.Key, dir)
 	if aerr != nil {
 		if err != nil {
@@ -235,6 +243,9 @@ func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, err
 	}
 	unlock := d.keys.Lock(key)
 	defer unlock()
+	if info, ok := d.describeWatched(key, dir); ok {
+		return info, nil
+	}
 	info, err := d.adopt(ctx, key, dir)
 	if err != nil {
 		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, err)

@@ -51,7 +51,47 @@ func (d *Driver) adopt(ctx context.Context, key, dir string) (driver.NodeInfo, e
 		return driver.NodeInfo{}, d.mapErr(dir, err)
 	}
 	d.watchNode(key, dir, c, p, second.Tasks)
-	return driver.NodeInfo{Key: rec.Key, Owner: rec.Owner, Address: Address, StartedAt: rec.Created, Ready: true}, nil
+	return nodeInfo(rec), nil
+}
+
+// adoptSpawned watches the agent Create has just started (and seen serving) by its pid,
+// without the two questions adopt asks over the socket: a child that has not been reaped
+// cannot have had its pid reused, so a pidfd opened before the reaper ran is the agent's.
+// A fresh agent runs no task yet. ok is false when that cannot be shown; adopt then
+// decides.
+func (d *Driver) adoptSpawned(key, dir string, sp *nodeagent.Spawned, rec nodeRecord) (driver.NodeInfo, bool) {
+	p, err := proc.Open(sp.Cmd.Process.Pid)
+	if err != nil {
+		return driver.NodeInfo{}, false
+	}
+	select {
+	case <-sp.Done:
+		p.Close()
+		return driver.NodeInfo{}, false
+	default:
+	}
+	d.watchNode(key, dir, d.client(key, dir), p, nil)
+	return nodeInfo(rec), true
+}
+
+// describeWatched answers Describe for a node whose agent is watched: its pidfd has not
+// fired, so it lives, and its tasks are watched already.
+func (d *Driver) describeWatched(key, dir string) (driver.NodeInfo, bool) {
+	d.mu.Lock()
+	w := d.watches[key]
+	d.mu.Unlock()
+	if w == nil || w.dir != dir {
+		return driver.NodeInfo{}, false
+	}
+	rec, err := readRecord(dir)
+	if err != nil {
+		return driver.NodeInfo{}, false
+	}
+	return nodeInfo(rec), true
+}
+
+func nodeInfo(rec nodeRecord) driver.NodeInfo {
+	return driver.NodeInfo{Key: rec.Key, Owner: rec.Owner, Address: Address, StartedAt: rec.Created, Ready: true}
 }
 
 // watchNode starts watching the agent held by p, taking ownership of p, unless that agent
