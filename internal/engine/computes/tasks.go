@@ -17,6 +17,12 @@ import (
 
 // StartJob starts every rank of an assigned job.
 func (c *Core) StartJob(ctx context.Context, j model.Job) {
+	// Ranks on several nodes must agree on MASTER_PORT, also when a restarted engine starts
+	// them again, so their port is committed before any starts. A job of one node has no
+	// one to agree with, and skips that commit on its way to its first output.
+	if j.MasterPort == 0 && j.Count == 1 {
+		j.MasterPort = FreePort()
+	}
 	if j.MasterPort == 0 {
 		j.MasterPort = FreePort()
 		c.Mu.Lock()
