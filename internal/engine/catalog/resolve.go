@@ -109,7 +109,7 @@ func Suggest(name string) string {
 	}
 	limit := max(1, len(bare)/4)
 	best, bestDist, bestRetired := "", limit+1, false
-	for _, s := range cat.sizes {
+	for _, s := range cat().sizes {
 		candidate := strings.ToLower(s.Name)
 		if !hasPrefix {
 			candidate, _ = stripPrefix(candidate)
