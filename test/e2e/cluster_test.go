@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
 )
 
 var clusterConfig = requiredProviders + `
@@ -179,6 +180,9 @@ func (u *user) processesOfHome() []string {
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		environ, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
 		nodes := filepath.Join(u.home, "nodes")
+		if strings.Contains(string(cmdline), filepath.Join(nodes, nodeagent.StandbyDir)) {
+			continue // the engine's standby agent, no node: it lives and dies with the engine
+		}
 		if strings.Contains(string(cmdline), nodes) || strings.Contains(string(environ), "MLCOMPUTE_TASK_DIR="+nodes) {
 			left = append(left, fmt.Sprintf("%d %s", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
 		}
