@@ -192,12 +192,15 @@ func assignFile() *os.File {
 func awaitAssignment(f *os.File) (string, error) {
 	defer f.Close()
 	line, err := bufio.NewReader(f).ReadString('\n')
-	dir := strings.TrimSpace(line)
-	if dir == "" {
-		if err == nil || errors.Is(err, io.EOF) {
-			return "", nil
-		}
+	if errors.Is(err, io.EOF) {
+		return "", nil // no whole line: the driver let it go
+	}
+	if err != nil {
 		return "", fmt.Errorf("reading the node assignment: %w", err)
+	}
+	dir := strings.TrimSpace(line)
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("the node assignment %q is no absolute path", dir)
 	}
 	if err := os.Chdir(dir); err != nil {
 		return "", fmt.Errorf("entering node dir: %w", err)

@@ -85,10 +85,9 @@ func (s *Standby) Assign(nodeDir string) error {
 	return nil
 }
 
-// Cancel makes an unassigned standby agent exit, and waits until it has.
+// Cancel makes an unassigned standby agent exit (it reads EOF); Done closes once it has.
 func (s *Standby) Cancel() {
 	s.assign.Close()
-	<-s.Done
 }
 
 // spawn starts an agent for nodeDir; with assign, a standby agent that reads its real

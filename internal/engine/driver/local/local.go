@@ -420,7 +420,7 @@ func (d *Driver) Close() error {
 	d.standby = nil
 	d.mu.Unlock()
 	if standby != nil {
-		standby.Cancel()
+		d.cancelStandby(standby)
 	}
 	d.cancel()
 	d.wg.Wait()

@@ -61,6 +61,22 @@ func (d *Driver) prepareStandby() {
 		return
 	}
 	if s != nil {
-		s.Cancel()
+		d.cancelStandby(s)
 	}
+}
+
+// cancelStandby lets a standby agent go and returns once it has exited: it exits on its
+// own when told (EOF on its pipe), and is killed if it has not within StopTimeout.
+func (d *Driver) cancelStandby(s *nodeagent.Standby) {
+	s.Cancel()
+	t := d.clk.NewTimer(d.stopTimeout)
+	defer t.Stop()
+	select {
+	case <-s.Done:
+		return
+	case <-t.C():
+	}
+	d.log.Warn("standby node agent did not exit; killing it", "agent_pid", s.Cmd.Process.Pid)
+	_ = s.Cmd.Process.Kill()
+	<-s.Done
 }
