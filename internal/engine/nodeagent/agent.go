@@ -94,7 +94,7 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 	defer lock.Close() // releases the flock
 
 	pidPath := filepath.Join(dir, PidFile)
-	if err := writeInt(pidPath, os.Getpid()); err != nil {
+	if err := writeLiveInt(pidPath, os.Getpid()); err != nil {
 		return err
 	}
 	a := &agent{dir: dir, log: log, clk: clk, startedAt: clk.Now(), tasks: map[string]*task{}}

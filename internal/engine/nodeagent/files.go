@@ -12,8 +12,21 @@ import (
 )
 
 // writeFileAtomic writes data to a temporary file next to path, syncs it and renames it
-// over path, so readers see either nothing or the whole content.
+// over path, so readers see either nothing or the whole content, also after a power loss.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return replaceFile(path, data, perm, true)
+}
+
+// writeLiveInt records a number that describes a live process (the agent's pid, a task's
+// process group): atomically, but without fsync, since after a power loss the process is
+// gone too and the number means nothing. This keeps an fsync off a node's start.
+func writeLiveInt(path string, v int) error {
+	return replaceFile(path, []byte(strconv.Itoa(v)+"\n"), 0o600, false)
+}
+
+// replaceFile writes data next to path and renames it over path, syncing first when
+// durable.
+func replaceFile(path string, data []byte, perm os.FileMode, durable bool) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("creating temp file for %s: %w", path, err)
@@ -28,9 +41,11 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		tmp.Close()
 		return fmt.Errorf("setting mode of %s: %w", path, err)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("syncing %s: %w", path, err)
+	if durable {
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return fmt.Errorf("syncing %s: %w", path, err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", path, err)

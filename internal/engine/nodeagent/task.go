@@ -237,7 +237,7 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 	if err := writeTaskMeta(t.dir, req, now); err != nil {
 		a.log.Error("recording task start failed", "task", t.key, "error", err)
 	}
-	if err := writeInt(filepath.Join(t.dir, PgidFile), pid); err != nil {
+	if err := writeLiveInt(filepath.Join(t.dir, PgidFile), pid); err != nil {
 		// Without its pgid on disk the task could not be found after an agent crash
 		// as cheaply; it still carries the marker, so run it and say so.
 		a.log.Error("recording task pgid failed", "task", t.key, "error", err)
