@@ -3,18 +3,18 @@ package validation
 import (
 	"errors"
 	"net"
-	"regexp"
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
 
 // HostKeyFingerprintRE is the OpenSSH SHA256 fingerprint form ssh-keygen -l prints.
-var HostKeyFingerprintRE = regexp.MustCompile(`^SHA256:[A-Za-z0-9+/]{43}$`)
+var HostKeyFingerprintRE = lazyregexp.New(`^SHA256:[A-Za-z0-9+/]{43}$`)
 
-var usernameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
+var usernameRE = lazyregexp.New(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
 
 // AttachedCompute checks an attached compute's spec: its name (as for clusters) and its
 // virtual_machine block.

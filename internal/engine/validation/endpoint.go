@@ -3,13 +3,13 @@ package validation
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
 
 // AuthModes lists the allowed auth_mode values, default first.
@@ -36,7 +36,7 @@ const (
 // not set them.
 var ReservedEnvironmentVariables = []string{"PORT"}
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Endpoint checks a whole endpoint spec: name, auth mode, every deployment, and the
 // traffic and mirror maps against the deployments.

@@ -4,17 +4,17 @@ import (
 	"fmt"
 	"net/url"
 	"path"
-	"regexp"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
 
 // EnvironmentName is the naming rule of environments (Azure's: letters, digits, '-', '_'
 // and '.').
 var EnvironmentName = NameRule{
 	Kind:    "environment",
-	Pattern: regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,253}$`),
+	Pattern: lazyregexp.New(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,253}$`),
 	Explain: "1 to 254 characters: letters, digits, '.', '-' and '_', starting with a letter or digit",
 }
 
@@ -22,13 +22,13 @@ var EnvironmentName = NameRule{
 // extras, optional comma-separated version clauses, and an optional environment marker.
 // Options ("-r file", "--index-url ...") and URLs are refused: they belong in find_links
 // and index_url, where the engine can see them.
-var requirementRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?` +
+var requirementRE = lazyregexp.New(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?` +
 	`(\s*\[\s*[A-Za-z0-9][A-Za-z0-9._-]*(\s*,\s*[A-Za-z0-9][A-Za-z0-9._-]*)*\s*\])?` +
 	`(\s*(===|==|!=|<=|>=|~=|<|>)\s*[A-Za-z0-9.*+!_-]+(\s*,\s*(===|==|!=|<=|>=|~=|<|>)\s*[A-Za-z0-9.*+!_-]+)*)?` +
 	`(\s*;\s*[^;]+)?$`)
 
 // interpreterRE is a command name or path without spaces or shell metacharacters.
-var interpreterRE = regexp.MustCompile(`^[A-Za-z0-9_./+-]+$`)
+var interpreterRE = lazyregexp.New(`^[A-Za-z0-9_./+-]+$`)
 
 // Requirement checks one pip requirement specifier.
 func Requirement(field, req string) error {

@@ -5,18 +5,18 @@ package validation
 
 import (
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
 
 // NameRule is a naming rule: a pattern and the sentence that explains it to users.
 type NameRule struct {
 	Kind    string
-	Pattern *regexp.Regexp
+	Pattern *lazyregexp.Regexp
 	Explain string
 	// Extra, when set, rejects names the pattern alone lets through.
 	Extra func(name string) string
@@ -25,12 +25,12 @@ type NameRule struct {
 var (
 	WorkspaceName = NameRule{
 		Kind:    "workspace",
-		Pattern: regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{2,32}$`),
+		Pattern: lazyregexp.New(`^[a-zA-Z0-9][a-zA-Z0-9_-]{2,32}$`),
 		Explain: "3 to 33 characters: letters, digits, '-' and '_', starting with a letter or digit",
 	}
 	ComputeName = NameRule{
 		Kind:    "compute",
-		Pattern: regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{2,23}$`),
+		Pattern: lazyregexp.New(`^[a-zA-Z][a-zA-Z0-9-]{2,23}$`),
 		Explain: "3 to 24 characters: letters, digits and '-', starting with a letter and not ending in '-' followed by digits",
 		Extra: func(name string) string {
 			if endsInDashDigits.MatchString(name) {
@@ -41,16 +41,16 @@ var (
 	}
 	EndpointName = NameRule{
 		Kind:    "online endpoint",
-		Pattern: regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{1,30}[a-zA-Z0-9]$`),
+		Pattern: lazyregexp.New(`^[a-zA-Z][a-zA-Z0-9-]{1,30}[a-zA-Z0-9]$`),
 		Explain: "3 to 32 characters: letters, digits and '-', starting with a letter and ending with a letter or digit",
 	}
 	DeploymentName = NameRule{
 		Kind:    "deployment",
-		Pattern: regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{0,30}[a-zA-Z0-9]$`),
+		Pattern: lazyregexp.New(`^[a-zA-Z][a-zA-Z0-9-]{0,30}[a-zA-Z0-9]$`),
 		Explain: "2 to 32 characters: letters, digits and '-', starting with a letter and ending with a letter or digit",
 	}
 
-	endsInDashDigits = regexp.MustCompile(`-[0-9]+$`)
+	endsInDashDigits = lazyregexp.New(`-[0-9]+$`)
 )
 
 // Check returns an invalid-input error naming field when name breaks the rule.

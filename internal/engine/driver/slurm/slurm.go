@@ -30,7 +30,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
 
 // Defaults of Config.
@@ -84,7 +84,7 @@ type Config struct {
 	shell ssh.Shell
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
+var idRE = lazyregexp.New(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
 // NewEngineID returns a fresh engine id for Config.EngineID (keep it: see there).
 func NewEngineID() string {
@@ -645,7 +645,7 @@ func (d *Driver) emit(ev driver.Event) {
 	}
 }
 
-var keyRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+var keyRE = lazyregexp.New(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
 
 func checkKey(key string) error {
 	if !keyRE.MatchString(key) {

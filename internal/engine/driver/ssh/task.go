@@ -7,13 +7,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
 
 // ExitLost is the exit code Status reports for a task whose wrapper died without
@@ -49,8 +49,8 @@ type RemoteTask struct {
 }
 
 var (
-	keyRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
-	envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	keyRE = lazyregexp.New(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+	envRE = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func checkKey(key string) error {
