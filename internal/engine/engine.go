@@ -134,8 +134,11 @@ func New(cfg Config) (*Engine, error) {
 	e.jobs = jobs.New(core)
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
+		EnvCacheDir: envCacheDir(cfg),
 	})
-	e.envs = environments.New(environments.Config{Store: cfg.Store, Clock: cfg.Clock, Logger: log})
+	e.envs = environments.New(environments.Config{
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
+	})
 	e.workspaces = workspaces.New(workspaces.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Mu: &core.Mu, Locations: e.locations,
 		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,

@@ -23,19 +23,23 @@ type Config struct {
 	Store  *store.Store
 	Clock  clock.PassiveClock
 	Logger hclog.Logger
+	// OnChange, when set, is called after an environment's content hash changed (the
+	// endpoints roll out the deployments that run in it).
+	OnChange func(workspace, name string)
 }
 
 // Controller manages environment records.
 type Controller struct {
-	store *store.Store
-	clock clock.PassiveClock
-	log   hclog.Logger
-	mu    sync.Mutex // serialises writers, so a create's existence check holds until it commits
+	store    *store.Store
+	clock    clock.PassiveClock
+	log      hclog.Logger
+	onChange func(workspace, name string)
+	mu       sync.Mutex // serialises writers, so a create's existence check holds until it commits
 }
 
 // New builds the controller.
 func New(cfg Config) *Controller {
-	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments")}
+	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments"), onChange: cfg.OnChange}
 }
 
 // Name names the controller in logs.
@@ -139,6 +143,9 @@ func (c *Controller) Update(_ context.Context, workspace, name string, upd api.E
 		return nil, err
 	}
 	c.log.Info("environment updated", "environment", out.ID, "content_hash", out.ContentHash, "previous_hash", old)
+	if out.ContentHash != old && c.onChange != nil {
+		c.onChange(workspace, name)
+	}
 	return &out.Environment, nil
 }
 
