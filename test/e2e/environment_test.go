@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh/sshtest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 )
@@ -325,6 +326,58 @@ resource "mlcompute_environment" "slow" {
 	}
 	if dirs, _ := filepath.Glob(filepath.Join(cache, "builds", name+"-*")); len(dirs) != 1 {
 		t.Fatalf("build directories after the rebuild: %v; want only the published one", dirs)
+	}
+	u.mustTerraform("destroy", "-auto-approve")
+}
+
+// TestE2E_AttachedMachineBuildsItsOwnEnvironment: a job in a system-managed environment on
+// an attached machine (a real sshd test host) builds the environment there, in the remote
+// user's ~/.mlcompute/envs, not in the engine's cache.
+func TestE2E_AttachedMachineBuildsItsOwnEnvironment(t *testing.T) {
+	u := newUser(t)
+	needVenv(t)
+	wheels := wheelDir(t)
+	h := sshtest.Start(t)
+	key := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(key, []byte(h.KeyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.writeConfig(requiredProviders + fmt.Sprintf(`
+provider "mlcompute" {}
+
+resource "mlcompute_workspace" "ws" {
+  name = %q
+}
+
+resource "mlcompute_attached_compute" "box" {
+  name         = "box"
+  workspace_id = mlcompute_workspace.ws.id
+  virtual_machine = {
+    address     = %q
+    ssh_port    = %d
+    username    = %q
+    private_key = file(%q)
+  }
+}
+
+resource "mlcompute_environment" "train" {
+  name         = "train"
+  workspace_id = mlcompute_workspace.ws.id
+  python       = { requirements = ["mlctest==0.1"], find_links = [%q] }
+}
+`, envWorkspace, h.Address, h.Port, h.User, key, wheels))
+	u.mustTerraform("apply", "-auto-approve")
+	j, log := u.finished(u.envJob("box", "train", "python", "-c", importMLCTest), 3*time.Minute)
+	remote := filepath.Join(h.Home, ".mlcompute", "envs")
+	if j.Status != api.JobCompleted || !strings.Contains(log, "mlcompute: building environment") || !strings.Contains(log, "hello from mlctest in "+remote+"/") {
+		t.Fatalf("job on the attached machine %s (%s):\n%s", j.Status, j.Error, log)
+	}
+	name := environment.CacheName(j.EnvironmentHash)
+	if _, err := os.Stat(filepath.Join(remote, name, "bin", "python")); err != nil {
+		t.Fatalf("no build in the remote user's cache: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(u.home, "envs", name)); !os.IsNotExist(err) {
+		t.Fatalf("the attached machine's job built into the engine's cache: %v", err)
 	}
 	u.mustTerraform("destroy", "-auto-approve")
 }
