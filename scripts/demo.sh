@@ -29,6 +29,7 @@ DEMO_STEPS=(
 	replan
 	engine_status
 	job
+	environment
 	scale_down
 	gpu_sizes
 	destroy
@@ -169,6 +170,57 @@ step_job() {
 		echo "Each node is a one-node Slurm job, named <engine id>/<node id>:"
 		squeue_jobs
 	fi
+}
+
+# venv_works says whether this machine's python3 can build environments (Debian needs the
+# python3-venv package); the environment step is skipped with a hint when it cannot.
+venv_works() {
+	local probe="$demo_dir/venv-probe"
+	rm -rf "$probe"
+	python3 -m venv --without-pip "$probe" >/dev/null 2>&1 && python3 -c 'import ensurepip' >/dev/null 2>&1
+	local rc=$?
+	rm -rf "$probe"
+	return $rc
+}
+
+# start_delay prints how long a job waited from its submission to its start.
+start_delay() {
+	"$mlc" job show --workspace quickstart "$1" -o json | python3 -c '
+import datetime, json, sys
+j = json.load(sys.stdin)
+t = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
+print("%.1fs" % (t(j["started_at"]) - t(j["submitted_at"])).total_seconds())'
+}
+
+# env_job submits the evaluation job in the quickstart environment, follows its output and
+# prints its ID last.
+env_job() {
+	local id
+	id="$("$mlc" job submit --workspace quickstart --compute cpu-cluster --environment quickstart-env --code "$example/job" -- python evaluate.py)"
+	show "mlcompute job submit --workspace quickstart --compute cpu-cluster --environment quickstart-env --code $example/job -- python evaluate.py" >&2
+	echo "$id" >&2
+	mlcompute job logs --workspace quickstart --follow "$id" >&2
+	echo "$id"
+}
+
+step_environment() {
+	header "Jobs in the quickstart environment: the first builds it on its node, the second reuses it"
+	if ! command -v python3 >/dev/null || ! venv_works; then
+		echo "skipped: python3 cannot make virtual environments here (Debian/Ubuntu: apt-get install python3-venv)"
+		return 0
+	fi
+	local first second
+	first="$(env_job)"
+	mlcompute job show --workspace quickstart "$first"
+	echo
+	second="$(env_job)"
+	if "$mlc" job logs --workspace quickstart "$second" | grep -q "building environment"; then
+		echo "demo: the second job built the environment again" >&2
+		return 1
+	fi
+	echo
+	echo "first job ($first) started $(start_delay "$first") after submission: it built the environment"
+	echo "second job ($second) started $(start_delay "$second") after submission: no build, the machine has it"
 }
 
 step_scale_down() {

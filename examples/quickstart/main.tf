@@ -1,5 +1,6 @@
 # Quick start: a workspace on the embedded engine, a CPU compute cluster that scales from
-# zero for jobs and back to zero when idle, and the GPU sizes a compute cluster could use. `make demo` applies this module offline (dev_overrides, no `terraform init`).
+# zero for jobs and back to zero when idle, a Python environment for its jobs, and the GPU
+# sizes a compute cluster could use. `make demo` applies this module offline (dev_overrides, no `terraform init`).
 #
 # The engine starts by itself on first use, keeps its state under MLCOMPUTE_HOME (default
 # ~/.local/share/mlcompute), and exits after 10 idle minutes.
@@ -52,6 +53,22 @@ resource "mlcompute_compute_cluster" "cpu" {
   }
 }
 
+# A Python environment for jobs, built offline from the wheel in ./wheels (no package index
+# needed). The engine builds it on a job's node the first time a job names it (the job shows
+# `Preparing`, "building environment"), keeps it per content hash and machine, and later jobs
+# start at once:
+#   mlcompute job submit --workspace quickstart --compute cpu-cluster --environment quickstart-env --code job --stream -- python evaluate.py
+resource "mlcompute_environment" "python" {
+  name         = "quickstart-env"
+  workspace_id = mlcompute_workspace.this.id
+
+  python = {
+    requirements = ["quickstart-model==0.1.0"]
+    # An absolute path: the build runs on the node, not in this directory.
+    find_links = [abspath("${path.module}/wheels")]
+  }
+}
+
 # GPU sizes that compute clusters can use (retired series are left out by default).
 data "mlcompute_vm_sizes" "gpu" {
   compute_type = "ComputeCluster"
@@ -66,6 +83,11 @@ output "workspace_id" {
 output "cluster_id" {
   description = "ID of the CPU cluster; jobs name it by its name, cpu-cluster."
   value       = mlcompute_compute_cluster.cpu.id
+}
+
+output "environment_content_hash" {
+  description = "Content hash of the environment's inputs: jobs' builds are kept under it."
+  value       = mlcompute_environment.python.content_hash
 }
 
 output "workspace_quotas" {

@@ -134,8 +134,12 @@ func New(cfg Config) (*Engine, error) {
 	e.jobs = jobs.New(core)
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
+		EnvCacheDir: envCacheDir(cfg),
 	})
-	e.envs = environments.New(environments.Config{Store: cfg.Store, Clock: cfg.Clock, Logger: log})
+	e.envs = environments.New(environments.Config{
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
+		CacheDir: envCacheDir(cfg),
+	})
 	e.workspaces = workspaces.New(workspaces.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Mu: &core.Mu, Locations: e.locations,
 		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,
@@ -160,6 +164,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("recovering after restart: %w", err)
 	}
 	e.endpoints.Recover(ctx)
+	e.loop.Go(e.envs.Collect)
 	if !e.manual {
 		go e.loop.Run(ctx)
 	}
@@ -192,6 +197,8 @@ func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
 		return
 	}
 	e.jobs.TaskExited(ctx, node, task, code)
+	// A job that ended may have been the last user of an old environment build.
+	e.loop.Go(e.envs.Collect)
 }
 
 // envCacheDir is where the local nodes of this machine keep built environments: one cache

@@ -49,6 +49,7 @@ type deploymentModel struct {
 	CodePath             types.String `tfsdk:"code_path"`
 	CodeSnapshotID       types.String `tfsdk:"code_snapshot_id"`
 	Command              types.List   `tfsdk:"command"`
+	EnvironmentID        types.String `tfsdk:"environment_id"`
 	EnvironmentVariables types.Map    `tfsdk:"environment_variables"`
 	RequestSettings      types.Object `tfsdk:"request_settings"`
 	LivenessProbe        types.Object `tfsdk:"liveness_probe"`
@@ -86,6 +87,7 @@ var (
 		"code_path":             types.StringType,
 		"code_snapshot_id":      types.StringType,
 		"command":               types.ListType{ElemType: types.StringType},
+		"environment_id":        types.StringType,
 		"environment_variables": types.MapType{ElemType: types.StringType},
 		"request_settings":      types.ObjectType{AttrTypes: requestSettingsAttrTypes},
 		"liveness_probe":        types.ObjectType{AttrTypes: probeAttrTypes},
@@ -220,6 +222,7 @@ func (d deploymentModel) toAPI(ctx context.Context) (api.DeploymentSpec, diag.Di
 		InstanceType:  d.InstanceType.ValueString(),
 		InstanceCount: d.InstanceCount.ValueInt64(),
 		CodePath:      d.CodePath.ValueString(),
+		EnvironmentID: d.EnvironmentID.ValueString(),
 	}
 	diags := d.Command.ElementsAs(ctx, &spec.Command, false)
 	diags.Append(d.EnvironmentVariables.ElementsAs(ctx, &spec.EnvironmentVariables, false)...)
@@ -316,6 +319,7 @@ func deploymentFromAPI(ctx context.Context, s api.DeploymentSpec, configuredType
 		"code_path":             orNull(s.CodePath),
 		"code_snapshot_id":      orNull(s.SnapshotID),
 		"command":               command,
+		"environment_id":        orNull(s.EnvironmentID),
 		"environment_variables": env,
 		"request_settings":      requestSettings,
 		"liveness_probe":        probe(s.LivenessProbe),

@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -228,6 +229,21 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 			Required:    true,
 			Validators:  []validator.List{listvalidator.SizeAtLeast(1)},
 		},
+		"environment_id": schema.StringAttribute{
+			MarkdownDescription: "The `id` of an `mlcompute_environment` of the endpoint's workspace " +
+				"(`/workspaces/{workspace}/environments/{name}`) that the command runs in. Each instance prepares it " +
+				"on its node before starting the command (a system-managed environment is built once per content hash " +
+				"and machine and reused; the build counts against the readiness probe's time) and runs the command with " +
+				"the environment's interpreter directory first on `PATH`. An update of the environment (a new " +
+				"`content_hash`) rolls the deployment out. Leave it unset to run with the node's own `PATH`.",
+			Optional: true,
+			Validators: []validator.String{
+				validators.StringFunc("Invalid Environment ID", "the value must be an environment ID, /workspaces/{workspace}/environments/{name}", func(s string) error {
+					_, err := api.ParseID(s, api.CollectionEnvironments)
+					return err
+				}),
+			},
+		},
 		"environment_variables": schema.MapAttribute{
 			MarkdownDescription: "Environment variables of the command: names of letters, digits and `_`, not " +
 				"starting with a digit, and not `PORT`, which the engine sets (default: `{}`).",
@@ -352,7 +368,8 @@ func (r *onlineEndpointResource) Configure(_ context.Context, req resource.Confi
 
 // ValidateConfig applies the engine's traffic rules (validation.Traffic) at plan time:
 // every traffic key a deployment, a sum of 0 or 100, and a mirror to one deployment without
-// live traffic. It runs once the deployments' names and both maps are known.
+// live traffic. It runs once the deployments' names and both maps are known. It also checks
+// that each environment_id is of the endpoint's workspace.
 func (r *onlineEndpointResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var deployments, traffic, mirror types.Map
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("deployments"), &deployments)...)
@@ -361,6 +378,7 @@ func (r *onlineEndpointResource) ValidateConfig(ctx context.Context, req resourc
 	if resp.Diagnostics.HasError() || deployments.IsUnknown() || deployments.IsNull() {
 		return
 	}
+	checkDeploymentEnvironments(ctx, req.Config, deployments, &resp.Diagnostics)
 	t, tKnown := knownInt64Map(traffic)
 	m, mKnown := knownInt64Map(mirror)
 	if !tKnown || !mKnown {
@@ -372,6 +390,32 @@ func (r *onlineEndpointResource) ValidateConfig(ctx context.Context, req resourc
 			resp.Diagnostics.AddAttributeError(p, "Invalid Traffic", err.Error())
 		} else {
 			resp.Diagnostics.AddError("Invalid Traffic", err.Error())
+		}
+	}
+}
+
+// checkDeploymentEnvironments applies validation.DeploymentEnvironment at plan time when
+// the workspace and an environment_id are both known: an endpoint runs only in an
+// environment of its own workspace.
+func checkDeploymentEnvironments(ctx context.Context, config tfsdk.Config, deployments types.Map, diags *diag.Diagnostics) {
+	var wsID types.String
+	diags.Append(config.GetAttribute(ctx, path.Root("workspace_id"), &wsID)...)
+	ws, err := api.ParseID(wsID.ValueString(), "")
+	if diags.HasError() || wsID.IsUnknown() || wsID.IsNull() || err != nil {
+		return
+	}
+	for name, v := range deployments.Elements() {
+		obj, ok := v.(types.Object)
+		if !ok || obj.IsUnknown() || obj.IsNull() {
+			continue
+		}
+		id, ok := obj.Attributes()["environment_id"].(types.String)
+		if !ok || id.IsUnknown() || id.IsNull() {
+			continue
+		}
+		if _, err := validation.DeploymentEnvironment("environment_id", ws.Workspace, id.ValueString()); err != nil {
+			diags.AddAttributeError(path.Root("deployments").AtMapKey(name).AtName("environment_id"), "Invalid Environment ID",
+				fmt.Sprintf("%s.\n\nSet environment_id to the id of an mlcompute_environment whose workspace_id is this endpoint's.", err))
 		}
 	}
 }

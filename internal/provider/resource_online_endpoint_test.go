@@ -568,6 +568,15 @@ resource "mlcompute_online_endpoint" "test" {
 			expectError("failure_threshold", "between 1 and 1000")},
 		{"bad auth_mode", endpoint(deployments(dep("blue", "")) + `  auth_mode = "password"` + "\n"),
 			expectError("auth_mode", "key", "aml_token", `"password"`)},
+		{"environment_id not an ID", endpoint(deployments(dep("blue", `environment_id = "train"`))),
+			expectError("Invalid Environment ID", "/workspaces/{workspace}/environments/{name}")},
+		// The workspace must be known at plan time for this check, so it is written out.
+		{"environment_id of another workspace", testAccWorkspaceConfig(e.Endpoint, `name = "lab"`) + `
+resource "mlcompute_online_endpoint" "test" {
+  name         = "churn"
+  workspace_id = "/workspaces/lab"
+` + deployments(dep("blue", `environment_id = "/workspaces/other/environments/train"`)) + "}\n",
+			expectError("Invalid Environment ID", `is in workspace "other"`, "endpoint is in workspace \"lab\"")},
 		{"missing code_path", endpoint(deployments(dep("blue", fmt.Sprintf("code_path = %q", missing)))),
 			expectError("Cannot Snapshot Code", missing)},
 	}

@@ -2,6 +2,16 @@ resource "mlcompute_workspace" "serving" {
   name = "serving"
 }
 
+# The Python environment green runs in: built on each instance's node before its command
+# starts (once per content hash and machine), with its python first on PATH.
+resource "mlcompute_environment" "scoring" {
+  name         = "scoring"
+  workspace_id = mlcompute_workspace.serving.id
+  python = {
+    requirements = ["numpy==2.1.3"]
+  }
+}
+
 # Two versions of a model behind one scoring URI: blue takes 90% of live traffic, green
 # 10%. Each deployment runs its command with PORT set; the command must serve HTTP there
 # (POST /score for requests, GET / for the probes).
@@ -20,7 +30,8 @@ resource "mlcompute_online_endpoint" "churn" {
     green = {
       instance_type         = "Standard_DS2_v2"
       code_path             = "${path.module}/scorer-v2"
-      command               = ["python3", "score.py"]
+      command               = ["python", "score.py"]
+      environment_id        = mlcompute_environment.scoring.id
       environment_variables = { MODEL_VERSION = "v2" }
 
       request_settings = {

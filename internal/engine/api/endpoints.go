@@ -74,9 +74,13 @@ type DeploymentSpec struct {
 	SnapshotID           string            `json:"snapshot_id,omitempty"`
 	Command              []string          `json:"command"`
 	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
-	RequestSettings      *RequestSettings  `json:"request_settings,omitempty"`
-	LivenessProbe        *Probe            `json:"liveness_probe,omitempty"`
-	ReadinessProbe       *Probe            `json:"readiness_probe,omitempty"`
+	// EnvironmentID, when set, is an environment of the endpoint's workspace
+	// (/workspaces/{ws}/environments/{name}): instances prepare it on their node and run
+	// the command with its interpreter first on PATH (DESIGN 8).
+	EnvironmentID   string           `json:"environment_id,omitempty"`
+	RequestSettings *RequestSettings `json:"request_settings,omitempty"`
+	LivenessProbe   *Probe           `json:"liveness_probe,omitempty"`
+	ReadinessProbe  *Probe           `json:"readiness_probe,omitempty"`
 }
 
 // EndpointSpec is what a user declares for an online endpoint.

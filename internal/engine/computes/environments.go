@@ -8,6 +8,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -24,77 +25,6 @@ const ReasonBuilding = "building environment"
 
 // ReasonChecking is a Preparing job's reason while its interpreter is looked for.
 const ReasonChecking = "checking the environment's interpreter"
-
-// buildScript builds a virtual environment into the node's cache, once per content hash
-// and machine. It runs under the environment's own interpreter (sys.executable makes the
-// venv). Argument 1 is the cache name, the rest are pip's arguments.
-//
-//   - The cache is $MLCOMPUTE_ENV_CACHE (local nodes share the engine's) or
-//     ~/.mlcompute/envs (an attached machine's own).
-//   - A published environment is <cache>/<name>, a symlink to builds/<name>-<pid>; it is
-//     made beside and renamed over the name, so it appears whole or not at all, and the
-//     build never moves (venv scripts name their directory in their "#!" line).
-//   - Builders of one name take an exclusive flock on <cache>/<name>.lock: the second job
-//     waits and then finds the first job's build. The lock dies with its process, and the
-//     next builder removes unpublished leftovers (a build that was killed).
-const buildScript = `import fcntl, os, shutil, subprocess, sys, time
-name, pip = sys.argv[1], sys.argv[2:]
-cache = os.environ.get("MLCOMPUTE_ENV_CACHE") or os.path.join(os.path.expanduser("~"), ".mlcompute", "envs")
-builds = os.path.join(cache, "builds")
-os.makedirs(builds, exist_ok=True)
-final = os.path.join(cache, name)
-def say(msg):
-    print("mlcompute: " + msg, flush=True)
-def ready():
-    return os.path.exists(os.path.join(final, "bin", "python"))
-if ready():
-    say("environment %s is ready on this machine; no build needed" % name)
-    sys.exit(0)
-with open(os.path.join(cache, name + ".lock"), "w") as lock:
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        say("waiting for another job that is building environment %s" % name)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-    if ready():
-        say("environment %s was built by another job; no build needed" % name)
-        sys.exit(0)
-    published = os.path.realpath(final) if os.path.lexists(final) else ""
-    for d in os.listdir(builds):
-        p = os.path.join(builds, d)
-        if d.startswith(name + "-") and p != published:
-            shutil.rmtree(p, ignore_errors=True)
-    build = os.path.join(builds, "%s-%d" % (name, os.getpid()))
-    start = time.monotonic()
-    say("building environment %s with %s" % (name, sys.executable))
-    r = subprocess.run([sys.executable, "-m", "venv", build])
-    if r.returncode != 0:
-        say("creating the virtual environment failed (exit status %d)" % r.returncode)
-        sys.exit(r.returncode)
-    if pip:
-        say("pip " + " ".join(pip))
-        r = subprocess.run([os.path.join(build, "bin", "python"), "-m", "pip"] + pip)
-        if r.returncode != 0:
-            say("pip failed (exit status %d)" % r.returncode)
-            sys.exit(r.returncode)
-    link = "%s.new-%d" % (final, os.getpid())
-    os.symlink(os.path.join("builds", os.path.basename(build)), link)
-    os.rename(link, final)
-    say("environment %s built in %.1fs" % (name, time.monotonic() - start))
-`
-
-// checkScript checks that a user-managed environment's interpreter is on the node.
-const checkScript = `if [ -f "$1" ] && [ -x "$1" ]; then echo "mlcompute: using interpreter $1"; exit 0; fi
-echo "mlcompute: interpreter $1 is not an executable file on this node" >&2
-exit 127`
-
-// wrapScript runs a job's command with its environment's bin directory first on PATH.
-const wrapScript = `if [ -n "${MLCOMPUTE_ENV_NAME:-}" ]; then
-VIRTUAL_ENV="${MLCOMPUTE_ENV_CACHE:-$HOME/.mlcompute/envs}/$MLCOMPUTE_ENV_NAME"; export VIRTUAL_ENV
-MLCOMPUTE_ENV_BIN="$VIRTUAL_ENV/bin"
-fi
-PATH="$MLCOMPUTE_ENV_BIN:$PATH"; export PATH
-exec "$@"`
 
 // envCache is the environment cache of a job's nodes: the engine's, shared by every local
 // node of this machine, or "" (the machine's own, in its home) for attached machines and
@@ -114,40 +44,24 @@ func (c *Core) envCache(j model.Job) string {
 	return c.EnvCacheDir
 }
 
+// nodeEnv is a job's environment as its nodes need it.
+func (c *Core) nodeEnv(j model.Job) envprep.Env {
+	if j.EnvDef == nil {
+		return envprep.Env{}
+	}
+	return envprep.Env{Definition: j.EnvDef.Definition, Hash: j.EnvDef.Hash, Cache: c.envCache(j)}
+}
+
 // envTask is the preparation task of a job's environment on one node.
 func (c *Core) envTask(j model.Job, rank int) driver.TaskSpec {
-	def := j.EnvDef.Definition
 	spec := driver.TaskSpec{Key: j.EnvTaskKey(rank), Env: map[string]string{}}
-	switch environment.StepFor(&def) {
-	case environment.Build:
-		spec.Command = append([]string{def.Python.Python, "-c", buildScript, environment.CacheName(j.EnvDef.Hash)}, environment.PipArgs(*def.Python)...)
-		if cache := c.envCache(j); cache != "" {
-			spec.Env["MLCOMPUTE_ENV_CACHE"] = cache
-		}
-	case environment.Check:
-		spec.Command = []string{"/bin/sh", "-c", checkScript, "mlcompute-check", def.UserManaged.InterpreterPath}
-	}
+	spec.Command = c.nodeEnv(j).Prepare(spec.Env)
 	return spec
 }
 
 // wrapTask puts the job's environment first on the task's PATH.
 func (c *Core) wrapTask(j model.Job, spec *driver.TaskSpec) {
-	if j.EnvDef == nil {
-		return
-	}
-	def := j.EnvDef.Definition
-	switch environment.StepFor(&def) {
-	case environment.Build:
-		spec.Env["MLCOMPUTE_ENV_NAME"] = environment.CacheName(j.EnvDef.Hash)
-		if cache := c.envCache(j); cache != "" {
-			spec.Env["MLCOMPUTE_ENV_CACHE"] = cache
-		}
-	case environment.Check:
-		spec.Env["MLCOMPUTE_ENV_BIN"] = environment.InterpreterDir(*def.UserManaged)
-	default:
-		return
-	}
-	spec.Command = append([]string{"/bin/sh", "-c", wrapScript, "mlcompute-env"}, spec.Command...)
+	spec.Command = c.nodeEnv(j).Wrap(spec.Command, spec.Env)
 }
 
 // prepareEnvironment starts the preparation of a job's environment on the nodes where it

@@ -46,6 +46,9 @@ type Deployment struct {
 	Generation int64              `json:"generation"`
 	// Error says why the deployment cannot become ready; cleared once an instance of it is.
 	Error string `json:"error,omitempty"`
+	// Env is the deployment's environment as it was resolved for this generation: an
+	// environment update (a new content hash) makes a new generation, which rolls out.
+	Env *JobEnvironment `json:"env,omitempty"`
 }
 
 // EndpointInstance is one instance: a node of the engine's driver running the deployment's
@@ -87,10 +90,14 @@ type Process struct {
 	Command              []string          `json:"command"`
 	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
 	SnapshotID           string            `json:"snapshot_id,omitempty"`
+	// Env is the environment the process runs in, nil for none.
+	Env *JobEnvironment `json:"env,omitempty"`
 }
 
-func ProcessOf(d api.DeploymentSpec) Process {
-	return Process{InstanceType: d.InstanceType, Command: d.Command, EnvironmentVariables: d.EnvironmentVariables, SnapshotID: d.SnapshotID}
+// ProcessOf is the process of a deployment's current generation.
+func ProcessOf(d Deployment) Process {
+	s := d.Spec
+	return Process{InstanceType: s.InstanceType, Command: s.Command, EnvironmentVariables: s.EnvironmentVariables, SnapshotID: s.SnapshotID, Env: d.Env}
 }
 
 func (r Endpoint) Key() string { return r.Workspace + "/" + r.Name }

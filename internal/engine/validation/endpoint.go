@@ -281,3 +281,20 @@ func probeWithDefaults(p *api.Probe) api.Probe {
 	}
 	return out
 }
+
+// DeploymentEnvironment checks a deployment's environment_id: empty, or the ID of an
+// environment in the endpoint's own workspace (an endpoint cannot use another workspace's
+// environment, as it cannot use its computes). It returns the environment's name.
+func DeploymentEnvironment(field, workspace, id string) (string, error) {
+	if id == "" {
+		return "", nil
+	}
+	env, err := api.ParseID(id, api.CollectionEnvironments)
+	if err != nil {
+		return "", api.Errorf(api.CodeInvalid, field, "environment_id %q is not an environment ID; use an mlcompute_environment's id, /workspaces/{workspace}/environments/{name}", id)
+	}
+	if env.Workspace != workspace {
+		return "", api.Errorf(api.CodeInvalid, field, "environment_id %q is in workspace %q, but the endpoint is in workspace %q; use an environment of the endpoint's workspace", id, env.Workspace, workspace)
+	}
+	return env.Name, nil
+}

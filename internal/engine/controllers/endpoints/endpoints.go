@@ -31,28 +31,29 @@ func (c *Controller) CreateEndpoint(_ context.Context, workspace string, spec ap
 	if err := validation.Endpoint(spec); err != nil {
 		return nil, err
 	}
-	deployments, err := c.deploymentRecords(spec.Deployments, nil)
-	if err != nil {
-		return nil, err
-	}
 	if spec.AuthMode == "" {
 		spec.AuthMode = api.AuthModeKey
 	}
 	rec := model.Endpoint{
 		Workspace: workspace, Name: spec.Name, AuthMode: spec.AuthMode, Description: spec.Description,
-		Tags: spec.Tags, Deployments: deployments, Traffic: spec.Traffic, MirrorTraffic: spec.MirrorTraffic,
+		Tags: spec.Tags, Traffic: spec.Traffic, MirrorTraffic: spec.MirrorTraffic,
 		Keys:      api.EndpointKeys{PrimaryKey: newKey(), SecondaryKey: newKey()},
 		CreatedOn: c.clock.Now().UTC(),
 	}
 	id := api.EndpointID(workspace, spec.Name)
 	c.mu.Lock()
-	err = c.store.Update(func(tx *store.Tx) error {
+	err := c.store.Update(func(tx *store.Tx) error {
 		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
 		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
 			return err
 		}
+		deployments, err := c.deploymentRecords(tx, workspace, spec.Deployments, nil)
+		if err != nil {
+			return err
+		}
+		rec.Deployments = deployments
 		if ok, err := tx.Get(store.Endpoints, rec.Key(), &model.Endpoint{}); err != nil {
 			return err
 		} else if ok {
@@ -79,10 +80,11 @@ func (c *Controller) CreateEndpoint(_ context.Context, workspace string, spec ap
 	return c.GetEndpoint(context.Background(), workspace, spec.Name)
 }
 
-// deploymentRecords validates snapshots, fills defaults and canonical sizes, and carries
-// generations over from the previous deployments: a deployment whose processes must change
-// gets the next generation, which rolls it out.
-func (c *Controller) deploymentRecords(specs map[string]api.DeploymentSpec, prev map[string]model.Deployment) (map[string]model.Deployment, error) {
+// deploymentRecords validates snapshots and environments, fills defaults and canonical
+// sizes, resolves environments to their current content hash, and carries generations over
+// from the previous deployments: a deployment whose processes must change gets the next
+// generation, which rolls it out.
+func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map[string]api.DeploymentSpec, prev map[string]model.Deployment) (map[string]model.Deployment, error) {
 	out := make(map[string]model.Deployment, len(specs))
 	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		d := specs[name]
@@ -97,10 +99,14 @@ func (c *Controller) deploymentRecords(specs map[string]api.DeploymentSpec, prev
 			}
 		}
 		validation.DefaultDeployment(&d)
-		rec := model.Deployment{Spec: d, Generation: 1}
+		env, err := deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID)
+		if err != nil {
+			return nil, err
+		}
+		rec := model.Deployment{Spec: d, Generation: 1, Env: env}
 		if old, ok := prev[name]; ok {
 			rec.Generation, rec.Error = old.Generation, old.Error
-			if needsRollout(old.Spec, d) {
+			if needsRollout(old, rec) {
 				rec.Generation, rec.Error = old.Generation+1, ""
 			}
 		}
@@ -112,9 +118,83 @@ func (c *Controller) deploymentRecords(specs map[string]api.DeploymentSpec, prev
 // needsRollout reports whether a deployment's change needs new processes. Request settings
 // and probes are applied by the engine and router to running instances; instance_count is
 // met by adding or draining instances.
-func needsRollout(old, cur api.DeploymentSpec) bool {
+// A new environment, or the same one with a new content hash, needs new processes too.
+func needsRollout(oldRec, curRec model.Deployment) bool {
+	old, cur := oldRec.Spec, curRec.Spec
 	return old.InstanceType != cur.InstanceType || old.SnapshotID != cur.SnapshotID ||
-		!slices.Equal(old.Command, cur.Command) || !maps.Equal(old.EnvironmentVariables, cur.EnvironmentVariables)
+		!slices.Equal(old.Command, cur.Command) || !maps.Equal(old.EnvironmentVariables, cur.EnvironmentVariables) ||
+		envHash(oldRec.Env) != envHash(curRec.Env)
+}
+
+func envHash(e *model.JobEnvironment) string {
+	if e == nil {
+		return ""
+	}
+	return e.Hash
+}
+
+// deploymentEnvironment resolves a deployment's environment_id to the environment as it is
+// now; nil when the deployment names none.
+func deploymentEnvironment(tx *store.Tx, workspace, field, id string) (*model.JobEnvironment, error) {
+	name, err := validation.DeploymentEnvironment(field, workspace, id)
+	if err != nil || name == "" {
+		return nil, err
+	}
+	env, err := model.GetEnvironment(tx, workspace, name)
+	if api.IsNotFound(err) {
+		return nil, api.Errorf(api.CodeInvalid, field, "environment %q does not exist in workspace %q; create it first (mlcompute_environment) or fix environment_id", name, workspace)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}, nil
+}
+
+// EnvironmentChanged rolls out every deployment of the workspace that runs in the named
+// environment and is not on its current content hash yet: an environment update is a new
+// generation of the deployments that use it. A deleted environment changes nothing: its
+// deployments keep the build they run in.
+func (c *Controller) EnvironmentChanged(workspace, name string) {
+	id := api.EnvironmentID(workspace, name)
+	var changed []string
+	c.mu.Lock()
+	err := c.store.Update(func(tx *store.Tx) error {
+		env, err := model.GetEnvironment(tx, workspace, name)
+		if err != nil {
+			return err
+		}
+		eps, err := store.List[model.Endpoint](tx, store.Endpoints, workspace+"/")
+		if err != nil {
+			return err
+		}
+		for _, rec := range eps {
+			dirty := false
+			for dn, d := range rec.Deployments {
+				if d.Spec.EnvironmentID != id || envHash(d.Env) == env.ContentHash {
+					continue
+				}
+				d.Env = &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}
+				d.Generation, d.Error = d.Generation+1, ""
+				rec.Deployments[dn], dirty = d, true
+			}
+			if dirty && !rec.Deleting {
+				changed = append(changed, rec.Key())
+				if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	c.mu.Unlock()
+	if err != nil && !api.IsNotFound(err) {
+		c.log.Error("rolling out deployments of a changed environment failed", "environment", id, "error", err)
+		return
+	}
+	for _, key := range changed {
+		c.log.Info("environment changed; rolling out its deployments", "endpoint", key, "environment", id)
+		c.kick(key)
+	}
 }
 
 // UpdateEndpoint replaces an endpoint's mutable fields. Changed deployments roll out:
@@ -142,7 +222,7 @@ func (c *Controller) UpdateEndpoint(_ context.Context, workspace, name string, u
 			prev = map[string]model.Deployment{}
 		}
 		maps.Copy(prev, rec.Deployments)
-		deployments, err := c.deploymentRecords(upd.Deployments, prev)
+		deployments, err := c.deploymentRecords(tx, workspace, upd.Deployments, prev)
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -73,6 +74,9 @@ type Config struct {
 	Snapshots model.SnapshotStore
 	// NewID makes instance IDs ("<prefix>-<unique>").
 	NewID func(prefix string) string
+	// EnvCacheDir is the environment cache every local node of this machine shares; empty
+	// when nodes keep their own (~/.mlcompute/envs on the node).
+	EnvCacheDir string
 }
 
 // Controller runs online endpoints: it reconciles each endpoint's instances against its
@@ -85,6 +89,7 @@ type Controller struct {
 	loop      *runtime.Loop
 	snapshots model.SnapshotStore
 	newID     func(prefix string) string
+	envCache  string
 	// driver and ctx are set by Start.
 	driver driver.Driver
 	ctx    context.Context
@@ -114,7 +119,7 @@ type probeState struct {
 func New(cfg Config) *Controller {
 	c := &Controller{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("endpoints"), loop: cfg.Loop,
-		snapshots: cfg.Snapshots, newID: cfg.NewID, ctx: context.Background(),
+		snapshots: cfg.Snapshots, newID: cfg.NewID, envCache: cfg.EnvCacheDir, ctx: context.Background(),
 		nodes:       map[string]string{},
 		probes:      map[string]*probeState{},
 		starting:    map[string]bool{},
@@ -228,7 +233,7 @@ func (c *Controller) planEndpoint(rec *model.Endpoint, now time.Time) {
 		for int64(len(cur)) < d.Spec.InstanceCount {
 			rec.Instances = append(rec.Instances, model.EndpointInstance{
 				ID: c.newID("ep"), Deployment: name, Generation: d.Generation, Port: c.freePort(rec.Instances),
-				Task: "serve-0", State: api.EndpointInstanceStarting, Process: model.ProcessOf(d.Spec),
+				Task: "serve-0", State: api.EndpointInstanceStarting, Process: model.ProcessOf(d),
 			})
 			cur = append(cur, len(rec.Instances)-1)
 		}
@@ -350,7 +355,7 @@ func (c *Controller) startInstance(ctx context.Context, key string, rec model.En
 		if spec.SnapshotID != "" && c.snapshots != nil {
 			codeDir, _ = c.snapshots.Path(spec.SnapshotID)
 		}
-		err = c.driver.StartTask(ctx, in.ID, driver.TaskSpec{Key: in.Task, Command: spec.Command, Env: env, CodeDir: codeDir})
+		err = c.driver.StartTask(ctx, in.ID, driver.TaskSpec{Key: in.Task, Command: c.processCommand(spec, env), Env: env, CodeDir: codeDir})
 	}
 	if ctx.Err() != nil {
 		return
@@ -384,6 +389,18 @@ func (c *Controller) startInstance(ctx context.Context, key string, rec model.En
 		}
 	}
 	c.kick(key)
+}
+
+// processCommand is the command of an instance's process: with an environment, one
+// process prepares it on the node (builds it into the node's cache, or finds it there) and
+// then execs the deployment's command with its interpreter first on PATH. The build counts
+// against the readiness probe's budget, and a failed build is a failed start whose output
+// is in the instance's log.
+func (c *Controller) processCommand(p model.Process, env map[string]string) []string {
+	if p.Env == nil {
+		return p.Command
+	}
+	return envprep.Env{Definition: p.Env.Definition, Hash: p.Env.Hash, Cache: c.envCache}.PrepareAndRun(p.Command, env)
 }
 
 // instanceFailed marks an instance failed, kills its process and schedules its restart.

@@ -7,11 +7,13 @@ package environments
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -23,19 +25,31 @@ type Config struct {
 	Store  *store.Store
 	Clock  clock.PassiveClock
 	Logger hclog.Logger
+	// CacheDir is the environment cache of this machine's local nodes, where Collect removes
+	// builds nothing uses; empty when nodes keep their own caches (nothing is collected).
+	CacheDir string
+	// OnChange, when set, is called after an environment's content hash changed (the
+	// endpoints roll out the deployments that run in it).
+	OnChange func(workspace, name string)
 }
 
 // Controller manages environment records.
 type Controller struct {
-	store *store.Store
-	clock clock.PassiveClock
-	log   hclog.Logger
-	mu    sync.Mutex // serialises writers, so a create's existence check holds until it commits
+	store    *store.Store
+	clock    clock.PassiveClock
+	log      hclog.Logger
+	onChange func(workspace, name string)
+	cacheDir string
+	// collecting is held by the one Collect that runs; collectAgain asks it for one more
+	// pass when a request came while it ran.
+	collecting   sync.Mutex
+	collectAgain atomic.Bool
+	mu           sync.Mutex // serialises writers, so a create's existence check holds until it commits
 }
 
 // New builds the controller.
 func New(cfg Config) *Controller {
-	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments")}
+	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments"), onChange: cfg.OnChange, cacheDir: cfg.CacheDir}
 }
 
 // Name names the controller in logs.
@@ -139,6 +153,12 @@ func (c *Controller) Update(_ context.Context, workspace, name string, upd api.E
 		return nil, err
 	}
 	c.log.Info("environment updated", "environment", out.ID, "content_hash", out.ContentHash, "previous_hash", old)
+	if out.ContentHash != old && c.onChange != nil {
+		c.onChange(workspace, name)
+	}
+	if out.ContentHash != old {
+		go c.Collect()
+	}
 	return &out.Environment, nil
 }
 
@@ -158,6 +178,7 @@ func (c *Controller) Delete(_ context.Context, workspace, name string) error {
 		return err
 	}
 	c.log.Info("environment deleted", "environment", api.EnvironmentID(workspace, name))
+	go c.Collect()
 	return nil
 }
 
@@ -172,4 +193,102 @@ func setDefinition(e *model.Environment, py *api.PythonEnvironment, um *api.User
 	}
 	e.Python, e.UserManaged = py, um
 	e.ContentHash = environment.ContentHash(environment.Normalise(py, um))
+}
+
+// Collect removes the builds of this machine's cache that nothing uses any more
+// (rules/environment.Garbage): after an environment changed or went, after a job ended,
+// and when the engine starts. One pass runs at a time; a call during a pass makes it run
+// once more. Builds on attached machines and Slurm nodes are not collected (see the
+// environment docs).
+func (c *Controller) Collect() {
+	if c.cacheDir == "" {
+		return
+	}
+	c.collectAgain.Store(true)
+	for c.collectAgain.Load() {
+		if !c.collecting.TryLock() {
+			return // the running pass sees collectAgain
+		}
+		c.collectAgain.Store(false)
+		c.collect()
+		c.collecting.Unlock()
+	}
+}
+
+func (c *Controller) collect() {
+	cached, err := envprep.Cached(c.cacheDir)
+	if err != nil {
+		c.log.Error("listing the environment cache failed", "cache", c.cacheDir, "error", err)
+		return
+	}
+	inUse, err := c.hashesInUse()
+	if err != nil {
+		c.log.Error("reading which environments are in use failed", "error", err)
+		return
+	}
+	for _, name := range environment.Garbage(cached, inUse) {
+		removed, err := envprep.Remove(c.cacheDir, name, func() bool {
+			now, err := c.hashesInUse()
+			return err == nil && len(environment.Garbage([]string{name}, now)) == 1
+		})
+		switch {
+		case err != nil:
+			c.log.Error("removing an unused environment build failed", "build", name, "error", err)
+		case removed:
+			c.log.Info("unused environment build removed", "build", name)
+		default:
+			c.log.Debug("environment build in use again; kept", "build", name)
+		}
+	}
+}
+
+// hashesInUse are the content hashes something needs: every environment's current one,
+// the ones unfinished jobs were submitted with, and the ones endpoint deployments and their
+// instances (an older generation still serving included) run in.
+func (c *Controller) hashesInUse() ([]string, error) {
+	var out []string
+	err := c.store.View(func(tx *store.Tx) error {
+		envs, err := store.List[model.Environment](tx, store.Environments, "")
+		if err != nil {
+			return err
+		}
+		for _, e := range envs {
+			out = append(out, e.ContentHash)
+		}
+		for _, k := range tx.Keys(store.ActiveJobs, "") {
+			var key string
+			if ok, err := tx.Get(store.ActiveJobs, k, &key); err != nil || !ok {
+				return err
+			}
+			var j model.Job
+			if ok, err := tx.Get(store.Jobs, key, &j); err != nil {
+				return err
+			} else if ok && j.EnvDef != nil {
+				out = append(out, j.EnvDef.Hash)
+			}
+		}
+		eps, err := store.List[model.Endpoint](tx, store.Endpoints, "")
+		if err != nil {
+			return err
+		}
+		for _, ep := range eps {
+			for _, d := range ep.Deployments {
+				if d.Env != nil {
+					out = append(out, d.Env.Hash)
+				}
+			}
+			for _, d := range ep.Retiring {
+				if d.Env != nil {
+					out = append(out, d.Env.Hash)
+				}
+			}
+			for _, in := range ep.Instances {
+				if in.Process.Env != nil {
+					out = append(out, in.Process.Env.Hash)
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
 }
