@@ -5,8 +5,8 @@ import (
 	"math/big"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	fwprovider "github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
