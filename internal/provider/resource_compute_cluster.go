@@ -428,12 +428,6 @@ type scaleSettingsModel struct {
 	ScaleDownNodesAfterIdleDuration types.String `tfsdk:"scale_down_nodes_after_idle_duration"`
 }
 
-var scaleSettingsAttrTypes = map[string]attr.Type{
-	"min_node_count":                       types.Int64Type,
-	"max_node_count":                       types.Int64Type,
-	"scale_down_nodes_after_idle_duration": types.StringType,
-}
-
 // checks returns the scale settings to give validation.ScaleSettings, one rule each: the
 // minimum alone, the maximum alone, and min <= max when both are known and valid. An
 // unset minimum is its default, 0; the idle duration is left empty (its default), as its
