@@ -288,7 +288,7 @@ func (r *computeClusterResource) Create(ctx context.Context, req resource.Create
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	action := fmt.Sprintf("create compute cluster %q in workspace %q", spec.Name, ws.Workspace)
-	c, err := r.client.CreateCompute(ctx, ws.Workspace, spec)
+	c, err := createCompute(ctx, r.client, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
 			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)
