@@ -121,9 +121,8 @@ func (f *clusterFastPath) collectDefaults(ctx context.Context, p *tftypes.Attrib
 			}
 			continue
 		default:
-			if a.GetType() == nil { // cannot happen: every attribute has a type
-				return fmt.Errorf("%s: no type", ap)
-			}
+			// A kind the fast path does not know could hide a default; refusing it here
+			// fails NewProtocol6Server, which every test of the provider builds first.
 			if _, nested := a.(schema.NestedAttribute); nested {
 				return fmt.Errorf("%s: %T is not supported by the fast path", ap, a)
 			}
