@@ -4,12 +4,16 @@
 package main
 
 import (
-	"context"
 	"flag"
+	"fmt"
 	"log"
 	"os"
+	"path/filepath"
+	"runtime/debug"
+	"runtime/pprof"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/cli"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/provider"
@@ -29,8 +33,8 @@ func main() {
 		}, os.Args[2:]))
 	}
 
-	var debug bool
-	flag.BoolVar(&debug, "debug", false, "start the provider with support for debuggers like delve")
+	var debugMode bool
+	flag.BoolVar(&debugMode, "debug", false, "start the provider with support for debuggers like delve")
 	flag.Parse()
 
 	// The SDK logs every call at trace level, which terraform discards unless the user
@@ -38,12 +42,49 @@ func main() {
 	if err := provider.QuietLogsUnlessAsked(os.Environ(), os.Setenv); err != nil {
 		log.Fatal(err.Error())
 	}
-	err := providerserver.Serve(context.Background(), provider.New(version.Version), providerserver.ServeOpts{
-		Address:         "registry.terraform.io/mlcompute/mlcompute",
-		Debug:           debug,
-		ProtocolVersion: 6,
-	})
+	// A provider process lives for one terraform command and keeps a few megabytes: the
+	// garbage collector's default pace spends a sixth of a large plan's CPU on a heap that
+	// is thrown away at exit. GOGC, when set, still decides.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	server, err := provider.NewProtocol6Server(version.Version)()
 	if err != nil {
 		log.Fatal(err.Error())
+	}
+	var opts []tf6server.ServeOpt
+	if debugMode {
+		opts = append(opts, tf6server.WithManagedDebug())
+	}
+	stopProfile := startCPUProfile(os.Getenv(cpuProfileEnv))
+	err = tf6server.Serve("registry.terraform.io/mlcompute/mlcompute", func() tfprotov6.ProviderServer { return server }, opts...)
+	stopProfile()
+	if err != nil {
+		log.Fatal(err.Error())
+	}
+}
+
+// cpuProfileEnv names a directory where the provider writes a CPU profile of each of its
+// processes (cpu-<pid>.pprof), for finding where a plan's time goes. terraform starts the
+// provider several times per command, hence one file per process; a profile is complete
+// when terraform shuts the provider down gracefully, as it does at the end of a command.
+const cpuProfileEnv = "MLCOMPUTE_PROVIDER_CPUPROFILE_DIR"
+
+// startCPUProfile starts profiling into dir, if set, and returns what stops it.
+func startCPUProfile(dir string) (stop func()) {
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d.pprof", os.Getpid())))
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		log.Printf("[WARN] %s: not profiling: %v", cpuProfileEnv, err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
 	}
 }

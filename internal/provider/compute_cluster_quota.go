@@ -108,7 +108,7 @@ func (r *computeClusterResource) planQuota(ctx context.Context, req resource.Mod
 	if limits != nil {
 		workspace.Quotas = limits
 	}
-	computes, err := r.client.ListComputes(ctx, ws)
+	computes, err := quotaComputes(ctx, r.client, ws)
 	if err != nil {
 		tflog.Debug(ctx, "quota not checked at plan time", map[string]any{"workspace": ws, "error": err.Error()})
 		return
@@ -157,4 +157,88 @@ func (r *computeClusterResource) planQuota(ctx context.Context, req resource.Mod
 			"with %s.",
 			plan.Name.ValueString(), want, size.Family, maxNodes.ValueInt64(), size.VCPUs, size.Name, ws, d.Left, limit,
 			fits, raise))
+}
+
+// workspaceComputes holds, per engine client and workspace, the computes the plan-time
+// quota check counts. Listing them for every cluster's plan made an apply that creates n
+// clusters (which terraform plans again once their workspace exists) list up to n computes
+// n times, in the engine and in the provider. The list is fetched once per engine client,
+// that is per provider process and terraform command, and this process's own creates,
+// updates and deletes are written into it (noteCompute, forgetCompute). A compute another
+// client changes during the command is seen by the next one; the engine checks the quota on
+// apply in any case.
+var workspaceComputes sync.Map // quotaPlanKey -> *computeList
+
+// computeList is one workspace's computes, by name. Its mutex is held while it is fetched,
+// so that a change noted meanwhile is applied after the fetch, not lost under it.
+type computeList struct {
+	mu       sync.Mutex
+	loaded   bool
+	computes map[string]api.Compute
+}
+
+// quotaComputes returns the computes of workspace ws, fetching them on first use.
+func quotaComputes(ctx context.Context, c *client.Client, ws string) ([]api.Compute, error) {
+	key := quotaPlanKey{c, ws}
+	v, _ := workspaceComputes.LoadOrStore(key, &computeList{})
+	l := v.(*computeList)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.loaded {
+		computes, err := c.ListComputes(ctx, ws)
+		if err != nil {
+			return nil, err // the next plan asks again
+		}
+		l.computes = make(map[string]api.Compute, len(computes))
+		for _, comp := range computes {
+			l.computes[comp.Name] = comp
+		}
+		l.loaded = true
+	}
+	out := make([]api.Compute, 0, len(l.computes))
+	for _, comp := range l.computes {
+		out = append(out, comp)
+	}
+	return out, nil
+}
+
+// noteCompute records a compute this process created or updated.
+func noteCompute(c *client.Client, comp *api.Compute) {
+	if comp == nil {
+		return
+	}
+	if l := loadedComputeList(c, comp.Workspace); l != nil {
+		l.computes[comp.Name] = *comp
+		l.mu.Unlock()
+	}
+}
+
+// forgetCompute records a compute this process deleted.
+func forgetCompute(c *client.Client, id api.ID) {
+	if l := loadedComputeList(c, id.Workspace); l != nil {
+		delete(l.computes, id.Name)
+		l.mu.Unlock()
+	}
+}
+
+// dropComputeList forgets the workspace's list after a change whose outcome is not known
+// (an engine error or timeout): the next check fetches it again rather than count a compute
+// that may or may not be there.
+func dropComputeList(c *client.Client, ws string) {
+	workspaceComputes.Delete(quotaPlanKey{c, ws})
+}
+
+// loadedComputeList returns the workspace's list locked, or nil when none is loaded.
+func loadedComputeList(c *client.Client, ws string) *computeList {
+	v, ok := workspaceComputes.Load(quotaPlanKey{c, ws})
+	if !ok {
+		return nil
+	}
+	l := v.(*computeList)
+	l.mu.Lock()
+	if !l.loaded {
+		l.mu.Unlock()
+		return nil
+	}
+	return l
 }

@@ -3,19 +3,23 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
-// The cluster's model moves in and out of plan and state through these two functions
-// rather than the framework's reflection (Plan.Get, State.Set): reflection checks every
-// struct tag against a regular expression it compiles anew for each field and call, which
-// on a plan or refresh of many clusters costs more than the provider's own work.
+// The cluster's model moves in and out of plan and state through these functions rather
+// than the framework's reflection (Plan.Get, State.Set): reflection checks every struct tag
+// against a regular expression it compiles anew for each field and call, which on a plan or
+// refresh of many clusters costs more than the provider's own work. State is built directly
+// as a tftypes value, which is also what the protocol fast path (protocol.go) answers with.
 
 // clusterFromRaw reads a plan or state object into m.
 func clusterFromRaw(ctx context.Context, schemaType attr.Type, raw tftypes.Value, m *computeClusterModel) diag.Diagnostics {
@@ -48,43 +52,84 @@ func clusterFromRaw(ctx context.Context, schemaType attr.Type, raw tftypes.Value
 	return diags
 }
 
-// clusterToRaw returns m as a plan or state object of schemaType.
-func clusterToRaw(ctx context.Context, schemaType attr.Type, m *computeClusterModel) (tftypes.Value, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	vals := map[string]attr.Value{
-		"id": m.ID, "name": m.Name, "workspace_id": m.WorkspaceID, "vm_size": m.VMSize, "vm_priority": m.VMPriority,
-		"scale_settings": m.ScaleSettings, "description": m.Description, "tags": m.Tags,
-		"current_node_count": m.CurrentNodeCount, "target_node_count": m.TargetNodeCount,
-		"allocation_state": m.AllocationState, "node_state_counts": m.NodeStateCounts,
-		"created_on": m.CreatedOn, "timeouts": m.Timeouts,
+// clusterState returns the state of cluster c as the engine holds it, an object of
+// stateType, so that drift shows in the next plan. From basis (the state read, or the plan
+// applied) it keeps what the engine does not hold: the configured spelling of the same
+// vm_size, and timeouts. No tags is an empty map, never null, matching the schema's default.
+func clusterState(stateType tftypes.Object, basis tftypes.Value, c *api.Compute) (tftypes.Value, error) {
+	var prior map[string]tftypes.Value
+	if !basis.IsNull() && basis.IsKnown() {
+		if err := basis.As(&prior); err != nil {
+			return tftypes.Value{}, fmt.Errorf("the cluster's data is not an object: %w", err)
+		}
 	}
-	attrTypes := schemaType.(attr.TypeWithAttributeTypes).AttributeTypes()
-	out := make(map[string]tftypes.Value, len(attrTypes))
-	for name, t := range attrTypes {
-		v, ok := vals[name]
-		if !ok {
-			diags.AddError("Unexpected Attribute", fmt.Sprintf("The cluster's schema has %s, which the provider does not set.", name))
-			continue
-		}
-		if v == nil || v.IsNull() { // a zero attr.Value has no type of its own: use the schema's
-			out[name] = tftypes.NewValue(t.TerraformType(ctx), nil)
-			continue
-		}
-		tv, err := v.ToTerraformValue(ctx)
-		if err != nil {
-			diags.AddError("Unexpected Value", fmt.Sprintf("The cluster's %s cannot be written: %s.", name, err))
-			continue
-		}
-		out[name] = tv
+	attrs := stateType.AttributeTypes
+	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+	num := func(n int64) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
+
+	vmSize := str(c.VMSize)
+	var configured string
+	if v, ok := prior["vm_size"]; ok && v.IsKnown() && !v.IsNull() && v.As(&configured) == nil && strings.EqualFold(configured, c.VMSize) {
+		vmSize = v
 	}
-	return tftypes.NewValue(schemaType.TerraformType(ctx), out), diags
+	timeoutsValue, ok := prior["timeouts"]
+	if !ok {
+		timeoutsValue = tftypes.NewValue(attrs["timeouts"], nil)
+	}
+	settings := api.ScaleSettings{ScaleDownNodesAfterIdleDuration: api.DefaultScaleDownAfterIdle}
+	if c.ScaleSettings != nil {
+		settings = *c.ScaleSettings
+	}
+	tags := make(map[string]tftypes.Value, len(c.Tags))
+	for k, v := range c.Tags {
+		tags[k] = str(v)
+	}
+	n := c.NodeStateCounts
+	vals := map[string]tftypes.Value{
+		"id":           str(c.ID),
+		"name":         str(c.Name),
+		"workspace_id": str(api.WorkspaceID(c.Workspace)),
+		"vm_size":      vmSize,
+		"vm_priority":  str(c.VMPriority),
+		"scale_settings": tftypes.NewValue(attrs["scale_settings"], map[string]tftypes.Value{
+			"min_node_count":                       num(settings.MinNodeCount),
+			"max_node_count":                       num(settings.MaxNodeCount),
+			"scale_down_nodes_after_idle_duration": str(settings.ScaleDownNodesAfterIdleDuration),
+		}),
+		"description":        str(c.Description),
+		"tags":               tftypes.NewValue(attrs["tags"], tags),
+		"current_node_count": num(c.CurrentNodeCount),
+		"target_node_count":  num(c.TargetNodeCount),
+		"allocation_state":   str(c.AllocationState),
+		"node_state_counts": tftypes.NewValue(attrs["node_state_counts"], map[string]tftypes.Value{
+			"idle": num(n.Idle), "running": num(n.Running), "preparing": num(n.Preparing),
+			"leaving": num(n.Leaving), "unusable": num(n.Unusable), "preempted": num(n.Preempted),
+		}),
+		"created_on": str(c.CreatedOn.UTC().Format(time.RFC3339)),
+		"timeouts":   timeoutsValue,
+	}
+	if len(vals) != len(attrs) {
+		return tftypes.Value{}, fmt.Errorf("the cluster's schema has %d attributes, the provider sets %d", len(attrs), len(vals))
+	}
+	if err := tftypes.ValidateValue(stateType, vals); err != nil {
+		return tftypes.Value{}, err
+	}
+	return tftypes.NewValue(stateType, vals), nil
 }
 
-// setClusterState replaces the whole state with m.
-func setClusterState(ctx context.Context, state *tfsdk.State, m *computeClusterModel) diag.Diagnostics {
-	raw, diags := clusterToRaw(ctx, state.Schema.Type(), m)
-	if !diags.HasError() {
-		state.Raw = raw
+// setClusterState sets raw to the state of cluster c (see clusterState).
+func setClusterState(ctx context.Context, schemaType attr.Type, raw *tftypes.Value, basis tftypes.Value, c *api.Compute) diag.Diagnostics {
+	var diags diag.Diagnostics
+	t, ok := schemaType.TerraformType(ctx).(tftypes.Object)
+	if !ok {
+		diags.AddError("Unexpected Schema", "The cluster's schema is not an object.")
+		return diags
 	}
+	v, err := clusterState(t, basis, c)
+	if err != nil {
+		diags.AddError("Unexpected Value", fmt.Sprintf("The cluster's state cannot be written: %s.", err))
+		return diags
+	}
+	*raw = v
 	return diags
 }

@@ -56,6 +56,17 @@ var (
 	instanceKind = computeKind{"compute instance", "Compute Instance", "mlcompute_compute_instance", "alice"}
 )
 
+// createCompute creates a compute and records it for the plan-time quota check's list.
+func createCompute(ctx context.Context, c *client.Client, workspace string, spec api.ComputeSpec) (*api.Compute, error) {
+	created, err := c.CreateCompute(ctx, workspace, spec)
+	if err != nil {
+		dropComputeList(c, workspace)
+		return nil, err
+	}
+	noteCompute(c, created)
+	return created, nil
+}
+
 // deleteCompute deletes a compute within timeout. The engine cancels its jobs and returns
 // once every node is released; a compute already gone counts as deleted.
 func deleteCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostics, schemaType attr.Type, kind computeKind, id api.ID, timeout time.Duration) {
@@ -63,6 +74,11 @@ func deleteCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostic
 	defer cancel()
 	action := fmt.Sprintf("delete %s %q in workspace %q", kind.noun, id.Name, id.Workspace)
 	err := c.DeleteCompute(ctx, id.Workspace, id.Name)
+	if err == nil || api.IsNotFound(err) {
+		forgetCompute(c, id)
+	} else {
+		dropComputeList(c, id.Workspace)
+	}
 	if api.IsNotFound(err) {
 		tflog.Debug(ctx, kind.noun+" already gone", map[string]any{"compute": id.String()})
 		return
@@ -83,11 +99,13 @@ func updateCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostic
 	action := fmt.Sprintf("update %s %q in workspace %q", kind.noun, id.Name, id.Workspace)
 	updated, err := c.UpdateCompute(ctx, id.Workspace, id.Name, upd)
 	if err != nil {
+		dropComputeList(c, id.Workspace)
 		if !addTimeoutError(ctx, diags, kind.title+" Update Timed Out", "update", action, timeout, err) {
 			addEngineError(diags, schemaType, "Cannot Update "+kind.title, action, instanceFieldError(err))
 		}
 		return nil
 	}
+	noteCompute(c, updated)
 	tflog.Info(ctx, "updated "+kind.noun, map[string]any{"compute": updated.ID})
 	return updated
 }

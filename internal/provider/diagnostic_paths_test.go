@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -62,7 +61,7 @@ func (s recordingServer) PlanResourceChange(ctx context.Context, req *tfprotov6.
 func recordingFactories(rec *diagRecorder) map[string]func() (tfprotov6.ProviderServer, error) {
 	return map[string]func() (tfprotov6.ProviderServer, error){
 		"mlcompute": func() (tfprotov6.ProviderServer, error) {
-			srv, err := providerserver.NewProtocol6WithError(New("test")())()
+			srv, err := NewProtocol6Server("test")()
 			return recordingServer{ProviderServer: srv, rec: rec}, err
 		},
 	}

@@ -58,7 +58,13 @@ type mlcomputeProvider struct {
 	// version is "dev" for local builds, the release version otherwise and "test" in
 	// acceptance tests.
 	version string
+	// client is the engine client once Configure has made one, for the protocol fast path
+	// (protocol.go), which answers some calls without the framework.
+	client engineClient
 }
+
+// engine returns the configured engine client, or nil before Configure.
+func (p *mlcomputeProvider) engine() *client.Client { return p.client.Load() }
 
 func (p *mlcomputeProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
 	resp.TypeName = "mlcompute"
@@ -148,6 +154,7 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 	}
 	resp.ResourceData = c
 	resp.DataSourceData = c
+	p.client.Store(c)
 }
 
 // connectEndpoint returns a client of an engine the user runs, after checking that it

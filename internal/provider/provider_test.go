@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	fwprovider "github.com/hashicorp/terraform-plugin-framework/provider"
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -74,7 +73,7 @@ func ensureCLIConfigFile() (cleanup func()) {
 
 // testAccProtoV6ProviderFactories runs the provider in-process for terraform.
 var testAccProtoV6ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
-	"mlcompute": providerserver.NewProtocol6WithError(New("test")()),
+	"mlcompute": NewProtocol6Server("test"),
 }
 
 // testAccEngine starts an in-process engine for one acceptance test, after the check that

@@ -236,7 +236,7 @@ func (r *attachedComputeResource) Create(ctx context.Context, req resource.Creat
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	action := fmt.Sprintf("attach %s as %q in workspace %q", spec.VirtualMachine.Address, spec.Name, ws.Workspace)
-	c, err := r.client.CreateCompute(ctx, ws.Workspace, spec)
+	c, err := createCompute(ctx, r.client, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
 			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)

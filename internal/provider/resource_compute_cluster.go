@@ -288,7 +288,7 @@ func (r *computeClusterResource) Create(ctx context.Context, req resource.Create
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	action := fmt.Sprintf("create compute cluster %q in workspace %q", spec.Name, ws.Workspace)
-	c, err := r.client.CreateCompute(ctx, ws.Workspace, spec)
+	c, err := createCompute(ctx, r.client, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
 			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)
@@ -300,8 +300,7 @@ func (r *computeClusterResource) Create(ctx context.Context, req resource.Create
 	}
 	tflog.Info(ctx, "created compute cluster", map[string]any{"compute": c.ID, "vm_size": c.VMSize})
 
-	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
-	resp.Diagnostics.Append(setClusterState(ctx, &resp.State, &plan)...)
+	resp.Diagnostics.Append(setClusterState(ctx, resp.State.Schema.Type(), &resp.State.Raw, req.Plan.Raw, c)...)
 }
 
 func (r *computeClusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -315,7 +314,7 @@ func (r *computeClusterResource) Read(ctx context.Context, req resource.ReadRequ
 		return
 	}
 
-	c, err := r.client.GetCompute(ctx, id.Workspace, id.Name)
+	c, err := getCompute(ctx, r.client, id)
 	if !readFound(ctx, req, resp, err, "Compute Cluster", fmt.Sprintf("compute cluster %q in workspace %q", id.Name, id.Workspace)) {
 		return
 	}
@@ -326,8 +325,7 @@ func (r *computeClusterResource) Read(ctx context.Context, req resource.ReadRequ
 		return
 	}
 
-	resp.Diagnostics.Append(state.fromAPI(ctx, c)...)
-	resp.Diagnostics.Append(setClusterState(ctx, &resp.State, &state)...)
+	resp.Diagnostics.Append(setClusterState(ctx, resp.State.Schema.Type(), &resp.State.Raw, req.State.Raw, c)...)
 }
 
 func (r *computeClusterResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -356,8 +354,7 @@ func (r *computeClusterResource) Update(ctx context.Context, req resource.Update
 		return
 	}
 
-	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
-	resp.Diagnostics.Append(setClusterState(ctx, &resp.State, &plan)...)
+	resp.Diagnostics.Append(setClusterState(ctx, resp.State.Schema.Type(), &resp.State.Raw, req.Plan.Raw, c)...)
 }
 
 func (r *computeClusterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -431,12 +428,6 @@ type scaleSettingsModel struct {
 	ScaleDownNodesAfterIdleDuration types.String `tfsdk:"scale_down_nodes_after_idle_duration"`
 }
 
-var scaleSettingsAttrTypes = map[string]attr.Type{
-	"min_node_count":                       types.Int64Type,
-	"max_node_count":                       types.Int64Type,
-	"scale_down_nodes_after_idle_duration": types.StringType,
-}
-
 // checks returns the scale settings to give validation.ScaleSettings, one rule each: the
 // minimum alone, the maximum alone, and min <= max when both are known and valid. An
 // unset minimum is its default, 0; the idle duration is left empty (its default), as its
@@ -467,40 +458,6 @@ func (m *computeClusterModel) scaleSettings(ctx context.Context) (*api.ScaleSett
 		MaxNodeCount:                    s.MaxNodeCount.ValueInt64(),
 		ScaleDownNodesAfterIdleDuration: s.ScaleDownNodesAfterIdleDuration.ValueString(),
 	}, diags
-}
-
-// fromAPI sets every attribute the engine holds to the engine's value, so that state is
-// exactly what the engine has (drift shows in the next plan), except that vm_size keeps
-// the configured spelling of the same size. No tags is an empty map, never null, matching
-// the schema's default. timeouts is Terraform's alone and left as it is.
-func (m *computeClusterModel) fromAPI(ctx context.Context, c *api.Compute) diag.Diagnostics {
-	var diags, d diag.Diagnostics
-	m.ID = types.StringValue(c.ID)
-	m.Name = types.StringValue(c.Name)
-	m.WorkspaceID = types.StringValue(api.WorkspaceID(c.Workspace))
-	m.VMSize = keepSpelling(m.VMSize, c.VMSize)
-	m.VMPriority = types.StringValue(c.VMPriority)
-	m.Description = types.StringValue(c.Description)
-	m.Tags, d = types.MapValueFrom(ctx, types.StringType, nonNilMap(c.Tags))
-	diags.Append(d...)
-	settings := api.ScaleSettings{ScaleDownNodesAfterIdleDuration: api.DefaultScaleDownAfterIdle}
-	if c.ScaleSettings != nil {
-		settings = *c.ScaleSettings
-	}
-	m.ScaleSettings, d = types.ObjectValue(scaleSettingsAttrTypes, map[string]attr.Value{
-		"min_node_count":                       types.Int64Value(settings.MinNodeCount),
-		"max_node_count":                       types.Int64Value(settings.MaxNodeCount),
-		"scale_down_nodes_after_idle_duration": types.StringValue(settings.ScaleDownNodesAfterIdleDuration),
-	})
-	diags.Append(d...)
-	m.CurrentNodeCount = types.Int64Value(c.CurrentNodeCount)
-	m.TargetNodeCount = types.Int64Value(c.TargetNodeCount)
-	m.AllocationState = types.StringValue(c.AllocationState)
-	var counts diag.Diagnostics
-	m.NodeStateCounts, counts = nodeStateCountsValue(c.NodeStateCounts)
-	diags.Append(counts...)
-	m.CreatedOn = types.StringValue(c.CreatedOn.UTC().Format(time.RFC3339))
-	return diags
 }
 
 // clusterNodeStateCountsAttribute is node_state_counts as the cluster resource has it (the
