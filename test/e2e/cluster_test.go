@@ -180,8 +180,10 @@ func (u *user) processesOfHome() []string {
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		environ, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
 		nodes := filepath.Join(u.home, "nodes")
-		if strings.Contains(string(cmdline), filepath.Join(nodes, nodeagent.StandbyDir)) {
-			continue // the engine's standby agent, no node: it lives and dies with the engine
+		if cwd, _ := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); cwd == filepath.Join(nodes, nodeagent.StandbyDir) {
+			// The engine's standby agent, not yet given a node: it lives and dies with the
+			// engine. Once given one it works in that node's directory and counts here.
+			continue
 		}
 		if strings.Contains(string(cmdline), nodes) || strings.Contains(string(environ), "MLCOMPUTE_TASK_DIR="+nodes) {
 			left = append(left, fmt.Sprintf("%d %s", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
