@@ -1,0 +1,580 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
+)
+
+// The crash suite (issue "safe under crashes"): each round SIGKILLs the engine at a random
+// moment of a user's operation (an apply, job runs, an endpoint rollout, a destroy), lets
+// it come back (the embedded engine is started again by the next provider or CLI call;
+// `mlcompute serve` is started again by the test after a random downtime, while the
+// provider and the CLI wait for it), and then checks the invariants:
+//
+//   - every resource in Terraform's state exists once in the engine, and nothing else does;
+//   - a re-run apply changes nothing (plan -detailed-exitcode is 0);
+//   - clusters are at or above their minimum;
+//   - every node process belongs to a node the engine records, and after destroy no
+//     process of the data dir is left;
+//   - every finished job has its exit code and its full log.
+//
+// `make test` runs MLCOMPUTE_CRASH_ROUNDS=10 (the default); `make test-crash ROUNDS=50`
+// runs more. A failure names its round's seed; MLCOMPUTE_CRASH_SEED=S replays the rounds.
+
+type crashMode string
+
+const (
+	crashEmbedded crashMode = "embedded"
+	crashServe    crashMode = "serve"
+)
+
+// crashScenario is one kind of operation the engine dies in.
+type crashScenario struct {
+	name string
+	run  func(r *crashRound)
+}
+
+var crashScenarios = []crashScenario{
+	{"apply", crashDuringApply},
+	{"jobs", crashDuringJobs},
+	{"rollout", crashDuringRollout},
+	{"destroy", crashDuringDestroy},
+}
+
+func TestE2E_CrashRounds(t *testing.T) {
+	requireAcc(t)
+	rounds := 10
+	if s := os.Getenv("MLCOMPUTE_CRASH_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("MLCOMPUTE_CRASH_ROUNDS=%q: want a positive number", s)
+		}
+		rounds = n
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("MLCOMPUTE_CRASH_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("MLCOMPUTE_CRASH_SEED=%q: want a number", s)
+		}
+		seed = n
+	}
+	t.Logf("crash suite: %d rounds, seed %d (replay: make test-crash ROUNDS=%d SEED=%d)", rounds, seed, rounds, seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	held := map[string]int{}
+	for i := range rounds {
+		// Every mode meets every scenario in turn; the moments of the kills are random.
+		mode := []crashMode{crashEmbedded, crashServe}[i%2]
+		sc := crashScenarios[(i/2)%len(crashScenarios)]
+		roundSeed := rng.Uint64()
+		name := fmt.Sprintf("%02d-%s-%s", i, mode, sc.name)
+		midOperation := false
+		ok := t.Run(name, func(t *testing.T) {
+			t.Logf("round seed %d", roundSeed)
+			r := newCrashRound(t, mode, roundSeed)
+			sc.run(r)
+			r.checkNoProcessLeftAfterDestroy()
+			midOperation = r.killedMidOperation
+		})
+		if ok {
+			held[string(mode)+" "+sc.name]++
+			if midOperation {
+				held["killed mid-operation"]++
+			}
+		}
+	}
+	t.Logf("rounds that held every invariant, by mode and scenario: %v", held)
+}
+
+// crashRound is one round: a user, the way their engine runs, and a random source.
+type crashRound struct {
+	*user
+	mode  crashMode
+	rng   *rand.Rand
+	serve *exec.Cmd // the running `mlcompute serve`, in serve mode
+	kills int
+	// killedMidOperation: a kill landed while the operation under test ran (not after it).
+	killedMidOperation bool
+}
+
+// wake makes sure an engine answers before the checks look at it: in embedded mode the
+// first CLI call after a kill starts it again (when the operation itself did not).
+func (r *crashRound) wake() {
+	r.t.Helper()
+	if r.mode == crashEmbedded {
+		if out, code := r.cli("sizes", "list", "-o", "json"); code != 0 {
+			r.t.Fatalf("the embedded engine did not come back: %s", out)
+		}
+	}
+	r.waitFor("the engine answering again", 30*time.Second, func() bool { return r.enginePID() != 0 })
+}
+
+func newCrashRound(t *testing.T, mode crashMode, seed uint64) *crashRound {
+	r := &crashRound{user: newUser(t), mode: mode, rng: rand.New(rand.NewPCG(seed, 1))}
+	if mode == crashServe {
+		// A configured endpoint: the provider and the CLI wait for it with backoff and
+		// never start an engine of their own.
+		r.env = append(r.env, "MLCOMPUTE_ENDPOINT=unix://"+filepath.Join(r.home, "engine.sock"))
+		r.startServe()
+		t.Cleanup(func() {
+			if r.serve != nil {
+				_ = r.serve.Process.Kill()
+				_ = r.serve.Wait()
+			}
+		})
+	} else if out, code := r.cli("sizes", "list", "-o", "json"); code != 0 { // starts the embedded engine
+		t.Fatalf("starting the embedded engine: %s", out)
+	}
+	return r
+}
+
+func (r *crashRound) startServe() {
+	r.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "mlcompute"), "serve", "--data-dir", r.home)
+	cmd.Env = r.env
+	logFile, err := os.OpenFile(filepath.Join(r.workDir, "serve.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("starting mlcompute serve: %v", err)
+	}
+	r.serve = cmd
+	r.waitFor("mlcompute serve answering", 20*time.Second, func() bool { return r.enginePID() == cmd.Process.Pid })
+}
+
+// crash SIGKILLs the engine and, in serve mode, starts it again after a random downtime
+// (in the background: the operation under test waits for it meanwhile).
+func (r *crashRound) crash() (restarted <-chan struct{}) {
+	r.t.Helper()
+	done := make(chan struct{})
+	pid := r.enginePID()
+	if pid == 0 {
+		close(done)
+		return done // already down (killed earlier and not asked for since)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		r.t.Fatalf("killing engine %d: %v", pid, err)
+	}
+	r.kills++
+	if !r.waitGone(pid, 10*time.Second) {
+		r.t.Fatalf("engine %d still alive after SIGKILL", pid)
+	}
+	r.t.Logf("engine %d killed (%s mode)", pid, r.mode)
+	if r.mode == crashEmbedded {
+		close(done)
+		return done
+	}
+	_ = r.serve.Wait()
+	downtime := time.Duration(100+r.rng.IntN(1400)) * time.Millisecond
+	go func() {
+		defer close(done)
+		time.Sleep(downtime)
+		cmd := exec.Command(filepath.Join(binDir, "mlcompute"), "serve", "--data-dir", r.home)
+		cmd.Env = r.env
+		if err := cmd.Start(); err != nil {
+			r.t.Errorf("restarting mlcompute serve: %v", err)
+			return
+		}
+		r.serve = cmd
+	}()
+	return done
+}
+
+// during runs a command and SIGKILLs the engine at a random moment within window of its
+// start; it returns the command's output and exit code once both are over.
+func (r *crashRound) during(window time.Duration, name string, args ...string) (string, int) {
+	r.t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = r.workDir, r.env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	var restarted <-chan struct{}
+	select {
+	case err = <-exited: // over before the kill: the kill then hits the idle engine
+		r.t.Logf("%s ended before the kill", filepath.Base(name))
+		restarted = r.crash()
+	case <-time.After(time.Duration(r.rng.Int64N(int64(window)))):
+		r.killedMidOperation = true
+		restarted = r.crash()
+		err = <-exited
+	}
+	<-restarted
+	r.wake()
+	code := 0
+	if exitErr, ok := err.(*exec.ExitError); ok {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		r.t.Fatalf("running %s: %v", name, err)
+	}
+	return out.String(), code
+}
+
+// converge re-runs apply until it succeeds (an apply the crash made fail is retried once,
+// as a user would), then checks that a plan shows nothing to do.
+func (r *crashRound) converge(first string, firstCode int) {
+	r.t.Helper()
+	if firstCode != 0 {
+		r.t.Logf("the apply the engine died in failed (a user re-runs it):\n%s", lastLines(first, 15))
+		r.mustTerraform("apply", "-auto-approve")
+	}
+	out, code := r.terraform("plan", "-detailed-exitcode")
+	if code != 0 {
+		r.t.Fatalf("a re-run plan after the crash is not empty (exit %d):\n%s", code, out)
+	}
+	r.checkStateMatchesEngine()
+}
+
+// checkStateMatchesEngine: every resource in Terraform's state exists once in the engine,
+// and the engine holds nothing the state does not know of.
+func (r *crashRound) checkStateMatchesEngine() {
+	r.t.Helper()
+	raw := r.mustTerraform("show", "-json")
+	var shown struct {
+		Values struct {
+			Root struct {
+				Resources []struct {
+					Type   string         `json:"type"`
+					Values map[string]any `json:"values"`
+				} `json:"resources"`
+			} `json:"root_module"`
+		} `json:"values"`
+	}
+	decodeJSON(r.t, raw, &shown)
+	inState := map[string]int{}
+	for _, res := range shown.Values.Root.Resources {
+		if strings.HasPrefix(res.Type, "mlcompute_") {
+			id, _ := res.Values["id"].(string)
+			inState[id]++
+		}
+	}
+	ctx := context.Background()
+	c := r.client()
+	inEngine := map[string]int{}
+	workspaces, err := c.ListWorkspaces(ctx)
+	if err != nil {
+		r.t.Fatalf("listing workspaces: %v", err)
+	}
+	for _, ws := range workspaces {
+		inEngine[ws.ID]++
+		computes, err := c.ListComputes(ctx, ws.Name)
+		if err != nil {
+			r.t.Fatalf("listing computes: %v", err)
+		}
+		for _, cp := range computes {
+			inEngine[cp.ID]++
+		}
+		endpoints, err := c.ListEndpoints(ctx, ws.Name)
+		if err != nil {
+			r.t.Fatalf("listing endpoints: %v", err)
+		}
+		for _, ep := range endpoints {
+			inEngine[ep.ID]++
+		}
+	}
+	for id, n := range inState {
+		if n != 1 || inEngine[id] != 1 {
+			r.t.Errorf("%s: %d times in state, %d times in the engine; want once in each", id, n, inEngine[id])
+		}
+	}
+	for id := range inEngine {
+		if inState[id] == 0 {
+			r.t.Errorf("%s exists in the engine but not in Terraform's state (leaked by a create the crash interrupted)", id)
+		}
+	}
+}
+
+// checkClustersAtMinimum waits for every cluster to reach its minimum of usable nodes and
+// for the node processes to be exactly the engine's nodes.
+func (r *crashRound) checkClustersAtMinimum(ws string, minimums map[string]int64) {
+	r.t.Helper()
+	for name, min := range minimums {
+		r.waitFor(fmt.Sprintf("cluster %s at or above its minimum %d", name, min), 60*time.Second, func() bool {
+			cp, err := r.client().GetCompute(context.Background(), ws, name)
+			return err == nil && cp.CurrentNodeCount >= min
+		})
+	}
+	r.checkNoOrphanNodes(ws)
+}
+
+// checkNoOrphanNodes waits until the node agents running for this data dir are exactly the
+// nodes the engine records (computes' nodes and endpoints' instances).
+func (r *crashRound) checkNoOrphanNodes(ws string) {
+	r.t.Helper()
+	var recorded, running int
+	ok := r.poll(60*time.Second, func() bool {
+		recorded, running = r.recordedNodes(ws), len(r.nodeAgents())
+		return recorded == running
+	})
+	if !ok {
+		r.t.Fatalf("%d node agent processes run for %d nodes the engine records: %v", running, recorded, r.nodeAgents())
+	}
+}
+
+func (r *crashRound) recordedNodes(ws string) int {
+	ctx := context.Background()
+	n := 0
+	computes, err := r.client().ListComputes(ctx, ws)
+	if err != nil {
+		return -1
+	}
+	for _, cp := range computes {
+		full, err := r.client().GetCompute(ctx, ws, cp.Name)
+		if err != nil {
+			return -1
+		}
+		n += len(full.Nodes)
+	}
+	endpoints, err := r.client().ListEndpoints(ctx, ws)
+	if err != nil {
+		return -1
+	}
+	for _, ep := range endpoints {
+		for _, d := range ep.Deployments {
+			n += len(d.Instances)
+		}
+	}
+	return n
+}
+
+// nodeAgents lists the node agent processes serving a node of this data dir (a standby
+// agent not yet given a node is the engine's, not a node's).
+func (r *crashRound) nodeAgents() []string {
+	nodes := filepath.Join(r.home, "nodes")
+	var agents []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil || !processAlive(atoi(e.Name())) {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || filepath.Dir(cwd) != nodes || filepath.Base(cwd) == nodeagent.StandbyDir {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(cmdline), "\x00--dir") {
+			agents = append(agents, e.Name()+" "+filepath.Base(cwd))
+		}
+	}
+	return agents
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// checkNoProcessLeftAfterDestroy destroys what is left and checks that no process of the
+// data dir outlives its nodes.
+func (r *crashRound) checkNoProcessLeftAfterDestroy() {
+	r.t.Helper()
+	if r.t.Failed() {
+		return
+	}
+	r.mustTerraform("destroy", "-auto-approve")
+	if ws := r.workspaces(); len(ws) != 0 {
+		r.t.Fatalf("workspaces left after destroy: %v", ws)
+	}
+	var left []string
+	if !r.poll(30*time.Second, func() bool { left = r.processesOfHome(); return len(left) == 0 }) {
+		r.t.Fatalf("processes left after destroy: %v", left)
+	}
+	r.t.Logf("round held every invariant (%d engine kill(s))", r.kills)
+}
+
+// poll reports whether cond became true within limit.
+func (r *crashRound) poll(limit time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// crashConfig is the scenarios' configuration: a workspace, a cluster kept at one node,
+// one that scales from zero, and (with endpoint) an online endpoint of two deployments.
+func crashConfig(endpoint bool, blueVersion string, blueTraffic int) string {
+	hcl := requiredProviders + `
+provider "mlcompute" {}
+
+resource "mlcompute_workspace" "ws" {
+  name = "crash"
+}
+
+resource "mlcompute_compute_cluster" "warm" {
+  name         = "warm"
+  workspace_id = mlcompute_workspace.ws.id
+  vm_size      = "Standard_DS3_v2"
+  scale_settings = {
+    min_node_count                       = 1
+    max_node_count                       = 2
+    scale_down_nodes_after_idle_duration = "PT2S"
+  }
+}
+
+resource "mlcompute_compute_cluster" "cold" {
+  name         = "cold"
+  workspace_id = mlcompute_workspace.ws.id
+  vm_size      = "Standard_DS3_v2"
+  scale_settings = {
+    min_node_count                       = 0
+    max_node_count                       = 3
+    scale_down_nodes_after_idle_duration = "PT2S"
+  }
+}
+`
+	if !endpoint {
+		return hcl
+	}
+	deployment := func(name, version string) string {
+		return fmt.Sprintf(`
+    %s = {
+      instance_type         = "Standard_DS2_v2"
+      command               = [%q]
+      environment_variables = { SCORER_NAME = %q, MODEL_VERSION = %q }
+      readiness_probe       = { path = "/health", initial_delay = "PT0S", period = "PT1S" }
+      liveness_probe        = { path = "/health", initial_delay = "PT0S", period = "PT1S" }
+    }`, name, filepath.Join(binDir, "scorer"), name, version)
+	}
+	return hcl + fmt.Sprintf(`
+resource "mlcompute_online_endpoint" "scoring" {
+  name         = "scoring"
+  workspace_id = mlcompute_workspace.ws.id
+  deployments = {%s%s
+  }
+  traffic = { blue = %d, green = %d }
+}
+`, deployment("blue", blueVersion), deployment("green", "1"), blueTraffic, 100-blueTraffic)
+}
+
+var crashMinimums = map[string]int64{"warm": 1, "cold": 0}
+
+// crashDuringApply: the engine dies while terraform creates the workspace and clusters.
+func crashDuringApply(r *crashRound) {
+	r.writeConfig(crashConfig(false, "", 0))
+	out, code := r.during(time.Second, terraform, "apply", "-auto-approve", "-no-color")
+	r.converge(out, code)
+	r.checkClustersAtMinimum("crash", crashMinimums)
+}
+
+// crashDuringDestroy: the engine dies while terraform destroys nodes' clusters; a re-run
+// destroy finishes the job (checkNoProcessLeftAfterDestroy).
+func crashDuringDestroy(r *crashRound) {
+	r.writeConfig(crashConfig(false, "", 0))
+	r.mustTerraform("apply", "-auto-approve")
+	r.checkClustersAtMinimum("crash", crashMinimums)
+	out, code := r.during(700*time.Millisecond, terraform, "destroy", "-auto-approve", "-no-color")
+	if code != 0 {
+		r.t.Logf("the destroy the engine died in failed (a user re-runs it):\n%s", lastLines(out, 15))
+	}
+	// What the state still holds exists in the engine, and nothing else does.
+	r.checkStateMatchesEngine()
+}
+
+// crashDuringRollout: the engine dies while terraform rolls a deployment out and moves
+// traffic.
+func crashDuringRollout(r *crashRound) {
+	r.writeConfig(crashConfig(true, "1", 100))
+	r.mustTerraform("apply", "-auto-approve")
+	r.writeConfig(crashConfig(true, "2", 50))
+	out, code := r.during(2500*time.Millisecond, terraform, "apply", "-auto-approve", "-no-color")
+	r.converge(out, code)
+	ep := r.waitEndpoint("crash", "scoring", api.ProvisioningSucceeded)
+	if v := ep.Deployments["blue"].EnvironmentVariables["MODEL_VERSION"]; v != "2" || ep.Traffic["blue"] != 50 {
+		r.t.Fatalf("after the rollout: blue MODEL_VERSION %q traffic %v; want 2 and blue 50", v, ep.Traffic)
+	}
+	keys, err := r.client().GetEndpointKeys(context.Background(), "crash", "scoring")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for i := range 20 {
+		if s := score(r.t, ep.ScoringURI, keys.PrimaryKey, "", "", ""); s.status != 200 {
+			r.t.Fatalf("scoring request %d after the crash: status %d", i, s.status)
+		}
+	}
+	r.checkClustersAtMinimum("crash", crashMinimums)
+}
+
+// crashDuringJobs: the engine dies while jobs run (and while they are queued and their
+// nodes start); every job ends with its own exit code and every line it printed.
+func crashDuringJobs(r *crashRound) {
+	r.writeConfig(crashConfig(false, "", 0))
+	r.mustTerraform("apply", "-auto-approve")
+	const lines = 40
+	type submitted struct {
+		id   string
+		exit int
+	}
+	var jobs []submitted
+	for i := range 3 {
+		exit := r.rng.IntN(3) // 0, 1 or 2
+		compute := []string{"warm", "cold"}[i%2]
+		cmd := fmt.Sprintf("for i in $(seq 1 %d); do echo job-%d-line-$i; sleep 0.0%d; done; exit %d", lines, i, 1+r.rng.IntN(5), exit)
+		out, code := r.cli("job", "submit", "--workspace", "crash", "--compute", compute, "--", "sh", "-c", cmd)
+		if code != 0 {
+			r.t.Fatalf("submit: %s", out)
+		}
+		jobs = append(jobs, submitted{strings.TrimSpace(out), exit})
+	}
+	time.Sleep(time.Duration(r.rng.Int64N(int64(2 * time.Second))))
+	r.killedMidOperation = true
+	<-r.crash()
+	for i, j := range jobs {
+		var got api.Job
+		r.waitFor("job "+j.id+" finished", 90*time.Second, func() bool {
+			out, code := r.cli("job", "show", "--workspace", "crash", j.id, "-o", "json")
+			if code != 0 {
+				return false
+			}
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				r.t.Fatalf("job show: %q: %v", out, err)
+			}
+			return api.Terminal(got.Status)
+		})
+		if got.ExitCode == nil || *got.ExitCode != j.exit {
+			r.t.Errorf("job %s: status %s, exit code %v; want exit %d", j.id, got.Status, got.ExitCode, j.exit)
+		}
+		logs, code := r.cli("job", "logs", "--workspace", "crash", j.id)
+		if code != 0 {
+			r.t.Fatalf("job logs: %s", logs)
+		}
+		for n := 1; n <= lines; n++ {
+			if want := fmt.Sprintf("job-%d-line-%d\n", i, n); !strings.Contains(logs, want) {
+				r.t.Errorf("job %s's log lacks %q:\n%s", j.id, strings.TrimSpace(want), lastLines(logs, 10))
+				break
+			}
+		}
+	}
+	out, code := r.terraform("plan", "-detailed-exitcode")
+	if code != 0 {
+		r.t.Fatalf("a plan after the crash is not empty (exit %d):\n%s", code, out)
+	}
+	r.checkStateMatchesEngine()
+	r.checkClustersAtMinimum("crash", crashMinimums)
+}
