@@ -126,7 +126,9 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving node dir: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Nodes hold jobs' code, output and environments: 0700 even when the directory was
+	// there before with a looser mode (made by hand, or by an older version).
+	if err := privateDir(dir); err != nil {
 		return nil, fmt.Errorf("creating node dir: %w", err)
 	}
 	if cfg.Clock == nil {
@@ -182,7 +184,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 			return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privateDir(dir); err != nil {
 		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))
 	}
 	rec := nodeRecord{Key: spec.Key, Owner: spec.Owner, VMSize: spec.VMSize, VCPUs: spec.VCPUs, MemoryGB: spec.MemoryGB, Created: d.clk.Now().UTC()}
@@ -470,6 +472,14 @@ func classify(err error) error {
 		}
 	}
 	return err
+}
+
+// privateDir creates dir (and its parents) and makes dir itself 0700, whatever its mode was.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 // removeAll removes dir, first making read-only directories (kept from a code dir)

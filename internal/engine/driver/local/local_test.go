@@ -647,3 +647,42 @@ func TestClassify(t *testing.T) {
 		t.Errorf("an unknown error was classified: %v", err)
 	}
 }
+
+// A nodes directory or node directory that already existed with a looser mode (made by
+// hand, or left by an older version) is made 0700: nodes hold jobs' code and output.
+func TestExistingNodeDirsAreMadePrivate(t *testing.T) {
+	root, err := os.MkdirTemp("", "mlc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "nodes")
+	t.Cleanup(func() {
+		cleanupNodes(t, dir)
+		os.RemoveAll(root)
+	})
+	name, err := nodeagent.DirName("open-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, name)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newDriver(t, dir)
+	if _, err := d.Create(ctxT(t), driver.NodeSpec{Key: "open-node", Owner: "ws/c", VMSize: "Standard_DS3_v2", VCPUs: 4, MemoryGB: 14}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, name)} {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := info.Mode().Perm(); perm != 0o700 {
+			t.Errorf("%s has mode %04o; want 0700", filepath.Base(p), perm)
+		}
+	}
+}
