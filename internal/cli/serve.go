@@ -100,7 +100,8 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Logger:          g.logger(os.Stderr),
 	})
 	if errors.Is(err, daemon.ErrAlreadyRunning) {
-		return fmt.Errorf("%w (data dir %s); stop it with 'mlcompute shutdown'", err, dir)
+		fmt.Fprintf(os.Stderr, "Error: %v (data dir %s); stop it with 'mlcompute shutdown'\n", err, dir)
+		return exitCode(daemon.ExitAlreadyRunning)
 	}
 	return err
 }

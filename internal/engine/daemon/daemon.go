@@ -54,6 +54,11 @@ const DefaultIdleExit = 10 * time.Minute
 // ErrAlreadyRunning means another engine holds the data dir's lock.
 var ErrAlreadyRunning = errors.New("an engine is already running for this data dir")
 
+// ExitAlreadyRunning is serve's exit status when another engine holds the data dir's lock.
+// A launcher that started it then waits for that engine to answer; any other exit status
+// means the engine could not start, and the launcher says why at once.
+const ExitAlreadyRunning = 3
+
 // Options configure a daemon.
 type Options struct {
 	DataDir string

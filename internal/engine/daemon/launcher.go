@@ -103,23 +103,33 @@ func (l *Launcher) Ensure(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case exitErr = <-exited:
-			// The child lost the lock race (another engine is starting and will answer)
-			// or failed; either way keep polling until the deadline, and if nothing
-			// answers, report how it exited.
 			exited = nil
+			var status *exec.ExitError
+			if errors.As(exitErr, &status) && status.ExitCode() == ExitAlreadyRunning {
+				// It lost the lock race: another engine is starting and will answer.
+				continue
+			}
+			// It could not start (a damaged store, a bad flag, an unusable data dir):
+			// waiting out the timeout would only delay the reason.
 			if exitErr == nil {
 				exitErr = errors.New("exited with status 0")
 			}
+			return startFailed(exitErr, logPath)
 		case <-clk.After(50 * time.Millisecond):
 		}
 	}
-	if exitErr != nil {
-		if last := lastLine(logPath); last != "" {
-			return fmt.Errorf("embedded engine did not start (%v): %s (log: %s)", exitErr, last, logPath)
-		}
-		return fmt.Errorf("embedded engine did not start (%v); see %s", exitErr, logPath)
+	if exitErr != nil { // it lost the lock race, and the winner never answered
+		return startFailed(exitErr, logPath)
 	}
 	return fmt.Errorf("embedded engine did not become healthy within %s; see %s", timeout, logPath)
+}
+
+// startFailed reports an engine process that exited, with the reason it logged last.
+func startFailed(exitErr error, logPath string) error {
+	if last := lastLine(logPath); last != "" {
+		return fmt.Errorf("embedded engine did not start (%v): %s (log: %s)", exitErr, last, logPath)
+	}
+	return fmt.Errorf("embedded engine did not start (%v); see %s", exitErr, logPath)
 }
 
 // lastLine returns the last non-empty line of the file at path (read from its last 4 KiB),

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // serveDirEnv makes the test binary serve that data dir (TestMain), as a real engine
@@ -111,8 +112,12 @@ func TestLauncherReportsADamagedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(serveDirEnv, dir) // the child (this test binary) serves dir
-	l := &Launcher{DataDir: dir, Command: []string{os.Args[0]}, StartTimeout: 2 * time.Second}
-	err := l.Ensure(context.Background())
+	// The launcher's clock never moves: it may not wait out a timeout to learn that the
+	// engine it started exited (the context only keeps a regression from hanging).
+	l := &Launcher{DataDir: dir, Command: []string{os.Args[0]}, Clock: clocktesting.NewFakeClock(time.Now())}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := l.Ensure(ctx)
 	if err == nil {
 		t.Fatal("an engine started on a damaged store")
 	}
