@@ -160,6 +160,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.watchDriver()
 	e.core.Start(ctx, e.driver)
 	e.endpoints.Start(ctx, e.driver)
+	if err := e.pruneIdempotency(); err != nil {
+		return err
+	}
 	if err := e.core.Recover(ctx, e.endpoints.NodeIDs()); err != nil {
 		return fmt.Errorf("recovering after restart: %w", err)
 	}
@@ -167,6 +170,24 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.loop.Go(e.envs.Collect)
 	if !e.manual {
 		go e.loop.Run(ctx)
+	}
+	return nil
+}
+
+// pruneIdempotency forgets create keys older than model.IdempotencyTTL, so they do not
+// pile up for the store's lifetime.
+func (e *Engine) pruneIdempotency() error {
+	var pruned int
+	err := e.store.Update(func(tx *store.Tx) error {
+		var err error
+		pruned, err = model.PruneIdempotency(tx, e.clock.Now())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pruning old idempotency keys: %w", err)
+	}
+	if pruned > 0 {
+		e.log.Info("pruned old idempotency keys", "count", pruned, "older_than", model.IdempotencyTTL)
 	}
 	return nil
 }

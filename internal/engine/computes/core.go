@@ -207,7 +207,7 @@ func (c *Core) Insert(ctx context.Context, rec model.Compute, idempotencyKey, qu
 		if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
 			return err
 		}
-		return model.Remember(tx, idempotencyKey, id)
+		return model.Remember(tx, idempotencyKey, id, c.Clock.Now())
 	})
 	if err != nil {
 		return nil, err

@@ -129,12 +129,37 @@ func Replayed(tx *store.Tx, key, id string) (bool, error) {
 	return true, nil
 }
 
-// Remember records that the create with this key made id.
-func Remember(tx *store.Tx, key, id string) error {
+// Remember records that the create with this key made id, at now.
+func Remember(tx *store.Tx, key, id string, now time.Time) error {
 	if key == "" {
 		return nil
 	}
-	return tx.Put(store.Idempotency, key, Idempotency{ID: id})
+	return tx.Put(store.Idempotency, key, Idempotency{ID: id, At: now.UTC()})
+}
+
+// IdempotencyTTL is how long a create's key is remembered. A client retries a create for
+// at most its operation's timeout (the provider's longest default is under an hour), so a
+// day is far beyond any retry, and the records do not pile up for the store's lifetime.
+const IdempotencyTTL = 24 * time.Hour
+
+// PruneIdempotency deletes the keys remembered longer than IdempotencyTTL before now and
+// returns how many went.
+func PruneIdempotency(tx *store.Tx, now time.Time) (int, error) {
+	pruned := 0
+	for _, key := range tx.Keys(store.Idempotency, "") {
+		var rec Idempotency
+		if ok, err := tx.Get(store.Idempotency, key, &rec); err != nil || !ok {
+			return pruned, err
+		}
+		if now.Sub(rec.At) <= IdempotencyTTL {
+			continue
+		}
+		if err := tx.Delete(store.Idempotency, key); err != nil {
+			return pruned, err
+		}
+		pruned++
+	}
+	return pruned, nil
 }
 
 // AttachedNodePrefix starts the keys of attached machines' nodes.

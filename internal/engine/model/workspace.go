@@ -1,6 +1,8 @@
 package model
 
 import (
+	"time"
+
 	"io"
 	"strings"
 
@@ -11,6 +13,9 @@ import (
 // Idempotency remembers which object a create call with a given key made.
 type Idempotency struct {
 	ID string `json:"id"`
+	// At is when the create was made; records older than IdempotencyTTL are pruned when
+	// the engine starts (records from before this field have none and are pruned too).
+	At time.Time `json:"at,omitzero"`
 }
 
 func NotFoundWorkspace(name string) error {

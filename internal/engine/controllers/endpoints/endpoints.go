@@ -69,7 +69,7 @@ func (c *Controller) CreateEndpoint(_ context.Context, workspace string, spec ap
 		if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
 			return err
 		}
-		return model.Remember(tx, idempotencyKey, id)
+		return model.Remember(tx, idempotencyKey, id, c.clock.Now())
 	})
 	c.mu.Unlock()
 	if err != nil {

@@ -88,7 +88,7 @@ func (c *Controller) Create(_ context.Context, workspace string, spec api.Enviro
 		if err := tx.Put(store.Environments, out.Key(), out); err != nil {
 			return err
 		}
-		return model.Remember(tx, idempotencyKey, id)
+		return model.Remember(tx, idempotencyKey, id, c.clock.Now())
 	})
 	if err != nil {
 		return nil, err

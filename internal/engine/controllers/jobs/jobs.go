@@ -138,7 +138,7 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 		if err := model.PutJob(tx, j); err != nil {
 			return err
 		}
-		return model.Remember(tx, idempotencyKey, j.ID)
+		return model.Remember(tx, idempotencyKey, j.ID, c.Clock.Now())
 	})
 	if err != nil {
 		return nil, err

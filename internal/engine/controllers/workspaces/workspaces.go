@@ -94,7 +94,7 @@ func (c *Controller) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, 
 		if err := tx.Put(store.Workspaces, spec.Name, out); err != nil {
 			return err
 		}
-		return model.Remember(tx, idempotencyKey, out.ID)
+		return model.Remember(tx, idempotencyKey, out.ID, c.clock.Now())
 	})
 	if err != nil {
 		return nil, err
