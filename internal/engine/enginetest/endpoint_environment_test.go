@@ -3,14 +3,12 @@ package enginetest_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 )
 
@@ -41,20 +39,9 @@ http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever(
 // served process finds the environment's python first on PATH, and an update of the
 // environment (a new content hash) rolls the deployment out onto the new build.
 func TestEndpointRunsInItsEnvironment(t *testing.T) {
-	needVenv(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := enginetest.Start(t, enginetest.Options{AgentArgv: []string{exe, "node-agent"}})
-	c := e.Client(t, "")
+	e, c := localEngine(t)
 	ctx := context.Background()
-	wheels := t.TempDir()
-	for _, v := range []string{"0.1", "0.2"} {
-		if _, err := enginetest.MakeWheel(wheels, "mlctest", v, "HELLO = 'mlctest "+v+"'\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wheels := wheelDir(t, "0.1", "0.2")
 	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "serve"}); err != nil {
 		t.Fatal(err)
 	}

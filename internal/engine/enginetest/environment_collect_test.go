@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 )
 
@@ -17,20 +16,9 @@ import (
 // old build: the old build stays until that job ends (and the job, importing its package
 // at the very end, proves it was intact), then the engine removes it; the new build stays.
 func TestOldEnvironmentBuildsAreRemoved(t *testing.T) {
-	needVenv(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := enginetest.Start(t, enginetest.Options{AgentArgv: []string{exe, "node-agent"}})
-	c := e.Client(t, "")
+	e, c := localEngine(t)
 	ctx := context.Background()
-	wheels := t.TempDir()
-	for _, v := range []string{"0.1", "0.2"} {
-		if _, err := enginetest.MakeWheel(wheels, "mlctest", v, "HELLO = 'mlctest "+v+"'\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wheels := wheelDir(t, "0.1", "0.2")
 	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "collect"}); err != nil {
 		t.Fatal(err)
 	}

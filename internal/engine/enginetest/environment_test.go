@@ -65,13 +65,7 @@ func jobLog(t *testing.T, c *client.Client, ws, id string) string {
 // requirement fails its job with pip's words, a half-built leftover is never used, and a
 // user-managed interpreter comes first on PATH.
 func TestLocalEnvironmentBuildsOnceAndIsReused(t *testing.T) {
-	needVenv(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := enginetest.Start(t, enginetest.Options{AgentArgv: []string{exe, "node-agent"}})
-	c := e.Client(t, "")
+	e, c := localEngine(t)
 	ctx := context.Background()
 	wheels := t.TempDir()
 	if _, err := enginetest.MakeWheel(wheels, "mlctest", "0.1", "HELLO = 'hello from mlctest'\n"); err != nil {
@@ -178,4 +172,30 @@ func TestLocalEnvironmentBuildsOnceAndIsReused(t *testing.T) {
 	if gone.Status != api.JobFailed || !strings.Contains(gone.Error, "/nonexistent/bin/python is not an executable file") {
 		t.Fatalf("missing interpreter: %s: %q", gone.Status, gone.Error)
 	}
+}
+
+// localEngine starts an engine whose nodes are real local processes (this test binary is
+// their node agent) and returns it with a client. Environments need python3's venv.
+func localEngine(t *testing.T) (*enginetest.Engine, *client.Client) {
+	t.Helper()
+	needVenv(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := enginetest.Start(t, enginetest.Options{AgentArgv: []string{exe, "node-agent"}})
+	return e, e.Client(t, "")
+}
+
+// wheelDir makes a find_links directory holding the mlctest package in each version; its
+// HELLO says which.
+func wheelDir(t *testing.T, versions ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, v := range versions {
+		if _, err := enginetest.MakeWheel(dir, "mlctest", v, "HELLO = 'mlctest "+v+"'\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
