@@ -145,6 +145,7 @@ type options struct {
 	unloadedDuration time.Duration
 	cpuProfile       string
 	serveBackend     bool
+	serveRouter      bool
 }
 
 // modes are the values of -mode.
@@ -168,6 +169,7 @@ func main() {
 		"wrk -d of each run of the one-request-at-a-time latency pass (wrk -t1 -c1), whole seconds; 0 skips it (-mode router)")
 	flag.StringVar(&o.cpuProfile, "router-cpuprofile", "", "write a CPU profile of the router during the loaded runs to this file (-mode router)")
 	flag.BoolVar(&o.serveBackend, "serve-backend", false, "internal to -mode router: serve the model server on loopback until stdin closes")
+	flag.BoolVar(&o.serveRouter, "serve-router", false, "internal to -mode router: serve the scoring router as stdin configures it, until stdin closes")
 	flag.Parse()
 	for _, f := range strings.Split(*sizesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -181,6 +183,13 @@ func main() {
 	if o.serveBackend {
 		if err := serveBackend(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: model server: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.serveRouter {
+		if err := serveRouterProcess(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: router: %v\n", err)
 			os.Exit(1)
 		}
 		return

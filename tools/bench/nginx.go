@@ -135,6 +135,11 @@ func startNginx(binary string, s nginxSettings) (*nginxProc, error) {
 }
 
 // failure explains why nginx is not serving: its exit status and its error log.
+// pids lists nginx's master and worker processes.
+func (p *nginxProc) pids() []int {
+	return append([]int{p.cmd.Process.Pid}, childPids(p.cmd.Process.Pid)...)
+}
+
 func (p *nginxProc) failure() error {
 	select {
 	case <-p.exited:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,6 +61,8 @@ wrk.headers["Content-Type"] = "application/json"
 type scoringTarget struct {
 	Name string
 	URL  string
+	// Procs lists the target's proxy processes (none for the direct path).
+	Procs func() []int
 }
 
 // runScoring is -mode router.
@@ -109,11 +113,16 @@ func runScoring(ctx context.Context, o options) (err error) {
 		}
 	}()
 
-	front, stopRouter, err := serveRouter(backend.addr, key, o.wrkConns)
+	workers := runtime.GOMAXPROCS(0)
+	rt, err := startRouterProc(routerConfig{Backend: backend.addr, Key: key, Conns: o.wrkConns, Profile: o.cpuProfile}, workers)
 	if err != nil {
 		return err
 	}
-	defer stopRouter()
+	defer func() {
+		if serr := rt.stop(); err == nil {
+			err = serr
+		}
+	}()
 
 	userDirective, err := nginxUser()
 	if err != nil {
@@ -126,7 +135,7 @@ func runScoring(ctx context.Context, o options) (err error) {
 	ngx, err := startNginx(nginx, nginxSettings{
 		Dir:        dir,
 		User:       userDirective,
-		Workers:    runtime.GOMAXPROCS(0),
+		Workers:    workers,
 		Listen:     "127.0.0.1:" + port,
 		Backend:    backend.addr,
 		Keepalive:  o.wrkConns,
@@ -148,8 +157,14 @@ func runScoring(ctx context.Context, o options) (err error) {
 	targets := []scoringTarget{
 		{Name: "backend direct", URL: "http://" + backend.addr + "/score"},
 		{Name: nginxName, URL: "http://127.0.0.1:" + port + router.ScoringPath(scoringEndpoint)},
-		{Name: "mlcompute router", URL: "http://" + front + router.ScoringPath(scoringEndpoint)},
+		{Name: "mlcompute router", URL: "http://" + rt.addr + router.ScoringPath(scoringEndpoint)},
 	}
+	// The processes whose CPU time each target costs besides wrk: the model server, and
+	// the proxy's own.
+	targets[directRow].Procs = func() []int { return nil }
+	targets[nginxRow].Procs = ngx.pids
+	targets[routerRow].Procs = func() []int { return []int{rt.cmd.Process.Pid} }
+	backendPid := backend.cmd.Process.Pid
 	for i, t := range targets {
 		var exited func() error
 		if i == nginxRow {
@@ -174,25 +189,18 @@ func runScoring(ctx context.Context, o options) (err error) {
 		}
 	}
 
-	var profile *os.File
 	if o.cpuProfile != "" {
-		if profile, err = os.Create(o.cpuProfile); err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(profile); err != nil {
-			_ = profile.Close()
+		if err := rt.profile(true); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs, %d nginx workers, router GOMAXPROCS %d\n",
-		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU(),
-		runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0))
-	results, err := scoringRuns(ctx, loaded, targets, o.wrkDuration, o.runs)
-	if profile != nil {
-		// Only the router works in this process during the runs, so the profile is its own.
-		pprof.StopCPUProfile()
-		if cerr := profile.Close(); err == nil {
-			err = cerr
+	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs, %d nginx workers, router GOMAXPROCS %d, no CPU pinning\n",
+		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU(), workers, workers)
+	results, err := scoringRuns(ctx, loaded, targets, backendPid, o.wrkDuration, o.runs)
+	if o.cpuProfile != "" {
+		// The profile covers the loaded runs only; the router served nothing else then.
+		if perr := rt.profile(false); err == nil {
+			err = perr
 		}
 	}
 	if err != nil {
@@ -200,6 +208,7 @@ func runScoring(ctx context.Context, o options) (err error) {
 	}
 	printThroughput(targets, results)
 	printLatency("latency under that load", targets, results)
+	printCPU(targets, results)
 
 	if o.unloadedDuration > 0 {
 		// One request at a time: nothing queues, so the difference from the direct path is
@@ -208,7 +217,7 @@ func runScoring(ctx context.Context, o options) (err error) {
 		one.Threads, one.Connections = 1, 1
 		fmt.Printf("\nscoring one request at a time: wrk -t1 -c1 -d%s --latency, median of %d runs\n",
 			o.unloadedDuration, o.runs)
-		results, err := scoringRuns(ctx, one, targets, o.unloadedDuration, o.runs)
+		results, err := scoringRuns(ctx, one, targets, backendPid, o.unloadedDuration, o.runs)
 		if err != nil {
 			return err
 		}
@@ -219,15 +228,24 @@ func runScoring(ctx context.Context, o options) (err error) {
 
 // scoringRuns runs the load against every target, runs times, and returns each target's
 // results in run order.
-func scoringRuns(ctx context.Context, load wrkLoad, targets []scoringTarget, d time.Duration, runs int) ([][]wrkResult, error) {
+func scoringRuns(ctx context.Context, load wrkLoad, targets []scoringTarget, backendPid int, d time.Duration, runs int) ([][]wrkResult, error) {
 	results := make([][]wrkResult, len(targets))
 	// Targets are interleaved within each run so that drift in machine load hits all alike.
 	for r := 1; r <= runs; r++ {
 		for i, t := range targets {
+			procs := t.Procs()
+			proxyBefore, err1 := procCPU(procs)
+			backendBefore, err2 := procCPU([]int{backendPid})
 			res, err := load.run(ctx, t.URL, d)
 			if err != nil {
 				return nil, fmt.Errorf("%s: run %d: %w", t.Name, r, err)
 			}
+			proxyAfter, err3 := procCPU(procs)
+			backendAfter, err4 := procCPU([]int{backendPid})
+			if err := errors.Join(err1, err2, err3, err4); err != nil {
+				return nil, fmt.Errorf("%s: run %d: reading CPU times: %w", t.Name, r, err)
+			}
+			res.ProxyCPU, res.BackendCPU = proxyAfter-proxyBefore, backendAfter-backendBefore
 			results[i] = append(results[i], res)
 			fmt.Fprintf(os.Stderr, "run %d/%d -c%-3d %-18s %8.0f requests/s, p50 %s, p99 %s\n", r, runs,
 				load.Connections, t.Name, res.RequestsPerSec, res.Percentile(50), res.Percentile(99))
@@ -512,4 +530,265 @@ func randomKey() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// routerConfig is what the router process (-serve-router) serves: the first line of its
+// stdin, in JSON.
+type routerConfig struct {
+	Backend string // the model server's host:port
+	Key     string
+	Conns   int    // the deployment's concurrency limit: wrk's connection count
+	Profile string // where "profile on"/"profile off" write a CPU profile
+}
+
+// routerProc is the router process: this binary run with -serve-router.
+type routerProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	addr  string
+	done  chan struct{}
+	err   error
+}
+
+// startRouterProc starts the router process with GOMAXPROCS set to workers and reads the
+// address it listens on.
+func startRouterProc(cfg routerConfig, workers int) (*routerProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	line, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &routerProc{cmd: exec.Command(self, "-serve-router"), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(workers))
+	p.cmd.Stderr = os.Stderr
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the router: %w", err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	p.out = bufio.NewReader(stdout)
+	if _, err := p.stdin.Write(append(line, '\n')); err != nil {
+		_ = p.stop()
+		return nil, fmt.Errorf("configuring the router: %w", err)
+	}
+	addr, rerr := p.out.ReadString('\n')
+	if rerr != nil {
+		_ = p.stop()
+		return nil, fmt.Errorf("the router printed no address: %w", rerr)
+	}
+	p.addr = strings.TrimSpace(addr)
+	return p, nil
+}
+
+// profile starts (on) or stops and writes (off) the router's CPU profile.
+func (p *routerProc) profile(on bool) error {
+	cmd := "profile off\n"
+	if on {
+		cmd = "profile on\n"
+	}
+	if _, err := io.WriteString(p.stdin, cmd); err != nil {
+		return fmt.Errorf("router: %s: %w", strings.TrimSpace(cmd), err)
+	}
+	answer, err := p.out.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("router: %s: %w", strings.TrimSpace(cmd), err)
+	}
+	if answer = strings.TrimSpace(answer); answer != "ok" {
+		return fmt.Errorf("router: %s: %s", strings.TrimSpace(cmd), answer)
+	}
+	return nil
+}
+
+// stop closes the router's stdin, which makes it exit, and waits; it is killed if it
+// takes longer than 10s.
+func (p *routerProc) stop() error {
+	_ = p.stdin.Close()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return errors.New("the router did not exit within 10s and was killed")
+	}
+}
+
+// serveRouterProcess is -serve-router: it reads a routerConfig line from stdin, serves the
+// router (serveRouter), prints its address, then obeys "profile on" and "profile off"
+// lines (answering "ok" or the error) until stdin closes.
+func serveRouterProcess(stdin io.Reader, stdout io.Writer) (err error) {
+	in := bufio.NewReader(stdin)
+	line, err := in.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("reading the configuration: %w", err)
+	}
+	var cfg routerConfig
+	if err := json.Unmarshal(line, &cfg); err != nil {
+		return fmt.Errorf("reading the configuration: %w", err)
+	}
+	addr, stop, err := serveRouter(cfg.Backend, cfg.Key, cfg.Conns)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, err := fmt.Fprintln(stdout, addr); err != nil {
+		return err
+	}
+	var profile *os.File
+	defer func() {
+		if profile != nil {
+			pprof.StopCPUProfile()
+			if cerr := profile.Close(); err == nil {
+				err = cerr
+			}
+		}
+	}()
+	for {
+		cmd, rerr := in.ReadString('\n')
+		if rerr != nil {
+			return nil // stdin closed: the benchmark is over
+		}
+		var answer error
+		switch strings.TrimSpace(cmd) {
+		case "profile on":
+			if profile != nil {
+				answer = errors.New("already profiling")
+				break
+			}
+			if profile, answer = os.Create(cfg.Profile); answer != nil {
+				break
+			}
+			if answer = pprof.StartCPUProfile(profile); answer != nil {
+				_ = profile.Close()
+				profile = nil
+			}
+		case "profile off":
+			if profile == nil {
+				answer = errors.New("not profiling")
+				break
+			}
+			pprof.StopCPUProfile()
+			answer = profile.Close()
+			profile = nil
+		default:
+			answer = fmt.Errorf("unknown command %q", strings.TrimSpace(cmd))
+		}
+		reply := "ok"
+		if answer != nil {
+			reply = "error: " + answer.Error()
+		}
+		if _, err := fmt.Fprintln(stdout, reply); err != nil {
+			return err
+		}
+	}
+}
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat: 100 on every
+// Linux architecture Go runs on (the kernel's value exposed to user space).
+const clockTicks = 100
+
+// procCPU returns the CPU time (user and system, every thread) the processes have used
+// so far.
+func procCPU(pids []int) (time.Duration, error) {
+	var ticks uint64
+	for _, pid := range pids {
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return 0, err
+		}
+		// Fields after the command name, which is in parentheses and may hold anything:
+		// utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+		i := strings.LastIndexByte(string(raw), ')')
+		f := strings.Fields(string(raw[i+1:]))
+		if i < 0 || len(f) < 13 {
+			return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+		}
+		for _, v := range f[11:13] {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			}
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// childPids lists the processes whose parent is pid (nginx's workers of its master).
+func childPids(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(raw), ')')
+		f := strings.Fields(string(raw[i+1:]))
+		if i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// printCPU prints each target's median CPU time per request: the proxy's own, the model
+// server's and wrk's, and the proxy's cost against nginx's.
+func printCPU(targets []scoringTarget, results [][]wrkResult) {
+	perRequest := func(d time.Duration, n int64) float64 {
+		if n == 0 {
+			return 0
+		}
+		return float64(d.Microseconds()) / float64(n)
+	}
+	proxy := make([]float64, len(targets))
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintf(w, "CPU time per request (us)\tproxy\tmodel server\twrk\tall three\truns proxy (us)\tproxy vs %s\n", targets[nginxRow].Name)
+	rows := make([][4]float64, len(targets))
+	runs := make([][]string, len(targets))
+	for i, rs := range results {
+		var p, b, k, all []float64
+		for _, res := range rs {
+			p = append(p, perRequest(res.ProxyCPU, res.Requests))
+			b = append(b, perRequest(res.BackendCPU, res.Requests))
+			k = append(k, perRequest(res.WrkCPU, res.Requests))
+			all = append(all, perRequest(res.ProxyCPU+res.BackendCPU+res.WrkCPU, res.Requests))
+			runs[i] = append(runs[i], fmt.Sprintf("%.1f", p[len(p)-1]))
+		}
+		rows[i] = [4]float64{medianFloat(p), medianFloat(b), medianFloat(k), medianFloat(all)}
+		proxy[i] = rows[i][0]
+	}
+	for i, t := range targets {
+		vs := ""
+		if i == routerRow && proxy[nginxRow] > 0 {
+			vs = fmt.Sprintf("%.2fx", proxy[i]/proxy[nginxRow])
+		}
+		runsProxy := strings.Join(runs[i], " ")
+		if i == directRow {
+			runsProxy = ""
+		}
+		fmt.Fprintf(w, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\n", t.Name, rows[i][0], rows[i][1], rows[i][2], rows[i][3], runsProxy, vs)
+	}
+	w.Flush()
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +95,83 @@ func TestMedianFloat(t *testing.T) {
 		if got := medianFloat(tc.in); got != tc.want {
 			t.Errorf("medianFloat(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// The router process is configured over stdin, serves the endpoint as serveRouter does,
+// writes a CPU profile between "profile on" and "profile off", and exits when stdin
+// closes.
+func TestServeRouterProcess_ConfiguredOverStdinProfilesAndExits(t *testing.T) {
+	backend, _ := startTestBackend(t)
+	profile := filepath.Join(t.TempDir(), "router.prof")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	result := make(chan error, 1)
+	go func() { result <- serveRouterProcess(inR, outW) }()
+	out := bufio.NewReader(outR)
+	cfg, _ := json.Marshal(routerConfig{Backend: backend, Key: "k3y", Conns: 4, Profile: profile})
+	if _, err := inW.Write(append(cfg, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	command := func(cmd, want string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, cmd+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := out.ReadString('\n')
+		if err != nil || !strings.HasPrefix(got, want) {
+			t.Fatalf("%s: got %q, %v; want %q", cmd, got, err, want)
+		}
+	}
+	command("profile off", "error: not profiling")
+	command("profile on", "ok")
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	if err := scoreOnce(context.Background(), client, "http://"+strings.TrimSpace(addr)+"/"+scoringEndpoint+"/score", "k3y"); err != nil {
+		t.Fatal(err)
+	}
+	command("profile on", "error: already profiling")
+	command("profile off", "ok")
+	if st, err := os.Stat(profile); err != nil || st.Size() == 0 {
+		t.Fatalf("no profile written: %v", err)
+	}
+	_ = inW.Close()
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the router process did not exit after its stdin closed")
+	}
+}
+
+// procCPU reads the CPU time of processes from /proc: this process's grows as it works.
+func TestProcCPU_GrowsWithWork(t *testing.T) {
+	self := []int{os.Getpid()}
+	before, err := procCPU(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after time.Duration
+	for spin := 0; after <= before; spin++ {
+		sink := 0
+		for i := 0; i < 10_000_000; i++ {
+			sink += i * spin
+		}
+		_ = sink
+		if after, err = procCPU(self); err != nil {
+			t.Fatal(err)
+		}
+		if spin > 1000 {
+			t.Fatalf("CPU time stayed at %s after a lot of work", before)
+		}
+	}
+	if _, err := procCPU([]int{-1}); err == nil {
+		t.Fatal("no error for a process that cannot exist")
 	}
 }

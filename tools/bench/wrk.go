@@ -27,6 +27,9 @@ type wrkResult struct {
 	// Socket errors: connections that could not be opened, reads and writes that failed,
 	// and requests that got no answer within wrk's --timeout.
 	ConnectErrors, ReadErrors, WriteErrors, Timeouts int64
+	// CPU time (user and system) spent during the run by wrk itself, by the target's proxy
+	// processes and by the model server; the last two are set by scoringRuns.
+	WrkCPU, ProxyCPU, BackendCPU time.Duration
 }
 
 // Percentile returns the latency at percentile p, or 0 when wrk did not print it.
@@ -176,5 +179,6 @@ func (l wrkLoad) run(ctx context.Context, url string, d time.Duration) (wrkResul
 	if why := res.Failed(); why != "" {
 		return res, fmt.Errorf("wrk %s: %s\n%s", url, why, tail(string(out), 20))
 	}
+	res.WrkCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return res, nil
 }

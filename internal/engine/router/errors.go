@@ -54,6 +54,10 @@ func IsCode(err error, code ErrorCode) bool {
 // request timeout.
 var errRequestTimeout = errors.New("request timeout exceeded")
 
+// errRequestEnded fails upstream work of a request that already timed out or was
+// abandoned by its client.
+var errRequestEnded = errors.New("request ended before it was forwarded")
+
 // writeError writes e as the JSON response. Headers already set on w (X-Request-Id,
 // azureml-model-deployment) are kept.
 func writeError(w http.ResponseWriter, e *Error) {

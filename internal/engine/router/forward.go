@@ -2,7 +2,6 @@ package router
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -45,17 +44,17 @@ func readBody(req *http.Request) (buf *[]byte, body []byte, ok bool, err error) 
 
 // forward sends the request, its body in memory, to a.in with the router's own client
 // and copies the response to w.
-func (r *Router) forward(ctx context.Context, w http.ResponseWriter, req *http.Request, a *attempt, body []byte) {
+func (r *Router) forward(w http.ResponseWriter, req *http.Request, a *attempt, body []byte) {
 	a.requestURI = requestURI(req, a.in, a.suffix)
-	res, err := r.exchange(ctx, req, a, a.in, body)
-	if err != nil && isDialError(err) && ctx.Err() == nil {
+	res, err := r.exchange(req, a, a.in, body)
+	if err != nil && isDialError(err) && !a.over() {
 		if next := r.retryOn(a, err, func(in *instance) bool { return in.direct }); next != nil {
 			a.requestURI = requestURI(req, next, a.suffix)
-			res, err = r.exchange(ctx, req, a, next, body)
+			res, err = r.exchange(req, a, next, body)
 		}
 	}
 	if err != nil {
-		r.upstreamError(w, ctx, a, err, false)
+		r.upstreamError(w, req.Context(), a, err, false)
 		return
 	}
 	defer res.Body.Close()

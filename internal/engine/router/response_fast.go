@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"unsafe"
 )
 
 // The usual instance response (HTTP/1.1, a final status, a Content-Length, no
@@ -24,8 +25,9 @@ type respHead struct {
 
 // readHeadFast parses the response head at the start of c.br, or returns nil (having read
 // nothing) when it is not the usual kind. The body is left in c.br; the response's
-// ContentLength says how long it is.
-func (c *upConn) readHeadFast(req *http.Request) *http.Response {
+// ContentLength says how long it is. The header values are kept in scratch when they fit:
+// scratch must belong to this response alone and never change after.
+func (c *upConn) readHeadFast(req *http.Request, scratch []byte) *http.Response {
 	if req.Method == http.MethodHead {
 		return nil
 	}
@@ -52,7 +54,13 @@ func (c *upConn) readHeadFast(req *http.Request) *http.Response {
 	h.vals = h.vals[:0]
 	lines := buf[bytes.IndexByte(buf, '\n')+1 : end+2]
 	// One string holds every value; each value is a slice of it.
-	block := string(lines)
+	var block string
+	if len(lines) > 0 && len(lines) <= len(scratch) {
+		n := copy(scratch, lines)
+		block = unsafe.String(&scratch[0], n)
+	} else {
+		block = string(lines)
+	}
 	length := int64(-1)
 	for off := 0; off < len(lines); {
 		nl := bytes.IndexByte(lines[off:], '\n')

@@ -106,6 +106,9 @@ type Router struct {
 	// request.
 	direct bool
 
+	// attempts recycles the per-request state of the router's own client path.
+	attempts sync.Pool
+
 	table atomic.Pointer[table]
 	mu    sync.Mutex // serializes writers of table
 

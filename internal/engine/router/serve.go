@@ -17,8 +17,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
 )
 
 // ctxKey holds the request's *attempt in the upstream request's context, so the proxy's
@@ -26,7 +29,12 @@ import (
 type ctxKey struct{}
 
 // attempt is the per-request routing state. The proxy runs its hooks and the transport on
-// the handler's goroutine, so the fields need no locking.
+// the handler's goroutine, so the fields it uses need no locking; mu guards what the
+// request timeout and the client's cancellation touch from their own goroutines.
+//
+// Attempts of the router's own client path are pooled with their timer: a request costs
+// neither a fresh attempt, nor a timer, nor a context of its own. One whose timer or
+// cancellation callback may still be running is left to the garbage collector instead.
 type attempt struct {
 	dep       *deploymentState
 	in        *instance // the instance holding the request's slot
@@ -40,8 +48,26 @@ type attempt struct {
 	readingBody atomic.Bool
 	// requestURI is the request target on a.in for the router's own client.
 	requestURI string
-	// headerVals back the response's X-Request-Id and azureml-model-deployment values.
-	headerVals [2]string
+
+	// w is the client's response writer, for cutting a body read on timeout.
+	w http.ResponseWriter
+	// timer fires the request timeout (onTimeoutFn); it is made once per pooled attempt.
+	timer       clock.Timer
+	onTimeoutFn func()
+	onGoneFn    func()
+
+	mu sync.Mutex
+	// timedOut: the request timeout fired; gone: the client's request context ended.
+	timedOut, gone bool
+	// conn is the instance connection carrying the request, aborted by either.
+	conn *upConn
+	// rv is the request's responseValues.
+	rv *responseValues
+	// upBody is the response body of the router's own client.
+	upBody upstreamBody
+	// cancelDial cancels a dial under way; cancelProxy the proxy path's context.
+	cancelDial  context.CancelFunc
+	cancelProxy context.CancelCauseFunc
 }
 
 func attemptOf(ctx context.Context) *attempt {
@@ -49,15 +75,133 @@ func attemptOf(ctx context.Context) *attempt {
 	return a
 }
 
+// newAttempt returns a clean attempt, from the pool when one is there.
+func (r *Router) newAttempt() *attempt {
+	if a, ok := r.attempts.Get().(*attempt); ok {
+		return a
+	}
+	a := &attempt{}
+	// Bound once: a method value is an allocation each time it is taken.
+	a.onTimeoutFn, a.onGoneFn = a.onTimeout, a.onGone
+	return a
+}
+
+// recycle returns a to the pool, cleared but for its timer and callbacks.
+func (r *Router) recycle(a *attempt) {
+	timer, onTimeout, onGone := a.timer, a.onTimeoutFn, a.onGoneFn
+	a.body.rc = nil
+	a.body.read.Store(false)
+	a.readingBody.Store(false)
+	*a = attempt{timer: timer, onTimeoutFn: onTimeout, onGoneFn: onGone}
+	r.attempts.Put(a)
+}
+
+// startTimer arms the request timeout.
+func (r *Router) startTimer(a *attempt, d time.Duration) {
+	if a.timer == nil {
+		a.timer = r.clock.AfterFunc(d, a.onTimeoutFn)
+		return
+	}
+	a.timer.Reset(d)
+}
+
+// onTimeout is the request timeout: it aborts whatever the request is waiting for.
+func (a *attempt) onTimeout() {
+	a.mu.Lock()
+	a.timedOut = true
+	a.abortLocked()
+	if a.cancelProxy != nil {
+		a.cancelProxy(errRequestTimeout)
+	}
+	w := a.w
+	a.mu.Unlock()
+	if w != nil && a.readingBody.Load() {
+		// The timeout covers a client still sending its body too: cut the read. (Should
+		// the read finish in between, the request still gets its 504, as timedOut is
+		// already set; the client's connection just is not kept.)
+		_ = http.NewResponseController(w).SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+// onGone runs when the client's request context ends (the client went away, or the
+// server is shutting down): the instance's request is abandoned too.
+func (a *attempt) onGone() {
+	a.mu.Lock()
+	a.gone = true
+	a.abortLocked()
+	a.mu.Unlock()
+}
+
+// abortLocked makes the upstream I/O under way fail at once.
+func (a *attempt) abortLocked() {
+	if a.conn != nil {
+		a.conn.abort()
+	}
+	if a.cancelDial != nil {
+		a.cancelDial()
+	}
+}
+
+// over reports whether the request has ended: timed out, or abandoned by the client.
+func (a *attempt) over() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.timedOut || a.gone
+}
+
+// isTimedOut reports whether the request timeout fired.
+func (a *attempt) isTimedOut() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.timedOut
+}
+
+// attach makes c the connection the request's end aborts; false when it already ended.
+func (a *attempt) attach(c *upConn) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.timedOut || a.gone {
+		return false
+	}
+	a.conn = c
+	return true
+}
+
+// detach releases the connection; false when the request's end may have aborted it, so
+// it must not be reused.
+func (a *attempt) detach() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.conn = nil
+	return !a.timedOut && !a.gone
+}
+
+// setDialCancel registers the cancellation of a dial under way (nil when it is over);
+// false when the request already ended.
+func (a *attempt) setDialCancel(cancel context.CancelFunc) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cancelDial = cancel
+	return !a.timedOut && !a.gone
+}
+
 // ServeHTTP routes one scoring request; see the package documentation.
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h := w.Header()
-	reqID := requestID(req.Header.Get(RequestIDHeader))
-	// The attempt is made up front: its storage holds the response headers' values, which
-	// saves an allocation per header over h.Set.
-	a := &attempt{requestID: reqID}
-	a.headerVals[0] = reqID
-	h[canonicalRequestIDHeader] = a.headerVals[0:1:1]
+	// One allocation holds the response headers' values and a generated request id; h.Set
+	// would spend one per header.
+	rv := &responseValues{}
+	reqID := requestID(headerValue(req.Header, canonicalRequestIDHeader), &rv.id)
+	a := r.newAttempt()
+	pooled := true
+	defer func() {
+		if pooled {
+			r.recycle(a)
+		}
+	}()
+	a.requestID, a.rv = reqID, rv
+	rv.vals[0] = reqID
+	h[canonicalRequestIDHeader] = rv.vals[0:1:1]
 
 	name, suffix, ok := splitScoringPath(req.URL.EscapedPath())
 	if !ok {
@@ -71,14 +215,14 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			Message: fmt.Sprintf("endpoint %q not found", name)})
 		return
 	}
-	if !ep.authorize(req.Header.Get("Authorization")) {
+	if !ep.authorize(headerValue(req.Header, "Authorization")) {
 		h.Set("WWW-Authenticate", `Bearer realm="`+name+`"`)
 		writeError(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
 			Message: "missing or invalid credential: send Authorization: Bearer <key or token>"})
 		return
 	}
 
-	pinned := req.Header.Get(DeploymentHeader)
+	pinned := headerValue(req.Header, canonicalDeploymentHeader)
 	var dep *deploymentState
 	if pinned != "" {
 		if dep = ep.deployments[pinned]; dep == nil {
@@ -92,8 +236,8 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			Message: fmt.Sprintf("no deployment receives traffic in endpoint %q; set its traffic or pin a deployment with the %s header", name, DeploymentHeader)})
 		return
 	}
-	a.headerVals[1] = dep.name
-	h[canonicalDeploymentHeader] = a.headerVals[1:2:2]
+	rv.vals[1] = dep.name
+	h[canonicalDeploymentHeader] = rv.vals[1:2:2]
 	st := dep.stats
 	st.requests.Add(1)
 
@@ -112,24 +256,19 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
-	a.dep, a.in, a.suffix = dep, in, suffix
-	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := r.clock.AfterFunc(dep.timeout, func() {
-		cancel(errRequestTimeout)
-		if a.readingBody.Load() {
-			// The timeout covers a client still sending its body too: cut the read. (Should
-			// the read finish in between, the request still gets its 504, as ctx is
-			// already cancelled; the client's connection just is not kept.)
-			_ = http.NewResponseController(w).SetReadDeadline(aLongTimeAgo)
-		}
-	})
+	a.dep, a.in, a.suffix, a.w = dep, in, suffix, w
+	r.startTimer(a, dep.timeout)
+	// The client's going away ends the request too (context.AfterFunc is a no-op on a
+	// context that is never done, such as a test's).
+	stopGone := context.AfterFunc(req.Context(), a.onGoneFn)
 	var bodyBuf *[]byte // pooled, returned when nothing else holds the body
 	defer func() {
-		timer.Stop()
-		timedOut := errors.Is(context.Cause(ctx), errRequestTimeout)
-		cancel(nil)
+		// A callback that may still run keeps a out of the pool.
+		if !a.timer.Stop() || !stopGone() {
+			pooled = false
+		}
 		a.in.release()
-		if timedOut {
+		if a.isTimedOut() {
 			st.timeouts.Add(1)
 		}
 		st.observe(a.status)
@@ -145,16 +284,22 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	var body []byte
 	if direct && req.Body != nil && req.Body != http.NoBody {
 		var err error
-		// Set the flag before looking at ctx: a timeout that fires now either sees the
+		// Set the flag before looking at the timeout: one that fires now either sees the
 		// flag and cuts the read, or is seen here.
 		a.readingBody.Store(true)
-		if err = ctx.Err(); err == nil {
+		if !a.over() {
 			bodyBuf, body, direct, err = readBody(req)
+		} else {
+			err = errRequestEnded
 		}
 		a.readingBody.Store(false)
 		if err != nil {
-			r.upstreamError(w, ctx, a, fmt.Errorf("reading the request body: %w", err), true)
+			r.upstreamError(w, req.Context(), a, fmt.Errorf("reading the request body: %w", err), true)
 			return
+		}
+		if direct {
+			// Read to its end: closing it spares the server a discarding copy.
+			_ = req.Body.Close()
 		}
 	}
 	mirrored := pinned == "" && ep.mirror != nil && ep.mirror != dep && r.rand()*100 < float64(ep.mirrorPct)
@@ -162,10 +307,21 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if mirrored && r.mirrorBuffered(ep.mirror, req, a, body) {
 			bodyBuf = nil // the copy still reads it
 		}
-		r.forward(ctx, w, req, a, body)
+		r.forward(w, req, a, body)
 		return
 	}
 
+	// The proxy path hands a to the transport through the request's context, which may
+	// outlive the handler: it is not pooled.
+	pooled = false
+	ctx, cancel := context.WithCancelCause(req.Context())
+	defer cancel(nil)
+	a.mu.Lock()
+	a.cancelProxy = cancel
+	if a.timedOut {
+		cancel(errRequestTimeout)
+	}
+	a.mu.Unlock()
 	out := req.WithContext(context.WithValue(ctx, ctxKey{}, a))
 	if mirrored {
 		r.mirror(ep.mirror, out, a)
@@ -180,6 +336,25 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.Del(RequestIDHeader)
 	h.Del(DeploymentHeader)
 	r.proxy.ServeHTTP(w, out)
+}
+
+// responseValues backs the values of the router's response headers. Unlike the attempt
+// it is never reused: the server may write the header after the handler returned.
+// Its block holds the instance's response header lines too when they fit, which most
+// model servers' do (readHeadFast).
+type responseValues struct {
+	vals  [2]string
+	id    [36]byte
+	block [192]byte
+}
+
+// headerValue is h.Get for a key already in canonical form: Get canonicalizes its key,
+// which allocates for one that is not.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // splitScoringPath splits "/{endpoint}/score[/...]" into the endpoint and "/score[/...]".
@@ -229,8 +404,9 @@ func bearerToken(header string) (string, bool) {
 	return tok, tok != ""
 }
 
-// requestID keeps the client's request id when it is a sane token, or makes a UUID.
-func requestID(in string) string {
+// requestID keeps the client's request id when it is a sane token, or makes a UUID in buf
+// (which must never change after).
+func requestID(in string, buf *[36]byte) string {
 	if in != "" && len(in) <= 128 {
 		ok := true
 		for i := 0; i < len(in); i++ {
@@ -243,18 +419,17 @@ func requestID(in string) string {
 			return in
 		}
 	}
-	return newUUID()
+	return newUUID(buf)
 }
 
 // newUUID returns a random (version 4) UUID. Request ids need uniqueness, not secrecy, so
 // math/rand/v2's per-thread ChaCha8 source is enough and cheap.
-func newUUID() string {
+func newUUID(s *[36]byte) string {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
 	hex.Encode(s[0:8], b[0:4])
 	s[8] = '-'
 	hex.Encode(s[9:13], b[4:6])
@@ -264,7 +439,7 @@ func newUUID() string {
 	hex.Encode(s[19:23], b[8:10])
 	s[23] = '-'
 	hex.Encode(s[24:], b[10:])
-	return string(s[:])
+	return unsafe.String(&s[0], len(s))
 }
 
 // setTarget points u at the instance base URL followed by the escaped request suffix.
@@ -343,11 +518,11 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 // its body failed), 502 otherwise. w already carries the router's response headers.
 func (r *Router) upstreamError(w http.ResponseWriter, ctx context.Context, a *attempt, err error, clientSide bool) {
 	switch {
-	case errors.Is(context.Cause(ctx), errRequestTimeout):
+	case a.isTimedOut():
 		a.status = http.StatusGatewayTimeout
 		writeError(w, &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
 			Message: fmt.Sprintf("deployment %q did not answer within its request timeout of %s", a.dep.name, a.dep.timeout)})
-	case ctx.Err() != nil || clientSide:
+	case ctx.Err() != nil || a.over() || clientSide:
 		// The client went away (or the server is shutting down): nobody reads this.
 		a.status = 0
 		a.dep.stats.canceled.Add(1)

@@ -94,8 +94,6 @@ type upConn struct {
 
 	// resp is the response readHeadFast parses into (response_fast.go).
 	resp respHead
-	// abortFn is abort as a func value, made once per connection.
-	abortFn func()
 }
 
 // abort makes the connection's blocked and future I/O fail at once.
@@ -170,15 +168,16 @@ var errStaleConn = errors.New("pooled connection closed by the instance")
 
 // exchange sends req (head built from the inbound request, body in memory) to in and
 // returns the response. Its Body reads from the connection; at the end of the body the
-// connection goes back to in's pool. ctx's cancellation aborts the exchange, the body
-// included, and closes the connection, so the instance sees its request end.
+// connection goes back to in's pool. The request's end (its timeout, or the client going
+// away; see attempt) aborts the exchange, the body included, and closes the connection,
+// so the instance sees its request end.
 //
 // A request is sent twice only when the instance cannot have read the first copy (nothing
 // was written), or when it is idempotent as http.Transport counts it: a model that crashes
 // on a request must not be handed that request again.
-func (r *Router) exchange(ctx context.Context, req *http.Request, a *attempt, in *instance, body []byte) (*http.Response, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err // do not spend a pooled connection on a request already over
+func (r *Router) exchange(req *http.Request, a *attempt, in *instance, body []byte) (*http.Response, error) {
+	if a.over() {
+		return nil, errRequestEnded // do not spend a pooled connection on a request already over
 	}
 	for tries := 0; ; tries++ {
 		c := in.pool.get(r.clock.Now())
@@ -191,20 +190,31 @@ func (r *Router) exchange(ctx context.Context, req *http.Request, a *attempt, in
 		}
 		reused := c != nil
 		if !reused {
-			nc, err := upstreamDialer.DialContext(ctx, "tcp", in.addr)
+			nc, err := dial(req, a, in.addr)
 			if err != nil {
 				return nil, err
 			}
 			c = &upConn{nc: nc, br: bufio.NewReaderSize(nc, upstreamReadBuffer)}
-			c.abortFn = c.abort
 		}
-		res, err := r.exchangeOn(ctx, c, req, a, in, body, reused)
-		if errors.Is(err, errStaleConn) && tries == 0 && ctx.Err() == nil {
+		res, err := r.exchangeOn(c, req, a, in, body, reused)
+		if errors.Is(err, errStaleConn) && tries == 0 && !a.over() {
 			in.pool.drop()
 			continue
 		}
 		return res, err
 	}
+}
+
+// dial opens a connection to an instance; the request's end cancels it.
+func dial(req *http.Request, a *attempt, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	if !a.setDialCancel(cancel) {
+		return nil, errRequestEnded
+	}
+	nc, err := upstreamDialer.DialContext(ctx, "tcp", addr)
+	a.setDialCancel(nil)
+	return nc, err
 }
 
 // idleAlive reports whether an idle connection is still open and quiet: a peek that does
@@ -249,13 +259,11 @@ func idempotent(req *http.Request) bool {
 	return key || xkey
 }
 
-func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a *attempt, in *instance, body []byte, reused bool) (*http.Response, error) {
+func (r *Router) exchangeOn(c *upConn, req *http.Request, a *attempt, in *instance, body []byte, reused bool) (*http.Response, error) {
 	nc := c.nc
-	stop := context.AfterFunc(ctx, c.abortFn)
-	fail := func(err error) (*http.Response, error) {
-		stop()
+	if !a.attach(c) {
 		_ = nc.Close()
-		return nil, err
+		return nil, errRequestEnded
 	}
 
 	c.head = appendRequestHead(c.head[:0], req, a, in, len(body))
@@ -273,40 +281,42 @@ func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a
 	// On a reused connection, a failure before any byte of a response means the instance
 	// closed it: a fresh connection may carry the request again when the instance cannot
 	// have read this copy, or when reading it twice does no harm.
-	retryable := reused && ctx.Err() == nil && (written == 0 || idempotent(req))
+	retryable := reused && !a.over() && (written == 0 || idempotent(req))
 	if err != nil {
 		if retryable {
-			return fail(fmt.Errorf("%w: %w", errStaleConn, err))
+			return failOn(a, nc, fmt.Errorf("%w: %w", errStaleConn, err))
 		}
-		return fail(err)
+		return failOn(a, nc, err)
 	}
 
 	var res *http.Response
 	for {
 		if _, err := c.br.Peek(1); err != nil {
-			if retryable && res == nil && ctx.Err() == nil {
-				return fail(fmt.Errorf("%w: %w", errStaleConn, err))
+			if retryable && res == nil && !a.over() {
+				return failOn(a, nc, fmt.Errorf("%w: %w", errStaleConn, err))
 			}
-			return fail(err)
+			return failOn(a, nc, err)
 		}
-		if res = c.readHeadFast(req); res != nil {
+		if res = c.readHeadFast(req, a.rv.block[:]); res != nil {
 			break
 		}
 		res, err = http.ReadResponse(c.br, req)
 		if err != nil {
-			return fail(err)
+			return failOn(a, nc, err)
 		}
 		// Interim responses (such as 100 Continue to a forwarded Expect) are not for the
 		// client: the router already answered its Expect and has sent the whole body.
 		if res.StatusCode < 200 {
 			if res.StatusCode == http.StatusSwitchingProtocols {
-				return fail(errors.New("instance switched protocols on a request that asked for no upgrade"))
+				return failOn(a, nc, errors.New("instance switched protocols on a request that asked for no upgrade"))
 			}
 			continue
 		}
 		break
 	}
-	ub := &upstreamBody{rc: res.Body, c: c, pool: in.pool, stop: stop, reuse: !res.Close, r: r}
+	// The body lives in the attempt, which outlives its reading.
+	a.upBody = upstreamBody{rc: res.Body, c: c, pool: in.pool, a: a, reuse: !res.Close, r: r}
+	ub := &a.upBody
 	if res.Body == nil { // parsed by readHeadFast: the body is the next ContentLength bytes
 		ub.fixed = fixedBody{r: c.br, n: res.ContentLength}
 		ub.rc = &ub.fixed
@@ -315,13 +325,20 @@ func (r *Router) exchangeOn(ctx context.Context, c *upConn, req *http.Request, a
 	return res, nil
 }
 
+// failOn ends an exchange that failed: the connection is closed, never reused.
+func failOn(a *attempt, nc net.Conn, err error) (*http.Response, error) {
+	a.detach()
+	_ = nc.Close()
+	return nil, err
+}
+
 // upstreamBody is a response body read from an instance connection. At its end the
 // connection goes back to the pool; closed early, the connection is closed.
 type upstreamBody struct {
 	rc    io.ReadCloser
 	c     *upConn
 	pool  *connPool
-	stop  func() bool
+	a     *attempt
 	reuse bool
 	done  bool
 	r     *Router
@@ -347,11 +364,11 @@ func (b *upstreamBody) Close() error {
 }
 
 // finish gives the connection back when the whole response was read and nothing else
-// arrived after it; stop reports false when the cancellation already poisoned its
+// arrived after it; detach reports false when the request's end may have poisoned its
 // deadline.
 func (b *upstreamBody) finish(eof bool) {
 	b.done = true
-	if b.stop() && eof && b.reuse && b.c.br.Buffered() == 0 {
+	if b.a.detach() && eof && b.reuse && b.c.br.Buffered() == 0 {
 		b.pool.put(b.c, b.r.clock.Now())
 		return
 	}
