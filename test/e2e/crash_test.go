@@ -196,6 +196,22 @@ func (r *crashRound) crash() (restarted <-chan struct{}) {
 	return done
 }
 
+// crashAgainWhileRecovering kills the engine that came back after a crash within a moment
+// of its start, while it adopts, restarts and releases what the first one left: half the
+// rounds that kill mid-operation do this, as flapping power or an OOM killer would. It
+// waits for the next engine (the operation's retries start the embedded one; the test,
+// serve) and gives up quietly when none comes, because the operation needed none.
+func (r *crashRound) crashAgainWhileRecovering() {
+	r.t.Helper()
+	var pid int
+	if !r.poll(3*time.Second, func() bool { pid = r.enginePID(); return pid != 0 }) {
+		return
+	}
+	time.Sleep(time.Duration(r.rng.Int64N(int64(800 * time.Millisecond))))
+	r.t.Logf("killing engine %d again while it recovers", pid)
+	<-r.crash()
+}
+
 // during runs a command and SIGKILLs the engine at a random moment within window of its
 // start; it returns the command's output and exit code once both are over.
 func (r *crashRound) during(window time.Duration, name string, args ...string) (string, int) {
@@ -218,6 +234,10 @@ func (r *crashRound) during(window time.Duration, name string, args ...string) (
 	case <-time.After(time.Duration(r.rng.Int64N(int64(window)))):
 		r.killedMidOperation = true
 		restarted = r.crash()
+		if r.rng.IntN(2) == 0 {
+			<-restarted
+			r.crashAgainWhileRecovering()
+		}
 		err = <-exited
 	}
 	<-restarted
@@ -319,43 +339,67 @@ func (r *crashRound) checkClustersAtMinimum(ws string, minimums map[string]int64
 }
 
 // checkNoOrphanNodes waits until the node agents running for this data dir are exactly the
-// nodes the engine records (computes' nodes and endpoints' instances).
+// nodes the engine records (computes' nodes and endpoints' instances), node for node: no
+// agent of a node the engine forgot, and no node the engine counts whose agent is dead.
 func (r *crashRound) checkNoOrphanNodes(ws string) {
 	r.t.Helper()
-	var recorded, running int
+	var orphans, missing []string
 	ok := r.poll(60*time.Second, func() bool {
-		recorded, running = r.recordedNodes(ws), len(r.nodeAgents())
-		return recorded == running
+		recorded := r.recordedNodes(ws)
+		if recorded == nil {
+			return false
+		}
+		running := map[string]bool{}
+		orphans, missing = nil, nil
+		for _, a := range r.nodeAgents() {
+			node := a[strings.LastIndexByte(a, ' ')+1:]
+			running[node] = true
+			if !recorded[node] {
+				orphans = append(orphans, a)
+			}
+		}
+		for node := range recorded {
+			if !running[node] {
+				missing = append(missing, node)
+			}
+		}
+		return len(orphans) == 0 && len(missing) == 0
 	})
 	if !ok {
-		r.t.Fatalf("%d node agent processes run for %d nodes the engine records: %v", running, recorded, r.nodeAgents())
+		r.t.Fatalf("node agents without an engine record: %v; recorded nodes without a live agent: %v", orphans, missing)
 	}
 }
 
-func (r *crashRound) recordedNodes(ws string) int {
+// recordedNodes returns the keys of the nodes the engine records, or nil when it cannot
+// be asked.
+func (r *crashRound) recordedNodes(ws string) map[string]bool {
 	ctx := context.Background()
-	n := 0
+	nodes := map[string]bool{}
 	computes, err := r.client().ListComputes(ctx, ws)
 	if err != nil {
-		return -1
+		return nil
 	}
 	for _, cp := range computes {
 		full, err := r.client().GetCompute(ctx, ws, cp.Name)
 		if err != nil {
-			return -1
+			return nil
 		}
-		n += len(full.Nodes)
+		for _, n := range full.Nodes {
+			nodes[n.ID] = true
+		}
 	}
 	endpoints, err := r.client().ListEndpoints(ctx, ws)
 	if err != nil {
-		return -1
+		return nil
 	}
 	for _, ep := range endpoints {
 		for _, d := range ep.Deployments {
-			n += len(d.Instances)
+			for _, in := range d.Instances {
+				nodes[in.ID] = true
+			}
 		}
 	}
-	return n
+	return nodes
 }
 
 // nodeAgents lists the node agent processes serving a node of this data dir (a standby
@@ -418,7 +462,8 @@ func lastLines(s string, n int) string {
 }
 
 // crashConfig is the scenarios' configuration: a workspace, a cluster kept at one node,
-// one that scales from zero, and (with endpoint) an online endpoint of two deployments.
+// one that scales from zero, a compute instance, and (with endpoint) an online endpoint of
+// two deployments.
 func crashConfig(endpoint bool, blueVersion string, blueTraffic int) string {
 	hcl := requiredProviders + `
 provider "mlcompute" {}
@@ -449,6 +494,14 @@ resource "mlcompute_compute_cluster" "cold" {
   }
 }
 `
+	hcl += `
+resource "mlcompute_compute_instance" "dev" {
+  name                      = "dev"
+  workspace_id              = mlcompute_workspace.ws.id
+  vm_size                   = "Standard_DS2_v2"
+  idle_time_before_shutdown = "PT15M"
+}
+`
 	if !endpoint {
 		return hcl
 	}
@@ -475,11 +528,63 @@ resource "mlcompute_online_endpoint" "scoring" {
 
 var crashMinimums = map[string]int64{"warm": 1, "cold": 0}
 
-// crashDuringApply: the engine dies while terraform creates the workspace and clusters.
+// checkServing waits until what the state declares runs again after the crash: the instance
+// is Running, and each endpoint is Succeeded with every deployment at its instance count,
+// every instance of the current generation and ready (the older ones drained and gone), and
+// the router's live split equal to the declared traffic.
+func (r *crashRound) checkServing(ws string) {
+	r.t.Helper()
+	ctx := context.Background()
+	var why string
+	ok := r.poll(60*time.Second, func() bool {
+		in, err := r.client().GetCompute(ctx, ws, "dev")
+		if err != nil || in.State != api.InstanceRunning {
+			why = fmt.Sprintf("instance dev: %v (%v)", in, err)
+			return false
+		}
+		eps, err := r.client().ListEndpoints(ctx, ws)
+		if err != nil {
+			why = err.Error()
+			return false
+		}
+		for _, ep := range eps {
+			if ep.ProvisioningState != api.ProvisioningSucceeded {
+				why = fmt.Sprintf("endpoint %s: %s %s", ep.Name, ep.ProvisioningState, ep.Error)
+				return false
+			}
+			for name, d := range ep.Deployments {
+				if d.ReadyInstances != d.InstanceCount || int64(len(d.Instances)) != d.InstanceCount {
+					why = fmt.Sprintf("deployment %s: %d ready of %d instances %+v; want %d", name, d.ReadyInstances, len(d.Instances), d.Instances, d.InstanceCount)
+					return false
+				}
+				for _, in := range d.Instances {
+					if in.Generation != d.Generation {
+						why = fmt.Sprintf("deployment %s: instance %s of generation %d, current %d", name, in.ID, in.Generation, d.Generation)
+						return false
+					}
+				}
+			}
+			for name, pct := range ep.Traffic {
+				if ep.LiveTraffic[name] != pct {
+					why = fmt.Sprintf("endpoint %s: live traffic %v, declared %v", ep.Name, ep.LiveTraffic, ep.Traffic)
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if !ok {
+		r.t.Fatalf("not serving again 60s after the crash: %s", why)
+	}
+}
+
+// crashDuringApply: the engine dies while terraform creates the workspace, the clusters,
+// the instance and the endpoint.
 func crashDuringApply(r *crashRound) {
-	r.writeConfig(crashConfig(false, "", 0))
-	out, code := r.during(time.Second, terraform, "apply", "-auto-approve", "-no-color")
+	r.writeConfig(crashConfig(true, "1", 100))
+	out, code := r.during(2*time.Second, terraform, "apply", "-auto-approve", "-no-color")
 	r.converge(out, code)
+	r.checkServing("crash")
 	r.checkClustersAtMinimum("crash", crashMinimums)
 }
 
@@ -505,6 +610,7 @@ func crashDuringRollout(r *crashRound) {
 	r.writeConfig(crashConfig(true, "2", 50))
 	out, code := r.during(2500*time.Millisecond, terraform, "apply", "-auto-approve", "-no-color")
 	r.converge(out, code)
+	r.checkServing("crash")
 	ep := r.waitEndpoint("crash", "scoring", api.ProvisioningSucceeded)
 	if v := ep.Deployments["blue"].EnvironmentVariables["MODEL_VERSION"]; v != "2" || ep.Traffic["blue"] != 50 {
 		r.t.Fatalf("after the rollout: blue MODEL_VERSION %q traffic %v; want 2 and blue 50", v, ep.Traffic)
@@ -545,6 +651,10 @@ func crashDuringJobs(r *crashRound) {
 	time.Sleep(time.Duration(r.rng.Int64N(int64(2 * time.Second))))
 	r.killedMidOperation = true
 	<-r.crash()
+	if r.rng.IntN(2) == 0 {
+		r.wake() // the CLI starts the embedded engine only when asked
+		r.crashAgainWhileRecovering()
+	}
 	for i, j := range jobs {
 		var got api.Job
 		r.waitFor("job "+j.id+" finished", 90*time.Second, func() bool {
@@ -564,11 +674,13 @@ func crashDuringJobs(r *crashRound) {
 		if code != 0 {
 			r.t.Fatalf("job logs: %s", logs)
 		}
+		// Every line, once and in order: a crash must neither lose output nor replay it.
+		var want strings.Builder
 		for n := 1; n <= lines; n++ {
-			if want := fmt.Sprintf("job-%d-line-%d\n", i, n); !strings.Contains(logs, want) {
-				r.t.Errorf("job %s's log lacks %q:\n%s", j.id, strings.TrimSpace(want), lastLines(logs, 10))
-				break
-			}
+			fmt.Fprintf(&want, "job-%d-line-%d\n", i, n)
+		}
+		if logs != want.String() {
+			r.t.Errorf("job %s's log is not its %d lines, each once and in order:\n%s", j.id, lines, lastLines(logs, 10))
 		}
 	}
 	out, code := r.terraform("plan", "-detailed-exitcode")
