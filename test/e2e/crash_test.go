@@ -27,9 +27,13 @@ import (
 //   - every resource in Terraform's state exists once in the engine, and nothing else does;
 //   - a re-run apply changes nothing (plan -detailed-exitcode is 0);
 //   - clusters are at or above their minimum;
-//   - every node process belongs to a node the engine records, and after destroy no
-//     process of the data dir is left;
-//   - every finished job has its exit code and its full log.
+//   - the node agents are the engine's nodes, node for node, and after destroy no process
+//     of the data dir is left;
+//   - the instance runs again and the endpoint is rolled out, drained and on its split;
+//   - every finished job has its exit code and its full log, each line once, in order.
+//
+// Half the kills in the middle of an operation are followed by a second one while the new
+// engine recovers from the first.
 //
 // `make test` runs MLCOMPUTE_CRASH_ROUNDS=10 (the default); `make test-crash ROUNDS=50`
 // runs more. A failure names its round's seed; MLCOMPUTE_CRASH_SEED=S replays the rounds.
