@@ -115,10 +115,14 @@ type Env struct {
 	Cache      string
 }
 
+// CacheVar names, in a node task's environment, the directory environments are built
+// in; unset, it is the machine's own ~/.mlcompute/envs.
+const CacheVar = "MLCOMPUTE_ENV_CACHE"
+
 // setCache names the cache in a task's environment when it is not the machine's own.
 func (e Env) setCache(vars map[string]string) {
 	if e.Cache != "" {
-		vars["MLCOMPUTE_ENV_CACHE"] = e.Cache
+		vars[CacheVar] = e.Cache
 	}
 }
 

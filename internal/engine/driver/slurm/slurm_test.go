@@ -14,6 +14,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm/slurmtest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 )
 
 // waitLimit bounds each wait of the tests: a job starts within a second or two.
@@ -298,5 +299,22 @@ func testCycles(t *testing.T, c *slurmtest.Cluster) {
 	}
 	if jobs := c.Jobs(); len(jobs) > 0 {
 		t.Fatalf("after %d cycles squeue shows %v", cycles, jobs)
+	}
+}
+
+// Environments on Slurm nodes are built in the work dir every node shares (DESIGN 8): a
+// task's environment names that cache unless the engine named one itself.
+func TestTaskEnvNamesTheSharedEnvironmentCache(t *testing.T) {
+	d := &Driver{cfg: Config{Workdir: "/shared/work/"}}
+	got := d.taskEnv(map[string]string{"RANK": "0"})
+	if got[envprep.CacheVar] != "/shared/work/.mlcompute/envs" || got["RANK"] != "0" {
+		t.Errorf("taskEnv = %v; want the cache in the work dir and RANK kept", got)
+	}
+	named := map[string]string{envprep.CacheVar: "/elsewhere"}
+	if got := d.taskEnv(named); got[envprep.CacheVar] != "/elsewhere" {
+		t.Errorf("taskEnv replaced the engine's own cache: %v", got)
+	}
+	if got := d.taskEnv(nil); got[envprep.CacheVar] != "/shared/work/.mlcompute/envs" {
+		t.Errorf("taskEnv(nil) = %v", got)
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 )
 
 // remoteKey is a task's directory name in the tasks directory.
@@ -70,7 +72,7 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 	}
 	rkey := remoteKey(nodeKey, spec.Key)
 	dir := d.tasks.Dir + "/" + rkey
-	task := ssh.RemoteTask{Key: rkey, Env: spec.Env}
+	task := ssh.RemoteTask{Key: rkey, Env: d.taskEnv(spec.Env)}
 	if spec.CodeDir != "" {
 		task.WorkDir = d.tasks.Dir + "/" + rkey + ".code"
 		// Copied before the start, which runs the task only once: a second copy (of a
@@ -87,6 +89,21 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 	}
 	d.watchTask(n, nodeKey, spec.Key)
 	return nil
+}
+
+// taskEnv is a task's environment with the cache of environments (DESIGN 8) in the work
+// dir every node shares, beside the tasks: a build one node made is found by the others,
+// and it does not depend on the nodes sharing a home directory.
+func (d *Driver) taskEnv(env map[string]string) map[string]string {
+	if _, ok := env[envprep.CacheVar]; ok {
+		return env
+	}
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[envprep.CacheVar] = strings.TrimRight(d.cfg.Workdir, "/") + "/.mlcompute/envs"
+	return out
 }
 
 // watchTask waits for a task's end on the machine (a loop in sh, see ssh.TaskStore.Wait)
