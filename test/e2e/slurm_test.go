@@ -312,3 +312,65 @@ func TestE2E_SlurmNodeFailureAndInstance(t *testing.T) {
 	u.mustTerraform("destroy", "-auto-approve")
 	u.waitFor("no allocation left", 30*time.Second, func() bool { return len(u.engineJobs()) == 0 })
 }
+
+// TestE2E_SlurmEnvironment: a job in a system-managed environment on Slurm nodes. The
+// environment is built once, in the work dir every node shares (--slurm-workdir), and both
+// ranks of a 2-node job run in that one build.
+func TestE2E_SlurmEnvironment(t *testing.T) {
+	requireAcc(t)
+	needVenv(t)
+	slurmtest.Start(t)
+	u := newUser(t)
+	workdir, err := os.MkdirTemp("", "mlc-e2e-slurm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(workdir) })
+	u.startServe("--nodes", "slurm", "--slurm-workdir", workdir, "--slurm-partition", slurmtest.Partition)
+	u.writeConfig(requiredProviders + fmt.Sprintf(`
+provider "mlcompute" {}
+
+resource "mlcompute_workspace" "ws" {
+  name = %q
+}
+
+resource "mlcompute_compute_cluster" "cpu" {
+  name         = "cpu"
+  workspace_id = mlcompute_workspace.ws.id
+  vm_size      = "Standard_DS3_v2"
+  scale_settings = {
+    max_node_count                       = 2
+    scale_down_nodes_after_idle_duration = "PT0S"
+  }
+}
+
+resource "mlcompute_environment" "train" {
+  name         = "train"
+  workspace_id = mlcompute_workspace.ws.id
+  python       = { requirements = ["mlctest==0.1"], find_links = [%q] }
+}
+`, envWorkspace, wheelDir(t)))
+	u.mustTerraform("apply", "-auto-approve")
+
+	out, code := u.cli("job", "submit", "--workspace", envWorkspace, "--compute", "cpu", "--instance-count", "2",
+		"--environment", "train", "--", "python", "-c", importMLCTest)
+	if code != 0 {
+		t.Fatalf("job submit: exit %d: %s", code, out)
+	}
+	id := strings.TrimSpace(out)
+	job, log := u.finished(id, 3*time.Minute)
+	rank1, code := u.cli("job", "logs", "--workspace", envWorkspace, "--rank", "1", id)
+	if code != 0 {
+		t.Fatalf("job logs --rank 1: exit %d: %s", code, rank1)
+	}
+	cache := filepath.Join(workdir, ".mlcompute", "envs")
+	for rank, log := range []string{log, rank1} {
+		if job.Status != api.JobCompleted || !strings.Contains(log, "hello from mlctest in "+cache+"/") {
+			t.Fatalf("job %s (%s); want rank %d to import mlctest from a build in %s:\n%s", job.Status, job.Error, rank, cache, log)
+		}
+	}
+	if n := strings.Count(log+rank1, "mlcompute: building environment"); n != 1 {
+		t.Fatalf("the environment was built %d times for the two ranks; want once:\n%s\n%s", n, log, rank1)
+	}
+	u.mustTerraform("destroy", "-auto-approve")
+}
