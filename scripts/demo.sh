@@ -205,6 +205,11 @@ env_job() {
 
 step_environment() {
 	header "Jobs in the quickstart environment: the first builds it on its node, the second reuses it"
+	if command -v python3 >/dev/null && ! venv_works && command -v dpkg-query >/dev/null; then
+		# Debian's python3 needs python3-venv: install it as make test would (as root or
+		# with sudo -n), or say what to install.
+		scripts/test-deps.sh python3-venv || true
+	fi
 	if ! command -v python3 >/dev/null || ! venv_works; then
 		echo "skipped: python3 cannot make virtual environments here (Debian/Ubuntu: apt-get install python3-venv)"
 		return 0

@@ -4,6 +4,8 @@
 #
 #   scripts/test-deps.sh            install what is missing (apt-get), or fail naming it
 #   scripts/test-deps.sh --check    only report; exit 1 when something is missing
+#   scripts/test-deps.sh PKG...     the same for only these of the packages below (make demo
+#                                   asks for python3-venv alone)
 #
 # Missing packages are installed with apt-get when running as root or with passwordless
 # sudo; otherwise the script fails at once and names the exact packages to install. No test
@@ -26,6 +28,18 @@ packages=(
 	chromium       # the status page's test (make test-ui) in a real headless browser
 )
 
+check_only=false
+if [[ "${1:-}" == --check ]]; then
+	check_only=true
+	shift
+fi
+if (($# > 0)); then
+	for pkg in "$@"; do
+		[[ " ${packages[*]} " == *" $pkg "* ]] || { echo "test-deps: $pkg is not one of: ${packages[*]}" >&2; exit 2; }
+	done
+	packages=("$@")
+fi
+
 if [[ "${MLCOMPUTE_TEST_DEPS:-}" == skip ]]; then
 	echo "test-deps: MLCOMPUTE_TEST_DEPS=skip: not checking ${packages[*]}" >&2
 	exit 0
@@ -45,7 +59,7 @@ done
 if ((${#missing[@]} == 0)); then
 	exit 0
 fi
-if [[ "${1:-}" == --check ]]; then
+if $check_only; then
 	echo "test-deps: missing: ${missing[*]}" >&2
 	exit 1
 fi
