@@ -36,19 +36,23 @@ fi
 # fuzz runs one target. Go's fuzzer sometimes fails a run with a bare "context deadline
 # exceeded" when -fuzztime ends while a worker is still busy (a toolchain flake, not a
 # finding: a finding writes its input to testdata/fuzz). That one failure is run again once;
-# any other failure, or the same one twice, fails.
+# any other failure, or the same one twice, fails. A run's output is printed when it ends
+# (not as it goes), so a flake that was run again leaves no "--- FAIL" line in the log for
+# CI's count of failed tests.
 fuzz() {
 	local pkg="$1" name="$2" out
 	out="$(mktemp)"
 	trap 'rm -f "$out"' RETURN
-	if go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "${parallel[@]}" 2>&1 | tee "$out"; then
+	if go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "${parallel[@]}" >"$out" 2>&1; then
+		cat "$out"
 		return 0
 	fi
 	if grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input written to' "$out"; then
-		echo "==> fuzz $name: the fuzzer stopped on its own deadline (not a finding); running it once more"
+		echo "==> fuzz $name: the fuzzer stopped on its own deadline ('context deadline exceeded', no input written: a toolchain flake, not a finding); running it once more"
 		go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "${parallel[@]}"
 		return
 	fi
+	cat "$out"
 	return 1
 }
 
