@@ -85,25 +85,11 @@ func startDelay(j api.Job) time.Duration {
 	return j.StartedAt.Sub(j.SubmittedAt).Round(time.Millisecond)
 }
 
-const importMLCTest = `import mlctest, sys; print(mlctest.HELLO, "in", sys.prefix)`
-
-// TestE2E_Environments: a user declares environments with terraform (offline: a local wheel
-// directory and no index) and runs jobs in them with the CLI. The first job builds the
-// environment on its node; a second job on a new node of the same machine starts without a
-// build; two jobs at once with a new environment build it once; a bad requirement fails
-// its job with pip's message; a user-managed interpreter comes first on PATH.
-func TestE2E_Environments(t *testing.T) {
-	u := newUser(t)
-	needVenv(t)
-	wheels := wheelDir(t)
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if real, err := filepath.EvalSymlinks(py); err == nil {
-		py = real
-	}
-	u.writeConfig(requiredProviders + fmt.Sprintf(`
+// trainConfig is the environments' tests' configuration: a workspace, a cluster of up to
+// two nodes released as soon as they are idle, and the environment "train" built offline
+// from the wheels in the find_links directory.
+func trainConfig(wheels string) string {
+	return requiredProviders + fmt.Sprintf(`
 provider "mlcompute" {}
 
 resource "mlcompute_workspace" "ws" {
@@ -125,25 +111,46 @@ resource "mlcompute_environment" "train" {
   workspace_id = mlcompute_workspace.ws.id
   python       = { requirements = ["mlctest==0.1"], find_links = [%[2]q] }
 }
+`, envWorkspace, wheels)
+}
 
+const importMLCTest = `import mlctest, sys; print(mlctest.HELLO, "in", sys.prefix)`
+
+// TestE2E_Environments: a user declares environments with terraform (offline: a local wheel
+// directory and no index) and runs jobs in them with the CLI. The first job builds the
+// environment on its node; a second job on a new node of the same machine starts without a
+// build; two jobs at once with a new environment build it once; a bad requirement fails
+// its job with pip's message; a user-managed interpreter comes first on PATH.
+func TestE2E_Environments(t *testing.T) {
+	u := newUser(t)
+	needVenv(t)
+	wheels := wheelDir(t)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if real, err := filepath.EvalSymlinks(py); err == nil {
+		py = real
+	}
+	u.writeConfig(trainConfig(wheels) + fmt.Sprintf(`
 resource "mlcompute_environment" "twice" {
   name         = "twice"
   workspace_id = mlcompute_workspace.ws.id
-  python       = { requirements = ["mlctest"], find_links = [%[2]q] }
+  python       = { requirements = ["mlctest"], find_links = [%[1]q] }
 }
 
 resource "mlcompute_environment" "bad" {
   name         = "bad"
   workspace_id = mlcompute_workspace.ws.id
-  python       = { requirements = ["nope==9"], find_links = [%[2]q] }
+  python       = { requirements = ["nope==9"], find_links = [%[1]q] }
 }
 
 resource "mlcompute_environment" "mine" {
   name         = "mine"
   workspace_id = mlcompute_workspace.ws.id
-  user_managed = { interpreter_path = %[3]q }
+  user_managed = { interpreter_path = %[2]q }
 }
-`, envWorkspace, wheels, py))
+`, wheels, py))
 	u.mustTerraform("apply", "-auto-approve")
 	if out, code := u.terraform("plan", "-detailed-exitcode"); code != 0 {
 		t.Fatalf("plan after apply: exit %d:\n%s", code, out)

@@ -327,29 +327,7 @@ func TestE2E_SlurmEnvironment(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(workdir) })
 	u.startServe("--nodes", "slurm", "--slurm-workdir", workdir, "--slurm-partition", slurmtest.Partition)
-	u.writeConfig(requiredProviders + fmt.Sprintf(`
-provider "mlcompute" {}
-
-resource "mlcompute_workspace" "ws" {
-  name = %q
-}
-
-resource "mlcompute_compute_cluster" "cpu" {
-  name         = "cpu"
-  workspace_id = mlcompute_workspace.ws.id
-  vm_size      = "Standard_DS3_v2"
-  scale_settings = {
-    max_node_count                       = 2
-    scale_down_nodes_after_idle_duration = "PT0S"
-  }
-}
-
-resource "mlcompute_environment" "train" {
-  name         = "train"
-  workspace_id = mlcompute_workspace.ws.id
-  python       = { requirements = ["mlctest==0.1"], find_links = [%q] }
-}
-`, envWorkspace, wheelDir(t)))
+	u.writeConfig(trainConfig(wheelDir(t)))
 	u.mustTerraform("apply", "-auto-approve")
 
 	out, code := u.cli("job", "submit", "--workspace", envWorkspace, "--compute", "cpu", "--instance-count", "2",
