@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 )
 
@@ -362,7 +363,7 @@ func serveRouter(backendAddr, key string, conns int) (addr string, stop func(), 
 		r.Close()
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	srv := &leanhttp.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

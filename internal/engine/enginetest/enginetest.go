@@ -20,6 +20,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
@@ -105,7 +106,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	}
 	// Request latencies are wall time, so the metrics keep the real clock.
 	m := metrics.New(metrics.Options{Source: eng})
-	scoring := &http.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
+	scoring := &leanhttp.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = scoring.Serve(scoringLn) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := eng.Start(ctx); err != nil {

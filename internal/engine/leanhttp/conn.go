@@ -1,0 +1,307 @@
+package leanhttp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// readBufferSize is a connection's read buffer, net/http's size: a usual request's
+	// head must fit in it.
+	readBufferSize = 4 << 10
+	// writeBufferSize is a connection's write buffer.
+	writeBufferSize = 4 << 10
+	// watchDelay is how long a handler runs before its connection is watched for the
+	// client going away (see the package documentation).
+	watchDelay = 25 * time.Millisecond
+	// maxDiscard is the most of an unread request body read and thrown away after its
+	// handler returned so that the connection can be kept (net/http's
+	// maxPostHandlerReadBytes); a larger rest closes the connection instead.
+	maxDiscard = 256 << 10
+	// discardTimeout bounds that read.
+	discardTimeout = 10 * time.Second
+)
+
+// A connection's state, for Shutdown: an idle one (waiting for a request) may be closed.
+const (
+	stateIdle int32 = iota
+	stateActive
+	stateClosed
+)
+
+// aLongTimeAgo is a deadline in the past: setting it makes blocked I/O return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferSize) }}
+)
+
+// conn is one client connection served by the lean server.
+type conn struct {
+	s          *Server
+	nc         net.Conn
+	br         *bufio.Reader
+	bw         *bufio.Writer
+	ctx        context.Context
+	remoteAddr string
+	state      atomic.Int32
+	// headBuf holds a response's header lines between WriteHeader and the first write.
+	headBuf []byte
+	// pending holds a response's first body bytes until its framing is decided.
+	pending []byte
+	// lineBuf is where a response's status line and header are put together.
+	lineBuf []byte
+
+	// The watch of a request whose handler runs for watchDelay (watch.go).
+	watchMu    sync.Mutex
+	watchTimer *time.Timer
+	watched    *exchange // the request the timer is for; nil between requests
+	watching   bool
+	watchDone  chan struct{}
+	stopWatch  atomic.Bool // set while the watch is being ended on purpose
+}
+
+// exchange is one request and its response: one allocation per request, never reused, so
+// that a handler keeping a reference past its return cannot touch the next request.
+type exchange struct {
+	url    url.URL
+	body   body
+	w      response
+	cancel context.CancelFunc
+}
+
+func newConn(s *Server, nc net.Conn, base context.Context) *conn {
+	c := &conn{s: s, nc: nc, remoteAddr: nc.RemoteAddr().String()}
+	c.ctx = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
+	c.br = readers.Get().(*bufio.Reader)
+	c.br.Reset(nc)
+	c.bw = writers.Get().(*bufio.Writer)
+	c.bw.Reset(nc)
+	return c
+}
+
+// serve serves requests until the connection closes, fails, or is handed off.
+func (c *conn) serve() {
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			_ = c.nc.Close()
+			c.br.Reset(nil)
+			readers.Put(c.br)
+		}
+		c.bw.Reset(nil)
+		writers.Put(c.bw)
+		c.s.track(c, false)
+	}()
+	for {
+		if !c.awaitRequest() {
+			return
+		}
+		n, ok := c.readHead()
+		if n == 0 {
+			return // the client went away, or took too long
+		}
+		buf, _ := c.br.Peek(n)
+		var h head
+		if ok {
+			h, ok = parseHead(buf)
+		}
+		if !ok {
+			// Not a usual request: net/http gets it, and the rest of the connection.
+			_ = c.nc.SetReadDeadline(time.Time{})
+			handedOff = true
+			c.s.handOff(c.nc, c.br)
+			return
+		}
+		if c.s.IdleTimeout > 0 || c.s.ReadHeaderTimeout > 0 {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		_, _ = c.br.Discard(n)
+		if !c.serveRequest(&h) {
+			return
+		}
+	}
+}
+
+// awaitRequest waits for the first byte of the next request; false when the connection
+// is to be closed instead.
+func (c *conn) awaitRequest() bool {
+	if !c.state.CompareAndSwap(stateActive, stateIdle) && c.state.Load() != stateIdle {
+		return false
+	}
+	if c.s.closing.Load() && c.br.Buffered() == 0 {
+		return false
+	}
+	if c.s.IdleTimeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.IdleTimeout))
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		return false
+	}
+	return c.state.CompareAndSwap(stateIdle, stateActive)
+}
+
+// readHead waits until the buffer holds a whole request head and returns its length,
+// with ok false when it is not there for this server: larger than the buffer. n is 0
+// when the connection failed first.
+func (c *conn) readHead() (n int, ok bool) {
+	deadline := false
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if end := headEnd(buf); end > 0 {
+			return end, true
+		}
+		if len(buf) == c.br.Size() {
+			return len(buf), false
+		}
+		if !deadline && c.s.ReadHeaderTimeout > 0 {
+			// The head did not come in one piece: now its time counts.
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
+			deadline = true
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			return 0, false
+		}
+	}
+}
+
+// serveRequest runs the handler for a usual request and finishes its response; false
+// when the connection is to be closed.
+func (c *conn) serveRequest(h *head) (keep bool) {
+	x := &exchange{}
+	path, query, hasQuery := strings.Cut(h.target, "?")
+	x.url = url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""}
+	ctx, cancel := context.WithCancel(c.ctx)
+	x.cancel = cancel
+	defer cancel()
+	req := (&http.Request{
+		Method: h.method, URL: &x.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h.header, Host: h.host, RemoteAddr: c.remoteAddr, RequestURI: h.target,
+		ContentLength: h.contentLength, Close: h.close, Body: http.NoBody,
+	}).WithContext(ctx)
+	if h.contentLength > 0 {
+		x.body = body{c: c, remaining: h.contentLength}
+		req.Body = &x.body
+	} else {
+		x.body.done.Store(true)
+	}
+	w := &x.w
+	w.init(c, req)
+
+	c.watch(x)
+	completed := c.runHandler(w, req)
+	c.unwatch()
+	if !completed {
+		// A panic: what was committed goes out, the rest is dropped, and the connection
+		// closes, so the client sees the response cut rather than complete.
+		_ = c.bw.Flush()
+		return false
+	}
+	return c.finish(x)
+}
+
+// runHandler calls the handler; false when it panicked.
+func (c *conn) runHandler(w http.ResponseWriter, req *http.Request) (completed bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.s.logf("leanhttp: panic serving %v: %v\n%s", c.remoteAddr, v, buf)
+			}
+			completed = false
+		}
+	}()
+	c.s.Handler.ServeHTTP(w, req)
+	return true
+}
+
+// finish completes the response after its handler returned and reads what the handler
+// left of the request body; false when the connection is to be closed.
+func (c *conn) finish(x *exchange) bool {
+	b, w := &x.body, &x.w
+	b.mu.Lock()
+	rest := b.remaining
+	b.closed = true // a handler that kept the body cannot read the next request
+	b.mu.Unlock()
+	if rest > int64(c.br.Buffered())+maxDiscard {
+		w.closeAfter = true
+	}
+	if err := w.finish(); err != nil || w.closeAfter || c.s.closing.Load() {
+		return false
+	}
+	if rest > 0 {
+		if rest > int64(c.br.Buffered()) {
+			_ = c.nc.SetReadDeadline(time.Now().Add(discardTimeout))
+			defer func() { _ = c.nc.SetReadDeadline(time.Time{}) }()
+		}
+		if _, err := c.br.Discard(int(rest)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// body is a usual request's body: the next ContentLength bytes of the connection.
+type body struct {
+	c         *conn
+	mu        sync.Mutex
+	remaining int64
+	closed    bool
+	err       error
+	done      atomic.Bool // read to its end: the connection may be watched
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.remaining == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.remaining {
+		p = p[:b.remaining]
+	}
+	n, err := b.c.br.Read(p)
+	b.remaining -= int64(n)
+	switch {
+	case b.remaining == 0:
+		b.done.Store(true)
+		err = io.EOF
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.err = err
+		b.c.failed()
+	}
+	return n, err
+}
+
+// Close ends the handler's reading; what is left is read (or the connection closed)
+// after the handler returns, as net/http does.
+func (b *body) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return nil
+}
+
+// failed marks the connection broken by a failed read of a request body: it is not kept.
+func (c *conn) failed() { c.state.Store(stateClosed) }

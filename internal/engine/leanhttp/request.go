@@ -1,0 +1,170 @@
+package leanhttp
+
+import (
+	"bytes"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// maxHeaders bounds the header lines of a usual request; a request with more goes to
+// net/http, whose own limit is the head's size.
+const maxHeaders = 64
+
+// head is a usual request's head, parsed from the bytes at the start of the connection's
+// buffer.
+type head struct {
+	method, target, host string
+	contentLength        int64 // 0 when there is no body
+	close                bool  // Connection: close
+	header               http.Header
+}
+
+// parseHead parses the request head in b, which ends with the blank line. It reports
+// false when the request is not of the usual kind (see the package documentation);
+// nothing in b is retained then. On success every string of h is a slice of one copy of
+// b, made once.
+func parseHead(b []byte) (h head, ok bool) {
+	if !bytes.HasSuffix(b, []byte("\r\n\r\n")) {
+		return head{}, false // a line ended in a bare LF
+	}
+	s := string(b) // the one allocation that backs every string of the request
+	line, rest, _ := strings.Cut(s, "\r\n")
+	method, line, ok1 := strings.Cut(line, " ")
+	target, proto, ok2 := strings.Cut(line, " ")
+	if !ok1 || !ok2 || proto != "HTTP/1.1" || !validMethod(method) || !plainTarget(target) {
+		return head{}, false
+	}
+	h.method, h.target = method, target
+
+	// Count first, so the header map is made once with its size.
+	lines := strings.Count(rest, "\r\n") - 1
+	if lines < 1 || lines > maxHeaders {
+		return head{}, false // a Host header is required
+	}
+	h.header = make(http.Header, lines)
+	values := make([]string, 0, lines)
+	hosts, lengths := 0, 0
+	for {
+		line, rest, _ = strings.Cut(rest, "\r\n")
+		if line == "" {
+			break
+		}
+		name, value, found := strings.Cut(line, ":")
+		if !found || !httpguts.ValidHeaderFieldName(name) {
+			return head{}, false // includes a folded line, which starts with white space
+		}
+		value = textproto.TrimString(value)
+		if !httpguts.ValidHeaderFieldValue(value) {
+			return head{}, false
+		}
+		key := canonicalKey(name)
+		switch key {
+		case "Host":
+			hosts++
+			h.host = value
+			continue // Request.Host, as net/http has it
+		case "Content-Length":
+			lengths++
+			if h.contentLength = parseLength(value); h.contentLength < 0 {
+				return head{}, false
+			}
+		case "Transfer-Encoding", "Expect", "Upgrade":
+			return head{}, false
+		case "Connection":
+			if httpguts.HeaderValuesContainsToken([]string{value}, "upgrade") {
+				return head{}, false
+			}
+			if httpguts.HeaderValuesContainsToken([]string{value}, "close") {
+				h.close = true
+			}
+		}
+		values = append(values, value)
+		if prev, ok := h.header[key]; ok {
+			h.header[key] = append(prev[:len(prev):len(prev)], value)
+		} else {
+			h.header[key] = values[len(values)-1 : len(values) : len(values)]
+		}
+	}
+	if hosts != 1 || lengths > 1 || !httpguts.ValidHostHeader(h.host) {
+		return head{}, false
+	}
+	return h, true
+}
+
+// validMethod reports whether m is a token this server handles: HEAD (whose response
+// has no body), CONNECT and PRI (HTTP/2's preface) are net/http's.
+func validMethod(m string) bool {
+	switch m {
+	case "GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS":
+		return true
+	case "", "HEAD", "CONNECT", "PRI":
+		return false
+	}
+	for _, r := range m {
+		if !httpguts.IsTokenRune(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainTarget reports whether a request target is in origin form and its path is one
+// url.URL keeps as it is (no escapes, nothing to escape), so Path needs no decoding and
+// RawPath stays empty. Its query may hold any printable ASCII.
+func plainTarget(t string) bool {
+	if t == "" || t[0] != '/' || strings.HasPrefix(t, "//") {
+		return false
+	}
+	path, query, _ := strings.Cut(t, "?")
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=:@/", c) >= 0:
+		default:
+			return false
+		}
+	}
+	for i := 0; i < len(query); i++ {
+		if query[i] <= ' ' || query[i] >= 0x7f || query[i] == '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseLength parses a Content-Length value, or returns -1.
+func parseLength(s string) int64 {
+	if s == "" || len(s) > 18 {
+		return -1
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return -1
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	return n
+}
+
+// canonicalKey is textproto.CanonicalMIMEHeaderKey, which returns a name already in
+// canonical form without allocating; clients send most names that way.
+func canonicalKey(name string) string { return textproto.CanonicalMIMEHeaderKey(name) }
+
+// headEnd returns the length of the request head at the start of b (through its first
+// empty line), or -1 when b does not hold all of it yet. A head whose lines end in a bare
+// LF ends too, so that it is not waited on: parseHead then refuses it.
+func headEnd(b []byte) int {
+	end := -1
+	if i := bytes.Index(b, []byte("\n\r\n")); i >= 0 {
+		end = i + 3
+	}
+	if i := bytes.Index(b, []byte("\n\n")); i >= 0 && (end < 0 || i+2 < end) {
+		end = i + 2
+	}
+	return end
+}

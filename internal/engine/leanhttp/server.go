@@ -1,0 +1,245 @@
+package leanhttp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves HTTP/1.1 on a listener: the usual request itself, every other connection
+// through an embedded net/http server with the same handler and timeouts. Set its fields
+// before Serve; a Server serves one listener.
+type Server struct {
+	Handler http.Handler
+	// ReadHeaderTimeout bounds the reading of a request head; zero is no limit.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a kept-alive connection; zero
+	// is no limit.
+	IdleTimeout time.Duration
+	// ErrorLog receives handler panics and accept errors; nil is the log package's.
+	ErrorLog *log.Logger
+
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    map[*conn]struct{}
+	fallback *http.Server
+	handoff  *handoffListener
+	closing  atomic.Bool
+	handoffs atomic.Int64 // connections handed to the fallback, for tests
+	served   sync.WaitGroup // the fallback's Serve
+}
+
+// Serve accepts connections on ln until Shutdown or Close, and returns
+// http.ErrServerClosed then (or the listener's error).
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return http.ErrServerClosed
+	}
+	if s.ln != nil {
+		s.mu.Unlock()
+		return errors.New("leanhttp: Serve called twice")
+	}
+	s.ln = ln
+	s.conns = map[*conn]struct{}{}
+	s.handoff = &handoffListener{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+	s.fallback = &http.Server{
+		Handler: s.Handler, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout, ErrorLog: s.ErrorLog,
+	}
+	s.served.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.served.Done()
+		_ = s.fallback.Serve(s.handoff)
+	}()
+
+	base := context.WithValue(context.Background(), http.ServerContextKey, s.fallback)
+	var delay time.Duration // after a temporary accept error, as net/http does
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.logf("leanhttp: accept error: %v; retrying in %v", err, delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := newConn(s, nc, base)
+		if !s.track(c, true) {
+			_ = nc.Close()
+			return http.ErrServerClosed
+		}
+		go c.serve()
+	}
+}
+
+// track adds or removes c from the connections Shutdown and Close see; adding fails once
+// the server is closing.
+func (s *Server) track(c *conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.conns, c)
+		return true
+	}
+	if s.closing.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// handOff gives nc, with what was read of it but not consumed, to the net/http server.
+func (s *Server) handOff(nc net.Conn, br *bufio.Reader) {
+	s.handoffs.Add(1)
+	var bc net.Conn = nc
+	if br.Buffered() > 0 {
+		bc = &bufferedConn{Conn: nc, br: br}
+	}
+	select {
+	case s.handoff.conns <- bc:
+	case <-s.handoff.done:
+		_ = nc.Close()
+	}
+}
+
+// Shutdown stops accepting connections, closes idle ones, lets requests in flight finish
+// (their responses say Connection: close), and returns when every connection is closed
+// or ctx ends, as http.Server.Shutdown does.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.beginClose()
+	fallbackDone := make(chan error, 1)
+	go func() {
+		if s.fallback == nil {
+			fallbackDone <- nil
+			return
+		}
+		fallbackDone <- s.fallback.Shutdown(ctx)
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !s.closeIdle() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return <-fallbackDone
+}
+
+// Close closes the listener and every connection at once, as http.Server.Close does.
+func (s *Server) Close() error {
+	s.beginClose()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.nc.Close()
+	}
+	s.mu.Unlock()
+	var err error
+	if s.fallback != nil {
+		err = s.fallback.Close()
+	}
+	return err
+}
+
+// beginClose marks the server closing and closes its listeners.
+func (s *Server) beginClose() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Swap(true) {
+		return
+	}
+	if s.ln != nil {
+		_ = s.ln.Close()
+		s.handoff.close()
+	}
+}
+
+// closeIdle closes the connections waiting for a request and reports whether none is
+// left.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			_ = c.nc.Close()
+		}
+	}
+	return len(s.conns) == 0
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.ErrorLog != nil {
+		s.ErrorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// handoffListener is the net/http server's listener: it "accepts" the connections the
+// lean server hands off.
+type handoffListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.close()
+	return nil
+}
+
+func (l *handoffListener) close() { l.once.Do(func() { close(l.done) }) }
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// bufferedConn is a connection whose first bytes were already read into br.
+type bufferedConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if c.br != nil {
+		if c.br.Buffered() > 0 {
+			return c.br.Read(p)
+		}
+		c.br = nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite lets net/http half-close the connection before closing it, as it does on a
+// *net.TCPConn, so a client still sending gets the response rather than a reset.
+func (c *bufferedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
