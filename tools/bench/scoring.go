@@ -564,7 +564,7 @@ func startRouterProc(cfg routerConfig, workers int) (*routerProc, error) {
 		return nil, err
 	}
 	p := &routerProc{cmd: exec.Command(self, "-serve-router"), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(workers))
+	p.cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(workers), "GOGC=400")
 	p.cmd.Stderr = os.Stderr
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err

@@ -27,40 +27,35 @@ type head struct {
 // nothing in b is retained then. On success every string of h is a slice of one copy of
 // b, made once.
 func parseHead(b []byte) (h head, ok bool) {
-	if !bytes.HasSuffix(b, []byte("\r\n\r\n")) {
-		return head{}, false // a line ended in a bare LF
+	lines, clean := cleanLines(b)
+	if !clean || !bytes.HasSuffix(b, []byte("\r\n\r\n")) {
+		return head{}, false
 	}
 	s := string(b) // the one allocation that backs every string of the request
-	line, rest, _ := strings.Cut(s, "\r\n")
-	method, line, ok1 := strings.Cut(line, " ")
-	target, proto, ok2 := strings.Cut(line, " ")
+	end := strings.IndexByte(s, '\r')
+	method, rest, ok1 := strings.Cut(s[:end], " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
 	if !ok1 || !ok2 || proto != "HTTP/1.1" || !validMethod(method) || !plainTarget(target) {
 		return head{}, false
 	}
 	h.method, h.target = method, target
 
-	// Count first, so the header map is made once with its size.
-	lines := strings.Count(rest, "\r\n") - 1
+	lines -= 2 // the request line and the blank one
 	if lines < 1 || lines > maxHeaders {
 		return head{}, false // a Host header is required
 	}
 	h.header = make(http.Header, lines)
 	values := make([]string, 0, lines)
 	hosts, lengths := 0, 0
-	for {
-		line, rest, _ = strings.Cut(rest, "\r\n")
-		if line == "" {
-			break
-		}
-		name, value, found := strings.Cut(line, ":")
-		if !found || !httpguts.ValidHeaderFieldName(name) {
+	for pos := end + 2; s[pos] != '\r'; {
+		end = pos + strings.IndexByte(s[pos:], '\r')
+		line := s[pos:end]
+		pos = end + 2
+		colon := strings.IndexByte(line, ':')
+		if colon <= 0 || !validName(line[:colon]) {
 			return head{}, false // includes a folded line, which starts with white space
 		}
-		value = textproto.TrimString(value)
-		if !httpguts.ValidHeaderFieldValue(value) {
-			return head{}, false
-		}
-		key := canonicalKey(name)
+		key, value := canonicalKey(line[:colon]), trimSpace(line[colon+1:])
 		switch key {
 		case "Host":
 			hosts++
@@ -74,12 +69,10 @@ func parseHead(b []byte) (h head, ok bool) {
 		case "Transfer-Encoding", "Expect", "Upgrade":
 			return head{}, false
 		case "Connection":
-			if httpguts.HeaderValuesContainsToken([]string{value}, "upgrade") {
+			if hasToken(value, "upgrade") {
 				return head{}, false
 			}
-			if httpguts.HeaderValuesContainsToken([]string{value}, "close") {
-				h.close = true
-			}
+			h.close = h.close || hasToken(value, "close")
 		}
 		values = append(values, value)
 		if prev, ok := h.header[key]; ok {
@@ -92,6 +85,67 @@ func parseHead(b []byte) (h head, ok bool) {
 		return head{}, false
 	}
 	return h, true
+}
+
+// cleanLines reports whether every line of b ends in CRLF and no other control byte but
+// HTAB appears (what net/http allows in a header value, and more than it allows
+// anywhere else), and counts the lines.
+func cleanLines(b []byte) (lines int, ok bool) {
+	for i, c := range b {
+		if c >= 0x20 && c != 0x7f || c == '\t' {
+			continue
+		}
+		switch {
+		case c == '\r' && i+1 < len(b) && b[i+1] == '\n':
+		case c == '\n' && i > 0 && b[i-1] == '\r':
+			lines++
+		default:
+			return 0, false
+		}
+	}
+	return lines, true
+}
+
+// validName reports whether a header name is a token, as httpguts.ValidHeaderFieldName.
+func validName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if !tokenByte[name[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenByte holds the bytes of an RFC 9110 token.
+var tokenByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = httpguts.IsTokenRune(rune(c)) && c < 0x80
+	}
+	return t
+}()
+
+// trimSpace trims the spaces and tabs around a header value (the line holds no CR or
+// LF), as textproto does.
+func trimSpace(v string) string {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
+}
+
+// hasToken reports whether a comma-separated header value lists token, ignoring case.
+func hasToken(v, token string) bool {
+	for v != "" {
+		var t string
+		t, v, _ = strings.Cut(v, ",")
+		if strings.EqualFold(trimSpace(t), token) {
+			return true
+		}
+	}
+	return false
 }
 
 // validMethod reports whether m is a token this server handles: HEAD (whose response

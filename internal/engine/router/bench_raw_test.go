@@ -14,10 +14,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// BenchmarkRouterAllocs measures the router alone: the client and the instance are raw
-// HTTP/1.1 over loopback keep-alive connections that allocate nothing per request, so
-// allocs/op and B/op are the router's (net/http's server side included), which is what
-// the allocation budget counts. Timing is comparable with BenchmarkRawDirect.
+// BenchmarkRouterAllocs measures the router alone, served as the engine serves it (on
+// leanhttp): the client and the instance are raw HTTP/1.1 over loopback keep-alive
+// connections that allocate nothing per request, so allocs/op and B/op are the router's
+// (its HTTP server included), which is what the allocation budget counts. Timing is
+// comparable with BenchmarkRawDirect.
 func BenchmarkRouterAllocs(b *testing.B) {
 	backend := rawBackend(b)
 	r := New(Options{Logger: hclog.NewNullLogger()})
@@ -32,14 +33,8 @@ func BenchmarkRouterAllocs(b *testing.B) {
 			Name: "blue", Backends: []Backend{{ID: "b-0", URL: u, Ready: true}}, MaxConcurrentPerInstance: 1 << 20,
 		}},
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	b.Cleanup(func() { _ = srv.Close() })
-	rawLoad(b, ln.Addr().String(), "/bench/score", "Authorization: Bearer "+testPrimary+"\r\n")
+	front := newFront(b, r)
+	rawLoad(b, front.Listener.Addr().String(), "/bench/score", "Authorization: Bearer "+testPrimary+"\r\n")
 }
 
 // BenchmarkRawDirect is BenchmarkRouterAllocs's load sent straight to the instance.
@@ -144,21 +139,27 @@ func rawMessage(br *bufio.Reader, scratch []byte) (bool, error) {
 	return ok, err
 }
 
-// BenchmarkServerFloor is BenchmarkRouterAllocs's load against a net/http server whose
-// handler only answers: the allocations and time any handler on net/http's server costs,
-// which the router's budget includes.
+// BenchmarkServerFloor is BenchmarkRouterAllocs's load against a server whose handler
+// only answers, on net/http and on leanhttp: the allocations and time the server alone
+// costs, which the router's budget includes.
 func BenchmarkServerFloor(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	answer := []byte(`{"predictions":[0.1,0.9]}`)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header()["Content-Type"] = []string{"application/json"}
 		_, _ = w.Write(answer)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	b.Cleanup(func() { _ = srv.Close() })
-	rawLoad(b, ln.Addr().String(), "/bench/score", "")
+	})
+	b.Run("server=net-http", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h}
+		go func() { _ = srv.Serve(ln) }()
+		b.Cleanup(func() { _ = srv.Close() })
+		rawLoad(b, ln.Addr().String(), "/bench/score", "")
+	})
+	b.Run("server=leanhttp", func(b *testing.B) {
+		rawLoad(b, newFront(b, h).Listener.Addr().String(), "/bench/score", "")
+	})
 }

@@ -80,8 +80,7 @@ func BenchmarkRouterProxy(b *testing.B) {
 			Name: "blue", Backends: []Backend{u}, MaxConcurrentPerInstance: 1 << 20,
 		}},
 	})
-	front := httptest.NewServer(r)
-	b.Cleanup(front.Close)
+	front := newFront(b, r)
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("Authorization", "Bearer "+testPrimary)

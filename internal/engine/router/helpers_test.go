@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 )
 
 // failsafe bounds every wait in these tests so a bug hangs nothing; no test asserts on
@@ -229,4 +232,42 @@ func sequence(t testing.TB, vals ...float64) func() float64 {
 		vals = vals[1:]
 		return v
 	}
+}
+
+// frontServer serves a router the way the engine does: on the lean HTTP/1.1 server, which
+// hands unusual requests to net/http (internal/engine/leanhttp).
+type frontServer struct {
+	URL      string
+	Listener net.Listener
+	accepted atomic.Int64 // client connections accepted
+	srv      *leanhttp.Server
+}
+
+func newFront(t testing.TB, h http.Handler) *frontServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &frontServer{URL: "http://" + ln.Addr().String(), srv: &leanhttp.Server{Handler: h, ReadHeaderTimeout: failsafe}}
+	f.Listener = &countingListener{Listener: ln, accepted: &f.accepted}
+	go func() { _ = f.srv.Serve(f.Listener) }()
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *frontServer) Close() { _ = f.srv.Close() }
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted *atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
 }

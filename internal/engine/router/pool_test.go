@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +16,7 @@ func TestClientGone_AbandonsTheUpstreamRequest(t *testing.T) {
 	b := newHoldingBackend(t, "blue")
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
-	front := httptest.NewServer(r)
-	t.Cleanup(front.Close)
+	front := newFront(t, r)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -70,8 +68,7 @@ func TestPooledState_EveryRequestKeepsItsOwnIDsAndHeaders(t *testing.T) {
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 50, "green": 50},
 		deployment("blue", 4, blue), deployment("green", 4, green)))
-	front := httptest.NewServer(r)
-	t.Cleanup(front.Close)
+	front := newFront(t, r)
 
 	seen := map[string]bool{}
 	for i := 0; i < 200; i++ {

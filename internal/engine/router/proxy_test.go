@@ -194,8 +194,7 @@ func TestTimeout_AfterTheHeadersAbortsTheResponse(t *testing.T) {
 	d := deployment("blue", 1, &testBackend{Server: backend})
 	d.RequestTimeout = time.Second
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
-	front := httptest.NewServer(r)
-	t.Cleanup(front.Close)
+	front := newFront(t, r)
 
 	type result struct {
 		status int
@@ -240,8 +239,7 @@ func TestProxy_HeadersSurviveExpectContinue(t *testing.T) {
 	b := newBackend(t, "blue")
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
-	front := httptest.NewServer(r)
-	t.Cleanup(front.Close)
+	front := newFront(t, r)
 	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: failsafe}}
 	t.Cleanup(client.CloseIdleConnections)
 

@@ -61,10 +61,7 @@ func TestUpstream_KeepAliveToTheClientAndTheInstance(t *testing.T) {
 	b, backendConns := newCountedBackend(t, "blue")
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
-	front := httptest.NewUnstartedServer(r)
-	frontConns := countConns(front)
-	front.Start()
-	t.Cleanup(front.Close)
+	front := newFront(t, r)
 	client := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(client.CloseIdleConnections)
 
@@ -82,7 +79,7 @@ func TestUpstream_KeepAliveToTheClientAndTheInstance(t *testing.T) {
 			t.Fatalf("request %d: %d %q", i, res.StatusCode, body)
 		}
 	}
-	if got := frontConns.opened.Load(); got != 1 {
+	if got := front.accepted.Load(); got != 1 {
 		t.Fatalf("the client needed %d connections for %d sequential requests, want 1", got, n)
 	}
 	if got := backendConns.opened.Load(); got != 1 {
@@ -358,8 +355,7 @@ func TestProxy_ResponseTrailersAreForwarded(t *testing.T) {
 	t.Cleanup(backend.Close)
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, &testBackend{Server: backend})))
-	front := httptest.NewServer(r)
-	t.Cleanup(front.Close)
+	front := newFront(t, r)
 
 	req, _ := http.NewRequest(http.MethodPost, front.URL+ScoringPath("ep"), strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+testPrimary)
@@ -384,8 +380,7 @@ func TestTimeout_AClientStillSendingItsBodyGets504(t *testing.T) {
 	d := deployment("blue", 1, b)
 	d.RequestTimeout = 2 * time.Second
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
-	front := httptest.NewServer(r)
-	t.Cleanup(front.Close)
+	front := newFront(t, r)
 
 	conn, err := net.Dial("tcp", front.Listener.Addr().String())
 	if err != nil {
