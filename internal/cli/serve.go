@@ -82,6 +82,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	daemon.SetGCPace()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{

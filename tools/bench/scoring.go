@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 )
@@ -195,8 +196,8 @@ func runScoring(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs, %d nginx workers, router GOMAXPROCS %d, no CPU pinning\n",
-		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU(), workers, workers)
+	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs, %d nginx workers, router GOMAXPROCS %d and GOGC %d (the engine's), no CPU pinning\n",
+		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU(), workers, workers, daemon.GCPercent)
 	results, err := scoringRuns(ctx, loaded, targets, backendPid, o.wrkDuration, o.runs)
 	if o.cpuProfile != "" {
 		// The profile covers the loaded runs only; the router served nothing else then.
@@ -564,7 +565,7 @@ func startRouterProc(cfg routerConfig, workers int) (*routerProc, error) {
 		return nil, err
 	}
 	p := &routerProc{cmd: exec.Command(self, "-serve-router"), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(workers), "GOGC=400")
+	p.cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(workers))
 	p.cmd.Stderr = os.Stderr
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -640,6 +641,7 @@ func serveRouterProcess(stdin io.Reader, stdout io.Writer) (err error) {
 	if err := json.Unmarshal(line, &cfg); err != nil {
 		return fmt.Errorf("reading the configuration: %w", err)
 	}
+	daemon.SetGCPace() // the engine's pace (mlcompute serve)
 	addr, stop, err := serveRouter(cfg.Backend, cfg.Key, cfg.Conns)
 	if err != nil {
 		return err
