@@ -63,6 +63,11 @@ type conn struct {
 	// lineBuf is where a response's status line and header are put together.
 	lineBuf []byte
 
+	// current is the request being served, for stopGoneFn.
+	current *exchange
+	// stopGoneFn is current's AfterClientGone stop function, bound once.
+	stopGoneFn func() bool
+
 	// The watch of a request whose handler runs for watchDelay (watch.go).
 	watchMu    sync.Mutex
 	watchTimer *time.Timer
@@ -78,7 +83,29 @@ type exchange struct {
 	url    url.URL
 	body   body
 	w      response
+	ctx    context.Context
 	cancel context.CancelFunc
+	// onGone is the handler's AfterClientGone callback; gone says whether it was stopped
+	// (goneStopped) or started (goneStarted).
+	onGone func()
+	gone   atomic.Int32
+}
+
+const (
+	goneStopped int32 = 1 + iota
+	goneStarted
+)
+
+// clientGone ends x because its client went away: its context is canceled and the
+// handler's callback, unless stopped, runs.
+func (c *conn) clientGone(x *exchange) {
+	x.cancel()
+	c.watchMu.Lock()
+	f := x.onGone
+	c.watchMu.Unlock()
+	if f != nil && x.gone.CompareAndSwap(0, goneStarted) {
+		f()
+	}
 }
 
 func newConn(s *Server, nc net.Conn, base context.Context) *conn {
@@ -88,6 +115,7 @@ func newConn(s *Server, nc net.Conn, base context.Context) *conn {
 	c.br.Reset(nc)
 	c.bw = writers.Get().(*bufio.Writer)
 	c.bw.Reset(nc)
+	c.stopGoneFn = c.stopGone
 	return c
 }
 
@@ -183,8 +211,10 @@ func (c *conn) serveRequest(h *head) (keep bool) {
 	path, query, hasQuery := strings.Cut(h.target, "?")
 	x.url = url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""}
 	ctx, cancel := context.WithCancel(c.ctx)
-	x.cancel = cancel
+	x.ctx, x.cancel = ctx, cancel
 	defer cancel()
+	c.current = x
+	defer func() { c.current = nil }()
 	req := (&http.Request{
 		Method: h.method, URL: &x.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h.header, Host: h.host, RemoteAddr: c.remoteAddr, RequestURI: h.target,

@@ -1,6 +1,7 @@
 package leanhttp
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -288,6 +289,30 @@ func (w *response) SetReadDeadline(t time.Time) error {
 func (w *response) SetWriteDeadline(t time.Time) error {
 	w.deadlines = true
 	return w.c.nc.SetWriteDeadline(t)
+}
+
+// AfterClientGone arranges for f to run when the request's client is found gone while
+// its handler runs, as context.AfterFunc(r.Context(), f) would, but without the
+// registration on the request's context that costs a handler on the usual path several
+// allocations. stop reports whether it stopped f from running. One callback per
+// request: a second call falls back to context.AfterFunc. stop may be called until the
+// handler returns.
+func (w *response) AfterClientGone(f func()) (stop func() bool) {
+	c := w.c
+	x := c.current
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	if x == nil || x.onGone != nil || &x.w != w {
+		return context.AfterFunc(w.req.Context(), f)
+	}
+	x.onGone = f
+	return c.stopGoneFn
+}
+
+// stopGone is the stop function of the current request's AfterClientGone callback.
+func (c *conn) stopGone() bool {
+	x := c.current
+	return x != nil && x.gone.CompareAndSwap(0, goneStopped)
 }
 
 // EnableFullDuplex is for http.ResponseController: a handler may read its body while it

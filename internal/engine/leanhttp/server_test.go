@@ -518,3 +518,37 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 		t.Error("the listener still accepts after Shutdown")
 	}
 }
+
+func TestAfterClientGone(t *testing.T) {
+	type notifier interface {
+		AfterClientGone(f func()) (stop func() bool)
+	}
+	ran, stopped := make(chan struct{}), make(chan bool, 1)
+	s := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stopped" {
+			stop := w.(notifier).AfterClientGone(func() { t.Error("a stopped callback ran") })
+			stopped <- stop()
+			return
+		}
+		w.(notifier).AfterClientGone(func() { close(ran) })
+		<-r.Context().Done()
+	}))
+
+	c := dialRaw(t, s.lean)
+	c.send("GET /stopped HTTP/1.1\r\nHost: x\r\n\r\n")
+	if !<-stopped {
+		t.Error("stop of a callback that had not run returned false")
+	}
+	if res, _ := c.response("GET"); res.StatusCode != 200 {
+		t.Fatal(res.Status)
+	}
+
+	c.send("GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(2 * watchDelay) // the handler is running
+	_ = c.nc.Close()
+	select {
+	case <-ran:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the callback did not run after the client went away")
+	}
+}

@@ -64,6 +64,6 @@ func (c *conn) watchFired() {
 		return // a pipelined request is already here: the client is not gone
 	}
 	if _, err := c.br.Peek(1); err != nil && !c.stopWatch.Load() {
-		x.cancel()
+		c.clientGone(x)
 	}
 }

@@ -258,9 +258,8 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 	a.dep, a.in, a.suffix, a.w = dep, in, suffix, w
 	r.startTimer(a, dep.timeout)
-	// The client's going away ends the request too (context.AfterFunc is a no-op on a
-	// context that is never done, such as a test's).
-	stopGone := context.AfterFunc(req.Context(), a.onGoneFn)
+	// The client's going away ends the request too.
+	stopGone := afterClientGone(w, req.Context(), a.onGoneFn)
 	var bodyBuf *[]byte // pooled, returned when nothing else holds the body
 	defer func() {
 		// A callback that may still run keeps a out of the pool.
@@ -336,6 +335,29 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.Del(RequestIDHeader)
 	h.Del(DeploymentHeader)
 	r.proxy.ServeHTTP(w, out)
+}
+
+// clientGoneNotifier is a response writer whose server tells its handler that the client
+// went away without a registration on the request's context, which costs several
+// allocations per request (the engine's scoring server, internal/engine/leanhttp).
+type clientGoneNotifier interface {
+	AfterClientGone(f func()) (stop func() bool)
+}
+
+// afterClientGone runs f when the request's client goes away, through the writer (or one
+// it wraps) when it can tell, else as context.AfterFunc on ctx (a no-op on a context that
+// is never done, such as a test's).
+func afterClientGone(w http.ResponseWriter, ctx context.Context, f func()) (stop func() bool) {
+	for {
+		switch t := w.(type) {
+		case clientGoneNotifier:
+			return t.AfterClientGone(f)
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return context.AfterFunc(ctx, f)
+		}
+	}
 }
 
 // responseValues backs the values of the router's response headers. Unlike the attempt
