@@ -40,8 +40,9 @@
 // keeps at most as many as it last had requests in flight).
 // Such a request spends no context of its own: its timeout (a timer kept, with the rest
 // of the per-request state, in a pool and re-armed for the next request) and its
-// client's going away (one context.AfterFunc on the request's context) abort the
-// instance connection or the dial the request is waiting on directly.
+// client's going away (AfterClientGone of the engine's server, or one context.AfterFunc
+// on the request's context under net/http) abort the instance connection or the dial
+// the request is waiting on directly.
 // Larger or streaming bodies, protocol upgrades, HTTPS instances, queries
 // httputil.ReverseProxy would re-encode, and every request when Options.Transport is
 // set, go through httputil.ReverseProxy over the transport. Both paths forward the same
@@ -99,15 +100,17 @@
 // (deployments are laid out in name order, each covering its share of [0, 1)), and once
 // more, after an instance was found, when the request is eligible for mirroring.
 //
-// Performance: on the usual request the router allocates about 30 times (net/http's
-// server side alone about 24: BenchmarkServerFloor against BenchmarkRouterAllocs) and
-// makes one system call per direction to the instance besides a non-blocking peek that
-// tells a pooled connection the instance closed from a live one. What remains of its
-// cost against nginx's (tools/bench -mode router prints the CPU time per request of
-// each) is net/http's server: parsing, its background read per request, goroutine
-// wake-ups. A model server on net/http alone costs about as much CPU per request as
-// nginx's whole proxying does, so reaching nginx takes a different HTTP/1.1 server on the
-// scoring listener, not a leaner handler.
+// Performance: the engine serves the router on internal/engine/leanhttp, which parses
+// the usual request itself and hands anything else to net/http (a model server on
+// net/http alone costs about as much CPU per request as nginx's whole proxying). On the
+// usual request the router and its server allocate about 11 times (BenchmarkRouterAllocs;
+// net/http's server alone took 24: BenchmarkServerFloor), learn a client's going away
+// from the server (AfterClientGone) rather than from a context registration, and make one
+// system call per direction to the instance besides a non-blocking peek that tells a
+// pooled connection the instance closed from a live one. What remains of its cost
+// against nginx's (tools/bench -mode router prints the CPU time per request of each) is
+// mostly Go's: a read that finds nothing yet before each wait (nginx reads only once
+// epoll says a socket is readable) and the scheduler's wake-ups of goroutines.
 //
 // Errors written by the router are JSON: {"error":{"code":"...","message":"..."}}, the
 // same envelope as the engine API (see Error), so one client decoder reads both.
