@@ -31,7 +31,7 @@ type Server struct {
 	fallback *http.Server
 	handoff  *handoffListener
 	closing  atomic.Bool
-	handoffs atomic.Int64 // connections handed to the fallback, for tests
+	handoffs atomic.Int64   // connections handed to the fallback, for tests
 	served   sync.WaitGroup // the fallback's Serve
 }
 
