@@ -145,7 +145,13 @@ func (c *Client) send(ctx context.Context, r request, out any) error {
 	backoff := backoffFirst
 	for attempt := 1; ; attempt++ {
 		err := c.do(ctx, r, target, payload, out)
-		if err == nil || !isTransport(err) || ctx.Err() != nil || (attempts > 0 && attempt >= attempts) {
+		if err == nil || !isTransport(err) || ctx.Err() != nil {
+			return err
+		}
+		// A call that may not be repeated is tried again only when it never reached the
+		// engine (the connection could not even be opened) and there is an engine to start.
+		neverSent := !r.retry && attempt == 1 && c.reconnect != nil && isDialFailure(err)
+		if !neverSent && (!r.retry || attempts > 0 && attempt >= attempts) {
 			return err
 		}
 		if !hasDeadline && !c.clock.Now().Before(giveUp) {
@@ -158,6 +164,8 @@ func (c *Client) send(ctx context.Context, r request, out any) error {
 				}
 				return fmt.Errorf("%w (reconnecting: %v)", err, rerr)
 			}
+			// The engine answered its health check: try again at once.
+			continue
 		}
 		wait := backoff
 		if !hasDeadline {
@@ -170,6 +178,13 @@ func (c *Client) send(ctx context.Context, r request, out any) error {
 		}
 		backoff = min(2*backoff, backoffMax)
 	}
+}
+
+// isDialFailure reports whether err is a call that failed before anything was sent: the
+// connection to the engine could not be opened.
+func isDialFailure(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 type transportError struct{ err error }

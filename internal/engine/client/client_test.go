@@ -155,3 +155,31 @@ func TestGatewayFailuresAreRetried(t *testing.T) {
 		t.Fatalf("engine's own 503 = %v after %d calls; want unavailable after 1", err, calls.Load())
 	}
 }
+
+// A call that may not be repeated (POST /v1/shutdown) is sent again only when it never
+// reached the engine: one whose connection drops after the engine read it is not, even
+// with an engine to reconnect to.
+func TestCallThatReachedTheEngineIsNotSentTwice(t *testing.T) {
+	var hits, reconnects atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // the engine "crashed" after reading the call
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, "", client.WithReconnect(func(context.Context) error {
+		reconnects.Add(1)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Shutdown(context.Background()); err == nil {
+		t.Fatal("a call whose connection dropped succeeded")
+	}
+	if hits.Load() != 1 || reconnects.Load() != 0 {
+		t.Fatalf("the engine got the call %d times, %d reconnects; want once, none", hits.Load(), reconnects.Load())
+	}
+}

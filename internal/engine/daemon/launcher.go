@@ -202,8 +202,14 @@ func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
 		return nil, fmt.Errorf("resolving data dir: %w", err)
 	}
 	l := &Launcher{DataDir: dir, Command: o.Command}
-	if err := l.Ensure(ctx); err != nil {
-		return nil, err
+	// An engine that ever listened here left its socket: calling it straight away spares a
+	// health check per command (a CLI call's first byte waits for it). Should it be gone,
+	// the first call cannot connect, and the client starts one (WithReconnect) and calls
+	// again. Without a socket, one is started now.
+	if _, err := os.Stat(filepath.Join(dir, SocketFile)); err != nil {
+		if err := l.Ensure(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return client.New(l.Endpoint(), "", append([]client.Option{client.WithReconnect(l.Ensure)}, o.ClientOptions...)...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,5 +126,43 @@ func TestLauncherReportsADamagedStore(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Ensure = %v; want it to say %q", err, want)
 		}
+	}
+}
+
+// Connect calls an engine whose socket is there without checking its health first; when
+// the socket is stale (the engine died), the first call, even one that is never retried
+// (POST /v1/shutdown), starts the embedded engine and goes through once.
+func TestConnectWithAStaleSocketStartsTheEngine(t *testing.T) {
+	dir := shortDir(t)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, SocketFile), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close() // the socket file stays, and nothing listens on it
+	t.Setenv(serveDirEnv, dir) // the launched test binary serves dir (TestMain)
+
+	c, err := Connect(context.Background(), ConnectOptions{DataDir: dir, Command: []string{os.Args[0], "-test.run=^$"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The first call cannot connect; it starts the engine and is sent once.
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown through a stale socket: %v", err)
+	}
+	// The started engine got it and stops.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn, err := net.Dial("unix", filepath.Join(dir, SocketFile))
+		if err != nil {
+			break
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the started engine did not shut down")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
