@@ -139,7 +139,7 @@ func TestConnectWithAStaleSocketStartsTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln.SetUnlinkOnClose(false)
-	ln.Close() // the socket file stays, and nothing listens on it
+	ln.Close()                 // the socket file stays, and nothing listens on it
 	t.Setenv(serveDirEnv, dir) // the launched test binary serves dir (TestMain)
 
 	c, err := Connect(context.Background(), ConnectOptions{DataDir: dir, Command: []string{os.Args[0], "-test.run=^$"}})
