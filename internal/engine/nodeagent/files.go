@@ -56,9 +56,13 @@ func replaceFile(path string, data []byte, perm os.FileMode, durable bool) error
 	return nil
 }
 
-// WriteFileAtomic is writeFileAtomic for the driver, which writes node.json the same way.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return writeFileAtomic(path, data, perm)
+// WriteLiveFile writes a file that describes live processes (a local node's node.json:
+// its agent and tasks) atomically but without fsync, as writeLiveInt does: the node's
+// processes do not survive a power loss either, and the engine's own store, which is
+// synced, still names the node, so the node is released (its directory removed) whatever
+// the file then holds. This keeps an fsync off a node's start.
+func WriteLiveFile(path string, data []byte, perm os.FileMode) error {
+	return replaceFile(path, data, perm, false)
 }
 
 func writeInt(path string, v int) error {

@@ -189,7 +189,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 	}
 	rec := nodeRecord{Key: spec.Key, Owner: spec.Owner, VMSize: spec.VMSize, VCPUs: spec.VCPUs, MemoryGB: spec.MemoryGB, Created: d.clk.Now().UTC()}
 	raw, _ := json.MarshalIndent(rec, "", "  ")
-	if err := nodeagent.WriteFileAtomic(filepath.Join(dir, nodeagent.NodeFile), append(raw, '\n'), 0o600); err != nil {
+	if err := nodeagent.WriteLiveFile(filepath.Join(dir, nodeagent.NodeFile), append(raw, '\n'), 0o600); err != nil {
 		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))
 	}
 	sp, err := d.spawnAgent(dir)
