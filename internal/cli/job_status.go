@@ -20,19 +20,16 @@ const statusPoll = 250 * time.Millisecond
 // changes (Queued while the compute gets nodes, with the nodes' pending reason; Preparing
 // on its nodes; Running), until the job runs or ends. Its output is followed next (a job
 // that ran and ended between two looks still has all its output there).
+//
+// The first look is one poll after the submission, not at once: the submission already
+// said the job is queued, and a job on a cluster at zero nodes is usually running by then.
+// Asking the engine about the compute meanwhile would take CPU from the scale-up that the
+// job's first byte of output waits for.
 func followStatus(ctx context.Context, c *client.Client, ws string, job *api.Job, cmd *cobra.Command) error {
 	last := ""
 	ticker := time.NewTicker(statusPoll)
 	defer ticker.Stop()
 	for {
-		line := statusLine(ctx, c, ws, job)
-		if line != last {
-			fmt.Fprintf(cmd.ErrOrStderr(), "job %s: %s\n", job.ID, line)
-			last = line
-		}
-		if job.Status == api.JobRunning || api.Terminal(job.Status) {
-			return nil
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -41,6 +38,14 @@ func followStatus(ctx context.Context, c *client.Client, ws string, job *api.Job
 		var err error
 		if job, err = c.GetJob(ctx, ws, job.ID); err != nil {
 			return err
+		}
+		line := statusLine(ctx, c, ws, job)
+		if line != last {
+			fmt.Fprintf(cmd.ErrOrStderr(), "job %s: %s\n", job.ID, line)
+			last = line
+		}
+		if job.Status == api.JobRunning || api.Terminal(job.Status) {
+			return nil
 		}
 	}
 }
