@@ -107,12 +107,11 @@ func (s *Server) track(c *conn, add bool) bool {
 // handOff gives nc, with what was read of it but not consumed, to the net/http server.
 func (s *Server) handOff(nc net.Conn, br *bufio.Reader) {
 	s.handoffs.Add(1)
-	var bc net.Conn = nc
 	if br.Buffered() > 0 {
-		bc = &bufferedConn{Conn: nc, br: br}
+		nc = &bufferedConn{Conn: nc, br: br}
 	}
 	select {
-	case s.handoff.conns <- bc:
+	case s.handoff.conns <- nc:
 	case <-s.handoff.done:
 		_ = nc.Close()
 	}
