@@ -6,6 +6,8 @@ import (
 	"net/textproto"
 	"strings"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
+
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -55,7 +57,7 @@ func parseHead(b []byte) (h head, ok bool) {
 		if colon <= 0 || !validName(line[:colon]) {
 			return head{}, false // includes a folded line, which starts with white space
 		}
-		key, value := canonicalKey(line[:colon]), trimSpace(line[colon+1:])
+		key, value := canonicalKey(line[:colon]), httpsyntax.TrimOWS(line[colon+1:])
 		switch key {
 		case "Host":
 			hosts++
@@ -63,16 +65,16 @@ func parseHead(b []byte) (h head, ok bool) {
 			continue // Request.Host, as net/http has it
 		case "Content-Length":
 			lengths++
-			if h.contentLength = parseLength(value); h.contentLength < 0 {
+			if h.contentLength = httpsyntax.ParseContentLength(value); h.contentLength < 0 {
 				return head{}, false
 			}
 		case "Transfer-Encoding", "Expect", "Upgrade":
 			return head{}, false
 		case "Connection":
-			if hasToken(value, "upgrade") {
+			if httpsyntax.HasToken(value, "upgrade") {
 				return head{}, false
 			}
-			h.close = h.close || hasToken(value, "close")
+			h.close = h.close || httpsyntax.HasToken(value, "close")
 		}
 		values = append(values, value)
 		if prev, ok := h.header[key]; ok {
@@ -124,30 +126,6 @@ var tokenByte = func() (t [256]bool) {
 	return t
 }()
 
-// trimSpace trims the spaces and tabs around a header value (the line holds no CR or
-// LF), as textproto does.
-func trimSpace(v string) string {
-	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
-		v = v[1:]
-	}
-	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-		v = v[:len(v)-1]
-	}
-	return v
-}
-
-// hasToken reports whether a comma-separated header value lists token, ignoring case.
-func hasToken(v, token string) bool {
-	for v != "" {
-		var t string
-		t, v, _ = strings.Cut(v, ",")
-		if strings.EqualFold(trimSpace(t), token) {
-			return true
-		}
-	}
-	return false
-}
-
 // validMethod reports whether m is a token this server handles: HEAD (whose response
 // has no body), CONNECT and PRI (HTTP/2's preface) are net/http's.
 func validMethod(m string) bool {
@@ -166,21 +144,15 @@ func validMethod(m string) bool {
 }
 
 // plainTarget reports whether a request target is in origin form and its path is one
-// url.URL keeps as it is (no escapes, nothing to escape), so Path needs no decoding and
-// RawPath stays empty. Its query may hold any printable ASCII.
+// url.URL keeps as it is (httpsyntax.PlainPath), so Path needs no decoding and RawPath
+// stays empty. Its query may hold any printable ASCII.
 func plainTarget(t string) bool {
 	if t == "" || t[0] != '/' || strings.HasPrefix(t, "//") {
 		return false
 	}
 	path, query, _ := strings.Cut(t, "?")
-	for i := 0; i < len(path); i++ {
-		c := path[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("-._~!$&'()*+,;=:@/", c) >= 0:
-		default:
-			return false
-		}
+	if !httpsyntax.PlainPath(path) {
+		return false
 	}
 	for i := 0; i < len(query); i++ {
 		if query[i] <= ' ' || query[i] >= 0x7f || query[i] == '#' {
@@ -188,21 +160,6 @@ func plainTarget(t string) bool {
 		}
 	}
 	return true
-}
-
-// parseLength parses a Content-Length value, or returns -1.
-func parseLength(s string) int64 {
-	if s == "" || len(s) > 18 {
-		return -1
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return -1
-		}
-		n = n*10 + int64(s[i]-'0')
-	}
-	return n
 }
 
 // canonicalKey is textproto.CanonicalMIMEHeaderKey, which returns a name already in

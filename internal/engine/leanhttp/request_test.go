@@ -22,7 +22,8 @@ func FuzzParseHead(f *testing.F) {
 		"GET /p HTTP/1.1\r\nhost: x\r\nx-a: 1\r\nX-A: 2\r\nContent-Length: 0\r\n\r\n",
 		"PUT /a/b;c HTTP/1.1\r\nHost: [::1]:80\r\nConnection: keep-alive, close\r\n\r\n",
 		"GET /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
-		"0 /0 HTTP/1.1\r\nHost:\n0\r\n\r\n", // a bare LF inside a line: net/http ends the line there
+		"0 /0 HTTP/1.1\r\nHost:\n0\r\n\r\n",    // a bare LF inside a line: net/http ends the line there
+		"GET /a!b HTTP/1.1\r\nHost: x\r\n\r\n", // net/url keeps a RawPath for "!'()*"
 	} {
 		f.Add([]byte(s))
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
+
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -74,7 +76,7 @@ func (w *response) snapshotHeader() {
 		switch k {
 		case "Content-Length":
 			if len(vv) > 0 {
-				if n := parseLength(strings.TrimSpace(vv[0])); n >= 0 {
+				if n := httpsyntax.ParseContentLength(strings.TrimSpace(vv[0])); n >= 0 {
 					w.length = n
 				}
 			}

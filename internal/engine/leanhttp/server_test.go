@@ -153,6 +153,7 @@ func TestUsualRequestsAreServedAsNetHTTPServesThem(t *testing.T) {
 		{"head", "HEAD /p HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD", false},
 		{"absolute form", "GET http://x/p HTTP/1.1\r\nHost: x\r\n\r\n", "GET", false},
 		{"escaped path", "GET /a%2Fb/score HTTP/1.1\r\nHost: x\r\n\r\n", "GET", false},
+		{"path net/url keeps raw", "GET /a(b)!/score HTTP/1.1\r\nHost: x\r\n\r\n", "GET", false},
 		{"bare LF", "GET /p HTTP/1.1\nHost: x\n\n", "GET", false},
 		{"no host", "GET /p HTTP/1.1\r\nX: y\r\n\r\n", "GET", false},
 		{"two hosts", "GET /p HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "GET", false},

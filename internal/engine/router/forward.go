@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
 )
 
 // The router's own forwarding path: the request body in memory, the exchange on the
@@ -150,7 +152,7 @@ func requestURI(req *http.Request, in *instance, suffix string) string {
 		return in.scoreURI // the usual request, without an allocation
 	}
 	var p string
-	if in.plainBase && plainPath(suffix) {
+	if in.plainBase && httpsyntax.PlainPath(suffix) {
 		p = in.basePath + suffix
 	} else {
 		u := &url.URL{}
@@ -161,21 +163,6 @@ func requestURI(req *http.Request, in *instance, suffix string) string {
 		p += "?" + req.URL.RawQuery
 	}
 	return p
-}
-
-// plainPath reports whether p holds only bytes that url.URL.EscapedPath leaves as they
-// are, so p needs no re-escaping.
-func plainPath(p string) bool {
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("-._~$&+,/:;=@", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // plainQuery reports whether httputil.ReverseProxy would forward the query unchanged:

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"unsafe"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
 )
 
 // The usual instance response (HTTP/1.1, a final status, a Content-Length, no
@@ -81,7 +83,7 @@ func (c *upConn) readHeadFast(req *http.Request, scratch []byte) *http.Response 
 		if key == "" {
 			return nil
 		}
-		value := trimOWS(block[start+colon+1 : lineEnd])
+		value := httpsyntax.TrimOWS(block[start+colon+1 : lineEnd])
 		switch key {
 		case "Transfer-Encoding", "Trailer", "Connection":
 			return nil
@@ -89,7 +91,7 @@ func (c *upConn) readHeadFast(req *http.Request, scratch []byte) *http.Response 
 			if length >= 0 {
 				return nil
 			}
-			if length = parseLength(value); length < 0 {
+			if length = httpsyntax.ParseContentLength(value); length < 0 {
 				return nil
 			}
 		}
@@ -146,32 +148,6 @@ var commonKeys = func() map[string]string {
 	}
 	return m
 }()
-
-// trimOWS trims the optional white space around a header value.
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-// parseLength parses a Content-Length value, or returns -1.
-func parseLength(s string) int64 {
-	if s == "" || len(s) > 18 {
-		return -1
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return -1
-		}
-		n = n*10 + int64(s[i]-'0')
-	}
-	return n
-}
 
 // fixedBody reads the n bytes of a fast-parsed response body from the connection.
 type fixedBody struct {

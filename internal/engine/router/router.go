@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
 	"k8s.io/utils/clock"
 )
 
@@ -435,7 +436,7 @@ func buildDeployment(name string, d *Deployment, old *deploymentState) *deployme
 				in.addr = net.JoinHostPort(u.Hostname(), "80")
 			}
 			in.basePath = strings.TrimSuffix(u.EscapedPath(), "/")
-			in.plainBase = u.RawPath == "" && plainPath(in.basePath)
+			in.plainBase = u.RawPath == "" && httpsyntax.PlainPath(in.basePath)
 			in.scoreURI = in.basePath + "/score"
 		}
 		ds.byKey[key] = in

@@ -8,11 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
 
 	"golang.org/x/sys/unix"
 )
@@ -442,12 +443,8 @@ func notForwarded(k string) bool {
 // (case-insensitively), as in Connection: keep-alive, X-Custom.
 func headerValuesContainToken(values []string, token string) bool {
 	for _, v := range values {
-		for v != "" {
-			var t string
-			t, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
+		if httpsyntax.HasToken(v, token) {
+			return true
 		}
 	}
 	return false
