@@ -83,7 +83,6 @@ type exchange struct {
 	url    url.URL
 	body   body
 	w      response
-	ctx    context.Context
 	cancel context.CancelFunc
 	// onGone is the handler's AfterClientGone callback; gone says whether it was stopped
 	// (goneStopped) or started (goneStarted).
@@ -211,7 +210,7 @@ func (c *conn) serveRequest(h *head) (keep bool) {
 	path, query, hasQuery := strings.Cut(h.target, "?")
 	x.url = url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""}
 	ctx, cancel := context.WithCancel(c.ctx)
-	x.ctx, x.cancel = ctx, cancel
+	x.cancel = cancel
 	defer cancel()
 	c.current = x
 	defer func() { c.current = nil }()
