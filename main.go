@@ -9,13 +9,13 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"runtime/pprof"
 
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/cli"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/provider"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/version"
 )
@@ -44,10 +44,8 @@ func main() {
 	}
 	// A provider process lives for one terraform command and keeps a few megabytes: the
 	// garbage collector's default pace spends a sixth of a large plan's CPU on a heap that
-	// is thrown away at exit. GOGC, when set, still decides.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
+	// is thrown away at exit. It takes the engine's pace (GOGC, when set, still decides).
+	daemon.SetGCPace()
 	server, err := provider.NewProtocol6Server(version.Version)()
 	if err != nil {
 		log.Fatal(err.Error())

@@ -40,17 +40,24 @@ func dynamic(t *testing.T, typ tftypes.Type, v tftypes.Value) *tfprotov6.Dynamic
 	return &dv
 }
 
-func TestClusterFastPathPlansAsTheFramework(t *testing.T) {
-	ctx := context.Background()
+// bothServers returns the provider's protocol server (with its cluster fast path) and
+// the framework's server of the same provider, to compare their answers.
+func bothServers(t *testing.T) (*protocolServer, tfprotov6.ProviderServer) {
+	t.Helper()
 	srv, err := NewProtocol6Server("test")()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast := srv.(*protocolServer)
 	framework, err := providerserver.NewProtocol6WithError(New("test")())()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv.(*protocolServer), framework
+}
+
+func TestClusterFastPathPlansAsTheFramework(t *testing.T) {
+	ctx := context.Background()
+	fast, framework := bothServers(t)
 	f := fast.cluster
 	typ := f.stateType
 	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
@@ -213,15 +220,7 @@ func TestClusterFastPathReadsAsTheFramework(t *testing.T) {
 			t.Fatalf("configure: %v %v", err, resp.Diagnostics)
 		}
 	}
-	srv, err := NewProtocol6Server("test")()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast := srv.(*protocolServer)
-	framework, err := providerserver.NewProtocol6WithError(New("test")())()
-	if err != nil {
-		t.Fatal(err)
-	}
+	fast, framework := bothServers(t)
 	configure(fast)
 	configure(framework)
 	f := fast.cluster

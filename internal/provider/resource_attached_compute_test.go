@@ -41,16 +41,6 @@ func testAccAttachedConfig(endpoint string, bodies ...string) string {
 	return out
 }
 
-// keyFile writes the host's private key where the configuration's file() reads it.
-func keyFile(t *testing.T, pem string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "id_ed25519")
-	if err := os.WriteFile(p, []byte(pem), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // vmBody is an attached compute's body: name, description and virtual_machine with the
 // given credential lines.
 func vmBody(name, description string, h *sshtest.Host, credential string) string {
@@ -79,7 +69,7 @@ var positive = knownvalue.Float64Func(func(v float64) error {
 func TestAccAttachedCompute_Key(t *testing.T) {
 	e, c := testAccEngine(t, enginetest.Options{})
 	h := sshtest.Start(t)
-	key := keyFile(t, h.KeyPEM)
+	key := h.KeyFile(t)
 	cred := fmt.Sprintf("private_key = file(%q)", key)
 	id := api.ComputeID("lab", "gpu-box")
 
@@ -139,7 +129,7 @@ func TestAccAttachedCompute_PasswordAndRotation(t *testing.T) {
 	e, c := testAccEngine(t, enginetest.Options{})
 	h := sshtest.Start(t)
 	password := fmt.Sprintf("password = %q", h.Password)
-	key := fmt.Sprintf("private_key = file(%q)", keyFile(t, h.KeyPEM))
+	key := fmt.Sprintf("private_key = file(%q)", h.KeyFile(t))
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -175,7 +165,7 @@ func TestAccAttachedCompute_PasswordAndRotation(t *testing.T) {
 func TestAccAttachedCompute_Failures(t *testing.T) {
 	e, c := testAccEngine(t, enginetest.Options{})
 	h := sshtest.Start(t)
-	key := fmt.Sprintf("private_key = file(%q)", keyFile(t, h.KeyPEM))
+	key := fmt.Sprintf("private_key = file(%q)", h.KeyFile(t))
 	closed := *h
 	closed.Port = h.ClosedPort(t)
 	wrongKey := "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
@@ -244,8 +234,8 @@ func TestAccAttachedCompute_Failures(t *testing.T) {
 func TestAccAttachedCompute_JobsOnTwoHosts(t *testing.T) {
 	e, c := testAccEngine(t, enginetest.Options{})
 	h1, h2 := sshtest.Start(t), sshtest.Start(t)
-	k1 := fmt.Sprintf("private_key = file(%q)", keyFile(t, h1.KeyPEM))
-	k2 := fmt.Sprintf("private_key = file(%q)", keyFile(t, h2.KeyPEM))
+	k1 := fmt.Sprintf("private_key = file(%q)", h1.KeyFile(t))
+	k2 := fmt.Sprintf("private_key = file(%q)", h2.KeyFile(t))
 	if h1.Address == h2.Address {
 		t.Fatalf("both hosts got address %s", h1.Address)
 	}

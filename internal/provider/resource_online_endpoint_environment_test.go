@@ -19,24 +19,7 @@ import (
 
 // envScorerPy serves as the test scorer does, from a python that needs its environment:
 // "version" is the installed mlctest's, "code" the python that PATH finds first.
-const envScorerPy = `import http.server, json, os, shutil, mlctest
-class H(http.server.BaseHTTPRequestHandler):
-    def reply(self, body):
-        raw = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-    def do_GET(self):
-        self.reply({})
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.reply({"deployment": "blue", "version": mlctest.VERSION, "code": shutil.which("python")})
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
-`
+var envScorerPy = enginetest.PythonScorer("mlctest", `{"deployment": "blue", "version": mlctest.VERSION, "code": shutil.which("python")}`)
 
 // testAccEndpointEnvironmentConfig is a workspace "lab" with environments "v1" and "v2"
 // (mlctest 0.1 and 0.2 from a local wheel directory) and an endpoint whose deployment runs

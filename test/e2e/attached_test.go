@@ -20,10 +20,7 @@ import (
 func TestE2E_AttachedMachine(t *testing.T) {
 	u := newUser(t)
 	h := sshtest.Start(t)
-	key := filepath.Join(t.TempDir(), "id_ed25519")
-	if err := os.WriteFile(key, []byte(h.KeyPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key := h.KeyFile(t)
 	u.writeConfig(requiredProviders + fmt.Sprintf(`
 provider "mlcompute" {}
 

@@ -345,10 +345,7 @@ func TestE2E_AttachedMachineBuildsItsOwnEnvironment(t *testing.T) {
 	needVenv(t)
 	wheels := wheelDir(t)
 	h := sshtest.Start(t)
-	key := filepath.Join(t.TempDir(), "id_ed25519")
-	if err := os.WriteFile(key, []byte(h.KeyPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key := h.KeyFile(t)
 	u.writeConfig(requiredProviders + fmt.Sprintf(`
 provider "mlcompute" {}
 

@@ -425,22 +425,28 @@ func scoreOnce(ctx context.Context, client *http.Client, url, key string) error 
 	return nil
 }
 
-// backendProc is the model server: this binary run with -serve-backend.
-type backendProc struct {
+// helperProc is this binary run in one of its helper modes (-serve-backend, -serve-router)
+// in a process of its own: it takes commands on stdin, answers on stdout, and exits when
+// stdin closes.
+type helperProc struct {
+	name  string // for errors: "the model server", "the router"
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
+	out   *bufio.Reader
 	addr  string
 	done  chan struct{}
 	err   error
 }
 
-// startBackend starts the model server and reads the address it listens on.
-func startBackend() (*backendProc, error) {
+// startHelper starts this binary with flag and the extra environment, writes config (a
+// line, unless nil) to it, and reads the address it listens on.
+func startHelper(name, flag string, env []string, config []byte) (*helperProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	p := &backendProc{cmd: exec.Command(self, "-serve-backend"), done: make(chan struct{})}
+	p := &helperProc{name: name, cmd: exec.Command(self, flag), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = os.Stderr
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -450,25 +456,36 @@ func startBackend() (*backendProc, error) {
 		return nil, err
 	}
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the model server: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	line, rerr := bufio.NewReader(stdout).ReadString('\n')
 	go func() {
-		// Wait closes stdout; nothing more is read from it.
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
+	p.out = bufio.NewReader(stdout)
+	if config != nil {
+		if _, err := p.stdin.Write(append(config, '\n')); err != nil {
+			_ = p.stop()
+			return nil, fmt.Errorf("configuring %s: %w", name, err)
+		}
+	}
+	addr, rerr := p.out.ReadString('\n')
 	if rerr != nil {
 		_ = p.stop()
-		return nil, fmt.Errorf("the model server printed no address: %w", rerr)
+		return nil, fmt.Errorf("%s printed no address: %w", name, rerr)
 	}
-	p.addr = strings.TrimSpace(line)
+	p.addr = strings.TrimSpace(addr)
 	return p, nil
 }
 
-// stop closes the model server's stdin, which makes it exit, and waits; it is killed if
-// it takes longer than 10s.
-func (p *backendProc) stop() error {
+// startBackend starts the model server and reads the address it listens on.
+func startBackend() (*helperProc, error) {
+	return startHelper("the model server", "-serve-backend", nil, nil)
+}
+
+// stop closes the helper's stdin, which makes it exit, and waits; it is killed if it
+// takes longer than 10s.
+func (p *helperProc) stop() error {
 	_ = p.stdin.Close()
 	select {
 	case <-p.done:
@@ -476,7 +493,7 @@ func (p *backendProc) stop() error {
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return errors.New("the model server did not exit within 10s and was killed")
+		return fmt.Errorf("%s did not exit within 10s and was killed", p.name)
 	}
 }
 
@@ -543,60 +560,18 @@ type routerConfig struct {
 	Profile string // where "profile on"/"profile off" write a CPU profile
 }
 
-// routerProc is the router process: this binary run with -serve-router.
-type routerProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-	addr  string
-	done  chan struct{}
-	err   error
-}
-
 // startRouterProc starts the router process with GOMAXPROCS set to workers and reads the
 // address it listens on.
-func startRouterProc(cfg routerConfig, workers int) (*routerProc, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
+func startRouterProc(cfg routerConfig, workers int) (*helperProc, error) {
 	line, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
 	}
-	p := &routerProc{cmd: exec.Command(self, "-serve-router"), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(workers))
-	p.cmd.Stderr = os.Stderr
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the router: %w", err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	p.out = bufio.NewReader(stdout)
-	if _, err := p.stdin.Write(append(line, '\n')); err != nil {
-		_ = p.stop()
-		return nil, fmt.Errorf("configuring the router: %w", err)
-	}
-	addr, rerr := p.out.ReadString('\n')
-	if rerr != nil {
-		_ = p.stop()
-		return nil, fmt.Errorf("the router printed no address: %w", rerr)
-	}
-	p.addr = strings.TrimSpace(addr)
-	return p, nil
+	return startHelper("the router", "-serve-router", []string{"GOMAXPROCS=" + strconv.Itoa(workers)}, line)
 }
 
 // profile starts (on) or stops and writes (off) the router's CPU profile.
-func (p *routerProc) profile(on bool) error {
+func (p *helperProc) profile(on bool) error {
 	cmd := "profile off\n"
 	if on {
 		cmd = "profile on\n"
@@ -612,20 +587,6 @@ func (p *routerProc) profile(on bool) error {
 		return fmt.Errorf("router: %s: %s", strings.TrimSpace(cmd), answer)
 	}
 	return nil
-}
-
-// stop closes the router's stdin, which makes it exit, and waits; it is killed if it
-// takes longer than 10s.
-func (p *routerProc) stop() error {
-	_ = p.stdin.Close()
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return errors.New("the router did not exit within 10s and was killed")
-	}
 }
 
 // serveRouterProcess is -serve-router: it reads a routerConfig line from stdin, serves the

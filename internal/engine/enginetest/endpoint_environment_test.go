@@ -9,30 +9,14 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 )
 
 // envServer is a model server that needs its environment: it imports mlctest (installed
 // only in the environment) and answers /score with the python PATH finds first and the
 // package's version, so the test sees what the served process sees.
-const envServer = `import http.server, json, os, shutil, mlctest
-class H(http.server.BaseHTTPRequestHandler):
-    def reply(self, body):
-        raw = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-    def do_GET(self):
-        self.reply({"ok": True})
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.reply({"python": shutil.which("python"), "hello": mlctest.HELLO})
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
-`
+var envServer = enginetest.PythonScorer("mlctest", `{"python": shutil.which("python"), "hello": mlctest.HELLO}`)
 
 // TestEndpointRunsInItsEnvironment serves a deployment whose command imports a package
 // that only its environment has: the instance builds the environment on its node, the

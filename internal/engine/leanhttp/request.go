@@ -54,10 +54,10 @@ func parseHead(b []byte) (h head, ok bool) {
 		line := s[pos:end]
 		pos = end + 2
 		colon := strings.IndexByte(line, ':')
-		if colon <= 0 || !validName(line[:colon]) {
+		if colon <= 0 || !httpguts.ValidHeaderFieldName(line[:colon]) {
 			return head{}, false // includes a folded line, which starts with white space
 		}
-		key, value := canonicalKey(line[:colon]), httpsyntax.TrimOWS(line[colon+1:])
+		key, value := textproto.CanonicalMIMEHeaderKey(line[:colon]), httpsyntax.TrimOWS(line[colon+1:])
 		switch key {
 		case "Host":
 			hosts++
@@ -108,24 +108,6 @@ func cleanLines(b []byte) (lines int, ok bool) {
 	return lines, true
 }
 
-// validName reports whether a header name is a token, as httpguts.ValidHeaderFieldName.
-func validName(name string) bool {
-	for i := 0; i < len(name); i++ {
-		if !tokenByte[name[i]] {
-			return false
-		}
-	}
-	return true
-}
-
-// tokenByte holds the bytes of an RFC 9110 token.
-var tokenByte = func() (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = httpguts.IsTokenRune(rune(c)) && c < 0x80
-	}
-	return t
-}()
-
 // validMethod reports whether m is a token this server handles: HEAD (whose response
 // has no body), CONNECT and PRI (HTTP/2's preface) are net/http's.
 func validMethod(m string) bool {
@@ -161,10 +143,6 @@ func plainTarget(t string) bool {
 	}
 	return true
 }
-
-// canonicalKey is textproto.CanonicalMIMEHeaderKey, which returns a name already in
-// canonical form without allocating; clients send most names that way.
-func canonicalKey(name string) string { return textproto.CanonicalMIMEHeaderKey(name) }
 
 // headEnd returns the length of the request head at the start of b (through its first
 // empty line), or -1 when b does not hold all of it yet. A head whose lines end in a bare

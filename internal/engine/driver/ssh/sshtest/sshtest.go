@@ -203,6 +203,17 @@ LogLevel VERBOSE
 // HostPort is Address:Port.
 func (h *Host) HostPort() string { return net.JoinHostPort(h.Address, strconv.Itoa(h.Port)) }
 
+// KeyFile writes KeyPEM to a private file of the test's temporary directory (what a user
+// would point private_key = file(...) at) and returns its path.
+func (h *Host) KeyFile(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(p, []byte(h.KeyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // makeNamespace creates the host's namespace and veth pair, addressed from 10.201.0.0/16
 // (a /30 per host), and removes them when the test ends.
 func (h *Host) makeNamespace(t testing.TB) error {
