@@ -56,6 +56,12 @@ func (w logWriter) Write(p []byte) (int, error) {
 // bytes) that terminates every node it finds there when the test ends.
 func newDriver(t *testing.T, dir string) *Driver {
 	t.Helper()
+	return newDriverWithClock(t, dir, clock.RealClock{})
+}
+
+// newDriverWithClock is newDriver on the given clock.
+func newDriverWithClock(t *testing.T, dir string, clk clock.WithTicker) *Driver {
+	t.Helper()
 	if dir == "" {
 		root, err := os.MkdirTemp("", "mlc-")
 		if err != nil {
@@ -74,7 +80,7 @@ func newDriver(t *testing.T, dir string) *Driver {
 	d, err := New(Config{
 		Dir:       dir,
 		AgentArgv: []string{exe, "node-agent"},
-		Clock:     clock.RealClock{},
+		Clock:     clk,
 		Logger:    hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: logWriter{t}}),
 	})
 	if err != nil {

@@ -1,6 +1,8 @@
 package local
 
 import (
+	"time"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
 )
 
@@ -31,6 +33,11 @@ func (d *Driver) spawnAgent(dir string) (*nodeagent.Spawned, error) {
 	return nodeagent.Spawn(d.argv, dir)
 }
 
+// standbyDelay is how long after a Create the next standby agent starts: starting a
+// process takes a core for about a millisecond, which the new node's first task would
+// otherwise wait for on a small machine.
+const standbyDelay = 100 * time.Millisecond
+
 // goPrepareStandby starts a standby agent in the background unless one waits or is
 // being started, or the driver is closed.
 func (d *Driver) goPrepareStandby() {
@@ -43,6 +50,16 @@ func (d *Driver) goPrepareStandby() {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		t := d.clk.NewTimer(standbyDelay)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-d.ctx.Done():
+			d.mu.Lock()
+			d.preparing = false
+			d.mu.Unlock()
+			return
+		}
 		d.prepareStandby()
 	}()
 }

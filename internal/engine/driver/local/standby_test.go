@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 
@@ -70,5 +73,51 @@ func TestCloseEndsTheStandbyAgent(t *testing.T) {
 	}
 	if proc.Alive(pid) {
 		t.Fatalf("standby agent %d still runs after Close", pid)
+	}
+}
+
+// The next standby agent starts standbyDelay after a Create, not during it: the new
+// node's first task has the CPU first.
+func TestTheNextStandbyAgentStartsAfterTheDelay(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	d := newDriverWithClock(t, "", clk)
+	create(t, d, "n1", "ws/c")
+	hasStandby := func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.standby != nil
+	}
+	deadline := time.Now().Add(waitLimit)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("Create set no timer for the next standby agent")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(standbyDelay - time.Millisecond)
+	if hasStandby() {
+		t.Fatal("a standby agent started before standbyDelay passed")
+	}
+	clk.Step(time.Millisecond)
+	for !hasStandby() {
+		if time.Now().After(deadline) {
+			t.Fatal("no standby agent once standbyDelay passed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Closing the driver while the next standby agent waits for its delay starts none.
+func TestCloseDuringTheStandbyDelayStartsNoAgent(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	d := newDriverWithClock(t, "", clk)
+	create(t, d, "n1", "ws/c")
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.standby != nil || d.preparing {
+		t.Fatalf("after Close: standby %v, preparing %v", d.standby != nil, d.preparing)
 	}
 }
