@@ -11,7 +11,8 @@ import (
 // driver has created a node it keeps one agent on standby (nodeagent.SpawnStandby): a
 // process that serves nothing and waits to be told its node directory. The next Create
 // hands it the new node's directory, and it serves the node as soon as it has taken the
-// directory's lock, while the driver starts the next standby agent in the background. The
+// directory's lock; the driver starts the next standby agent in the background once the
+// new node has had time to start its first task (standbyDelay). The
 // standby agent exits when the driver closes, and by itself when the engine dies (its end
 // of the pipe closes). An engine that never created a node keeps none.
 
