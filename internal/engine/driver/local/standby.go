@@ -12,9 +12,9 @@ import (
 // process that serves nothing and waits to be told its node directory. The next Create
 // hands it the new node's directory, and it serves the node as soon as it has taken the
 // directory's lock; the driver starts the next standby agent in the background once the
-// new node has had time to start its first task (standbyDelay). The
-// standby agent exits when the driver closes, and by itself when the engine dies (its end
-// of the pipe closes). An engine that never created a node keeps none.
+// new node has had time to start its first task (standbyDelay). The standby agent exits
+// when the driver closes, and by itself when the engine dies (its end of the pipe closes).
+// An engine that never created a node keeps none.
 
 // spawnAgent starts the agent of the node in dir: the standby agent when one waits, else a
 // new process. Either way it prepares the next standby agent.
