@@ -146,6 +146,7 @@ type options struct {
 	cpuProfile       string
 	serveBackend     bool
 	serveRouter      bool
+	serveFloor       string
 }
 
 // modes are the values of -mode.
@@ -170,6 +171,7 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "router-cpuprofile", "", "write a CPU profile of the router during the loaded runs to this file (-mode router)")
 	flag.BoolVar(&o.serveBackend, "serve-backend", false, "internal to -mode router: serve the model server on loopback until stdin closes")
 	flag.BoolVar(&o.serveRouter, "serve-router", false, "internal to -mode router: serve the scoring router as stdin configures it, until stdin closes")
+	flag.StringVar(&o.serveFloor, "serve-floor", "", "internal to -mode router: serve the floor proxy of a model ("+strings.Join(floorModels, ", ")+") until stdin closes")
 	flag.Parse()
 	for _, f := range strings.Split(*sizesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -190,6 +192,13 @@ func main() {
 	if o.serveRouter {
 		if err := serveRouterProcess(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: router: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.serveFloor != "" {
+		if err := serveFloorProcess(o.serveFloor, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s floor proxy: %v\n", o.serveFloor, err)
 			os.Exit(1)
 		}
 		return

@@ -31,8 +31,10 @@ import (
 )
 
 // The scoring benchmark (-mode router) sends the same wrk load over loopback to one model
-// server three ways: directly, through nginx as a reverse proxy, and through the engine's
-// scoring router, and compares throughput and latency percentiles. The model server runs
+// server directly, through nginx as a reverse proxy, through the engine's scoring router,
+// and through the two floor proxies (floor.go: what a proxy doing nothing but forwarding
+// bytes reaches with Go's net package, and with an epoll event loop), and compares
+// throughput, latency percentiles and CPU time per request. The model server runs
 // in its own process (this binary with -serve-backend), so the router, nginx and the
 // model server each have their own process, as in production.
 //
@@ -155,17 +157,25 @@ func runScoring(ctx context.Context, o options) (err error) {
 	}()
 
 	nginxName := nginxVersion(ctx, nginx)
-	// In the order of directRow, nginxRow, routerRow.
+	// In the order of directRow, nginxRow, routerRow, then the floors (floor.go). Besides
+	// wrk and the model server, a target costs the CPU time of its proxy's processes.
 	targets := []scoringTarget{
-		{Name: "backend direct", URL: "http://" + backend.addr + "/score"},
-		{Name: nginxName, URL: "http://127.0.0.1:" + port + router.ScoringPath(scoringEndpoint)},
-		{Name: "mlcompute router", URL: "http://" + rt.addr + router.ScoringPath(scoringEndpoint)},
+		{Name: "backend direct", URL: "http://" + backend.addr + "/score", Procs: func() []int { return nil }},
+		{Name: nginxName, URL: "http://127.0.0.1:" + port + router.ScoringPath(scoringEndpoint), Procs: ngx.pids},
+		{Name: "mlcompute router", URL: "http://" + rt.addr + router.ScoringPath(scoringEndpoint), Procs: rt.pids},
 	}
-	// The processes whose CPU time each target costs besides wrk: the model server, and
-	// the proxy's own.
-	targets[directRow].Procs = func() []int { return nil }
-	targets[nginxRow].Procs = ngx.pids
-	targets[routerRow].Procs = func() []int { return []int{rt.cmd.Process.Pid} }
+	for _, model := range floorModels {
+		fl, err := startFloorProc(model, backend.addr, workers)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if serr := fl.stop(); err == nil {
+				err = serr
+			}
+		}()
+		targets = append(targets, scoringTarget{Name: "floor: " + model + ", bytes only", URL: "http://" + fl.addr + "/score", Procs: fl.pids})
+	}
 	backendPid := backend.cmd.Process.Pid
 	for i, t := range targets {
 		var exited func() error
@@ -249,14 +259,15 @@ func scoringRuns(ctx context.Context, load wrkLoad, targets []scoringTarget, bac
 			}
 			res.ProxyCPU, res.BackendCPU = proxyAfter-proxyBefore, backendAfter-backendBefore
 			results[i] = append(results[i], res)
-			fmt.Fprintf(os.Stderr, "run %d/%d -c%-3d %-18s %8.0f requests/s, p50 %s, p99 %s\n", r, runs,
+			fmt.Fprintf(os.Stderr, "run %d/%d -c%-3d %-24s %8.0f requests/s, p50 %s, p99 %s\n", r, runs,
 				load.Connections, t.Name, res.RequestsPerSec, res.Percentile(50), res.Percentile(99))
 		}
 	}
 	return results, nil
 }
 
-// The rows of the result tables, in the order of runScoring's targets.
+// The rows of the result tables, in the order of runScoring's targets; the floors follow
+// (floor.go). Every row from routerRow on is compared with nginx.
 const (
 	directRow = iota
 	nginxRow
@@ -264,7 +275,7 @@ const (
 )
 
 // printThroughput prints each target's median requests/s and its ratio to the direct
-// path and, for the router, to nginx.
+// path and, for the router and the floors, to nginx.
 func printThroughput(targets []scoringTarget, results [][]wrkResult) {
 	rps := make([]float64, len(targets))
 	for i, rs := range results {
@@ -286,7 +297,7 @@ func printThroughput(targets []scoringTarget, results [][]wrkResult) {
 		if i != directRow {
 			vsDirect = fmt.Sprintf("%.2fx", rps[i]/rps[directRow])
 		}
-		if i == routerRow {
+		if i >= routerRow {
 			vsNginx = fmt.Sprintf("%.2fx", rps[i]/rps[nginxRow])
 		}
 		fmt.Fprintf(w, "%s\t%.0f\t%s\t%s\t%s\n", t.Name, rps[i], strings.Join(runs, " "), vsDirect, vsNginx)
@@ -477,6 +488,9 @@ func startHelper(name, flag string, env []string, config []byte) (*helperProc, e
 	p.addr = strings.TrimSpace(addr)
 	return p, nil
 }
+
+// pids lists the helper's process, whose CPU time its row counts.
+func (p *helperProc) pids() []int { return []int{p.cmd.Process.Pid} }
 
 // startBackend starts the model server and reads the address it listens on.
 func startBackend() (*helperProc, error) {
@@ -745,7 +759,7 @@ func printCPU(targets []scoringTarget, results [][]wrkResult) {
 	}
 	for i, t := range targets {
 		vs := ""
-		if i == routerRow && proxy[nginxRow] > 0 {
+		if i >= routerRow && proxy[nginxRow] > 0 {
 			vs = fmt.Sprintf("%.2fx", proxy[i]/proxy[nginxRow])
 		}
 		runsProxy := strings.Join(runs[i], " ")
