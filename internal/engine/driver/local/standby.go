@@ -49,9 +49,9 @@ func (d *Driver) goPrepareStandby() {
 	}
 	d.preparing = true
 	d.wg.Add(1)
+	t := d.clk.NewTimer(standbyDelay) // set before Create returns, so a test's fake clock has it
 	go func() {
 		defer d.wg.Done()
-		t := d.clk.NewTimer(standbyDelay)
 		defer t.Stop()
 		select {
 		case <-t.C():
