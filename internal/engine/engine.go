@@ -128,6 +128,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.core = core
 	e.core.OnTaskExit = e.onTaskExit
+	e.core.OnTaskNotStarted = e.onTaskNotStarted
 	e.clusters = clusters.New(core)
 	e.instances = instances.New(core, cfg.MinIdleShutdown)
 	e.attached = attached.New(core)
@@ -220,6 +221,15 @@ func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
 	e.jobs.TaskExited(ctx, node, task, code)
 	// A job that ended may have been the last user of an old environment build.
 	e.loop.Go(e.envs.Collect)
+}
+
+// onTaskNotStarted routes a task the store records but its node never started (the engine
+// stopped in between). A setup script is started again; a job's tasks are not routed: a
+// job whose ranks had not all started is still Preparing, and Recover starts it again.
+func (e *Engine) onTaskNotStarted(_ context.Context, node, task string) {
+	if strings.HasPrefix(task, "setup-") {
+		e.instances.SetupNotStarted(node, task)
+	}
 }
 
 // envCacheDir is where the local nodes of this machine keep built environments: one cache

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 )
 
 func (r *rig) instance(ws, name string, settings api.InstanceSettings) {
@@ -72,6 +74,42 @@ func TestInstanceCreateRunsSetupScripts(t *testing.T) {
 		if c.Method == "StartTask" && strings.HasSuffix(c.Key, "setup-2-creation") {
 			t.Fatal("the creation script ran again on restart")
 		}
+	}
+}
+
+// The engine stops just as it starts the creation script: the script's start is
+// committed, its node never got it. The next engine starts it (and the instance comes up)
+// instead of waiting for a task nobody runs, and the stopping engine does not call the
+// script failed.
+func TestSetupScriptTheEngineStoppedBeforeStartingRunsAfterRestart(t *testing.T) {
+	r := newRigWithDriver(t, 0, fake.Options{CreatePending: true})
+	r.workspace("lab", nil)
+	r.instance("lab", "alice", api.InstanceSettings{SetupScripts: &api.SetupScripts{
+		CreationScript: &api.SetupScript{Inline: "pip install torch"},
+	}})
+	r.settle()
+	nodes := r.drv.Nodes()
+	if len(nodes) != 1 {
+		t.Fatalf("nodes %v; want the instance's one node, pending", nodes)
+	}
+	// The node becomes ready as the engine stops: the stop cuts the call that starts the
+	// creation script short.
+	r.drv.FailNext(fake.MethodStartTask, fmt.Errorf("starting task: %w", context.Canceled))
+	r.drv.MakeReady(nodes[0])
+	r.settle()
+	if tasks := r.drv.RunningTasks(); len(tasks) != 0 {
+		t.Fatalf("tasks %v started by a stopping engine", tasks)
+	}
+	if s := r.compute("lab", "alice").State; s != api.InstanceCreating {
+		t.Fatalf("state %s after the engine stopped while starting the creation script; want Creating", s)
+	}
+
+	r.stop()
+	r.start()
+	r.finishSetup("creation", 0, "")
+	r.eventually("running", r.state("lab", "alice", api.InstanceRunning))
+	if started := r.drv.CallsTo(fake.MethodStartTask); len(started) != 2 || started[0] != started[1] {
+		t.Fatalf("StartTask calls %v; want the same setup task asked for twice (the stopping engine's try, then the new engine's)", started)
 	}
 }
 

@@ -152,6 +152,10 @@ type Core struct {
 	// OnTaskExit applies a task's end (set by the engine: a job's rank or a setup script);
 	// Recover calls it for tasks that ended while the engine was down.
 	OnTaskExit func(ctx context.Context, node, task string, code int)
+	// OnTaskNotStarted is what Recover calls for a task the store records on a node but the
+	// node does not know: the engine stopped after committing it and before starting it
+	// (set by the engine; nil ignores it).
+	OnTaskNotStarted func(ctx context.Context, node, task string)
 }
 
 // New builds the core and fills the quota index from the store.

@@ -439,8 +439,11 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 			// exit itself once they answer (the ssh driver watches the tasks the store records).
 			c.Loop.Go(func() {
 				st, err := c.Driver.TaskStatus(ctx, n.ID, n.Task)
-				if err == nil && !st.Running {
+				switch {
+				case err == nil && !st.Running:
 					c.OnTaskExit(ctx, n.ID, n.Task, st.ExitCode)
+				case driver.IsNotFound(err) && c.OnTaskNotStarted != nil:
+					c.OnTaskNotStarted(ctx, n.ID, n.Task)
 				}
 			})
 		}

@@ -10,6 +10,7 @@ package instances
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -440,6 +441,9 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 		spec, nodeID := driver.TaskSpec{Key: task, Command: []string{"sh", "-c", script.Inline}, Env: map[string]string{"MLCOMPUTE_COMPUTE": rec.Name, "MLCOMPUTE_WORKSPACE": rec.Workspace}}, node.ID
 		out.Run = append(out.Run, func(ctx context.Context) {
 			if err := c.Driver.StartTask(ctx, nodeID, spec); err != nil {
+				if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+					return // the engine is stopping; its next start runs the script (SetupNotStarted)
+				}
 				c.log.Error("starting setup script failed", "node", nodeID, "error", err)
 				c.SetupExited(ctx, nodeID, spec.Key, 127)
 			}
@@ -520,17 +524,63 @@ func scheduleEntries(rec model.Compute) []schedule.Entry {
 	return out
 }
 
-// SetupExited records the end of a setup script.
-func (c *Controller) SetupExited(ctx context.Context, nodeID, task string, code int) {
-	parts := strings.SplitN(task, "-", 3) // setup-<seq>-<stage>
-	if len(parts) != 3 {
-		return
+// setupTask parses a setup script's task key, setup-<start seq>-<stage>.
+func setupTask(task string) (seq int, stage string, ok bool) {
+	parts := strings.SplitN(task, "-", 3)
+	if len(parts) != 3 || parts[0] != "setup" {
+		return 0, "", false
 	}
 	seq, err := strconv.Atoi(parts[1])
-	if err != nil {
+	return seq, parts[2], err == nil
+}
+
+// SetupNotStarted puts back a setup script the store records as running but its node never
+// started, because the engine stopped between the two: the next pass starts the same stage
+// again under the same task key.
+func (c *Controller) SetupNotStarted(nodeID, task string) {
+	seq, stage, ok := setupTask(task)
+	if !ok {
 		return
 	}
-	stage := parts[2]
+	c.Mu.Lock()
+	now := c.Clock.Now().UTC()
+	var key string
+	_ = c.Store.Update(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, nodeID)
+		if !ok || n.Task != task {
+			return nil
+		}
+		var rec model.Compute
+		if ok, err := tx.Get(store.Computes, n.Compute, &rec); err != nil || !ok || rec.Instance == nil {
+			return err
+		}
+		inst := rec.Instance
+		if inst.StartSeq != seq || inst.Stage != stage || !inst.StageRunning {
+			return nil
+		}
+		key = n.Compute
+		// With no stage begun, nextStage picks this one again: the creation script while
+		// creation is not done, else the startup script.
+		inst.Stage, inst.StageRunning, inst.StageDue = stageNone, false, time.Time{}
+		n.State, n.JobID, n.Task, n.IdleSince = api.NodeIdle, "", "", now
+		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
+			return err
+		}
+		return tx.Put(store.Computes, key, rec)
+	})
+	c.Mu.Unlock()
+	if key != "" {
+		c.log.Warn("setup script was not started before the engine stopped; starting it again", "compute", key, "stage", stage)
+		c.Kick(key)
+	}
+}
+
+// SetupExited records the end of a setup script.
+func (c *Controller) SetupExited(ctx context.Context, nodeID, task string, code int) {
+	seq, stage, ok := setupTask(task)
+	if !ok {
+		return
+	}
 	output, _ := c.Driver.TaskOutput(ctx, nodeID, task, 0)
 	c.Mu.Lock()
 	now := c.Clock.Now().UTC()
