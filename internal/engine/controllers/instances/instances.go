@@ -534,42 +534,56 @@ func setupTask(task string) (seq int, stage string, ok bool) {
 	return seq, parts[2], err == nil
 }
 
-// SetupNotStarted puts back a setup script the store records as running but its node never
-// started, because the engine stopped between the two: the next pass starts the same stage
-// again under the same task key.
-func (c *Controller) SetupNotStarted(nodeID, task string) {
+// updateSetup applies change to the node running a setup task and to its instance, when
+// the instance is still at that task's start and stage, and commits both unless change
+// declines (returns false). It returns the instance's key ("" when no node runs the task),
+// the task's stage, and whether it committed.
+func (c *Controller) updateSetup(nodeID, task string, change func(n *model.Node, rec *model.Compute, now time.Time) bool) (key, stage string, changed bool) {
 	seq, stage, ok := setupTask(task)
 	if !ok {
-		return
+		return "", "", false
 	}
 	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	now := c.Clock.Now().UTC()
-	var key string
 	_ = c.Store.Update(func(tx *store.Tx) error {
 		n, ok := c.NodeByID(tx, nodeID)
 		if !ok || n.Task != task {
 			return nil
 		}
 		var rec model.Compute
-		if ok, err := tx.Get(store.Computes, n.Compute, &rec); err != nil || !ok || rec.Instance == nil {
+		key = n.Compute
+		if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok || rec.Instance == nil {
 			return err
 		}
-		inst := rec.Instance
-		if inst.StartSeq != seq || inst.Stage != stage || !inst.StageRunning {
+		if rec.Instance.StartSeq != seq || rec.Instance.Stage != stage || !change(&n, &rec, now) {
 			return nil
 		}
-		key = n.Compute
+		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
+			return err
+		}
+		changed = true
+		return tx.Put(store.Computes, key, rec)
+	})
+	return key, stage, changed
+}
+
+// SetupNotStarted puts back a setup script the store records as running but its node never
+// started, because the engine stopped between the two: the next pass starts the same stage
+// again under the same task key.
+func (c *Controller) SetupNotStarted(nodeID, task string) {
+	key, stage, changed := c.updateSetup(nodeID, task, func(n *model.Node, rec *model.Compute, now time.Time) bool {
+		inst := rec.Instance
+		if !inst.StageRunning {
+			return false
+		}
 		// With no stage begun, nextStage picks this one again: the creation script while
 		// creation is not done, else the startup script.
 		inst.Stage, inst.StageRunning, inst.StageDue = stageNone, false, time.Time{}
 		n.State, n.JobID, n.Task, n.IdleSince = api.NodeIdle, "", "", now
-		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
-			return err
-		}
-		return tx.Put(store.Computes, key, rec)
+		return true
 	})
-	c.Mu.Unlock()
-	if key != "" {
+	if changed {
 		c.log.Warn("setup script was not started before the engine stopped; starting it again", "compute", key, "stage", stage)
 		c.Kick(key)
 	}
@@ -577,56 +591,36 @@ func (c *Controller) SetupNotStarted(nodeID, task string) {
 
 // SetupExited records the end of a setup script.
 func (c *Controller) SetupExited(ctx context.Context, nodeID, task string, code int) {
-	seq, stage, ok := setupTask(task)
-	if !ok {
+	if _, _, ok := setupTask(task); !ok {
 		return
 	}
 	output, _ := c.Driver.TaskOutput(ctx, nodeID, task, 0)
-	c.Mu.Lock()
-	now := c.Clock.Now().UTC()
-	var key string
-	_ = c.Store.Update(func(tx *store.Tx) error {
-		n, ok := c.NodeByID(tx, nodeID)
-		if !ok || n.Task != task {
-			return nil
-		}
-		key = n.Compute
-		var rec model.Compute
-		if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok || rec.Instance == nil {
-			return err
-		}
+	key, stage, _ := c.updateSetup(nodeID, task, func(n *model.Node, rec *model.Compute, now time.Time) bool {
 		inst := rec.Instance
-		if inst.StartSeq != seq || inst.Stage != stage {
-			return nil
-		}
 		logPath := filepath.Join(c.DataDir, "instances", rec.Workspace, rec.Name, fmt.Sprintf("%s.log", task))
 		if err := computes.WriteFileAtomic(logPath, output); err != nil {
-			c.log.Error("saving setup script output failed", "compute", key, "error", err)
+			c.log.Error("saving setup script output failed", "compute", rec.Key(), "error", err)
 		}
 		inst.StageRunning = false
 		n.State, n.JobID, n.Task, n.IdleSince = api.NodeIdle, "", "", now
 		if code == 0 {
-			if stage == stageCreation {
+			if inst.Stage == stageCreation {
 				inst.CreationDone = true
 			}
-		} else {
-			why := fmt.Sprintf("exited with status %d", code)
-			if !inst.StageDue.IsZero() && !now.Before(inst.StageDue) {
-				why = "timed out"
-			}
-			inst.State = api.InstanceSetupFailed
-			inst.Error = fmt.Sprintf("%s_script %s; its output is in %s; last lines:\n%s", stage, why, logPath, lastLines(output, 10))
-			inst.LastOperation.Status, inst.LastOperation.Time = "Failed", now
-			if stage == stageCreation {
-				inst.CreationDone = false
-			}
+			return true
 		}
-		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
-			return err
+		why := fmt.Sprintf("exited with status %d", code)
+		if !inst.StageDue.IsZero() && !now.Before(inst.StageDue) {
+			why = "timed out"
 		}
-		return tx.Put(store.Computes, key, rec)
+		inst.State = api.InstanceSetupFailed
+		inst.Error = fmt.Sprintf("%s_script %s; its output is in %s; last lines:\n%s", inst.Stage, why, logPath, lastLines(output, 10))
+		inst.LastOperation.Status, inst.LastOperation.Time = "Failed", now
+		if inst.Stage == stageCreation {
+			inst.CreationDone = false
+		}
+		return true
 	})
-	c.Mu.Unlock()
 	if key != "" {
 		c.log.Info("setup script exited", "compute", key, "stage", stage, "exit_code", code)
 		c.Kick(key)
