@@ -226,7 +226,7 @@ func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
 // onTaskNotStarted routes a task the store records but its node never started (the engine
 // stopped in between). A setup script is started again; a job's tasks are not routed: a
 // job whose ranks had not all started is still Preparing, and Recover starts it again.
-func (e *Engine) onTaskNotStarted(_ context.Context, node, task string) {
+func (e *Engine) onTaskNotStarted(node, task string) {
 	if strings.HasPrefix(task, "setup-") {
 		e.instances.SetupNotStarted(node, task)
 	}

@@ -164,7 +164,7 @@ func serveFloorNet(ln net.Listener, backend string) error {
 // messageReader reads whole HTTP/1.1 messages from a connection into one buffer.
 type messageReader struct {
 	buf  []byte
-	used int // the length of the message next last returned
+	used int // the length of the message next returned last, dropped by the following call
 }
 
 // next returns the next whole message, valid until the following call.

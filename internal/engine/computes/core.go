@@ -155,7 +155,7 @@ type Core struct {
 	// OnTaskNotStarted is what Recover calls for a task the store records on a node but the
 	// node does not know: the engine stopped after committing it and before starting it
 	// (set by the engine; nil ignores it).
-	OnTaskNotStarted func(ctx context.Context, node, task string)
+	OnTaskNotStarted func(node, task string)
 }
 
 // New builds the core and fills the quota index from the store.

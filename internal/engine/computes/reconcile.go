@@ -443,7 +443,7 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 				case err == nil && !st.Running:
 					c.OnTaskExit(ctx, n.ID, n.Task, st.ExitCode)
 				case driver.IsNotFound(err) && c.OnTaskNotStarted != nil:
-					c.OnTaskNotStarted(ctx, n.ID, n.Task)
+					c.OnTaskNotStarted(n.ID, n.Task)
 				}
 			})
 		}
