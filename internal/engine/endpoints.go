@@ -4,9 +4,14 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 )
 
@@ -67,4 +72,17 @@ func (e *Engine) CloseScoring() { e.endpoints.CloseScoring() }
 // ListenScoring opens the scoring listener (see controllers/endpoints).
 func (e *Engine) ListenScoring(addr string) (net.Listener, error) {
 	return e.endpoints.ListenScoring(addr)
+}
+
+// ScoringServer is the server of the scoring listener: the router's usual requests on
+// event loops, anything else on the lean HTTP/1.1 server, which hands what it does not
+// serve to net/http (router.LoopServer, internal/engine/leanhttp). Every request it
+// answers is counted in m.
+func (e *Engine) ScoringServer(m *metrics.Metrics, logger hclog.Logger) *router.LoopServer {
+	return &router.LoopServer{
+		Router:   e.endpoints.ScoringRouter(),
+		Fallback: &leanhttp.Server{Handler: m.Scoring(e.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second},
+		Observe:  m.ObserveScoring,
+		Logger:   logger,
+	}
 }

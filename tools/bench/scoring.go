@@ -375,7 +375,8 @@ func serveRouter(backendAddr, key string, conns int) (addr string, stop func(), 
 		r.Close()
 		return "", nil, err
 	}
-	srv := &leanhttp.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	// As the engine serves it: on the event loops, with the lean server for the rest.
+	srv := &router.LoopServer{Router: r, Fallback: &leanhttp.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -25,7 +25,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
@@ -165,9 +164,9 @@ func Run(ctx context.Context, opts Options) error {
 	// The engine's metrics; the engine reports its node lifecycle to them.
 	m := metrics.New(metrics.Options{Source: eng, Clock: opts.Clock})
 	eng.SetRecorder(m)
-	// The scoring listener takes the lean server: the usual scoring request at a fraction
-	// of net/http's cost, anything else through net/http (internal/engine/leanhttp).
-	scoring := &leanhttp.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
+	// The scoring listener takes the event loops: the usual scoring request without a
+	// goroutine wake-up, anything else through the lean server and net/http.
+	scoring := eng.ScoringServer(m, opts.Logger)
 	defer func() {
 		// In-flight scoring requests get the same grace as API calls.
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -20,7 +20,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
@@ -106,7 +105,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	}
 	// Request latencies are wall time, so the metrics keep the real clock.
 	m := metrics.New(metrics.Options{Source: eng})
-	scoring := &leanhttp.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
+	scoring := eng.ScoringServer(m, logger)
 	go func() { _ = scoring.Serve(scoringLn) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := eng.Start(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
@@ -156,4 +157,27 @@ func headEnd(b []byte) int {
 		end = i + 2
 	}
 	return end
+}
+
+// HeadEnd returns the length of the HTTP/1.x head at the start of b (request or
+// response: through its first empty line), or -1 when b does not hold all of it yet.
+func HeadEnd(b []byte) int { return headEnd(b) }
+
+// ParseRequest parses the head of a usual request (see the package documentation), which
+// b holds through its blank line, into a request as Server hands its handler: canonical
+// header keys, Host, RemoteAddr, RequestURI, ContentLength and Close set, no body and no
+// context of its own. It reports false for any request that is not usual; b is not
+// retained.
+func ParseRequest(b []byte, remoteAddr string) (*http.Request, bool) {
+	h, ok := parseHead(b)
+	if !ok {
+		return nil, false
+	}
+	path, query, hasQuery := strings.Cut(h.target, "?")
+	return &http.Request{
+		Method: h.method, URL: &url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""},
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h.header, Host: h.host, RemoteAddr: remoteAddr, RequestURI: h.target,
+		ContentLength: h.contentLength, Close: h.close, Body: http.NoBody,
+	}, true
 }

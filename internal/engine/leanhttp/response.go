@@ -369,6 +369,10 @@ type dateValue struct {
 
 var dateCache atomic.Pointer[dateValue]
 
+// AppendDate appends the current time as a Date header value (http.TimeFormat), from a
+// value cached for the second.
+func AppendDate(b []byte) []byte { return appendDate(b) }
+
 func appendDate(b []byte) []byte {
 	now := time.Now()
 	d := dateCache.Load()

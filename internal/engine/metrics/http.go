@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // DeploymentHeader is the response header in which the scoring router names the deployment
@@ -27,8 +28,14 @@ func (m *Metrics) Scoring(next http.Handler) http.Handler {
 		if deployment == "" && sw.Status() == http.StatusNotFound {
 			endpoint = ""
 		}
-		m.scoring.WithLabelValues(endpoint, deployment, strconv.Itoa(sw.Status())).Observe(m.clock.Since(start).Seconds())
+		m.ObserveScoring(endpoint, deployment, sw.Status(), m.clock.Since(start))
 	})
+}
+
+// ObserveScoring counts one scoring request the router answered itself, without the
+// Scoring middleware: the scoring event loops (router.LoopServer) serve most requests.
+func (m *Metrics) ObserveScoring(endpoint, deployment string, status int, elapsed time.Duration) {
+	m.scoring.WithLabelValues(endpoint, deployment, strconv.Itoa(status)).Observe(elapsed.Seconds())
 }
 
 // scoringEndpoint is the first segment of a scoring path (/{endpoint}/score...).

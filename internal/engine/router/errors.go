@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -58,17 +59,51 @@ var errRequestTimeout = errors.New("request timeout exceeded")
 // abandoned by its client.
 var errRequestEnded = errors.New("request ended before it was forwarded")
 
-// writeError writes e as the JSON response. Headers already set on w (X-Request-Id,
-// azureml-model-deployment) are kept.
-func writeError(w http.ResponseWriter, e *Error) {
+// The errors the router answers with once it chose a deployment, whichever server path
+// serves the request.
+
+func errNoTraffic(endpoint string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+		Message: fmt.Sprintf("no deployment receives traffic in endpoint %q; set its traffic or pin a deployment with the %s header", endpoint, DeploymentHeader)}
+}
+
+func errNoReadyInstance(dep *deploymentState) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+		Message: fmt.Sprintf("deployment %q has no ready instance", dep.name)}
+}
+
+func errBusy(dep *deploymentState) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyRequests,
+		Message: fmt.Sprintf("deployment %q is busy: every ready instance is serving its max_concurrent_requests_per_instance (%d)", dep.name, dep.max)}
+}
+
+func errTimeout(dep *deploymentState) *Error {
+	return &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
+		Message: fmt.Sprintf("deployment %q did not answer within its request timeout of %s", dep.name, dep.timeout)}
+}
+
+func errInstanceFailed(dep *deploymentState, in *instance) *Error {
+	return &Error{Status: http.StatusBadGateway, Code: CodeBadGateway,
+		Message: fmt.Sprintf("deployment %q: instance %q failed to answer", dep.name, in.id)}
+}
+
+// errorBody is e's JSON envelope, newline-terminated.
+func errorBody(e *Error) []byte {
 	body, err := json.Marshal(ErrorBody{Error: e})
 	if err != nil { // cannot happen for this type; keep the status regardless
 		body = []byte(`{"error":{"code":"internal","message":"encoding error"}}`)
 	}
+	return append(body, '\n')
+}
+
+// writeError writes e as the JSON response. Headers already set on w (X-Request-Id,
+// azureml-model-deployment) are kept.
+func writeError(w http.ResponseWriter, e *Error) {
+	body := errorBody(e)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(e.Status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body)
 }

@@ -234,13 +234,16 @@ func sequence(t testing.TB, vals ...float64) func() float64 {
 	}
 }
 
-// frontServer serves a router the way the engine does: on the lean HTTP/1.1 server, which
-// hands unusual requests to net/http (internal/engine/leanhttp).
+// frontServer serves a router the way the engine does: on the event loops, which hand
+// anything but the usual scoring request to the lean HTTP/1.1 server, which hands unusual
+// requests to net/http (LoopServer, internal/engine/leanhttp). A handler that is not a
+// router gets the lean server alone.
 type frontServer struct {
 	URL      string
 	Listener net.Listener
 	accepted atomic.Int64 // client connections accepted
-	srv      *leanhttp.Server
+	close    func() error
+	loops    *LoopServer // nil for a handler that is not a router
 }
 
 func newFront(t testing.TB, h http.Handler) *frontServer {
@@ -249,14 +252,22 @@ func newFront(t testing.TB, h http.Handler) *frontServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &frontServer{URL: "http://" + ln.Addr().String(), srv: &leanhttp.Server{Handler: h, ReadHeaderTimeout: failsafe}}
+	f := &frontServer{URL: "http://" + ln.Addr().String()}
 	f.Listener = &countingListener{Listener: ln, accepted: &f.accepted}
-	go func() { _ = f.srv.Serve(f.Listener) }()
+	lean := &leanhttp.Server{Handler: h, ReadHeaderTimeout: failsafe}
+	if r, ok := h.(*Router); ok {
+		srv := &LoopServer{Router: r, Fallback: lean, Logger: r.log, Loops: 2}
+		f.close, f.loops = srv.Close, srv
+		go func() { _ = srv.Serve(f.Listener) }()
+	} else {
+		f.close = lean.Close
+		go func() { _ = lean.Serve(f.Listener) }()
+	}
 	t.Cleanup(f.Close)
 	return f
 }
 
-func (f *frontServer) Close() { _ = f.srv.Close() }
+func (f *frontServer) Close() { _ = f.close() }
 
 // countingListener counts the connections it accepts.
 type countingListener struct {

@@ -269,6 +269,9 @@ type endpointState struct {
 	totalWeight int
 	mirror      *deploymentState
 	mirrorPct   int
+	// loopable: the event-loop server may serve the endpoint's usual requests itself
+	// (loop.go): nothing is mirrored and every instance speaks plain HTTP.
+	loopable bool
 }
 
 // weightedDeployment covers [previous cum, cum) of the traffic total.
@@ -394,6 +397,12 @@ func (r *Router) build(e Endpoint, prev *endpointState) *endpointState {
 			st.mirrorPct = min(e.Mirror[mnames[0]], 100)
 		} else {
 			r.log.Warn("mirror names an unknown deployment, not mirroring", "endpoint", e.Name, "deployment", mnames[0])
+		}
+	}
+	st.loopable = r.direct && st.mirror == nil
+	for _, d := range st.deployments {
+		for _, in := range d.instances {
+			st.loopable = st.loopable && in.direct && in.plainBase
 		}
 	}
 	return st

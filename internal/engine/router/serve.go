@@ -232,8 +232,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	} else if dep = ep.pick(r.rand()); dep == nil {
-		writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: fmt.Sprintf("no deployment receives traffic in endpoint %q; set its traffic or pin a deployment with the %s header", name, DeploymentHeader)})
+		writeError(w, errNoTraffic(name))
 		return
 	}
 	rv.vals[1] = dep.name
@@ -245,14 +244,12 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if in == nil {
 		if len(dep.ready) == 0 {
 			st.observe(http.StatusServiceUnavailable)
-			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-				Message: fmt.Sprintf("deployment %q has no ready instance", dep.name)})
+			writeError(w, errNoReadyInstance(dep))
 			return
 		}
 		st.rejected.Add(1)
 		st.observe(http.StatusTooManyRequests)
-		writeError(w, &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyRequests,
-			Message: fmt.Sprintf("deployment %q is busy: every ready instance is serving its max_concurrent_requests_per_instance (%d)", dep.name, dep.max)})
+		writeError(w, errBusy(dep))
 		return
 	}
 
@@ -542,8 +539,7 @@ func (r *Router) upstreamError(w http.ResponseWriter, ctx context.Context, a *at
 	switch {
 	case a.isTimedOut():
 		a.status = http.StatusGatewayTimeout
-		writeError(w, &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout,
-			Message: fmt.Sprintf("deployment %q did not answer within its request timeout of %s", a.dep.name, a.dep.timeout)})
+		writeError(w, errTimeout(a.dep))
 	case ctx.Err() != nil || a.over() || clientSide:
 		// The client went away (or the server is shutting down): nobody reads this.
 		a.status = 0
@@ -554,8 +550,7 @@ func (r *Router) upstreamError(w http.ResponseWriter, ctx context.Context, a *at
 		a.status = http.StatusBadGateway
 		r.log.Warn("instance failed", "deployment", a.dep.name, "instance", a.in.id,
 			"request_id", a.requestID, "retried", a.retried, "error", err)
-		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodeBadGateway,
-			Message: fmt.Sprintf("deployment %q: instance %q failed to answer", a.dep.name, a.in.id)})
+		writeError(w, errInstanceFailed(a.dep, a.in))
 	}
 }
 

@@ -147,6 +147,13 @@ func (p *connPool) drop() {
 	closeAll(idle)
 }
 
+// isClosed reports whether the pool's instance left the table.
+func (p *connPool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
 // close closes the idle connections and those returned later.
 func (p *connPool) close() {
 	p.mu.Lock()
@@ -267,7 +274,7 @@ func (r *Router) exchangeOn(c *upConn, req *http.Request, a *attempt, in *instan
 		return nil, errRequestEnded
 	}
 
-	c.head = appendRequestHead(c.head[:0], req, a, in, len(body))
+	c.head = appendRequestHead(c.head[:0], req, a.requestURI, a.requestID, in, len(body))
 	var err error
 	var written int64
 	if len(c.head)+len(body) <= 16<<10 {
@@ -379,10 +386,10 @@ func (b *upstreamBody) finish(eof bool) {
 // appendRequestHead appends the HTTP/1.1 request head of the upstream request to b: the
 // inbound request's end-to-end headers without the credential, plus the router's own.
 // The inbound header passed the server's validation, so it is written as it is.
-func appendRequestHead(b []byte, req *http.Request, a *attempt, in *instance, bodyLen int) []byte {
+func appendRequestHead(b []byte, req *http.Request, uri, requestID string, in *instance, bodyLen int) []byte {
 	b = append(b, req.Method...)
 	b = append(b, ' ')
-	b = append(b, a.requestURI...)
+	b = append(b, uri...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, in.url.Host...)
 	b = append(b, "\r\n"...)
@@ -405,7 +412,7 @@ func appendRequestHead(b []byte, req *http.Request, a *attempt, in *instance, bo
 		b = append(b, "Te: trailers\r\n"...)
 	}
 	b = append(b, "X-Request-Id: "...)
-	b = append(b, a.requestID...)
+	b = append(b, requestID...)
 	if clientIP, _, err := net.SplitHostPort(req.RemoteAddr); err == nil {
 		b = append(b, "\r\nX-Forwarded-For: "...)
 		b = append(b, clientIP...)

@@ -116,6 +116,9 @@ func (c *Controller) tokenSecret() ([]byte, error) {
 // ScoringHandler is the scoring router: serve it on the scoring listener.
 func (c *Controller) ScoringHandler() http.Handler { return c.router }
 
+// ScoringRouter is the scoring router itself, for the event-loop server.
+func (c *Controller) ScoringRouter() *router.Router { return c.router }
+
 // ScoringStats returns the router's counters per deployment of an endpoint (nil when the
 // router does not serve it). Counters start at zero when the engine starts.
 func (c *Controller) ScoringStats(endpoint string) map[string]router.DeploymentStats {

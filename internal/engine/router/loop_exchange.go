@@ -1,0 +1,478 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
+)
+
+// loopExchange is one request the loops serve, from routing to the end of its response.
+// Everything but its timer's callback runs on its client's loop.
+type loopExchange struct {
+	lc         *loopClient
+	req        *http.Request
+	endpoint   string
+	suffix     string
+	dep        *deploymentState
+	in         *instance // the instance holding the request's slot
+	requestID  string
+	idBuf      [36]byte
+	body       []byte
+	msg        []byte // the request as the instance gets it
+	idempotent bool
+	start      time.Time
+	timer      clock.Timer
+
+	up       *loopUpstream // the instance connection carrying it (dialling, or open)
+	head     responseHead
+	headSent bool // the response head went to the client
+	chunks   chunkScanner
+	sent     int64 // framingLength: body bytes passed on
+
+	err                *Error // the router's own answer, given without an instance
+	status             int    // what the client got; 0 when it went away
+	retried, resent    bool
+	timedOut, canceled bool
+	done               bool
+}
+
+var (
+	errResponseHeadTooLarge = errors.New("response head larger than 1 MiB")
+	errMalformedResponse    = errors.New("malformed response head")
+	errConnectionClosed     = errors.New("the instance closed the connection before answering")
+)
+
+// maxResponseHead bounds an instance's response head, as http.Transport's default.
+const maxResponseHead = 1 << 20
+
+// serveNext serves the requests buffered on lc, one at a time: it returns once one is in
+// flight, none is left, or the connection was handed off or is to be closed (the action
+// of lc's OnTraffic).
+func (s *LoopServer) serveNext(lc *loopClient) gnet.Action {
+	for lc.x == nil {
+		if lc.closeAfter {
+			return gnet.Close
+		}
+		buf, _ := lc.c.Peek(-1)
+		if len(buf) == 0 {
+			return gnet.None
+		}
+		if s.stopping.Load() {
+			return gnet.Close
+		}
+		end := leanhttp.HeadEnd(buf)
+		if end < 0 {
+			// A head in pieces: the lean server waits for the rest, under its
+			// ReadHeaderTimeout.
+			return s.handOff(lc)
+		}
+		req, ok := leanhttp.ParseRequest(buf[:end], lc.remote)
+		if !ok || req.ContentLength > maxBufferedBody || int64(len(buf)-end) < req.ContentLength {
+			return s.handOff(lc)
+		}
+		n := end + int(req.ContentLength)
+		x := s.route(lc, req)
+		if x == nil {
+			return s.handOff(lc)
+		}
+		if req.ContentLength > 0 && !x.done {
+			x.body = append([]byte(nil), buf[end:n]...)
+		}
+		_, _ = lc.c.Discard(n)
+		if req.Close {
+			lc.closeAfter = true
+		}
+		if x.done {
+			s.answer(x) // answered by the router itself: on to the next request
+			continue
+		}
+		lc.x = x
+		s.begin(x)
+	}
+	return gnet.None
+}
+
+// route decides where req goes, as Router.ServeHTTP does, or returns nil when the lean
+// server is to serve it: anything but a routable request with a valid credential, to an
+// endpoint whose requests the loops serve. The exchange it returns holds an instance
+// slot, or is done with the router's own answer in err (503, 429).
+func (s *LoopServer) route(lc *loopClient, req *http.Request) *loopExchange {
+	r := s.Router
+	name, suffix, ok := splitScoringPath(req.URL.Path)
+	if !ok {
+		return nil
+	}
+	ep := r.table.Load().endpoints[name]
+	if ep == nil || !ep.loopable || !plainQuery(req.URL.RawQuery) ||
+		!ep.authorize(headerValue(req.Header, "Authorization")) {
+		return nil
+	}
+	pinned := headerValue(req.Header, canonicalDeploymentHeader)
+	var dep *deploymentState
+	if pinned != "" {
+		if dep = ep.deployments[pinned]; dep == nil {
+			return nil // the lean server's 404 lists the deployments
+		}
+	}
+	x := &loopExchange{lc: lc, req: req, endpoint: name, suffix: suffix, start: r.clock.Now()}
+	x.requestID = requestID(headerValue(req.Header, canonicalRequestIDHeader), &x.idBuf)
+	if dep == nil {
+		if dep = ep.pick(r.rand()); dep == nil {
+			x.err, x.done = errNoTraffic(name), true
+			return x
+		}
+	}
+	x.dep = dep
+	st := dep.stats
+	st.requests.Add(1)
+	in := dep.acquire(nil)
+	if in == nil {
+		if len(dep.ready) == 0 {
+			x.err = errNoReadyInstance(dep)
+		} else {
+			st.rejected.Add(1)
+			x.err = errBusy(dep)
+		}
+		st.observe(x.err.Status)
+		x.done = true
+		return x
+	}
+	x.in = in
+	x.idempotent = idempotent(req)
+	return x
+}
+
+// answer sends the router's own answer to an exchange that never held an instance slot.
+func (s *LoopServer) answer(x *loopExchange) {
+	x.status, x.headSent = x.err.Status, true
+	s.writeError(x, x.err)
+	s.observe(x)
+}
+
+// writeError writes e as x's response, with the headers writeError sets on the lean path.
+func (s *LoopServer) writeError(x *loopExchange, e *Error) {
+	body := errorBody(e)
+	lc := x.lc
+	b := append(lc.out[:0], "HTTP/1.1 "...)
+	b = appendInt(b, e.Status)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(e.Status)...)
+	b = append(b, "\r\nCache-Control: no-store\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nX-Request-Id: "...)
+	b = append(b, x.requestID...)
+	if x.dep != nil {
+		b = append(b, "\r\nAzureml-Model-Deployment: "...)
+		b = append(b, x.dep.name...)
+	}
+	b = append(b, "\r\nDate: "...)
+	b = leanhttp.AppendDate(b)
+	b = append(b, "\r\nContent-Length: "...)
+	b = appendInt(b, len(body))
+	if lc.closeAfter || s.stopping.Load() {
+		b = append(b, "\r\nConnection: close"...)
+	}
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	lc.out = b
+	_, _ = lc.c.Write(b)
+}
+
+// begin arms the request timeout and sends the request to its instance.
+func (s *LoopServer) begin(x *loopExchange) {
+	s.active.Add(1)
+	x.timer = s.Router.clock.AfterFunc(x.dep.timeout, func() {
+		_ = x.lc.loop.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			s.timeout(x)
+			return nil
+		}))
+	})
+	s.send(x)
+}
+
+// send puts the request on a connection to x.in: an idle one, else a new one.
+func (s *LoopServer) send(x *loopExchange) {
+	x.msg = appendRequestHead(x.msg[:0], x.req, requestURI(x.req, x.in, x.suffix), x.requestID, x.in, len(x.body))
+	x.msg = append(x.msg, x.body...)
+	if up := x.lc.loop.takeIdle(x.in, s.Router.clock.Now()); up != nil {
+		up.x, up.gotBytes, x.up = x, false, up
+		// A failed write closes up at once; upstreamClosed then resends or answers 502.
+		_, _ = up.c.Write(x.msg)
+		return
+	}
+	s.dial(x)
+}
+
+// dial opens a connection to x.in off the loop; the loop gets it in OnOpen (which sends
+// the request), or the failure in dialFailed.
+func (s *LoopServer) dial(x *loopExchange) {
+	up := &loopUpstream{loop: x.lc.loop, in: x.in, x: x}
+	x.up = up
+	go func() {
+		ctx, cancel := context.WithCancel(s.ctx)
+		defer cancel()
+		nc, err := upstreamDialer.DialContext(ctx, "tcp", up.in.addr)
+		if err == nil {
+			var res <-chan gnet.RegisteredResult
+			if res, err = up.loop.el.Enroll(gnet.NewContext(ctx, up), nc); err != nil {
+				_ = nc.Close()
+			} else if r := <-res; r.Err != nil {
+				err = r.Err
+			}
+		}
+		if err != nil {
+			_ = up.loop.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				s.dialFailed(up, err)
+				return nil
+			}))
+		}
+	}()
+}
+
+// dialFailed retries a request whose instance could not be connected to on another
+// ready instance of its deployment, once, as Router.retryOn does; or answers 502.
+func (s *LoopServer) dialFailed(up *loopUpstream, err error) {
+	x := up.x
+	if x == nil || x.done || x.up != up {
+		return
+	}
+	x.up, up.x = nil, nil
+	if !x.retried {
+		if next := x.dep.acquire(x.in); next != nil {
+			failed := x.in
+			x.in, x.retried = next, true
+			failed.release()
+			x.dep.stats.retries.Add(1)
+			s.log.Warn("instance unreachable, retrying on another", "deployment", x.dep.name,
+				"instance", failed.id, "retry_instance", next.id, "request_id", x.requestID, "error", err)
+			s.send(x)
+			return
+		}
+	}
+	s.failed(x, err)
+}
+
+// failed answers 502 for a request whose instance failed before a response head.
+func (s *LoopServer) failed(x *loopExchange, err error) {
+	s.log.Warn("instance failed", "deployment", x.dep.name, "instance", x.in.id,
+		"request_id", x.requestID, "retried", x.retried, "error", err)
+	x.status = http.StatusBadGateway
+	x.headSent = true
+	s.writeError(x, errInstanceFailed(x.dep, x.in))
+	s.finish(x)
+}
+
+// upstreamTraffic passes an instance's response on to the client as it arrives.
+func (s *LoopServer) upstreamTraffic(up *loopUpstream) gnet.Action {
+	x := up.x
+	if x == nil || x.done {
+		return gnet.Close // bytes on an idle connection, or for a request that ended
+	}
+	up.gotBytes = true
+	lc := x.lc
+	buf, _ := up.c.Peek(-1)
+	out := lc.out[:0]
+	for !x.headSent {
+		end := leanhttp.HeadEnd(buf)
+		if end < 0 {
+			if len(buf) > maxResponseHead {
+				s.detach(x)
+				s.failed(x, errResponseHeadTooLarge)
+				return gnet.Close
+			}
+			return gnet.None
+		}
+		var ok bool
+		out, x.head, ok = appendClientHead(out, buf[:end], x.requestID, x.dep.name, lc.closeAfter || s.stopping.Load())
+		_, _ = up.c.Discard(end)
+		buf = buf[end:]
+		if !ok {
+			s.detach(x)
+			s.failed(x, errMalformedResponse)
+			return gnet.Close
+		}
+		if x.head.status >= 200 {
+			x.headSent, x.status = true, x.head.status
+		}
+	}
+	var n int
+	complete, valid := false, true
+	switch x.head.framing {
+	case framingNone:
+		complete = true
+	case framingLength:
+		n = int(min(int64(len(buf)), x.head.length-x.sent))
+		out = append(out, buf[:n]...)
+		x.sent += int64(n)
+		complete = x.sent == x.head.length
+	case framingChunked:
+		n, complete, valid = x.chunks.scan(buf)
+		out = append(out, buf[:n]...)
+	case framingClose:
+		if n = len(buf); n > 0 {
+			out = appendChunk(out, buf)
+		}
+	}
+	_, _ = up.c.Discard(n)
+	lc.out = out
+	if len(out) > 0 {
+		_, _ = lc.c.Write(out) // a failed write closes lc at once: clientGone ends x
+	}
+	if x.done {
+		return gnet.Close
+	}
+	if !valid {
+		// The status is out: cut the response, so the client sees it incomplete.
+		s.detach(x)
+		_ = lc.c.Close()
+		s.finish(x)
+		return gnet.Close
+	}
+	if !complete {
+		return gnet.None
+	}
+	reuse := x.head.keepAlive && up.c.InboundBuffered() == 0
+	s.detach(x)
+	s.finish(x)
+	if reuse {
+		up.loop.putIdle(up, s.Router.clock.Now())
+		return gnet.None
+	}
+	return gnet.Close
+}
+
+// detach separates x from its instance connection; the caller closes or keeps that.
+func (s *LoopServer) detach(x *loopExchange) {
+	if up := x.up; up != nil {
+		up.x = nil
+		x.up = nil
+	}
+}
+
+// abandon ends x's use of its instance connection: the connection is closed, so the
+// instance sees its request end (or a dial under way is dropped when it completes).
+func (s *LoopServer) abandon(x *loopExchange) {
+	up := x.up
+	s.detach(x)
+	if up != nil && up.c != nil {
+		_ = up.c.Close()
+	}
+}
+
+// upstreamClosed handles an instance connection that closed: idle, it is forgotten;
+// carrying a request, the request is resent, finished or failed.
+func (s *LoopServer) upstreamClosed(up *loopUpstream) {
+	x := up.x
+	if x == nil || x.done || x.up != up {
+		if up.loop != nil && up.in != nil {
+			up.loop.removeIdle(up)
+		}
+		return
+	}
+	s.detach(x)
+	if x.headSent {
+		if x.head.framing == framingClose {
+			_, _ = x.lc.c.Write([]byte(lastChunk))
+			s.finish(x)
+			return
+		}
+		_ = x.lc.c.Close() // cut: the client must not take it for complete
+		s.finish(x)
+		return
+	}
+	// The instance closed a kept-alive connection as the request went out. Resend it on
+	// a fresh one only when nothing of it can have been acted on twice.
+	if up.reused && !up.gotBytes && !x.resent && x.idempotent {
+		x.resent = true
+		up.loop.dropIdle(x.in.pool)
+		s.dial(x)
+		return
+	}
+	s.failed(x, errConnectionClosed)
+}
+
+// timeout ends a request still running after its deployment's request timeout: the
+// instance connection is closed, and the client gets 504, or a cut response when its
+// head was out.
+func (s *LoopServer) timeout(x *loopExchange) {
+	if x.done {
+		return
+	}
+	x.timedOut = true
+	s.abandon(x)
+	if x.headSent {
+		_ = x.lc.c.Close()
+		s.finish(x)
+		return
+	}
+	x.status, x.headSent = http.StatusGatewayTimeout, true
+	s.writeError(x, errTimeout(x.dep))
+	s.finish(x)
+}
+
+// clientGone ends a request whose client closed its connection.
+func (s *LoopServer) clientGone(x *loopExchange) {
+	x.canceled = true
+	x.dep.stats.canceled.Add(1)
+	s.log.Debug("request canceled", "deployment", x.dep.name, "request_id", x.requestID)
+	s.abandon(x)
+	s.finish(x)
+}
+
+// finish releases x's slot, counts it and moves its client on to its next request. It
+// runs once per exchange: a write that fails closes the client at once, whose clientGone
+// may finish x first.
+func (s *LoopServer) finish(x *loopExchange) {
+	if x.done {
+		return
+	}
+	x.done = true
+	x.timer.Stop()
+	x.in.release()
+	st := x.dep.stats
+	if x.timedOut {
+		st.timeouts.Add(1)
+	}
+	status := x.status
+	if x.canceled {
+		status = 0
+	}
+	st.observe(status)
+	s.observe(x)
+	s.active.Add(-1)
+	lc := x.lc
+	if lc.x != x {
+		return
+	}
+	lc.x = nil
+	switch {
+	case x.canceled:
+	case lc.closeAfter || s.stopping.Load():
+		_ = lc.c.Close()
+	case lc.c.InboundBuffered() > 0:
+		// A pipelined request: its connection's OnTraffic serves it (or hands it off).
+		_ = lc.c.Wake(nil)
+	}
+}
+
+// observe tells Observe about an answered request (a canceled one as the 502 the lean
+// path writes for it).
+func (s *LoopServer) observe(x *loopExchange) {
+	s.served.Add(1)
+	if s.Observe == nil {
+		return
+	}
+	status := x.status
+	if x.canceled {
+		status = http.StatusBadGateway
+	}
+	dep := ""
+	if x.dep != nil {
+		dep = x.dep.name
+	}
+	s.Observe(x.endpoint, dep, status, s.Router.clock.Since(x.start))
+}
