@@ -100,17 +100,18 @@
 // (deployments are laid out in name order, each covering its share of [0, 1)), and once
 // more, after an instance was found, when the request is eligible for mirroring.
 //
-// Performance: the engine serves the router on internal/engine/leanhttp, which parses
-// the usual request itself and hands anything else to net/http (a model server on
-// net/http alone costs about as much CPU per request as nginx's whole proxying). On the
-// usual request the router and its server allocate about 11 times (BenchmarkRouterAllocs;
-// net/http's server alone took 24: BenchmarkServerFloor), learn a client's going away
-// from the server (AfterClientGone) rather than from a context registration, and make one
-// system call per direction to the instance besides a non-blocking peek that tells a
-// pooled connection the instance closed from a live one. What remains of its cost
-// against nginx's (tools/bench -mode router prints the CPU time per request of each) is
-// mostly Go's: a read that finds nothing yet before each wait (nginx reads only once
-// epoll says a socket is readable) and the scheduler's wake-ups of goroutines.
+// Performance: the engine serves the scoring listener with LoopServer (loop.go). Its
+// event loops (github.com/panjf2000/gnet/v2, one per core) read client and instance
+// connections themselves and serve the usual request (usual for leanhttp, arrived whole,
+// to an endpoint that mirrors nothing and whose instances speak plain HTTP, with a valid
+// credential) without any goroutine: routing, limits, timeout, retry and headers are the
+// ones above, the response is passed on as it arrives (its framing followed only to find
+// its end, a body delimited by the instance's close re-framed as chunked, interim 1xx
+// responses dropped). Anything else is handed off, connection and bytes read, to
+// internal/engine/leanhttp running the router as an http.Handler, which in turn hands what
+// it does not serve to net/http. A Go server on the net package pays a goroutine wake-up
+// each way per request and a read that finds nothing before each wait; tools/bench -mode
+// router prints both I/O models' floors next to nginx and the router.
 //
 // Errors written by the router are JSON: {"error":{"code":"...","message":"..."}}, the
 // same envelope as the engine API (see Error), so one client decoder reads both.
