@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/gnetlog"
 )
 
 // The floors of the scoring comparison (-mode router). Each is the thinnest HTTP/1.1
@@ -75,7 +77,7 @@ func serveFloorProcess(model string, stdin io.Reader, stdout io.Writer) error {
 			failed <- gnet.Run(f, "tcp://"+addr,
 				gnet.WithNumEventLoop(runtime.GOMAXPROCS(0)), gnet.WithReusePort(true),
 				gnet.WithTCPNoDelay(gnet.TCPNoDelay), gnet.WithLoadBalancing(gnet.LeastConnections),
-				gnet.WithLogger(gnetLog{hclog.New(&hclog.LoggerOptions{Name: "gnet", Level: hclog.Warn, Output: os.Stderr})}))
+				gnet.WithLogger(gnetlog.New(hclog.New(&hclog.LoggerOptions{Name: "gnet", Level: hclog.Warn, Output: os.Stderr}))))
 		}()
 		select {
 		case <-f.booted:
@@ -257,12 +259,3 @@ func (f *floorGnet) OnClose(c gnet.Conn, _ error) gnet.Action {
 	}
 	return gnet.None
 }
-
-// gnetLog sends gnet's log to stderr, warnings and up: stdout carries the address only.
-type gnetLog struct{ l hclog.Logger }
-
-func (g gnetLog) Debugf(format string, args ...any) { g.l.Debug(fmt.Sprintf(format, args...)) }
-func (g gnetLog) Infof(format string, args ...any)  { g.l.Info(fmt.Sprintf(format, args...)) }
-func (g gnetLog) Warnf(format string, args ...any)  { g.l.Warn(fmt.Sprintf(format, args...)) }
-func (g gnetLog) Errorf(format string, args ...any) { g.l.Error(fmt.Sprintf(format, args...)) }
-func (g gnetLog) Fatalf(format string, args ...any) { g.l.Error(fmt.Sprintf(format, args...)) }

@@ -164,20 +164,22 @@ func headEnd(b []byte) int {
 func HeadEnd(b []byte) int { return headEnd(b) }
 
 // ParseRequest parses the head of a usual request (see the package documentation), which
-// b holds through its blank line, into a request as Server hands its handler: canonical
-// header keys, Host, RemoteAddr, RequestURI, ContentLength and Close set, no body and no
-// context of its own. It reports false for any request that is not usual; b is not
-// retained.
-func ParseRequest(b []byte, remoteAddr string) (*http.Request, bool) {
+// b holds through its blank line, into req and u, as Server hands its handler a request:
+// canonical header keys, Host, RemoteAddr, RequestURI, ContentLength and Close set, URL
+// pointing at u, no body and no context of its own. The caller provides both so that it
+// can keep them in its own per-request state. It reports false for any request that is
+// not usual; b is not retained.
+func ParseRequest(b []byte, remoteAddr string, req *http.Request, u *url.URL) bool {
 	h, ok := parseHead(b)
 	if !ok {
-		return nil, false
+		return false
 	}
 	path, query, hasQuery := strings.Cut(h.target, "?")
-	return &http.Request{
-		Method: h.method, URL: &url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""},
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+	*u = url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""}
+	*req = http.Request{
+		Method: h.method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h.header, Host: h.host, RemoteAddr: remoteAddr, RequestURI: h.target,
 		ContentLength: h.contentLength, Close: h.close, Body: http.NoBody,
-	}, true
+	}
+	return true
 }

@@ -69,9 +69,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			var temporary bool
+			if delay, temporary = AcceptRetryDelay(err, delay); temporary {
 				s.logf("leanhttp: accept error: %v; retrying in %v", err, delay)
 				time.Sleep(delay)
 				continue
@@ -86,6 +85,17 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		go c.serve()
 	}
+}
+
+// AcceptRetryDelay returns how long to wait before accepting again after err, the last
+// wait having been delay (zero after a success), and false when err is not temporary and
+// accepting should end. As net/http does, the wait doubles from 5 ms up to a second.
+func AcceptRetryDelay(err error, delay time.Duration) (time.Duration, bool) {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return 0, false
+	}
+	return min(max(2*delay, 5*time.Millisecond), time.Second), true
 }
 
 // track adds or removes c from the connections Shutdown and Close see; adding fails once

@@ -74,14 +74,20 @@ func rawLoad(b *testing.B, addr, path, extraHeader string) {
 
 // rawBackend serves every request with a fixed 200 JSON answer, reusing its buffers.
 func rawBackend(b *testing.B) string {
+	const answer = `{"predictions":[0.1,0.9]}`
+	return fixedBackend(b, []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "+
+		strconv.Itoa(len(answer))+"\r\n\r\n"+answer), false)
+}
+
+// fixedBackend answers every request (with a Content-Length body, or none) with the same
+// bytes, reusing its buffers, and closes each connection after its first answer when
+// closeAfter is set. It returns its address.
+func fixedBackend(tb testing.TB, res []byte, closeAfter bool) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { ln.Close() })
-	const answer = `{"predictions":[0.1,0.9]}`
-	res := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-		strconv.Itoa(len(answer)) + "\r\n\r\n" + answer)
+	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -96,7 +102,7 @@ func rawBackend(b *testing.B) string {
 					if _, err := rawMessage(br, body); err != nil {
 						return
 					}
-					if _, err := c.Write(res); err != nil {
+					if _, err := c.Write(res); err != nil || closeAfter {
 						return
 					}
 				}

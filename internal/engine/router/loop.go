@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/gnetlog"
 )
 
 // LoopServer serves the router on event loops (github.com/panjf2000/gnet/v2): each loop
@@ -64,9 +64,10 @@ type LoopServer struct {
 
 // loopState is one event loop's own: touched only on that loop.
 type loopState struct {
-	el      gnet.EventLoop
-	idle    map[*connPool][]*loopUpstream
-	clients map[*loopClient]struct{}
+	el        gnet.EventLoop
+	idle      map[*connPool][]*loopUpstream
+	clients   map[*loopClient]struct{}
+	deadlines deadlines
 }
 
 // loopClient is a client connection served on a loop.
@@ -78,7 +79,9 @@ type loopClient struct {
 	// closeAfter: close once the response in flight is out (the client asked, or the
 	// server is stopping).
 	closeAfter bool
-	out        []byte // the response bytes being written, reused
+	// out, msg and body are reused for each request: the response bytes being written,
+	// the request as the instance gets it, and its body.
+	out, msg, body []byte
 }
 
 // loopUpstream is a connection to an instance, owned by one loop.
@@ -106,19 +109,22 @@ func (s *LoopServer) Serve(ln net.Listener) error {
 		return err
 	}
 	defer close(s.done)
+	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.stopping.Load() {
 				return net.ErrClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
+			var temporary bool
+			if delay, temporary = leanhttp.AcceptRetryDelay(err, delay); temporary {
+				s.log.Warn("accept error, retrying", "error", err, "delay", delay)
+				time.Sleep(delay)
 				continue
 			}
 			return err
 		}
+		delay = 0
 		lc := &loopClient{remote: nc.RemoteAddr().String()}
 		if _, err := s.cli.EnrollContext(nc, lc); err != nil {
 			// EnrollContext closed nc; the loops are stopping, or out of descriptors.
@@ -145,7 +151,7 @@ func (s *LoopServer) start(ln net.Listener) error {
 	s.ln = ln
 	s.handoff = newHandoffListener(ln.Addr())
 	cli, err := gnet.NewClient(s, gnet.WithMulticore(true), gnet.WithNumEventLoop(loops),
-		gnet.WithLogger(gnetLogger{s.log}))
+		gnet.WithLogger(gnetlog.New(s.log)))
 	if err == nil {
 		err = cli.Start()
 	}
@@ -212,6 +218,7 @@ func (s *LoopServer) beginStop() bool {
 func (s *LoopServer) stopLoops() {
 	<-s.done
 	s.cancel()
+	s.eachLoop(func(l *loopState) { l.deadlines.stop() })
 	_ = s.cli.Stop()
 	s.handoff.close()
 }
@@ -249,6 +256,15 @@ func (s *LoopServer) loopOf(el gnet.EventLoop) *loopState {
 			s.loops = map[gnet.EventLoop]*loopState{}
 		}
 		l = &loopState{el: el, idle: map[*connPool][]*loopUpstream{}, clients: map[*loopClient]struct{}{}}
+		l.deadlines = deadlines{clock: s.Router.clock, fire: func() {
+			// On the timer's goroutine: the expired requests end on the loop.
+			_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				for _, x := range l.deadlines.expired() {
+					s.timeout(x)
+				}
+				return nil
+			}))
+		}}
 		s.loops[el] = l
 	}
 	return l
@@ -446,12 +462,3 @@ func (c *prefixedConn) CloseWrite() error {
 	}
 	return nil
 }
-
-// gnetLogger writes gnet's log lines to an hclog logger.
-type gnetLogger struct{ l hclog.Logger }
-
-func (g gnetLogger) Debugf(format string, args ...any) { g.l.Debug(fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Infof(format string, args ...any)  { g.l.Debug(fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Warnf(format string, args ...any)  { g.l.Warn(fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Errorf(format string, args ...any) { g.l.Error(fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Fatalf(format string, args ...any) { g.l.Error(fmt.Sprintf(format, args...)) }

@@ -4,19 +4,20 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 )
 
 // loopExchange is one request the loops serve, from routing to the end of its response.
-// Everything but its timer's callback runs on its client's loop.
+// Everything about it runs on its client's loop.
 type loopExchange struct {
 	lc         *loopClient
-	req        *http.Request
+	req        http.Request
+	url        url.URL
 	endpoint   string
 	suffix     string
 	dep        *deploymentState
@@ -26,8 +27,13 @@ type loopExchange struct {
 	body       []byte
 	msg        []byte // the request as the instance gets it
 	idempotent bool
-	start      time.Time
-	timer      clock.Timer
+	start      time.Time // also the time an idle instance connection is judged by
+	end        time.Time
+	// deadline is when the request timeout ends it; prev and next link it into its
+	// loop's deadline queue (loop_deadlines.go).
+	deadline   time.Time
+	prev, next *loopExchange
+	queue      *deadlineQueue
 
 	up       *loopUpstream // the instance connection carrying it (dialling, or open)
 	head     responseHead
@@ -72,17 +78,20 @@ func (s *LoopServer) serveNext(lc *loopClient) gnet.Action {
 			// ReadHeaderTimeout.
 			return s.handOff(lc)
 		}
-		req, ok := leanhttp.ParseRequest(buf[:end], lc.remote)
-		if !ok || req.ContentLength > maxBufferedBody || int64(len(buf)-end) < req.ContentLength {
+		x := &loopExchange{lc: lc}
+		req := &x.req
+		if !leanhttp.ParseRequest(buf[:end], lc.remote, req, &x.url) ||
+			req.ContentLength > maxBufferedBody || int64(len(buf)-end) < req.ContentLength {
 			return s.handOff(lc)
 		}
 		n := end + int(req.ContentLength)
-		x := s.route(lc, req)
-		if x == nil {
+		if !s.route(x) {
 			return s.handOff(lc)
 		}
 		if req.ContentLength > 0 && !x.done {
-			x.body = append([]byte(nil), buf[end:n]...)
+			// The client's buffer: it sends its next request only after this one's answer.
+			lc.body = append(lc.body[:0], buf[end:n]...)
+			x.body = lc.body
 		}
 		_, _ = lc.c.Discard(n)
 		if req.Close {
@@ -98,34 +107,34 @@ func (s *LoopServer) serveNext(lc *loopClient) gnet.Action {
 	return gnet.None
 }
 
-// route decides where req goes, as Router.ServeHTTP does, or returns nil when the lean
-// server is to serve it: anything but a routable request with a valid credential, to an
-// endpoint whose requests the loops serve. The exchange it returns holds an instance
+// route decides where x's request goes, as Router.ServeHTTP does, or reports false when
+// the lean server is to serve it: anything but a routable request with a valid
+// credential, to an endpoint whose requests the loops serve. Routed, x holds an instance
 // slot, or is done with the router's own answer in err (503, 429).
-func (s *LoopServer) route(lc *loopClient, req *http.Request) *loopExchange {
-	r := s.Router
+func (s *LoopServer) route(x *loopExchange) bool {
+	r, req := s.Router, &x.req
 	name, suffix, ok := splitScoringPath(req.URL.Path)
 	if !ok {
-		return nil
+		return false
 	}
 	ep := r.table.Load().endpoints[name]
 	if ep == nil || !ep.loopable || !plainQuery(req.URL.RawQuery) ||
 		!ep.authorize(headerValue(req.Header, "Authorization")) {
-		return nil
+		return false
 	}
 	pinned := headerValue(req.Header, canonicalDeploymentHeader)
 	var dep *deploymentState
 	if pinned != "" {
 		if dep = ep.deployments[pinned]; dep == nil {
-			return nil // the lean server's 404 lists the deployments
+			return false // the lean server's 404 lists the deployments
 		}
 	}
-	x := &loopExchange{lc: lc, req: req, endpoint: name, suffix: suffix, start: r.clock.Now()}
+	x.endpoint, x.suffix, x.start = name, suffix, r.clock.Now()
 	x.requestID = requestID(headerValue(req.Header, canonicalRequestIDHeader), &x.idBuf)
 	if dep == nil {
 		if dep = ep.pick(r.rand()); dep == nil {
 			x.err, x.done = errNoTraffic(name), true
-			return x
+			return true
 		}
 	}
 	x.dep = dep
@@ -141,16 +150,16 @@ func (s *LoopServer) route(lc *loopClient, req *http.Request) *loopExchange {
 		}
 		st.observe(x.err.Status)
 		x.done = true
-		return x
+		return true
 	}
 	x.in = in
 	x.idempotent = idempotent(req)
-	return x
+	return true
 }
 
 // answer sends the router's own answer to an exchange that never held an instance slot.
 func (s *LoopServer) answer(x *loopExchange) {
-	x.status, x.headSent = x.err.Status, true
+	x.status, x.headSent, x.end = x.err.Status, true, s.Router.clock.Now()
 	s.writeError(x, x.err)
 	s.observe(x)
 }
@@ -182,23 +191,21 @@ func (s *LoopServer) writeError(x *loopExchange, e *Error) {
 	_, _ = lc.c.Write(b)
 }
 
-// begin arms the request timeout and sends the request to its instance.
+// begin starts the request timeout and sends the request to its instance.
 func (s *LoopServer) begin(x *loopExchange) {
 	s.active.Add(1)
-	x.timer = s.Router.clock.AfterFunc(x.dep.timeout, func() {
-		_ = x.lc.loop.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-			s.timeout(x)
-			return nil
-		}))
-	})
+	x.lc.loop.deadlines.add(x, x.dep.timeout)
 	s.send(x)
 }
 
 // send puts the request on a connection to x.in: an idle one, else a new one.
 func (s *LoopServer) send(x *loopExchange) {
-	x.msg = appendRequestHead(x.msg[:0], x.req, requestURI(x.req, x.in, x.suffix), x.requestID, x.in, len(x.body))
-	x.msg = append(x.msg, x.body...)
-	if up := x.lc.loop.takeIdle(x.in, s.Router.clock.Now()); up != nil {
+	// The client's buffer, as the body's.
+	lc := x.lc
+	lc.msg = appendRequestHead(lc.msg[:0], &x.req, requestURI(&x.req, x.in, x.suffix), x.requestID, x.in, len(x.body))
+	lc.msg = append(lc.msg, x.body...)
+	x.msg = lc.msg
+	if up := x.lc.loop.takeIdle(x.in, x.start); up != nil {
 		up.x, up.gotBytes, x.up = x, false, up
 		// A failed write closes up at once; upstreamClosed then resends or answers 502.
 		_, _ = up.c.Write(x.msg)
@@ -242,13 +249,8 @@ func (s *LoopServer) dialFailed(up *loopUpstream, err error) {
 	}
 	x.up, up.x = nil, nil
 	if !x.retried {
-		if next := x.dep.acquire(x.in); next != nil {
-			failed := x.in
+		if next := s.Router.moveToAnother(x.dep, x.in, nil, x.requestID, err); next != nil {
 			x.in, x.retried = next, true
-			failed.release()
-			x.dep.stats.retries.Add(1)
-			s.log.Warn("instance unreachable, retrying on another", "deployment", x.dep.name,
-				"instance", failed.id, "retry_instance", next.id, "request_id", x.requestID, "error", err)
 			s.send(x)
 			return
 		}
@@ -339,7 +341,7 @@ func (s *LoopServer) upstreamTraffic(up *loopUpstream) gnet.Action {
 	s.detach(x)
 	s.finish(x)
 	if reuse {
-		up.loop.putIdle(up, s.Router.clock.Now())
+		up.loop.putIdle(up, x.end)
 		return gnet.None
 	}
 	return gnet.Close
@@ -430,8 +432,8 @@ func (s *LoopServer) finish(x *loopExchange) {
 	if x.done {
 		return
 	}
-	x.done = true
-	x.timer.Stop()
+	x.done, x.end = true, s.Router.clock.Now()
+	x.lc.loop.deadlines.remove(x)
 	x.in.release()
 	st := x.dep.stats
 	if x.timedOut {
@@ -474,5 +476,5 @@ func (s *LoopServer) observe(x *loopExchange) {
 	if x.dep != nil {
 		dep = x.dep.name
 	}
-	s.Observe(x.endpoint, dep, status, s.Router.clock.Since(x.start))
+	s.Observe(x.endpoint, dep, status, x.end.Sub(x.start))
 }

@@ -197,41 +197,6 @@ func TestLoopRetriesOnAnotherInstanceWhenOneCannotBeReached(t *testing.T) {
 	}
 }
 
-// framingBackend answers every request on a connection with the same bytes, then closes the
-// connection when closeAfter is set.
-func framingBackend(t *testing.T, response string, closeAfter bool) *url.URL {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					_, _ = io.WriteString(c, response)
-					if closeAfter {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
-}
-
 func TestLoopPassesOnEveryResponseFraming(t *testing.T) {
 	cases := []struct {
 		name, response string
@@ -250,7 +215,7 @@ func TestLoopPassesOnEveryResponseFraming(t *testing.T) {
 			r.SetEndpoint(Endpoint{Name: "ep", AuthMode: AuthModeKey, Keys: [2]string{testPrimary},
 				Traffic: map[string]int{"blue": 100},
 				Deployments: map[string]*Deployment{"blue": {Backends: []Backend{
-					{ID: "raw", URL: framingBackend(t, tc.response, tc.closeAfter), Ready: true}}}}})
+					{ID: "raw", URL: &url.URL{Scheme: "http", Host: fixedBackend(t, []byte(tc.response), tc.closeAfter)}, Ready: true}}}}})
 			f := newFront(t, r)
 			for i := 0; i < 2; i++ { // the second request takes the kept connection, or a new one
 				res := loopPost(t, f, testPrimary, "{}")

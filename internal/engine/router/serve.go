@@ -561,20 +561,30 @@ func (r *Router) retryOn(a *attempt, err error, usable func(*instance) bool) *in
 	if a.retried {
 		return nil
 	}
-	next := a.dep.acquire(a.in)
+	next := r.moveToAnother(a.dep, a.in, usable, a.requestID, err)
+	if next != nil {
+		a.in, a.retried = next, true
+	}
+	return next
+}
+
+// moveToAnother moves a request whose instance failed could not be connected to onto
+// another ready instance of dep that has room and that usable (nil: any) accepts: it takes
+// that instance's slot, releases failed's, and counts and logs the retry. It returns the
+// new instance, or nil when there is none. Both server paths retry through it.
+func (r *Router) moveToAnother(dep *deploymentState, failed *instance, usable func(*instance) bool, requestID string, err error) *instance {
+	next := dep.acquire(failed)
 	if next == nil {
 		return nil
 	}
-	if !usable(next) {
+	if usable != nil && !usable(next) {
 		next.release()
 		return nil
 	}
-	failed := a.in
-	a.in, a.retried = next, true
 	failed.release()
-	a.dep.stats.retries.Add(1)
-	r.log.Warn("instance unreachable, retrying on another", "deployment", a.dep.name,
-		"instance", failed.id, "retry_instance", next.id, "request_id", a.requestID, "error", err)
+	dep.stats.retries.Add(1)
+	r.log.Warn("instance unreachable, retrying on another", "deployment", dep.name,
+		"instance", failed.id, "retry_instance", next.id, "request_id", requestID, "error", err)
 	return next
 }
 
@@ -592,7 +602,7 @@ func (u upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	if a == nil || ctx.Err() != nil || !isDialError(err) || a.body.read.Load() {
 		return nil, err
 	}
-	next := u.r.retryOn(a, err, func(*instance) bool { return true })
+	next := u.r.retryOn(a, err, nil)
 	if next == nil {
 		return nil, err
 	}
