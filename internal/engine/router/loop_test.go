@@ -2,6 +2,8 @@ package router
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 )
 
 // The event-loop server (loop.go) through real connections: what it serves itself, what
@@ -252,5 +256,93 @@ func TestLoopAnswersPipelinedRequestsInOrder(t *testing.T) {
 		if res.StatusCode != http.StatusOK || body != "b0" || res.Header.Get(RequestIDHeader) != want {
 			t.Fatalf("response %s: status %d, body %q, id %q", want, res.StatusCode, body, res.Header.Get(RequestIDHeader))
 		}
+	}
+}
+
+func TestLoopHandsOffAHeadThatArrivesInPieces(t *testing.T) {
+	b := newBackend(t, "b0")
+	_, f := loopRouter(t, time.Minute, 4, b)
+	c, err := net.Dial("tcp", f.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "POST /ep/score HTTP/1.1\r\nHost: x\r\n")
+	deadline := time.Now().Add(failsafe)
+	for f.loops.handedOff.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	_, _ = io.WriteString(c, "Authorization: Bearer "+testPrimary+"\r\nContent-Length: 2\r\n\r\n{}")
+	_ = c.SetReadDeadline(time.Now().Add(failsafe))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); res.StatusCode != http.StatusOK || body != "b0" {
+		t.Fatalf("status %d body %q, want 200 from b0", res.StatusCode, body)
+	}
+	if f.loops.handedOff.Load() != 1 || f.loops.served.Load() != 0 {
+		t.Fatalf("handed off %d, served %d: want the lean server to have served it", f.loops.handedOff.Load(), f.loops.served.Load())
+	}
+}
+
+func TestLoopShutdownFinishesRequestsInFlightAndClosesIdleConnections(t *testing.T) {
+	b := newHoldingBackend(t, "b0")
+	r := newTestRouter(t, Options{})
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type observed struct {
+		endpoint, deployment string
+		status               int
+	}
+	seen := make(chan observed, 4)
+	srv := &LoopServer{Router: r, Fallback: &leanhttp.Server{Handler: r}, Loops: 2,
+		Observe: func(endpoint, deployment string, status int, _ time.Duration) {
+			seen <- observed{endpoint, deployment, status}
+		}}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	idle, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	busy, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_, _ = io.WriteString(busy, "POST /ep/score HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testPrimary+"\r\nContent-Length: 2\r\n\r\n{}")
+	wait(t, b.entered, "the request at the instance")
+
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	// The idle connection is closed; the request in flight is not cut.
+	_ = idle.SetReadDeadline(time.Now().Add(failsafe))
+	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("idle connection: read %d bytes, %v; want it closed", n, err)
+	}
+	b.releaseAll()
+	_ = busy.SetReadDeadline(time.Now().Add(failsafe))
+	res, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); res.StatusCode != http.StatusOK || body != "b0" || !res.Close {
+		t.Fatalf("status %d body %q close %v, want 200 from b0 with Connection: close", res.StatusCode, body, res.Close)
+	}
+	if err := wait(t, shut, "Shutdown"); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := wait(t, served, "Serve to return"); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Serve returned %v, want net.ErrClosed", err)
+	}
+	if got := wait(t, seen, "the request's observation"); got != (observed{"ep", "blue", http.StatusOK}) {
+		t.Fatalf("observed %+v, want ep/blue 200", got)
 	}
 }
