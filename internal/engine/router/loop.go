@@ -86,13 +86,15 @@ type loopClient struct {
 
 // loopUpstream is a connection to an instance, owned by one loop.
 type loopUpstream struct {
-	c         gnet.Conn // nil until the dial completed
-	loop      *loopState
-	in        *instance
-	x         *loopExchange // the exchange it carries, nil when idle
-	reused    bool          // it carried an earlier request
-	gotBytes  bool          // the instance sent something for x
-	idleSince time.Time
+	c    gnet.Conn // nil until the dial completed
+	loop *loopState
+	in   *instance
+	x    *loopExchange // the exchange it carries, nil when idle
+	// cancelDial ends the dial under way (c still nil) when its request ends first.
+	cancelDial context.CancelFunc
+	reused     bool // it carried an earlier request
+	gotBytes   bool // the instance sent something for x
+	idleSince  time.Time
 }
 
 // Serve accepts connections on ln and serves them until Shutdown or Close; it returns

@@ -200,7 +200,7 @@ func (s *LoopServer) begin(x *loopExchange) {
 
 // send puts the request on a connection to x.in: an idle one, else a new one.
 func (s *LoopServer) send(x *loopExchange) {
-	// The client's buffer, as the body's.
+	// Built in the client's buffer: a client has one request in flight at a time.
 	lc := x.lc
 	lc.msg = appendRequestHead(lc.msg[:0], &x.req, requestURI(&x.req, x.in, x.suffix), x.requestID, x.in, len(x.body))
 	lc.msg = append(lc.msg, x.body...)
@@ -217,10 +217,10 @@ func (s *LoopServer) send(x *loopExchange) {
 // dial opens a connection to x.in off the loop; the loop gets it in OnOpen (which sends
 // the request), or the failure in dialFailed.
 func (s *LoopServer) dial(x *loopExchange) {
-	up := &loopUpstream{loop: x.lc.loop, in: x.in, x: x}
+	ctx, cancel := context.WithCancel(s.ctx)
+	up := &loopUpstream{loop: x.lc.loop, in: x.in, x: x, cancelDial: cancel}
 	x.up = up
 	go func() {
-		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
 		nc, err := upstreamDialer.DialContext(ctx, "tcp", up.in.addr)
 		if err == nil {
@@ -356,12 +356,16 @@ func (s *LoopServer) detach(x *loopExchange) {
 }
 
 // abandon ends x's use of its instance connection: the connection is closed, so the
-// instance sees its request end (or a dial under way is dropped when it completes).
+// instance sees its request end, or a dial under way is cancelled.
 func (s *LoopServer) abandon(x *loopExchange) {
 	up := x.up
 	s.detach(x)
-	if up != nil && up.c != nil {
+	switch {
+	case up == nil:
+	case up.c != nil:
 		_ = up.c.Close()
+	default:
+		up.cancelDial()
 	}
 }
 

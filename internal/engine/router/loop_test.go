@@ -96,7 +96,7 @@ func TestLoopServesTheUsualRequestItself(t *testing.T) {
 	if n := f.loops.handedOff.Load(); n != 0 {
 		t.Errorf("loops handed off %d connections, want 0", n)
 	}
-	if st := r.Stats("ep")["blue"]; st.Requests != 1 || st.Responses2xx != 1 || st.InFlight != 0 { // counted before served
+	if st := r.Stats("ep")["blue"]; st.Requests != 1 || st.Responses2xx != 1 || st.InFlight != 0 {
 		t.Errorf("stats %+v, want one 2xx request and nothing in flight", st)
 	}
 }
@@ -156,6 +156,7 @@ func TestLoopAnswers429WhenFullAnd504AfterTheTimeout(t *testing.T) {
 		t.Fatalf("held request: status %d, want 504 with code timeout", res.StatusCode)
 	}
 	wait(t, b.canceled, "the instance to see its request end")
+	waitServed(t, f, 2) // the 429 and the 504
 	st := r.Stats("ep")["blue"]
 	if st.Rejected429 != 1 || st.Timeouts != 1 || st.InFlight != 0 {
 		t.Errorf("stats %+v, want one 429, one timeout, nothing in flight", st)
@@ -173,10 +174,7 @@ func TestLoopClientGoneEndsTheInstanceRequest(t *testing.T) {
 	wait(t, b.entered, "the request at the instance")
 	_ = c.Close()
 	wait(t, b.canceled, "the instance to see its request end")
-	deadline := time.Now().Add(failsafe)
-	for r.Stats("ep")["blue"].ClientCanceled != 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitServed(t, f, 1) // counted when its slot is free
 	if st := r.Stats("ep")["blue"]; st.ClientCanceled != 1 || st.InFlight != 0 {
 		t.Fatalf("stats %+v, want one canceled request and its slot free", st)
 	}
@@ -196,6 +194,7 @@ func TestLoopRetriesOnAnotherInstanceWhenOneCannotBeReached(t *testing.T) {
 			t.Fatalf("request %d: status %d, want 200 from live", i, res.StatusCode)
 		}
 	}
+	waitServed(t, f, 4)
 	if st := r.Stats("ep")["blue"]; st.Retries == 0 || st.Responses2xx != 4 {
 		t.Fatalf("stats %+v, want retries and four 2xx", st)
 	}
