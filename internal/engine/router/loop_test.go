@@ -53,6 +53,26 @@ func readAll(t *testing.T, res *http.Response) string {
 	return string(b)
 }
 
+// rawScoreRequest is a scoring request for endpoint ep with the primary key, the header
+// lines in extra (each ending in CRLF) and the body {}.
+func rawScoreRequest(extra string) string {
+	return "POST /ep/score HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testPrimary + "\r\n" + extra +
+		"Content-Length: 2\r\n\r\n{}"
+}
+
+// dialLoops opens a client connection to addr, closed when the test ends, whose reads
+// give up after failsafe.
+func dialLoops(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetReadDeadline(time.Now().Add(failsafe))
+	return c
+}
+
 // waitServed waits until the loops counted n requests: a client can read the end of a
 // response before the loop that sent it counted it.
 func waitServed(t *testing.T, f *frontServer, n int64) {
@@ -166,11 +186,8 @@ func TestLoopAnswers429WhenFullAnd504AfterTheTimeout(t *testing.T) {
 func TestLoopClientGoneEndsTheInstanceRequest(t *testing.T) {
 	b := newHoldingBackend(t, "b0")
 	r, f := loopRouter(t, time.Minute, 1, b)
-	c, err := net.Dial("tcp", f.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(c, "POST /ep/score HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testPrimary+"\r\nContent-Length: 2\r\n\r\n{}")
+	c := dialLoops(t, f.Listener.Addr().String())
+	_, _ = io.WriteString(c, rawScoreRequest(""))
 	wait(t, b.entered, "the request at the instance")
 	_ = c.Close()
 	wait(t, b.canceled, "the instance to see its request end")
@@ -237,14 +254,8 @@ func TestLoopPassesOnEveryResponseFraming(t *testing.T) {
 func TestLoopAnswersPipelinedRequestsInOrder(t *testing.T) {
 	b := newBackend(t, "b0")
 	_, f := loopRouter(t, time.Minute, 4, b)
-	c, err := net.Dial("tcp", f.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	one := "POST /ep/score HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testPrimary + "\r\nX-Request-Id: r%d\r\nContent-Length: 2\r\n\r\n{}"
-	_, _ = io.WriteString(c, strings.Replace(one, "%d", "1", 1)+strings.Replace(one, "%d", "2", 1))
-	_ = c.SetReadDeadline(time.Now().Add(failsafe))
+	c := dialLoops(t, f.Listener.Addr().String())
+	_, _ = io.WriteString(c, rawScoreRequest("X-Request-Id: r1\r\n")+rawScoreRequest("X-Request-Id: r2\r\n"))
 	br := bufio.NewReader(c)
 	for _, want := range []string{"r1", "r2"} {
 		res, err := http.ReadResponse(br, nil)
@@ -261,18 +272,15 @@ func TestLoopAnswersPipelinedRequestsInOrder(t *testing.T) {
 func TestLoopHandsOffAHeadThatArrivesInPieces(t *testing.T) {
 	b := newBackend(t, "b0")
 	_, f := loopRouter(t, time.Minute, 4, b)
-	c, err := net.Dial("tcp", f.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, _ = io.WriteString(c, "POST /ep/score HTTP/1.1\r\nHost: x\r\n")
+	c := dialLoops(t, f.Listener.Addr().String())
+	req := rawScoreRequest("")
+	firstLines := len("POST /ep/score HTTP/1.1\r\nHost: x\r\n")
+	_, _ = io.WriteString(c, req[:firstLines])
 	deadline := time.Now().Add(failsafe)
 	for f.loops.handedOff.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	_, _ = io.WriteString(c, "Authorization: Bearer "+testPrimary+"\r\nContent-Length: 2\r\n\r\n{}")
-	_ = c.SetReadDeadline(time.Now().Add(failsafe))
+	_, _ = io.WriteString(c, req[firstLines:])
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -306,28 +314,18 @@ func TestLoopShutdownFinishesRequestsInFlightAndClosesIdleConnections(t *testing
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	idle, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	busy, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	_, _ = io.WriteString(busy, "POST /ep/score HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testPrimary+"\r\nContent-Length: 2\r\n\r\n{}")
+	idle := dialLoops(t, ln.Addr().String())
+	busy := dialLoops(t, ln.Addr().String())
+	_, _ = io.WriteString(busy, rawScoreRequest(""))
 	wait(t, b.entered, "the request at the instance")
 
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(context.Background()) }()
 	// The idle connection is closed; the request in flight is not cut.
-	_ = idle.SetReadDeadline(time.Now().Add(failsafe))
 	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("idle connection: read %d bytes, %v; want it closed", n, err)
 	}
 	b.releaseAll()
-	_ = busy.SetReadDeadline(time.Now().Add(failsafe))
 	res, err := http.ReadResponse(bufio.NewReader(busy), nil)
 	if err != nil {
 		t.Fatal(err)
