@@ -101,6 +101,20 @@ type NodeSpec struct {
 	VMSize   string
 	VCPUs    int64
 	MemoryGB float64
+	// Pod, when set, says how a Kubernetes node's pod asks for resources instead of
+	// VCPUs and MemoryGB: an attached Kubernetes compute's instance type. Other drivers
+	// ignore it.
+	Pod *PodShape
+}
+
+// PodShape is an instance type of an attached Kubernetes compute: where its pods may run
+// and what they request and are limited to, in Kubernetes' quantity syntax ("500m",
+// "4Gi"; resource names such as "cpu", "memory", "nvidia.com/gpu").
+type PodShape struct {
+	InstanceType string
+	NodeSelector map[string]string
+	Requests     map[string]string
+	Limits       map[string]string
 }
 
 // NodeInfo describes a node.
