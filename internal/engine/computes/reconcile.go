@@ -11,6 +11,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/cluster"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -524,4 +525,13 @@ func (c *Core) clearErrors(tx *store.Tx, key string) error {
 	}
 	rec.Errors = nil
 	return tx.Put(store.Computes, key, rec)
+}
+
+// JobViews are jobs as the placement rules read them (rules/cluster, rules/instance).
+func JobViews(jobs []model.Job) []cluster.Job {
+	out := make([]cluster.Job, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, cluster.Job{ID: j.ID, Status: j.Status, Count: j.Count, SubmittedAt: j.SubmittedAt})
+	}
+	return out
 }

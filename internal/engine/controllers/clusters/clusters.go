@@ -78,7 +78,7 @@ func (c *Controller) Update(ctx context.Context, workspace, name string, upd api
 func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, jobs []model.Job, now time.Time) (computes.Actions, error) {
 	var acts computes.Actions
 	key := rec.Key()
-	plan := cluster.Decide(clusterOf(*rec), nodeViews(nodes), jobViews(jobs), now)
+	plan := cluster.Decide(clusterOf(*rec), nodeViews(nodes), computes.JobViews(jobs), now)
 	byID := map[string]*model.Node{}
 	for i := range nodes {
 		byID[nodes[i].ID] = &nodes[i]
@@ -169,14 +169,6 @@ func nodeViews(nodes []model.Node) []cluster.Node {
 	out := make([]cluster.Node, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, cluster.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince})
-	}
-	return out
-}
-
-func jobViews(jobs []model.Job) []cluster.Job {
-	out := make([]cluster.Job, 0, len(jobs))
-	for _, j := range jobs {
-		out = append(out, cluster.Job{ID: j.ID, Status: j.Status, Count: j.Count, SubmittedAt: j.SubmittedAt})
 	}
 	return out
 }
