@@ -25,12 +25,30 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
+// Core is what the controller uses of the compute core (package computes).
+type Core interface {
+	computes.Records
+	computes.Transactions
+	computes.Kicker
+	computes.NodeLifecycle
+	computes.Runtime
+}
+
+// Config is what the controller is built from.
+type Config struct {
+	Core Core
+	// MinIdleShutdown is the engine's idle-shutdown policy minimum.
+	MinIdleShutdown time.Duration
+	// DataDir is the engine's data directory, where setup scripts' output is kept.
+	DataDir string
+}
+
 // Controller runs compute instances on the shared compute core.
 type Controller struct {
-	core *computes.Core
-	log  hclog.Logger
-	// minIdleShutdown is the engine's idle-shutdown policy minimum.
+	core            Core
+	log             hclog.Logger
 	minIdleShutdown time.Duration
+	dataDir         string
 	sessions        sessions
 }
 
@@ -52,11 +70,13 @@ func (s *sessions) add(key string, delta int) {
 	s.open[key] = max(s.open[key]+delta, 0)
 }
 
-// New builds the controller and registers its pass for compute instances.
-func New(core *computes.Core, minIdleShutdown time.Duration) *Controller {
-	c := &Controller{core: core, log: core.Log.Named("instances"), minIdleShutdown: minIdleShutdown, sessions: sessions{open: map[string]int{}}}
-	core.RegisterPass(api.TypeComputeInstance, c.Pass)
-	return c
+// New builds the controller. Its Pass decides the passes of compute instances (the engine
+// registers it with the core).
+func New(cfg Config) *Controller {
+	return &Controller{
+		core: cfg.Core, log: cfg.Core.Logger().Named("instances"), minIdleShutdown: cfg.MinIdleShutdown,
+		dataDir: cfg.DataDir, sessions: sessions{open: map[string]int{}},
+	}
 }
 
 // Create validates an instance spec and stores the instance, which starts at once.
@@ -72,7 +92,7 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 	if err := c.validateInstance(settings); err != nil {
 		return nil, err
 	}
-	now := c.core.Clock.Now().UTC()
+	now := c.core.Clock().Now().UTC()
 	rec := model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeComputeInstance, VMSize: size.Name,
 		VMPriority: api.PriorityDedicated, Description: spec.Description, Tags: spec.Tags, CreatedOn: now,
@@ -88,7 +108,7 @@ func (c *Controller) Update(ctx context.Context, workspace, name string, upd api
 			return api.Errorf(api.CodeInvalid, "scale_settings", "compute instance %q has no scale settings", name)
 		}
 		rec.Description, rec.Tags = upd.Description, upd.Tags
-		return c.updateInstance(rec, upd, c.core.Clock.Now().UTC())
+		return c.updateInstance(rec, upd, c.core.Clock().Now().UTC())
 	})
 }
 
@@ -103,9 +123,8 @@ func (c *Controller) activity(rec model.Compute) idle.Activity {
 
 // InstanceAction starts, stops or restarts an instance for a user.
 func (c *Controller) InstanceAction(_ context.Context, workspace, name, action string) (*api.Compute, error) {
-	c.core.Mu.Lock()
-	now := c.core.Clock.Now().UTC()
-	err := c.core.Store.Update(func(tx *store.Tx) error {
+	now := c.core.Clock().Now().UTC()
+	err := c.core.Write(func(tx *store.Tx) error {
 		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
 			return model.NotFoundCompute(workspace, name)
@@ -118,7 +137,6 @@ func (c *Controller) InstanceAction(_ context.Context, workspace, name, action s
 		}
 		return tx.Put(store.Computes, rec.Key(), rec)
 	})
-	c.core.Mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -126,20 +144,18 @@ func (c *Controller) InstanceAction(_ context.Context, workspace, name, action s
 	return c.core.GetCompute(context.Background(), workspace, name)
 }
 
-// touch records activity at now on a stored instance; before runs first in the same
-// transaction (a session's close).
+// touch records activity at now on a stored instance; before runs first, in the same turn
+// (a session's close).
 func (c *Controller) touch(workspace, name string, before func()) error {
-	c.core.Mu.Lock()
-	defer c.core.Mu.Unlock()
-	if before != nil {
-		before()
-	}
-	return c.core.Store.Update(func(tx *store.Tx) error {
+	return c.core.Write(func(tx *store.Tx) error {
+		if before != nil {
+			before()
+		}
 		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Instance == nil {
 			return model.NotFoundCompute(workspace, name)
 		}
-		rec.Instance.Touch(c.core.Clock.Now().UTC())
+		rec.Instance.Touch(c.core.Clock().Now().UTC())
 		return tx.Put(store.Computes, rec.Key(), rec)
 	})
 }
@@ -174,7 +190,7 @@ func (c *Controller) Exec(ctx context.Context, workspace, name string, command [
 		return 0, api.Errorf(api.CodeInvalid, "command", "exec needs a command")
 	}
 	var node string
-	err := c.core.Store.View(func(tx *store.Tx) error {
+	err := c.core.View(func(tx *store.Tx) error {
 		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
 			return model.NotFoundCompute(workspace, name)
@@ -199,11 +215,11 @@ func (c *Controller) Exec(ctx context.Context, workspace, name string, command [
 	// A session ends with its connection or with the engine: its command never outlives both.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(c.core.Ctx, cancel)()
+	defer context.AfterFunc(c.core.Lifetime(), cancel)()
 	c.OpenSession(workspace, name)
 	defer c.CloseSession(workspace, name)
 	c.log.Info("session opened", "compute", workspace+"/"+name)
-	code, err := c.core.Driver.Exec(ctx, node, driver.ExecSpec{Command: command, Stdin: stdin, Output: output,
+	code, err := c.core.Driver().Exec(ctx, node, driver.ExecSpec{Command: command, Stdin: stdin, Output: output,
 		Env: map[string]string{"MLCOMPUTE_COMPUTE": name, "MLCOMPUTE_WORKSPACE": workspace}})
 	c.log.Info("session closed", "compute", workspace+"/"+name, "exit_code", code)
 	return code, err

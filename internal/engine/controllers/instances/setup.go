@@ -40,7 +40,7 @@ func script(s *api.SetupScript) *instance.Script {
 func (c *Controller) startSetup(rec model.Compute, nodeID string, s *instance.Setup) func(ctx context.Context) {
 	spec := driver.TaskSpec{Key: s.Task, Command: []string{"sh", "-c", s.Command}, Env: map[string]string{"MLCOMPUTE_COMPUTE": rec.Name, "MLCOMPUTE_WORKSPACE": rec.Workspace}}
 	return func(ctx context.Context) {
-		if err := c.core.Driver.StartTask(ctx, nodeID, spec); err != nil {
+		if err := c.core.Driver().StartTask(ctx, nodeID, spec); err != nil {
 			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 				return // the engine is stopping; its next start runs the script (SetupNotStarted)
 			}
@@ -59,10 +59,8 @@ func (c *Controller) updateSetup(nodeID, task string, change func(n *model.Node,
 	if !ok {
 		return "", "", false
 	}
-	c.core.Mu.Lock()
-	defer c.core.Mu.Unlock()
-	now := c.core.Clock.Now().UTC()
-	_ = c.core.Store.Update(func(tx *store.Tx) error {
+	now := c.core.Clock().Now().UTC()
+	_ = c.core.Write(func(tx *store.Tx) error {
 		n, ok := c.core.NodeByID(tx, nodeID)
 		if !ok || n.Task != task {
 			return nil
@@ -104,9 +102,9 @@ func (c *Controller) SetupExited(ctx context.Context, nodeID, task string, code 
 	if _, _, ok := instance.ParseSetupTask(task); !ok {
 		return
 	}
-	output, _ := c.core.Driver.TaskOutput(ctx, nodeID, task, 0)
+	output, _ := c.core.Driver().TaskOutput(ctx, nodeID, task, 0)
 	key, stage, _ := c.updateSetup(nodeID, task, func(_ *model.Node, rec *model.Compute, now time.Time) bool {
-		logPath := filepath.Join(c.core.DataDir, "instances", rec.Workspace, rec.Name, fmt.Sprintf("%s.log", task))
+		logPath := filepath.Join(c.dataDir, "instances", rec.Workspace, rec.Name, fmt.Sprintf("%s.log", task))
 		if err := computes.WriteFileAtomic(logPath, output); err != nil {
 			c.log.Error("saving setup script output failed", "compute", rec.Key(), "error", err)
 		}

@@ -25,15 +25,26 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// Controller runs jobs on the shared compute core.
-type Controller struct {
-	*computes.Core
-	log hclog.Logger
+// Core is what the controller uses of the compute core (package computes).
+type Core interface {
+	computes.Transactions
+	computes.Kicker
+	computes.Tasks
+	computes.Runtime
+	NodeByID(tx *store.Tx, id string) (model.Node, bool)
+	AddCompute(tx *store.Tx, ws *api.Workspace, rec model.Compute, quotaField string) error
 }
 
-// New builds the controller.
-func New(core *computes.Core) *Controller {
-	return &Controller{Core: core, log: core.Log.Named("jobs")}
+// Controller runs jobs on the shared compute core.
+type Controller struct {
+	core      Core
+	log       hclog.Logger
+	snapshots model.SnapshotStore
+}
+
+// New builds the controller; snapshots keeps the code snapshots jobs run (nil: none).
+func New(core Core, snapshots model.SnapshotStore) *Controller {
+	return &Controller{core: core, log: core.Logger().Named("jobs"), snapshots: snapshots}
 }
 
 // SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
@@ -47,20 +58,17 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 	if err := validation.InstanceCount(spec.InstanceCount); err != nil {
 		return nil, err
 	}
-	if spec.SnapshotID != "" && c.Snapshots != nil {
-		if _, err := c.Snapshots.Path(spec.SnapshotID); err != nil {
+	if spec.SnapshotID != "" && c.snapshots != nil {
+		if _, err := c.snapshots.Path(spec.SnapshotID); err != nil {
 			return nil, api.Errorf(api.CodeInvalid, "snapshot_id", "code snapshot %q is not known to this engine; upload it first", spec.SnapshotID)
 		}
 	}
-	c.Mu.Lock()
-	defer c.Mu.Unlock()
-	now := c.Clock.Now().UTC()
+	now := c.core.Clock().Now().UTC()
 	j := model.Job{Job: api.Job{
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
 		Command: spec.Command, Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
 	}}
-	var serverless *model.Compute // the compute made for a serverless job, once committed
-	err := c.Store.Update(func(tx *store.Tx) error {
+	err := c.core.Write(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
@@ -107,13 +115,9 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 				ScaleSettings: &api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: spec.InstanceCount, ScaleDownNodesAfterIdleDuration: "PT0S"},
 			}
 			rec.ParseDurations()
-			if err := c.CheckQuota(ws, rec, "instance_type"); err != nil {
+			if err := c.core.AddCompute(tx, ws, rec, "instance_type"); err != nil {
 				return err
 			}
-			if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
-				return err
-			}
-			serverless = &rec
 		} else {
 			if rec, err = model.GetCompute(tx, workspace, spec.Compute); err != nil || rec.Serverless {
 				return model.NotFoundCompute(workspace, spec.Compute)
@@ -138,16 +142,13 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 		if err := model.PutJob(tx, j); err != nil {
 			return err
 		}
-		return model.Remember(tx, idempotencyKey, j.ID, c.Clock.Now())
+		return model.Remember(tx, idempotencyKey, j.ID, c.core.Clock().Now())
 	})
 	if err != nil {
 		return nil, err
 	}
-	if serverless != nil {
-		c.IndexCompute(*serverless)
-	}
 	c.log.Info("job queued", "job", j.ID, "compute", j.ComputeKey, "instance_count", j.Count)
-	c.Kick(j.ComputeKey)
+	c.core.Kick(j.ComputeKey)
 	out := j.Job
 	return &out, nil
 }
@@ -155,7 +156,7 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 // GetJob returns a job.
 func (c *Controller) GetJob(_ context.Context, workspace, id string) (*api.Job, error) {
 	var out *api.Job
-	err := c.Store.View(func(tx *store.Tx) error {
+	err := c.core.View(func(tx *store.Tx) error {
 		j, ok := model.GetJob(tx, workspace, id)
 		if !ok {
 			return model.NotFoundJob(workspace, id)
@@ -170,7 +171,7 @@ func (c *Controller) GetJob(_ context.Context, workspace, id string) (*api.Job, 
 // ListJobs returns a workspace's jobs, newest first.
 func (c *Controller) ListJobs(_ context.Context, workspace string) ([]api.Job, error) {
 	var out []api.Job
-	err := c.Store.View(func(tx *store.Tx) error {
+	err := c.core.View(func(tx *store.Tx) error {
 		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
@@ -187,9 +188,8 @@ func (c *Controller) ListJobs(_ context.Context, workspace string) ([]api.Job, e
 
 // CancelJob cancels a job that has not finished; cancelling a finished job returns it as is.
 func (c *Controller) CancelJob(_ context.Context, workspace, id string) (*api.Job, error) {
-	c.Mu.Lock()
 	var j model.Job
-	err := c.Store.Update(func(tx *store.Tx) error {
+	err := c.core.Write(func(tx *store.Tx) error {
 		var ok bool
 		if j, ok = model.GetJob(tx, workspace, id); !ok {
 			return model.NotFoundJob(workspace, id)
@@ -197,17 +197,16 @@ func (c *Controller) CancelJob(_ context.Context, workspace, id string) (*api.Jo
 		if api.Terminal(j.Status) {
 			return nil
 		}
-		j.Finish(api.JobCanceled, nil, "canceled by user", c.Clock.Now().UTC())
+		j.Finish(api.JobCanceled, nil, "canceled by user", c.core.Clock().Now().UTC())
 		return model.PutJob(tx, j)
 	})
-	c.Mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if len(j.Nodes) > 0 {
-		c.Loop.Go(func() { c.KillJob(c.Ctx, j) })
+		c.core.Go(func() { c.core.KillJob(c.core.Lifetime(), j) })
 	}
-	c.Kick(j.ComputeKey)
+	c.core.Kick(j.ComputeKey)
 	return &j.Job, nil
 }
 
@@ -223,24 +222,24 @@ func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int
 	if rank < 0 || int64(rank) >= j.Count {
 		return nil, offset, false, api.Errorf(api.CodeInvalid, "rank", "rank must be between 0 and %d", j.Count-1)
 	}
-	if raw, err := os.ReadFile(c.JobLogPath(id, rank)); err == nil {
+	if raw, err := os.ReadFile(c.core.JobLogPath(id, rank)); err == nil {
 		if offset > int64(len(raw)) {
 			offset = int64(len(raw))
 		}
 		return raw[offset:], int64(len(raw)), api.Terminal(j.Status), nil
 	}
 	var rec model.Job
-	_ = c.Store.View(func(tx *store.Tx) error { rec, _ = model.GetJob(tx, workspace, id); return nil })
+	_ = c.core.View(func(tx *store.Tx) error { rec, _ = model.GetJob(tx, workspace, id); return nil })
 	if rank >= len(j.Nodes) || (j.Status != api.JobRunning && j.Status != api.JobPreparing && !api.Terminal(j.Status)) {
 		// Queued, or ended before its output could be saved (e.g. its node was lost).
 		return nil, offset, api.Terminal(j.Status), nil
 	}
 	var prefix int64
 	if rec.EnvDef != nil {
-		envLog, err := os.ReadFile(c.EnvLogPath(id, rank))
+		envLog, err := os.ReadFile(c.core.EnvLogPath(id, rank))
 		if err != nil {
 			// Still preparing: the preparation's output so far.
-			data, err := c.Driver.TaskOutput(ctx, j.Nodes[rank], rec.EnvTaskKey(rank), offset)
+			data, err := c.core.Driver().TaskOutput(ctx, j.Nodes[rank], rec.EnvTaskKey(rank), offset)
 			if err != nil && !driver.IsNotFound(err) {
 				return nil, offset, false, err
 			}
@@ -251,7 +250,7 @@ func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int
 		}
 		prefix = int64(len(envLog))
 	}
-	data, err := c.Driver.TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset-prefix)
+	data, err := c.core.Driver().TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset-prefix)
 	if err == nil {
 		return data, offset + int64(len(data)), false, nil
 	}
@@ -271,8 +270,8 @@ func (c *Controller) EnvTaskExited(ctx context.Context, nodeID, task string, cod
 	}
 	var j model.Job
 	var found bool
-	_ = c.Store.View(func(tx *store.Tx) error {
-		if n, ok := c.NodeByID(tx, nodeID); ok {
+	_ = c.core.View(func(tx *store.Tx) error {
+		if n, ok := c.core.NodeByID(tx, nodeID); ok {
 			j, found = model.GetJob(tx, model.WorkspaceOf(n.Compute), jobID)
 		}
 		return nil
@@ -280,15 +279,14 @@ func (c *Controller) EnvTaskExited(ctx context.Context, nodeID, task string, cod
 	if !found || attempt != j.Attempt || j.EnvDef == nil {
 		return
 	}
-	out, _ := c.Driver.TaskOutput(ctx, nodeID, task, 0)
+	out, _ := c.core.Driver().TaskOutput(ctx, nodeID, task, 0)
 	if j.Status == api.JobPreparing {
-		if err := computes.WriteFileAtomic(c.EnvLogPath(jobID, rank), out); err != nil {
+		if err := computes.WriteFileAtomic(c.core.EnvLogPath(jobID, rank), out); err != nil {
 			c.log.Error("saving environment output failed", "job", jobID, "rank", rank, "error", err)
 		}
 	}
 	var start, failed, ended bool
-	c.Mu.Lock()
-	_ = c.Store.Update(func(tx *store.Tx) error {
+	_ = c.core.Write(func(tx *store.Tx) error {
 		cur, ok := model.GetJob(tx, j.Workspace, jobID)
 		if !ok || cur.Attempt != attempt {
 			return nil
@@ -305,7 +303,7 @@ func (c *Controller) EnvTaskExited(ctx context.Context, nodeID, task string, cod
 		switch {
 		case code != 0:
 			cur.Preparing = ""
-			cur.Finish(api.JobFailed, nil, envFailure(cur, nodeID, code, out), c.Clock.Now().UTC())
+			cur.Finish(api.JobFailed, nil, envFailure(cur, nodeID, code, out), c.core.Clock().Now().UTC())
 			failed = true
 		case cur.EnvReady():
 			start = true
@@ -313,23 +311,22 @@ func (c *Controller) EnvTaskExited(ctx context.Context, nodeID, task string, cod
 		j = cur
 		return model.PutJob(tx, cur)
 	})
-	c.Mu.Unlock()
 	c.log.Info("environment preparation exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code)
 	switch {
 	case start:
-		c.Loop.Go(func() { c.StartJob(ctx, j) })
+		c.core.Go(func() { c.core.StartJob(ctx, j) })
 	case failed:
 		// The rank's log is its preparation's output: the job never ran.
 		for r := range j.Nodes {
-			if raw, err := os.ReadFile(c.EnvLogPath(jobID, r)); err == nil {
-				_ = computes.WriteFileAtomic(c.JobLogPath(jobID, r), raw)
+			if raw, err := os.ReadFile(c.core.EnvLogPath(jobID, r)); err == nil {
+				_ = computes.WriteFileAtomic(c.core.JobLogPath(jobID, r), raw)
 			} else {
-				_ = computes.WriteFileAtomic(c.JobLogPath(jobID, r), nil)
+				_ = computes.WriteFileAtomic(c.core.JobLogPath(jobID, r), nil)
 			}
 		}
-		c.Loop.Go(func() { c.KillJob(ctx, j); c.FreeNodes(j) })
+		c.core.Go(func() { c.core.KillJob(ctx, j); c.core.FreeNodes(j) })
 	case ended:
-		c.FreeNodes(j)
+		c.core.FreeNodes(j)
 	}
 }
 
@@ -356,8 +353,8 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 	}
 	var j model.Job
 	var found bool
-	_ = c.Store.View(func(tx *store.Tx) error {
-		n, ok := c.NodeByID(tx, nodeID)
+	_ = c.core.View(func(tx *store.Tx) error {
+		n, ok := c.core.NodeByID(tx, nodeID)
 		if ok {
 			j, found = model.GetJob(tx, model.WorkspaceOf(n.Compute), jobID)
 		}
@@ -368,19 +365,18 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 	}
 	current := attempt == j.Attempt
 	if current {
-		if out, err := c.Driver.TaskOutput(ctx, nodeID, task, 0); err == nil {
-			if envLog, err := os.ReadFile(c.EnvLogPath(jobID, rank)); err == nil && j.EnvDef != nil {
+		if out, err := c.core.Driver().TaskOutput(ctx, nodeID, task, 0); err == nil {
+			if envLog, err := os.ReadFile(c.core.EnvLogPath(jobID, rank)); err == nil && j.EnvDef != nil {
 				out = append(envLog, out...)
 			}
-			if err := computes.WriteFileAtomic(c.JobLogPath(jobID, rank), out); err != nil {
+			if err := computes.WriteFileAtomic(c.core.JobLogPath(jobID, rank), out); err != nil {
 				c.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
 			}
 		}
 	}
 	var kill bool
-	c.Mu.Lock()
-	now := c.Clock.Now().UTC()
-	_ = c.Store.Update(func(tx *store.Tx) error {
+	now := c.core.Clock().Now().UTC()
+	_ = c.core.Write(func(tx *store.Tx) error {
 		cur, ok := model.GetJob(tx, j.Workspace, jobID)
 		if !ok {
 			return nil
@@ -418,20 +414,19 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 		}
 		return tx.Put(store.Nodes, n.Key(), n)
 	})
-	c.Mu.Unlock()
 	if kill {
-		c.Loop.Go(func() { c.KillJob(ctx, j) })
+		c.core.Go(func() { c.core.KillJob(ctx, j) })
 	}
 	c.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
-	c.Kick(j.ComputeKey)
+	c.core.Kick(j.ComputeKey)
 }
 
 // PutSnapshot stores an uploaded code snapshot and returns its ID.
 func (c *Controller) PutSnapshot(r io.Reader) (string, error) {
-	if c.Snapshots == nil {
+	if c.snapshots == nil {
 		return "", errors.New("this engine keeps no snapshots")
 	}
-	id, err := c.Snapshots.Put(r)
+	id, err := c.snapshots.Put(r)
 	if err != nil {
 		return "", api.Errorf(api.CodeInvalid, "snapshot", "%v", err)
 	}
@@ -495,15 +490,15 @@ func waitReason(tx *store.Tx, j model.Job) string {
 // of the log watches that task's output to be woken by its writes.
 func (c *Controller) LogSource(workspace, id string, rank int) (node, task string, ok bool) {
 	var j model.Job
-	_ = c.Store.View(func(tx *store.Tx) error { j, ok = model.GetJob(tx, workspace, id); return nil })
+	_ = c.core.View(func(tx *store.Tx) error { j, ok = model.GetJob(tx, workspace, id); return nil })
 	if !ok || rank < 0 || rank >= len(j.Nodes) || (j.Status != api.JobRunning && j.Status != api.JobPreparing) {
 		return "", "", false
 	}
-	if _, err := os.Stat(c.JobLogPath(id, rank)); err == nil {
+	if _, err := os.Stat(c.core.JobLogPath(id, rank)); err == nil {
 		return "", "", false
 	}
 	if j.EnvDef != nil {
-		if _, err := os.Stat(c.EnvLogPath(id, rank)); err != nil {
+		if _, err := os.Stat(c.core.EnvLogPath(id, rank)); err != nil {
 			return j.Nodes[rank], j.EnvTaskKey(rank), true
 		}
 	}
