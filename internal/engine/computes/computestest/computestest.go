@@ -6,6 +6,7 @@ package computestest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -177,4 +178,14 @@ func (e *Env) Job(workspace, id string) model.Job {
 		e.t.Fatalf("job %s/%s not found", workspace, id)
 	}
 	return j
+}
+
+// WantError fails the test unless err is an API error with code on field.
+func WantError(t testing.TB, err error, code api.ErrorCode, field string) *api.Error {
+	t.Helper()
+	var e *api.Error
+	if !errors.As(err, &e) || e.Code != code || e.Field != field {
+		t.Fatalf("error = %v; want %s on %q", err, code, field)
+	}
+	return e
 }

@@ -2,7 +2,6 @@ package attached_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -28,33 +27,25 @@ func setup(t *testing.T) (*computestest.Env, *attached.Controller) {
 	return env, attached.New(env.Core)
 }
 
-func wantError(t *testing.T, err error, code api.ErrorCode, field string) {
-	t.Helper()
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != code || e.Field != field {
-		t.Fatalf("error = %v; want %s on %q", err, code, field)
-	}
-}
-
 func TestCreateRefusesASpecWithoutAMachineOrATakenName(t *testing.T) {
 	_, c := setup(t)
 	ctx := context.Background()
 	_, err := c.Create(ctx, "lab", api.ComputeSpec{Name: "other", Type: api.TypeAttached}, "")
-	wantError(t, err, api.CodeInvalid, "virtual_machine")
+	computestest.WantError(t, err, api.CodeInvalid, "virtual_machine")
 	vm := &api.VirtualMachine{Address: "10.0.0.6", Username: "ml", Password: "pw"}
 	_, err = c.Create(ctx, "lab", api.ComputeSpec{Name: "box", Type: api.TypeAttached, VirtualMachine: vm}, "")
-	wantError(t, err, api.CodeConflict, "name")
+	computestest.WantError(t, err, api.CodeConflict, "name")
 }
 
 func TestUpdateKeepsTheMachineAndChangesTheDescription(t *testing.T) {
 	env, c := setup(t)
 	ctx := context.Background()
 	_, err := c.Update(ctx, "lab", "box", api.ComputeUpdate{ScaleSettings: &api.ScaleSettings{MaxNodeCount: 2}})
-	wantError(t, err, api.CodeInvalid, "scale_settings")
+	computestest.WantError(t, err, api.CodeInvalid, "scale_settings")
 	_, err = c.Update(ctx, "lab", "box", api.ComputeUpdate{VMSize: "Standard_DS3_v2"})
-	wantError(t, err, api.CodeInvalid, "vm_size")
+	computestest.WantError(t, err, api.CodeInvalid, "vm_size")
 	_, err = c.Update(ctx, "lab", "box", api.ComputeUpdate{VirtualMachine: &api.VirtualMachine{Address: "10.0.0.9", Username: "ml", Password: "secret"}})
-	wantError(t, err, api.CodeInvalid, "virtual_machine.address")
+	computestest.WantError(t, err, api.CodeInvalid, "virtual_machine.address")
 	got, err := c.Update(ctx, "lab", "box", api.ComputeUpdate{Description: "the lab's box",
 		VirtualMachine: &api.VirtualMachine{Address: "10.0.0.5", Username: "ml", Password: "secret"}})
 	if err != nil || got.Description != "the lab's box" {

@@ -41,15 +41,6 @@ func setup(t *testing.T) (*computestest.Env, *workspaces.Controller, *[]string) 
 	return env, c, &deleted
 }
 
-func wantError(t *testing.T, err error, code api.ErrorCode, field string) *api.Error {
-	t.Helper()
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != code || e.Field != field {
-		t.Fatalf("error = %v; want %s on %q", err, code, field)
-	}
-	return e
-}
-
 func TestCreateIsIdempotentAndRefusesATakenName(t *testing.T) {
 	_, c, _ := setup(t)
 	ctx := context.Background()
@@ -62,11 +53,11 @@ func TestCreateIsIdempotentAndRefusesATakenName(t *testing.T) {
 		t.Fatalf("a retry = %+v, %v; want the first result", again, err)
 	}
 	_, err = c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "lab"}, "")
-	if e := wantError(t, err, api.CodeConflict, "name"); !strings.Contains(e.Message, "terraform import") {
+	if e := computestest.WantError(t, err, api.CodeConflict, "name"); !strings.Contains(e.Message, "terraform import") {
 		t.Fatalf("conflict %q does not say how to import", e.Message)
 	}
 	_, err = c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "far", Location: "mars"}, "")
-	wantError(t, err, api.CodeInvalid, "location")
+	computestest.WantError(t, err, api.CodeInvalid, "location")
 	list, err := c.ListWorkspaces(ctx)
 	if err != nil || len(list) != 1 {
 		t.Fatalf("ListWorkspaces = %+v, %v; want lab alone", list, err)
@@ -89,7 +80,7 @@ func TestUpdateReplacesQuotasAndChecksThem(t *testing.T) {
 		t.Fatalf("a quota of an unknown family = %v; want invalid", err)
 	}
 	_, err = c.UpdateWorkspace(ctx, "gone", api.WorkspaceUpdate{})
-	wantError(t, err, api.CodeNotFound, "")
+	computestest.WantError(t, err, api.CodeNotFound, "")
 }
 
 func TestDeleteRefusesWhileItHoldsThingsUnlessForced(t *testing.T) {
@@ -103,7 +94,7 @@ func TestDeleteRefusesWhileItHoldsThingsUnlessForced(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := c.DeleteWorkspace(ctx, "lab", false)
-	if e := wantError(t, err, api.CodeConflict, "force_destroy"); !strings.Contains(e.Message, api.ComputeID("lab", "cpu")) {
+	if e := computestest.WantError(t, err, api.CodeConflict, "force_destroy"); !strings.Contains(e.Message, api.ComputeID("lab", "cpu")) {
 		t.Fatalf("refusal %q does not name the compute", e.Message)
 	}
 	if err := c.DeleteWorkspace(ctx, "lab", true); err != nil {
@@ -113,6 +104,6 @@ func TestDeleteRefusesWhileItHoldsThingsUnlessForced(t *testing.T) {
 		t.Fatalf("force deleted %v; want %s", *deleted, want)
 	}
 	_, err = c.GetWorkspace(ctx, "lab")
-	wantError(t, err, api.CodeNotFound, "")
-	wantError(t, c.DeleteWorkspace(ctx, "lab", false), api.CodeNotFound, "")
+	computestest.WantError(t, err, api.CodeNotFound, "")
+	computestest.WantError(t, c.DeleteWorkspace(ctx, "lab", false), api.CodeNotFound, "")
 }
