@@ -4,10 +4,18 @@
 // gone), capacity admission and preemption, job tasks (start, kill, free their nodes), the
 // quota check over the quota index, and the part of a compute's pass that is the same for
 // every kind (a delete in progress, releases to retry, capacity to hand out). The
-// kind-specific decisions come from the Pass each controller registers.
+// kind-specific decisions come from each controller's Pass, which the engine registers.
+//
+// Controllers do not embed the core: each names the small interfaces it uses (Records,
+// Transactions, Kicker, NodeLifecycle, Tasks, Runtime). Writers go one at a time: the
+// passes, the driver's outcomes and every Write run in turn, so a read-check-write (name
+// taken? quota left? capacity free?) sees a consistent store and quota index.
 //
 // Every pass reads the store, decides, commits, and only then acts; slow work (driver
 // calls) goes through the work loop's Go, so a slow node never blocks another compute.
+// Files: core.go (the core, its interfaces, compute records), computes.go (reads, quota,
+// deletes), pass.go (one pass), nodes.go (the node lifecycle), capacity.go (admission and
+// preemption), tasks.go and environments.go (jobs' tasks), recovery.go (after a restart).
 package computes
 
 import (
