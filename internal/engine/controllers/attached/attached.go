@@ -24,15 +24,23 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
+// Core is what the controller uses of the compute core (package computes).
+type Core interface {
+	computes.Records
+	computes.Transactions
+	computes.NodeLifecycle
+	computes.Runtime
+}
+
 // Controller attaches and updates machines on the shared compute core.
 type Controller struct {
-	*computes.Core
-	log hclog.Logger
+	core Core
+	log  hclog.Logger
 }
 
 // New builds the controller.
-func New(core *computes.Core) *Controller {
-	return &Controller{Core: core, log: core.Log.Named("attached")}
+func New(core Core) *Controller {
+	return &Controller{core: core, log: core.Logger().Named("attached")}
 }
 
 // attachProbeTimeout bounds the connection and checks made when a machine is attached.
@@ -49,7 +57,7 @@ func sshTarget(a model.Attached) sshdrv.Target {
 // WrapDriver wraps the operator's driver so that attached machines' nodes go to an
 // ssh driver whose lifetime is ctx's.
 func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Driver {
-	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.Log.Named("ssh")})
+	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.core.Logger().Named("ssh")})
 	context.AfterFunc(ctx, func() { _ = vms.Close() })
 	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms})
 }
@@ -57,8 +65,8 @@ func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Dri
 // attachedTarget is the ssh driver's Lookup: how to reach the machine of a stored node.
 func (c *Controller) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
 	var t sshdrv.Target
-	err := c.Store.View(func(tx *store.Tx) error {
-		n, ok := c.NodeByID(tx, nodeKey)
+	err := c.core.View(func(tx *store.Tx) error {
+		n, ok := c.core.NodeByID(tx, nodeKey)
 		if !ok {
 			return driver.ErrNotFound
 		}
@@ -80,8 +88,8 @@ func (c *Controller) attachedTarget(_ context.Context, nodeKey string) (sshdrv.T
 // preparing is left out: recovery starts it again, and its task may not exist yet.
 func (c *Controller) attachedTasks(_ context.Context, nodeKey string) ([]string, error) {
 	var keys []string
-	err := c.Store.View(func(tx *store.Tx) error {
-		n, ok := c.NodeByID(tx, nodeKey)
+	err := c.core.View(func(tx *store.Tx) error {
+		n, ok := c.core.NodeByID(tx, nodeKey)
 		if !ok {
 			return driver.ErrNotFound
 		}
@@ -126,11 +134,11 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 	}
 	// Cheap checks first: a model.Replayed create or a taken name never dials the machine.
 	var replay bool
-	if err := c.Store.View(func(tx *store.Tx) (err error) { replay, err = check(tx); return err }); err != nil {
+	if err := c.core.View(func(tx *store.Tx) (err error) { replay, err = check(tx); return err }); err != nil {
 		return nil, err
 	}
 	if replay {
-		return c.GetCompute(ctx, workspace, spec.Name)
+		return c.core.GetCompute(ctx, workspace, spec.Name)
 	}
 
 	a := model.Attached{
@@ -144,11 +152,11 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 	a.HostKeyFingerprint, a.VCPUs, a.MemoryGB = info.HostKeyFingerprint, info.VCPUs, info.MemoryGB
 	rec := model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeAttached, Description: spec.Description, Tags: spec.Tags,
-		CreatedOn: c.Clock.Now().UTC(), Attached: &a,
+		CreatedOn: c.core.Clock().Now().UTC(), Attached: &a,
 		ScaleSettings: &api.ScaleSettings{MinNodeCount: 1, MaxNodeCount: 1, ScaleDownNodesAfterIdleDuration: "PT0S"},
 	}
 
-	out, err := c.Insert(ctx, rec, idempotencyKey, "")
+	out, err := c.core.Insert(ctx, rec, idempotencyKey, "")
 	if err == nil {
 		c.log.Info("machine attached", "compute", key, "address", sshTarget(a).String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
 	}
@@ -194,7 +202,7 @@ func (c *Controller) probeAttached(ctx context.Context, a model.Attached) (sshdr
 // host key identify the machine and do not change.
 func (c *Controller) Update(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
 	var rec model.Compute
-	if err := c.Store.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, name); return err }); err != nil {
+	if err := c.core.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, name); return err }); err != nil {
 		return nil, err
 	}
 	switch {
@@ -237,7 +245,7 @@ func (c *Controller) Update(ctx context.Context, workspace, name string, upd api
 			}
 		}
 	}
-	out, err := c.Modify(ctx, workspace, name, func(_ *api.Workspace, cur *model.Compute) error {
+	out, err := c.core.Modify(ctx, workspace, name, func(_ *api.Workspace, cur *model.Compute) error {
 		cur.Description, cur.Tags, cur.Attached = upd.Description, upd.Tags, &next
 		return nil
 	})
