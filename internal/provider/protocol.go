@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -42,6 +43,9 @@ func NewProtocol6Server(version string) func() (tfprotov6.ProviderServer, error)
 		s := &protocolServer{ProviderServer: fw, provider: p}
 		if s.cluster, err = newClusterFastPath(); err != nil {
 			return nil, err
+		}
+		if servesDestroy(os.Getenv, parentCommandLine) {
+			return destroyServer{s}, nil
 		}
 		return s, nil
 	}
