@@ -69,15 +69,17 @@ type Config struct {
 
 // Engine is the control plane. Its methods are safe for concurrent use.
 type Engine struct {
-	store       *store.Store
-	clock       clock.WithTicker
-	log         hclog.Logger
-	locations   []string
-	nodesDriver string
-	version     string
-	dataDir     string
-	startedAt   time.Time
-	manual      bool
+	store     *store.Store
+	clock     clock.WithTicker
+	log       hclog.Logger
+	locations []string
+	// minIdleShutdown is the idle-shutdown policy's minimum, for Status.
+	minIdleShutdown time.Duration
+	nodesDriver     string
+	version         string
+	dataDir         string
+	startedAt       time.Time
+	manual          bool
 	// driver is the operator's driver until Start wraps it for attached machines.
 	driver driver.Driver
 
@@ -116,7 +118,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		store: cfg.Store, clock: cfg.Clock, log: log, locations: append([]string(nil), cfg.Locations...),
 		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, startedAt: cfg.Clock.Now().UTC(),
-		manual: cfg.Manual, driver: cfg.Driver,
+		manual: cfg.Manual, driver: cfg.Driver, minIdleShutdown: cfg.MinIdleShutdown,
 	}
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
 	core, err := computes.New(computes.Config{
@@ -262,6 +264,8 @@ func (e *Engine) Status() api.Status {
 		DataDir:     e.dataDir,
 		StartedAt:   e.startedAt,
 		ScoringURL:  e.endpoints.ScoringBase(),
+
+		MinIdleTimeBeforeShutdown: validation.FormatDuration(e.minIdleShutdown),
 	}
 }
 

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -98,7 +99,7 @@ func (r *computeInstanceResource) Schema(ctx context.Context, _ resource.SchemaR
 					"duration of at most `" + maxIdle + "`, for example `PT30M` or `PT2H`. Running jobs, open sessions " +
 					"(`mlcompute compute exec`, port forwards) and activity reported by applications on the node keep " +
 					"it awake. The engine's policy sets the minimum: `" + policyMin + "` unless its operator lowered " +
-					"it with `mlcompute serve --min-idle-shutdown`; a shorter value fails at apply. Shortening it " +
+					"it with `mlcompute serve --min-idle-shutdown`; a shorter value fails at plan time. Shortening it " +
 					"below the time the instance has already been idle restarts the idle clock. Leave it unset " +
 					"(null) to never stop for idleness. It can be changed in place.",
 				Optional: true,
@@ -236,13 +237,14 @@ func (r *computeInstanceResource) ModifyPlan(ctx context.Context, req resource.M
 		return // a destroy
 	}
 	// Only the attributes the checks need are read, not the whole plan and state.
-	var size, priorSize, idle types.String // priorSize stays null on create
+	var size, priorSize, idle, priorIdle types.String // the prior values stay null on create
 	var schedules types.List
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("vm_size"), &size)...)
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("idle_time_before_shutdown"), &idle)...)
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("schedules"), &schedules)...)
 	if !req.State.Raw.IsNull() {
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("vm_size"), &priorSize)...)
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("idle_time_before_shutdown"), &priorIdle)...)
 	}
 	if resp.Diagnostics.HasError() {
 		return
@@ -253,8 +255,41 @@ func (r *computeInstanceResource) ModifyPlan(ctx context.Context, req resource.M
 			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
 		}
 	}
+	if !idle.IsUnknown() && !idle.IsNull() && !idle.Equal(priorIdle) {
+		r.planIdleMinimum(ctx, idle.ValueString(), &resp.Diagnostics)
+	}
 	if d := neverStopsWarning(ctx, idle, schedules); d != nil {
 		resp.Diagnostics.Append(d)
+	}
+}
+
+// planIdleMinimum checks a new idle_time_before_shutdown against the engine's policy
+// minimum ('mlcompute serve --min-idle-shutdown'), which the engine's status gives, with
+// the engine's own rule. An engine that does not answer leaves the check to apply; a value
+// the attribute's validator refuses is reported there.
+func (r *computeInstanceResource) planIdleMinimum(ctx context.Context, idle string, diags *diag.Diagnostics) {
+	if r.client == nil {
+		return // not configured yet (terraform validate)
+	}
+	if _, err := validation.IdleTimeBeforeShutdown(idle, 0); err != nil {
+		return
+	}
+	st, err := r.client.Status(ctx)
+	if err != nil || st.MinIdleTimeBeforeShutdown == "" {
+		tflog.Debug(ctx, "idle minimum not checked at plan time", map[string]any{"error": fmt.Sprint(err)})
+		return
+	}
+	policyMin, err := validation.Duration("min_idle_time_before_shutdown", st.MinIdleTimeBeforeShutdown, 0, math.MaxInt64)
+	if err != nil {
+		tflog.Debug(ctx, "idle minimum not checked at plan time", map[string]any{"error": err.Error()})
+		return
+	}
+	if _, err := validation.IdleTimeBeforeShutdown(idle, policyMin); err != nil {
+		diags.AddAttributeError(path.Root("idle_time_before_shutdown"), "Idle Time Below The Engine's Minimum",
+			fmt.Sprintf("The engine stops compute instances after at least %s idle, its operator's policy.\n\n"+
+				"Set idle_time_before_shutdown to %s or longer, leave it unset (null) to never stop for idleness, or "+
+				"ask the engine's operator to lower the minimum with 'mlcompute serve --min-idle-shutdown'.\n\n"+
+				"Original error: %s", st.MinIdleTimeBeforeShutdown, st.MinIdleTimeBeforeShutdown, err))
 	}
 }
 

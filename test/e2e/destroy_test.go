@@ -82,6 +82,19 @@ resource "mlcompute_compute_instance" "alice" {
 			refused: "Standard_XY9_v9",
 		},
 		{
+			name:  "idle time below the engine's minimum",
+			first: destroyBase,
+			bad: `
+resource "mlcompute_compute_instance" "alice" {
+  name                      = "alice"
+  workspace_id              = mlcompute_workspace.ws.id
+  vm_size                   = "Standard_DS3_v2"
+  idle_time_before_shutdown = "PT5M"
+}
+`,
+			refused: "Idle Time Below The Engine's Minimum",
+		},
+		{
 			name:  "endpoint with a bad instance type and a missing code path",
 			first: destroyBase,
 			bad: `

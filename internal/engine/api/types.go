@@ -26,6 +26,10 @@ type Status struct {
 	StartedAt   time.Time `json:"started_at"`
 	// ScoringURL is the base URL of the online endpoints' scoring router, when it listens.
 	ScoringURL string `json:"scoring_url,omitempty"`
+	// MinIdleTimeBeforeShutdown is the engine's policy: the shortest
+	// idle_time_before_shutdown a compute instance may ask for, in ISO 8601 ('mlcompute
+	// serve --min-idle-shutdown'). The provider checks it at plan time.
+	MinIdleTimeBeforeShutdown string `json:"min_idle_time_before_shutdown,omitempty"`
 }
 
 // WorkspaceSpec is what a user declares for a workspace.
