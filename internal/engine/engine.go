@@ -38,9 +38,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// DefaultLocation is the location served when the operator names none.
-const DefaultLocation = workspaces.DefaultLocation
-
 // Config is what an engine is built from. Store and Clock are required.
 type Config struct {
 	Store       *store.Store
@@ -103,7 +100,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if len(cfg.Locations) == 0 {
-		cfg.Locations = []string{DefaultLocation}
+		cfg.Locations = []string{api.DefaultLocation}
 	}
 	if cfg.MinIdleShutdown == 0 {
 		cfg.MinIdleShutdown = validation.DefaultMinIdleTimeBeforeShutdown

@@ -32,6 +32,10 @@ type Status struct {
 	MinIdleTimeBeforeShutdown string `json:"min_idle_time_before_shutdown,omitempty"`
 }
 
+// DefaultLocation is the location an engine serves when its operator names none, and a
+// workspace's location when its spec names none.
+const DefaultLocation = "local"
+
 // WorkspaceSpec is what a user declares for a workspace.
 type WorkspaceSpec struct {
 	Name        string            `json:"name"`
