@@ -152,8 +152,9 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 	if c == nil {
 		return
 	}
-	resp.ResourceData = c
-	resp.DataSourceData = c
+	data := &providerData{client: c, quotas: &quotaCache{}}
+	resp.ResourceData = data
+	resp.DataSourceData = data
 	p.client.Store(c)
 }
 
@@ -318,11 +319,26 @@ func clientFrom(data any, diags *diag.Diagnostics) *client.Client {
 	if data == nil {
 		return nil
 	}
-	c, ok := data.(*client.Client)
+	d, ok := data.(*providerData)
 	if !ok {
 		diags.AddError("Unexpected Provider Data",
-			fmt.Sprintf("Expected *client.Client, got %T.\n\nThis is a bug in the provider; please report it.", data))
+			fmt.Sprintf("Expected *providerData, got %T.\n\nThis is a bug in the provider; please report it.", data))
 		return nil
 	}
-	return c
+	return d.client
+}
+
+// providerData is what the provider's Configure hands its resources and data sources: the
+// engine client, and the state of this provider instance's plan-time quota check.
+type providerData struct {
+	client *client.Client
+	quotas *quotaCache
+}
+
+// quotasFrom returns the plan-time quota state in the provider's data, nil before Configure.
+func quotasFrom(data any) *quotaCache {
+	if d, ok := data.(*providerData); ok {
+		return d.quotas
+	}
+	return nil
 }
