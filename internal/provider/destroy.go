@@ -87,6 +87,14 @@ type destroyServer struct {
 	tfprotov6.ProviderServer
 }
 
+func (s destroyServer) ValidateProviderConfig(ctx context.Context, req *tfprotov6.ValidateProviderConfigRequest) (*tfprotov6.ValidateProviderConfigResponse, error) {
+	resp, err := s.ProviderServer.ValidateProviderConfig(ctx, req)
+	if resp != nil {
+		resp.Diagnostics = warnOnly(ctx, resp.Diagnostics)
+	}
+	return resp, err
+}
+
 func (s destroyServer) ValidateResourceConfig(ctx context.Context, req *tfprotov6.ValidateResourceConfigRequest) (*tfprotov6.ValidateResourceConfigResponse, error) {
 	resp, err := s.ProviderServer.ValidateResourceConfig(ctx, req)
 	if resp != nil {

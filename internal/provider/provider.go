@@ -43,7 +43,10 @@ const (
 	configureUnreachableWait = 10 * time.Second
 )
 
-var _ provider.Provider = (*mlcomputeProvider)(nil)
+var (
+	_ provider.Provider                   = (*mlcomputeProvider)(nil)
+	_ provider.ProviderWithValidateConfig = (*mlcomputeProvider)(nil)
+)
 
 // New returns a constructor of the provider, as providerserver.Serve and the acceptance
 // tests' provider factories want it.
@@ -102,6 +105,17 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 			},
 		},
 	}
+}
+
+// ValidateConfig checks the keys of object values written in the configuration's text,
+// which terraform drops without a word when they are unknown (object_keys.go). Terraform
+// runs the provider in its working directory, the root module's.
+func (p *mlcomputeProvider) ValidateConfig(ctx context.Context, _ provider.ValidateConfigRequest, resp *provider.ValidateConfigResponse) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	resp.Diagnostics.Append(unknownObjectKeys(ctx, dir, p.Resources(ctx))...)
 }
 
 // providerModel is the provider's configuration.

@@ -20,7 +20,7 @@ resource "mlcompute_workspace" "ws" {
 // holds (DESIGN 10). Terraform plans the whole configuration before a destroy and fails the
 // destroy on any error of that plan, so each plan-time check of the provider (the engine's
 // quota, the catalog, the served locations, the engine's idle minimum, code paths, data
-// source look-ups) is tried here: a plan still reports its error, and the destroy then
+// source look-ups, misspelled object keys) is tried here: a plan still reports its error, and the destroy then
 // removes the workspace.
 func TestE2E_DestroyWhateverPlanChecksSay(t *testing.T) {
 	cases := []struct {
@@ -112,6 +112,21 @@ resource "mlcompute_online_endpoint" "churn" {
 }
 `,
 			refused: "Standard_XY9_v9",
+		},
+		{
+			// Terraform drops the unknown key before the provider sees it; the provider
+			// reads it from the configuration's text (object_keys.go).
+			name:  "misspelled key in an object value",
+			first: destroyBase,
+			bad: `
+resource "mlcompute_compute_cluster" "cpu" {
+  name           = "cpu"
+  workspace_id   = mlcompute_workspace.ws.id
+  vm_size        = "Standard_DS3_v2"
+  scale_settings = { max_node_count = 1, min_node_countt = 1 }
+}
+`,
+			refused: "Unknown Attribute In Object",
 		},
 		{
 			name:  "data source look-up of a compute that does not exist",
