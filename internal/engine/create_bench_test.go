@@ -28,7 +28,7 @@ func BenchmarkCreateCompute(b *testing.B) {
 			}
 			defer st.Close()
 			clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-			ws := api.Workspace{Name: "bench", Location: DefaultLocation, Quotas: map[string]int64{"standardDSv2Family": 1 << 40}}
+			ws := api.Workspace{Name: "bench", Location: api.DefaultLocation, Quotas: map[string]int64{"standardDSv2Family": 1 << 40}}
 			// The existing computes go in with one transaction, as records: creating them
 			// through the API would time the set-up's fsyncs, not the engine.
 			err = st.Update(func(tx *store.Tx) error {

@@ -38,9 +38,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// DefaultLocation is the location served when the operator names none.
-const DefaultLocation = workspaces.DefaultLocation
-
 // Config is what an engine is built from. Store and Clock are required.
 type Config struct {
 	Store       *store.Store
@@ -69,15 +66,17 @@ type Config struct {
 
 // Engine is the control plane. Its methods are safe for concurrent use.
 type Engine struct {
-	store       *store.Store
-	clock       clock.WithTicker
-	log         hclog.Logger
-	locations   []string
-	nodesDriver string
-	version     string
-	dataDir     string
-	startedAt   time.Time
-	manual      bool
+	store     *store.Store
+	clock     clock.WithTicker
+	log       hclog.Logger
+	locations []string
+	// minIdleShutdown is the idle-shutdown policy's minimum, for Status.
+	minIdleShutdown time.Duration
+	nodesDriver     string
+	version         string
+	dataDir         string
+	startedAt       time.Time
+	manual          bool
 	// driver is the operator's driver until Start wraps it for attached machines.
 	driver driver.Driver
 
@@ -101,7 +100,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if len(cfg.Locations) == 0 {
-		cfg.Locations = []string{DefaultLocation}
+		cfg.Locations = []string{api.DefaultLocation}
 	}
 	if cfg.MinIdleShutdown == 0 {
 		cfg.MinIdleShutdown = validation.DefaultMinIdleTimeBeforeShutdown
@@ -116,7 +115,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		store: cfg.Store, clock: cfg.Clock, log: log, locations: append([]string(nil), cfg.Locations...),
 		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, startedAt: cfg.Clock.Now().UTC(),
-		manual: cfg.Manual, driver: cfg.Driver,
+		manual: cfg.Manual, driver: cfg.Driver, minIdleShutdown: cfg.MinIdleShutdown,
 	}
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
 	core, err := computes.New(computes.Config{
@@ -264,6 +263,8 @@ func (e *Engine) Status() api.Status {
 		DataDir:     e.dataDir,
 		StartedAt:   e.startedAt,
 		ScoringURL:  e.endpoints.ScoringBase(),
+
+		MinIdleTimeBeforeShutdown: validation.FormatDuration(e.minIdleShutdown),
 	}
 }
 

@@ -41,7 +41,7 @@ func TestNodeCountsAreBoundedAndQuotaArithmeticChecked(t *testing.T) {
 	r.cluster("team", "fits", 0, 25, "")
 	// DS3_v2 has 4 vCPUs: 25 nodes take the whole quota of 100, one more node does not fit.
 	_, err := r.e.CreateCompute(ctx, "team", clusterSpec("over", 0, 1), "")
-	if err == nil || !strings.Contains(err.Error(), "has 0 of 100 left") {
+	if err == nil || !strings.Contains(err.Error(), "has 0 of its 100 vCPUs of standardDSv2Family left") {
 		t.Fatalf("CreateCompute over quota = %v; want a quota error", err)
 	}
 	if _, err := r.e.UpdateCompute(ctx, "team", "fits", api.ComputeUpdate{ScaleSettings: &api.ScaleSettings{MaxNodeCount: 26}}); err == nil {

@@ -2,7 +2,8 @@ package provider
 
 import (
 	"context"
-	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -21,16 +22,25 @@ import (
 // exists. The engine checks the quota again on apply; the plan-time check only moves the
 // error to where it helps: before anything is changed, on the attribute to fix.
 
-// plannedQuotas carries, within one provider process, the quotas a plan gives to each
-// workspace it updates in place: the workspace's ModifyPlan records them and its clusters'
-// ModifyPlan (which Terraform runs after the plan of the workspace they reference) checks
-// against them, so raising a quota and a cluster's max_node_count in one plan passes.
-// Keys are per engine client (one per configured provider) and workspace name.
-var plannedQuotas sync.Map // quotaPlanKey -> quotaPlan
-
-type quotaPlanKey struct {
-	client    *client.Client
-	workspace string
+// quotaCache is one provider instance's plan-time quota state, for the terraform command
+// it serves (a provider process serves one). Resources get it from the provider's data
+// (providerData); a nil cache keeps nothing and asks the engine each time.
+//
+// planned carries the quotas a plan gives to each workspace it updates in place: the
+// workspace's ModifyPlan records them and its clusters' ModifyPlan (which Terraform runs
+// after the plan of the workspace they reference) checks against them, so raising a quota
+// and a cluster's max_node_count in one plan passes.
+//
+// computes holds each workspace's computes, which the check counts. Listing them for every
+// cluster's plan made an apply that creates n clusters (which terraform plans again once
+// their workspace exists) list up to n computes n times, in the engine and in the
+// provider. The list is fetched once per command, and this provider's own creates, updates
+// and deletes are written into it (noteCompute, forgetCompute). A compute another client
+// changes during the command is seen by the next one; the engine checks the quota on apply
+// in any case.
+type quotaCache struct {
+	planned  sync.Map // workspace -> quotaPlan
+	computes sync.Map // workspace -> *computeList
 }
 
 type quotaPlan struct {
@@ -41,10 +51,12 @@ type quotaPlan struct {
 
 // recordPlannedQuotas is called by the workspace's ModifyPlan: changed is whether the plan
 // changes the workspace's quotas, planned the planned map.
-func recordPlannedQuotas(ctx context.Context, c *client.Client, workspace string, changed bool, planned types.Map) {
-	key := quotaPlanKey{c, workspace}
+func (q *quotaCache) recordPlannedQuotas(ctx context.Context, workspace string, changed bool, planned types.Map) {
+	if q == nil {
+		return
+	}
 	if !changed {
-		plannedQuotas.Delete(key)
+		q.planned.Delete(workspace)
 		return
 	}
 	p := quotaPlan{known: !planned.IsUnknown()}
@@ -58,7 +70,19 @@ func recordPlannedQuotas(ctx context.Context, c *client.Client, workspace string
 			p.known = false
 		}
 	}
-	plannedQuotas.Store(key, p)
+	q.planned.Store(workspace, p)
+}
+
+// plannedQuotas returns the quotas this command's plan gives workspace, if it changes them.
+func (q *quotaCache) plannedQuotas(workspace string) (quotaPlan, bool) {
+	if q == nil {
+		return quotaPlan{}, false
+	}
+	p, ok := q.planned.Load(workspace)
+	if !ok {
+		return quotaPlan{}, false
+	}
+	return p.(quotaPlan), true
 }
 
 // planQuota checks that the planned cluster fits its workspace's quota for the size's
@@ -92,11 +116,11 @@ func (r *computeClusterResource) planQuota(ctx context.Context, req resource.Mod
 	}
 	ws := id.Workspace
 	limits := map[string]int64(nil)
-	if p, ok := plannedQuotas.Load(quotaPlanKey{r.client, ws}); ok {
-		if !p.(quotaPlan).known {
+	if p, ok := r.quotas.plannedQuotas(ws); ok {
+		if !p.known {
 			return
 		}
-		limits = p.(quotaPlan).quotas
+		limits = p.quotas
 	}
 	workspace, err := r.client.GetWorkspace(ctx, ws)
 	if err != nil {
@@ -108,12 +132,14 @@ func (r *computeClusterResource) planQuota(ctx context.Context, req resource.Mod
 	if limits != nil {
 		workspace.Quotas = limits
 	}
-	computes, err := quotaComputes(ctx, r.client, ws)
+	computes, err := r.quotas.workspaceComputes(ctx, r.client, ws)
 	if err != nil {
 		tflog.Debug(ctx, "quota not checked at plan time", map[string]any{"workspace": ws, "error": err.Error()})
 		return
 	}
-	var used int64
+	// What the workspace's other computes of the family hold, counted as the engine's
+	// quota index counts them (rules/quota).
+	var holders []quota.Holder
 	for _, c := range computes {
 		other, ok := catalog.Lookup(c.VMSize)
 		if c.Name == plan.Name.ValueString() || c.Type == api.TypeAttached || !ok || other.Family != size.Family {
@@ -123,51 +149,39 @@ func (r *computeClusterResource) planQuota(ctx context.Context, req resource.Mod
 		if c.ScaleSettings != nil {
 			nodes = c.ScaleSettings.MaxNodeCount
 		}
-		held, _ := quota.Demand(nodes, other.VCPUs)
-		if used, ok = quota.Add(used, held); !ok {
-			return // an engine record beyond any quota: leave it to apply
-		}
+		holders = append(holders, quota.Holder{Name: c.Name, VCPUs: quota.Holds(nodes, other.VCPUs)})
 	}
-	want, ok := quota.Demand(maxNodes.ValueInt64(), size.VCPUs)
-	if !ok {
+	slices.SortFunc(holders, func(a, b quota.Holder) int { return strings.Compare(a.Name, b.Name) })
+	used := make([]int64, len(holders))
+	for i, h := range holders {
+		used[i] = h.VCPUs
+	}
+	claim := quota.Claim{
+		Compute: plan.Name.ValueString(), Workspace: ws, Family: size.Family, Size: size.Name, SizeVCPUs: size.VCPUs,
+		Nodes: maxNodes.ValueInt64(), Limit: model.EffectiveQuota(workspace, size.Family),
+		CountName: "scale_settings.max_node_count",
+	}
+	if f, _ := catalog.LookupFamily(size.Family); f.RequiresApproval && workspace.Quotas[size.Family] == 0 {
+		claim.ApprovalPending = true
+	}
+	refusal := quota.Evaluate(claim, quota.Used(used...), func() []quota.Holder { return holders })
+	if refusal == nil || refusal.Overflow {
 		return // validation bounds max_node_count
 	}
-	limit := model.EffectiveQuota(workspace, size.Family)
-	d := quota.Check(used, want, limit)
-	if d.Fits {
-		return
+	at := maxPath
+	if refusal.FittingNodes() == 0 {
+		at = path.Root("vm_size")
 	}
-	raise := fmt.Sprintf("quotas = { %s = %d }", size.Family, d.Need)
-	fits := d.Left / max(size.VCPUs, 1)
-	if fits == 0 {
-		why := ""
-		if f, _ := catalog.LookupFamily(size.Family); f.RequiresApproval && workspace.Quotas[size.Family] == 0 {
-			why = fmt.Sprintf(" Family %s requires approval and has no quota until one is set.", size.Family)
-		}
-		resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Workspace Quota Exceeded",
-			fmt.Sprintf("Workspace %q has %d of its %d vCPUs of %s left, less than one node of %s (%d vCPUs), so "+
-				"compute cluster %q cannot get any node.%s\n\nRaise the family's quota on the workspace with %s, or "+
-				"choose a vm_size of another family.",
-				ws, d.Left, limit, size.Family, size.Name, size.VCPUs, plan.Name.ValueString(), why, raise))
-		return
-	}
-	resp.Diagnostics.AddAttributeError(maxPath, "Workspace Quota Exceeded",
-		fmt.Sprintf("Compute cluster %q needs %d vCPUs of %s (%d nodes x %d vCPUs of %s) but workspace %q has %d of "+
-			"its %d left.\n\nLower scale_settings.max_node_count to %d, or raise the family's quota on the workspace "+
-			"with %s.",
-			plan.Name.ValueString(), want, size.Family, maxNodes.ValueInt64(), size.VCPUs, size.Name, ws, d.Left, limit,
-			fits, raise))
+	resp.Diagnostics.AddAttributeError(at, "Workspace Quota Exceeded", upperFirst(refusal.Error())+".")
 }
 
-// workspaceComputes holds, per engine client and workspace, the computes the plan-time
-// quota check counts. Listing them for every cluster's plan made an apply that creates n
-// clusters (which terraform plans again once their workspace exists) list up to n computes
-// n times, in the engine and in the provider. The list is fetched once per engine client,
-// that is per provider process and terraform command, and this process's own creates,
-// updates and deletes are written into it (noteCompute, forgetCompute). A compute another
-// client changes during the command is seen by the next one; the engine checks the quota on
-// apply in any case.
-var workspaceComputes sync.Map // quotaPlanKey -> *computeList
+// upperFirst starts a message with a capital letter, as a diagnostic's detail does.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
 
 // computeList is one workspace's computes, by name. Its mutex is held while it is fetched,
 // so that a change noted meanwhile is applied after the fetch, not lost under it.
@@ -177,10 +191,12 @@ type computeList struct {
 	computes map[string]api.Compute
 }
 
-// quotaComputes returns the computes of workspace ws, fetching them on first use.
-func quotaComputes(ctx context.Context, c *client.Client, ws string) ([]api.Compute, error) {
-	key := quotaPlanKey{c, ws}
-	v, _ := workspaceComputes.LoadOrStore(key, &computeList{})
+// workspaceComputes returns the computes of workspace ws, fetching them on first use.
+func (q *quotaCache) workspaceComputes(ctx context.Context, c *client.Client, ws string) ([]api.Compute, error) {
+	if q == nil {
+		return c.ListComputes(ctx, ws)
+	}
+	v, _ := q.computes.LoadOrStore(ws, &computeList{})
 	l := v.(*computeList)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -202,20 +218,20 @@ func quotaComputes(ctx context.Context, c *client.Client, ws string) ([]api.Comp
 	return out, nil
 }
 
-// noteCompute records a compute this process created or updated.
-func noteCompute(c *client.Client, comp *api.Compute) {
+// noteCompute records a compute this provider created or updated.
+func (q *quotaCache) noteCompute(comp *api.Compute) {
 	if comp == nil {
 		return
 	}
-	if l := loadedComputeList(c, comp.Workspace); l != nil {
+	if l := q.loadedComputeList(comp.Workspace); l != nil {
 		l.computes[comp.Name] = *comp
 		l.mu.Unlock()
 	}
 }
 
-// forgetCompute records a compute this process deleted.
-func forgetCompute(c *client.Client, id api.ID) {
-	if l := loadedComputeList(c, id.Workspace); l != nil {
+// forgetCompute records a compute this provider deleted.
+func (q *quotaCache) forgetCompute(id api.ID) {
+	if l := q.loadedComputeList(id.Workspace); l != nil {
 		delete(l.computes, id.Name)
 		l.mu.Unlock()
 	}
@@ -224,13 +240,18 @@ func forgetCompute(c *client.Client, id api.ID) {
 // dropComputeList forgets the workspace's list after a change whose outcome is not known
 // (an engine error or timeout): the next check fetches it again rather than count a compute
 // that may or may not be there.
-func dropComputeList(c *client.Client, ws string) {
-	workspaceComputes.Delete(quotaPlanKey{c, ws})
+func (q *quotaCache) dropComputeList(ws string) {
+	if q != nil {
+		q.computes.Delete(ws)
+	}
 }
 
 // loadedComputeList returns the workspace's list locked, or nil when none is loaded.
-func loadedComputeList(c *client.Client, ws string) *computeList {
-	v, ok := workspaceComputes.Load(quotaPlanKey{c, ws})
+func (q *quotaCache) loadedComputeList(ws string) *computeList {
+	if q == nil {
+		return nil
+	}
+	v, ok := q.computes.Load(ws)
 	if !ok {
 		return nil
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
 )
 
-// The quota check's list of a workspace's computes is fetched once per engine client and
-// follows what this client creates, updates and deletes.
+// The quota check's list of a workspace's computes is fetched once per provider instance
+// (its quotaCache) and follows what that provider creates, updates and deletes.
 func TestQuotaComputesFollowThisClientsChanges(t *testing.T) {
 	ctx := context.Background()
 	e := enginetest.Start(t, enginetest.Options{})
@@ -26,9 +26,13 @@ func TestQuotaComputesFollowThisClientsChanges(t *testing.T) {
 		return api.ComputeSpec{Name: name, Type: api.TypeComputeCluster, VMSize: "Standard_DS1_v2", VMPriority: api.PriorityDedicated,
 			ScaleSettings: &api.ScaleSettings{MaxNodeCount: maxNodes}}
 	}
+	caches := map[*client.Client]*quotaCache{}
 	listed := func(c *client.Client) map[string]int64 {
 		t.Helper()
-		computes, err := quotaComputes(ctx, c, "lab")
+		if caches[c] == nil {
+			caches[c] = &quotaCache{}
+		}
+		computes, err := caches[c].workspaceComputes(ctx, c, "lab")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +54,9 @@ func TestQuotaComputesFollowThisClientsChanges(t *testing.T) {
 		}
 	}
 
-	if _, err := createCompute(ctx, c, "lab", cluster("first", 1)); err != nil {
+	q := &quotaCache{}
+	caches[c] = q
+	if _, err := createCompute(ctx, c, q, "lab", cluster("first", 1)); err != nil {
 		t.Fatal(err)
 	}
 	want(listed(c), "first") // fetched now
@@ -61,12 +67,12 @@ func TestQuotaComputesFollowThisClientsChanges(t *testing.T) {
 	want(listed(c), "first") // another client's compute waits for the next command
 	want(listed(other), "first", "outside")
 
-	if _, err := createCompute(ctx, c, "lab", cluster("second", 1)); err != nil {
+	if _, err := createCompute(ctx, c, q, "lab", cluster("second", 1)); err != nil {
 		t.Fatal(err)
 	}
 	want(listed(c), "first", "second")
 	var diags diag.Diagnostics
-	updated := updateCompute(ctx, c, &diags, nil, clusterKind, api.ID{Workspace: "lab", Name: "second"},
+	updated := updateCompute(ctx, c, q, &diags, nil, clusterKind, api.ID{Workspace: "lab", Name: "second"},
 		api.ComputeUpdate{ScaleSettings: &api.ScaleSettings{MaxNodeCount: 3, ScaleDownNodesAfterIdleDuration: "PT120S"}}, time.Minute)
 	if updated == nil || diags.HasError() {
 		t.Fatalf("update: %v", diags)
@@ -74,14 +80,14 @@ func TestQuotaComputesFollowThisClientsChanges(t *testing.T) {
 	if got := listed(c)["second"]; got != 3 {
 		t.Errorf("max_node_count after the update %d, want 3", got)
 	}
-	deleteCompute(ctx, c, &diags, nil, clusterKind, api.ID{Workspace: "lab", Name: "first"}, time.Minute)
+	deleteCompute(ctx, c, q, &diags, nil, clusterKind, api.ID{Workspace: "lab", Name: "first"}, time.Minute)
 	if diags.HasError() {
 		t.Fatalf("delete: %v", diags)
 	}
 	want(listed(c), "second")
 
 	// A change whose outcome is not known drops the list: the next check fetches it again.
-	if _, err := createCompute(ctx, c, "lab", cluster("second", 1)); err == nil {
+	if _, err := createCompute(ctx, c, q, "lab", cluster("second", 1)); err == nil {
 		t.Fatal("creating a compute whose name is taken succeeded")
 	}
 	want(listed(c), "outside", "second")

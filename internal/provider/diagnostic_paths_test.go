@@ -251,8 +251,8 @@ func TestAccComputeCluster_QuotaCheckedAtPlan(t *testing.T) {
 		}, {
 			Config:   gpuConfig(e.Endpoint, 12, "Standard_NC6s_v3", 3, "renamed"),
 			PlanOnly: true,
-			ExpectError: expectError("Workspace Quota Exceeded", `Compute cluster "gpu" needs 18 vCPUs of standardNCSv3Family`,
-				`workspace "lab" has 12 of its 12 left`, "Lower scale_settings.max_node_count to 2",
+			ExpectError: expectError("Workspace Quota Exceeded", `Compute "gpu" needs 18 vCPUs of standardNCSv3Family`,
+				`workspace "lab" has 12 of its 12 left`, "lower scale_settings.max_node_count to 2",
 				"quotas = { standardNCSv3Family = 18 }"),
 		}, {
 			// The quota and max_node_count rise together: the plan checks against the new quota.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -25,6 +26,12 @@ import (
 // clusters costs more than terraform's own work; answered here, the same result costs one
 // decode and one encode. Whatever the fast path is not sure to answer exactly as the
 // framework would, it hands to the framework, so the framework stays the definition.
+//
+// What it saves, measured with tools/bench -mode terraform at 100 clusters (medians of 3
+// runs on 2 busy cores, against the do-nothing provider): a no-change plan takes 1.09x and
+// 1.26x the floor with it, 1.66x and 1.86x without. protocol_diff_test.go generates its
+// differential cases from the schema (every attribute's prior and configured values, private
+// state, identities, deferrals) and compares every answer with the framework's.
 
 // clusterTypeName is the cluster resource's type name.
 const clusterTypeName = "mlcompute_compute_cluster"
@@ -42,6 +49,9 @@ func NewProtocol6Server(version string) func() (tfprotov6.ProviderServer, error)
 		s := &protocolServer{ProviderServer: fw, provider: p}
 		if s.cluster, err = newClusterFastPath(); err != nil {
 			return nil, err
+		}
+		if servesDestroy(os.Getenv, parentCommandLine) {
+			return destroyServer{s}, nil
 		}
 		return s, nil
 	}
@@ -181,10 +191,12 @@ func (s *protocolServer) PlanResourceChange(ctx context.Context, req *tfprotov6.
 
 // unchanged reports whether req plans no change the fast path can answer: the proposed
 // state is byte for byte the prior state (terraform encodes both the same way), there is
-// no private state to carry, and no attribute left null in the configuration has a default
-// other than its value in state.
+// no private state to carry, no resource identity (the framework owns identities, and
+// refuses one for a resource without an identity schema), and no attribute left null in the
+// configuration has a default other than its value in state.
 func (f *clusterFastPath) unchanged(req *tfprotov6.PlanResourceChangeRequest) bool {
 	if req.PriorState == nil || req.ProposedNewState == nil || req.Config == nil || len(req.PriorPrivate) != 0 ||
+		req.PriorIdentity != nil ||
 		len(req.PriorState.MsgPack) == 0 || !bytes.Equal(req.PriorState.MsgPack, req.ProposedNewState.MsgPack) {
 		return false
 	}
@@ -229,7 +241,7 @@ func (s *protocolServer) ReadResource(ctx context.Context, req *tfprotov6.ReadRe
 // read returns the refreshed state, or nil to leave the call to the framework, with the
 // context to call it with.
 func (f *clusterFastPath) read(ctx context.Context, c *client.Client, req *tfprotov6.ReadResourceRequest) (*tfprotov6.ReadResourceResponse, context.Context) {
-	if c == nil || req.CurrentState == nil || len(req.Private) != 0 {
+	if c == nil || req.CurrentState == nil || len(req.Private) != 0 || req.CurrentIdentity != nil {
 		return nil, ctx
 	}
 	state, err := req.CurrentState.Unmarshal(f.stateType)

@@ -230,11 +230,17 @@ func TestClusterFastPathReadsAsTheFramework(t *testing.T) {
 		"create": str("5m"), "update": tftypes.NewValue(tftypes.String, nil), "delete": tftypes.NewValue(tftypes.String, nil),
 	})
 
+	idType := tftypes.Object{AttributeTypes: map[string]tftypes.Type{"id": tftypes.String}}
+	identity := &tfprotov6.ResourceIdentityData{IdentityData: dynamic(t, idType,
+		tftypes.NewValue(idType, map[string]tftypes.Value{"id": str("/workspaces/lab/computes/cpu")}))}
 	tests := []struct {
-		name  string
-		state map[string]tftypes.Value
-		fast  bool
+		name     string
+		state    map[string]tftypes.Value
+		identity *tfprotov6.ResourceIdentityData
+		fast     bool
 	}{
+		// The framework owns identities: a read that carries one is its to answer.
+		{name: "with a resource identity", state: map[string]tftypes.Value{"id": str("/workspaces/lab/computes/cpu")}, identity: identity},
 		{name: "import: the ID alone", state: map[string]tftypes.Value{"id": str("/workspaces/lab/computes/cpu")}, fast: true},
 		{name: "configured spelling and timeouts are kept", fast: true, state: map[string]tftypes.Value{
 			"id": str("/workspaces/lab/computes/cpu"), "vm_size": str("standard_ds1_v2"), "timeouts": timeouts,
@@ -249,7 +255,8 @@ func TestClusterFastPathReadsAsTheFramework(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := &tfprotov6.ReadResourceRequest{TypeName: clusterTypeName, CurrentState: dynamic(t, f.stateType, clusterObject(t, f, tt.state))}
+			req := &tfprotov6.ReadResourceRequest{TypeName: clusterTypeName, CurrentState: dynamic(t, f.stateType, clusterObject(t, f, tt.state)),
+				CurrentIdentity: tt.identity}
 			if resp, _ := f.read(ctx, fast.provider.engine(), req); (resp != nil) != tt.fast {
 				t.Fatalf("fast path answered: %v, want %v", resp != nil, tt.fast)
 			}

@@ -43,7 +43,10 @@ const (
 	configureUnreachableWait = 10 * time.Second
 )
 
-var _ provider.Provider = (*mlcomputeProvider)(nil)
+var (
+	_ provider.Provider                   = (*mlcomputeProvider)(nil)
+	_ provider.ProviderWithValidateConfig = (*mlcomputeProvider)(nil)
+)
 
 // New returns a constructor of the provider, as providerserver.Serve and the acceptance
 // tests' provider factories want it.
@@ -104,6 +107,17 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 	}
 }
 
+// ValidateConfig checks the keys of object values written in the configuration's text,
+// which terraform drops without a word when they are unknown (object_keys.go). Terraform
+// runs the provider in its working directory, the root module's.
+func (p *mlcomputeProvider) ValidateConfig(ctx context.Context, _ provider.ValidateConfigRequest, resp *provider.ValidateConfigResponse) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	resp.Diagnostics.Append(unknownObjectKeys(ctx, dir, p.Resources(ctx))...)
+}
+
 // providerModel is the provider's configuration.
 type providerModel struct {
 	Endpoint types.String `tfsdk:"endpoint"`
@@ -152,8 +166,9 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 	if c == nil {
 		return
 	}
-	resp.ResourceData = c
-	resp.DataSourceData = c
+	data := &providerData{client: c, quotas: &quotaCache{}}
+	resp.ResourceData = data
+	resp.DataSourceData = data
 	p.client.Store(c)
 }
 
@@ -318,11 +333,26 @@ func clientFrom(data any, diags *diag.Diagnostics) *client.Client {
 	if data == nil {
 		return nil
 	}
-	c, ok := data.(*client.Client)
+	d, ok := data.(*providerData)
 	if !ok {
 		diags.AddError("Unexpected Provider Data",
-			fmt.Sprintf("Expected *client.Client, got %T.\n\nThis is a bug in the provider; please report it.", data))
+			fmt.Sprintf("Expected *providerData, got %T.\n\nThis is a bug in the provider; please report it.", data))
 		return nil
 	}
-	return c
+	return d.client
+}
+
+// providerData is what the provider's Configure hands its resources and data sources: the
+// engine client, and the state of this provider instance's plan-time quota check.
+type providerData struct {
+	client *client.Client
+	quotas *quotaCache
+}
+
+// quotasFrom returns the plan-time quota state in the provider's data, nil before Configure.
+func quotasFrom(data any) *quotaCache {
+	if d, ok := data.(*providerData); ok {
+		return d.quotas
+	}
+	return nil
 }

@@ -859,7 +859,7 @@ func TestAccComputeCluster_QuotaExceeded(t *testing.T) {
 			// Terraform plans the cluster again with the workspace's ID, before the create.
 			Config: gpu("", 2),
 			ExpectError: expectError("Workspace Quota Exceeded", `Workspace "lab" has 0 of its 0 vCPUs of standardNCSv3Family left`,
-				"less than one node of Standard_NC6s_v3", "Family standardNCSv3Family requires approval",
+				"less than one node of Standard_NC6s_v3", "family standardNCSv3Family requires approval",
 				"quotas = { standardNCSv3Family = 12 }"),
 		}, {
 			Config: gpu(`quotas = { standardNCSv3Family = 12 }`, 2),

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -58,6 +59,8 @@ func NewComputeInstanceResource() resource.Resource {
 // when it is created and whenever it starts.
 type computeInstanceResource struct {
 	client *client.Client
+	// quotas is the provider's plan-time quota state (compute_cluster_quota.go).
+	quotas *quotaCache
 }
 
 func (r *computeInstanceResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -98,7 +101,7 @@ func (r *computeInstanceResource) Schema(ctx context.Context, _ resource.SchemaR
 					"duration of at most `" + maxIdle + "`, for example `PT30M` or `PT2H`. Running jobs, open sessions " +
 					"(`mlcompute compute exec`, port forwards) and activity reported by applications on the node keep " +
 					"it awake. The engine's policy sets the minimum: `" + policyMin + "` unless its operator lowered " +
-					"it with `mlcompute serve --min-idle-shutdown`; a shorter value fails at apply. Shortening it " +
+					"it with `mlcompute serve --min-idle-shutdown`; a shorter value fails at plan time. Shortening it " +
 					"below the time the instance has already been idle restarts the idle clock. Leave it unset " +
 					"(null) to never stop for idleness. It can be changed in place.",
 				Optional: true,
@@ -223,6 +226,7 @@ var instanceStates = []string{
 
 func (r *computeInstanceResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+	r.quotas = quotasFrom(req.ProviderData)
 }
 
 // ModifyPlan checks a new VM size (on create, or a change other than the size's letter
@@ -236,13 +240,14 @@ func (r *computeInstanceResource) ModifyPlan(ctx context.Context, req resource.M
 		return // a destroy
 	}
 	// Only the attributes the checks need are read, not the whole plan and state.
-	var size, priorSize, idle types.String // priorSize stays null on create
+	var size, priorSize, idle, priorIdle types.String // the prior values stay null on create
 	var schedules types.List
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("vm_size"), &size)...)
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("idle_time_before_shutdown"), &idle)...)
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("schedules"), &schedules)...)
 	if !req.State.Raw.IsNull() {
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("vm_size"), &priorSize)...)
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("idle_time_before_shutdown"), &priorIdle)...)
 	}
 	if resp.Diagnostics.HasError() {
 		return
@@ -253,8 +258,41 @@ func (r *computeInstanceResource) ModifyPlan(ctx context.Context, req resource.M
 			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
 		}
 	}
+	if !idle.IsUnknown() && !idle.IsNull() && !idle.Equal(priorIdle) {
+		r.planIdleMinimum(ctx, idle.ValueString(), &resp.Diagnostics)
+	}
 	if d := neverStopsWarning(ctx, idle, schedules); d != nil {
 		resp.Diagnostics.Append(d)
+	}
+}
+
+// planIdleMinimum checks a new idle_time_before_shutdown against the engine's policy
+// minimum ('mlcompute serve --min-idle-shutdown'), which the engine's status gives, with
+// the engine's own rule. An engine that does not answer leaves the check to apply; a value
+// the attribute's validator refuses is reported there.
+func (r *computeInstanceResource) planIdleMinimum(ctx context.Context, idle string, diags *diag.Diagnostics) {
+	if r.client == nil {
+		return // not configured yet (terraform validate)
+	}
+	if _, err := validation.IdleTimeBeforeShutdown(idle, 0); err != nil {
+		return
+	}
+	st, err := r.client.Status(ctx)
+	if err != nil || st.MinIdleTimeBeforeShutdown == "" {
+		tflog.Debug(ctx, "idle minimum not checked at plan time", map[string]any{"error": fmt.Sprint(err)})
+		return
+	}
+	policyMin, err := validation.Duration("min_idle_time_before_shutdown", st.MinIdleTimeBeforeShutdown, 0, math.MaxInt64)
+	if err != nil {
+		tflog.Debug(ctx, "idle minimum not checked at plan time", map[string]any{"error": err.Error()})
+		return
+	}
+	if _, err := validation.IdleTimeBeforeShutdown(idle, policyMin); err != nil {
+		diags.AddAttributeError(path.Root("idle_time_before_shutdown"), "Idle Time Below The Engine's Minimum",
+			fmt.Sprintf("The engine stops compute instances after at least %s idle, its operator's policy.\n\n"+
+				"Set idle_time_before_shutdown to %s or longer, leave it unset (null) to never stop for idleness, or "+
+				"ask the engine's operator to lower the minimum with 'mlcompute serve --min-idle-shutdown'.\n\n"+
+				"Original error: %s", st.MinIdleTimeBeforeShutdown, st.MinIdleTimeBeforeShutdown, err))
 	}
 }
 
@@ -286,7 +324,7 @@ func (r *computeInstanceResource) Create(ctx context.Context, req resource.Creat
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	action := fmt.Sprintf("create compute instance %q in workspace %q", spec.Name, ws.Workspace)
-	c, err := createCompute(ctx, r.client, ws.Workspace, spec)
+	c, err := createCompute(ctx, r.client, r.quotas, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
 			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)
@@ -369,7 +407,7 @@ func (r *computeInstanceResource) Update(ctx context.Context, req resource.Updat
 	// again if it was running; only then is there something to wait for.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := updateCompute(ctx, r.client, &resp.Diagnostics, req.Plan.Schema.Type(), instanceKind, id, upd, timeout)
+	c := updateCompute(ctx, r.client, r.quotas, &resp.Diagnostics, req.Plan.Schema.Type(), instanceKind, id, upd, timeout)
 	if c == nil {
 		return
 	}
@@ -408,7 +446,7 @@ func (r *computeInstanceResource) Delete(ctx context.Context, req resource.Delet
 		return
 	}
 
-	deleteCompute(ctx, r.client, &resp.Diagnostics, req.State.Schema.Type(), instanceKind, id, timeout)
+	deleteCompute(ctx, r.client, r.quotas, &resp.Diagnostics, req.State.Schema.Type(), instanceKind, id, timeout)
 }
 
 // ImportState takes a compute ID, /workspaces/{workspace}/computes/{name}; Read fills in

@@ -628,8 +628,9 @@ func TestAccComputeInstance_StoppedByUserNoDrift(t *testing.T) {
 }
 
 // The engine's idle-shutdown policy (PT15M unless the operator lowers it) is checked at
-// apply: the error names the policy and lands on idle_time_before_shutdown, nothing is
-// created, and an update below the minimum fails the same way.
+// plan time, with the minimum the engine's status gives: the error names the policy and
+// lands on idle_time_before_shutdown, nothing is created, and an update below the minimum
+// fails the same way.
 func TestAccComputeInstance_IdlePolicy(t *testing.T) {
 	t.Parallel()
 	e, c := testAccEngine(t, enginetest.Options{})
@@ -641,8 +642,9 @@ func TestAccComputeInstance_IdlePolicy(t *testing.T) {
 		CheckDestroy:             testAccClusterDestroyed(e, c, "lab", "alice"),
 		Steps: []resource.TestStep{{
 			Config: config("PT5M"),
-			ExpectError: expectError("Cannot Create Compute Instance", "an input is not valid",
-				`idle_time_before_shutdown "PT5M" is below this engine's minimum of PT15M`, "mlcompute serve --min-idle-shutdown"),
+			ExpectError: expectError("Idle Time Below The Engine's Minimum", `idle_time_before_shutdown = "PT5M"`,
+				"at least PT15M idle", `idle_time_before_shutdown "PT5M" is below this engine's minimum of PT15M`,
+				"mlcompute serve --min-idle-shutdown"),
 		}, {
 			Config: config("PT15M"),
 			ConfigPlanChecks: resource.ConfigPlanChecks{
@@ -651,10 +653,58 @@ func TestAccComputeInstance_IdlePolicy(t *testing.T) {
 			},
 		}, {
 			Config: config("PT10M"),
-			ExpectError: expectError("Cannot Update Compute Instance",
+			ExpectError: expectError("Idle Time Below The Engine's Minimum",
 				`idle_time_before_shutdown "PT10M" is below this engine's minimum of PT15M`),
 		}},
 	})
+}
+
+// The minimum is the engine's, not the default's: an engine whose operator raised it to
+// PT2H refuses PT1H at plan time (PlanOnly: the plan itself fails), and one that lowered it
+// to PT1M accepts PT5M and refuses PT30S, each naming the attribute and its minimum.
+func TestAccComputeInstance_IdleMinimumAtPlan(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name              string
+		minimum           time.Duration
+		accepted, refused string
+		minimumISO        string
+	}{
+		{name: "raised", minimum: 2 * time.Hour, accepted: "PT2H", refused: "PT1H", minimumISO: "PT2H"},
+		{name: "lowered", minimum: time.Minute, accepted: "PT5M", refused: "PT30S", minimumISO: "PT1M"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, c := testAccEngine(t, enginetest.Options{MinIdleShutdown: tc.minimum})
+			config := func(idle string) string {
+				return testAccDevInstance(e.Endpoint, "Standard_DS3_v2", fmt.Sprintf(`  idle_time_before_shutdown = %q`, idle))
+			}
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				CheckDestroy:             testAccClusterDestroyed(e, c, "lab", "alice"),
+				Steps: []resource.TestStep{{
+					Config:   config(tc.refused),
+					PlanOnly: true,
+					ExpectError: expectError("Idle Time Below The Engine's Minimum",
+						fmt.Sprintf(`idle_time_before_shutdown = %q`, tc.refused),
+						fmt.Sprintf("Set idle_time_before_shutdown to %s or longer", tc.minimumISO)),
+				}, {
+					Config: config(tc.accepted),
+					Check: engineCompute(c, "lab", "alice", func(got *api.Compute) error {
+						if got.Instance.IdleTimeBeforeShutdown != tc.accepted {
+							return fmt.Errorf("idle_time_before_shutdown in the engine = %q; want %q", got.Instance.IdleTimeBeforeShutdown, tc.accepted)
+						}
+						return nil
+					}),
+				}, {
+					Config:   config(tc.refused),
+					PlanOnly: true,
+					ExpectError: expectError("Idle Time Below The Engine's Minimum",
+						fmt.Sprintf(`idle_time_before_shutdown %q is below this engine's minimum of %s`, tc.refused, tc.minimumISO)),
+				}},
+			})
+		})
+	}
 }
 
 // Changes made outside Terraform show as drift and apply puts the configuration back; an

@@ -20,7 +20,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -43,6 +42,8 @@ func NewWorkspaceResource() resource.Resource {
 // carries the vCPU quotas they draw on.
 type workspaceResource struct {
 	client *client.Client
+	// quotas is the provider's plan-time quota state (compute_cluster_quota.go).
+	quotas *quotaCache
 }
 
 func (r *workspaceResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -67,10 +68,10 @@ func (r *workspaceResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"location": schema.StringAttribute{
 				MarkdownDescription: "The location the workspace lives in. It must be one the engine serves " +
 					"(`mlcompute serve --location NAME`), which is checked at plan time. Changing it replaces the " +
-					"workspace (default: `" + engine.DefaultLocation + "`).",
+					"workspace (default: `" + api.DefaultLocation + "`).",
 				Optional:      true,
 				Computed:      true,
-				Default:       stringdefault.StaticString(engine.DefaultLocation),
+				Default:       stringdefault.StaticString(api.DefaultLocation),
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"description": schema.StringAttribute{
@@ -123,6 +124,7 @@ func (r *workspaceResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 
 func (r *workspaceResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+	r.quotas = quotasFrom(req.ProviderData)
 }
 
 // ModifyPlan checks at plan time that the engine serves the planned location, with the
@@ -142,7 +144,7 @@ func (r *workspaceResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("quotas"), &quotas)...)
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("quotas"), &priorQuotas)...)
 		if !name.IsUnknown() {
-			recordPlannedQuotas(ctx, r.client, name.ValueString(), !quotas.Equal(priorQuotas), quotas)
+			r.quotas.recordPlannedQuotas(ctx, name.ValueString(), !quotas.Equal(priorQuotas), quotas)
 		}
 	}
 	var planned, prior types.String

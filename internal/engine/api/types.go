@@ -26,7 +26,15 @@ type Status struct {
 	StartedAt   time.Time `json:"started_at"`
 	// ScoringURL is the base URL of the online endpoints' scoring router, when it listens.
 	ScoringURL string `json:"scoring_url,omitempty"`
+	// MinIdleTimeBeforeShutdown is the engine's policy: the shortest
+	// idle_time_before_shutdown a compute instance may ask for, in ISO 8601 ('mlcompute
+	// serve --min-idle-shutdown'). The provider checks it at plan time.
+	MinIdleTimeBeforeShutdown string `json:"min_idle_time_before_shutdown,omitempty"`
 }
+
+// DefaultLocation is the location an engine serves when its operator names none, and a
+// workspace's location when its spec names none.
+const DefaultLocation = "local"
 
 // WorkspaceSpec is what a user declares for a workspace.
 type WorkspaceSpec struct {

@@ -2,8 +2,6 @@ package computes
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -121,33 +119,30 @@ func (c *Core) checkQuota(ws *api.Workspace, rec model.Compute, field string) er
 	if !ok {
 		return api.Errorf(api.CodeInvalid, "vm_size", "unknown VM size %q", rec.VMSize)
 	}
-	used := c.quota.Used(ws.Name, size.Family, rec.Key())
-	want, wantOK := quota.Demand(rec.MaxNodes(), size.VCPUs)
-	limit := model.EffectiveQuota(ws, size.Family)
-	if !wantOK {
-		// Validation bounds max_node_count, so only a record from an older engine gets here.
-		return api.Errorf(api.CodeQuotaExceeded, field, "%s asks for %d nodes x %d vCPUs of %s, more vCPUs than any quota can hold; lower max_node_count",
-			rec.Name, rec.MaxNodes(), size.VCPUs, size.Name)
+	claim := quota.Claim{
+		Compute: rec.Name, Workspace: ws.Name, Family: size.Family, Size: size.Name, SizeVCPUs: size.VCPUs,
+		Nodes: rec.MaxNodes(), Limit: model.EffectiveQuota(ws, size.Family), CountName: "max_node_count",
 	}
-	d := quota.Check(used, want, limit)
-	if d.Fits {
-		return nil
+	switch {
+	case rec.Instance != nil:
+		claim.CountName = ""
+	case field == "instance_type": // a serverless job's cluster
+		claim.CountName = "instance_count"
 	}
-	detail := ""
-	if holders := c.quota.Holders(ws.Name, size.Family, rec.Key()); len(holders) > 0 {
-		names := make([]string, 0, len(holders))
-		for _, h := range holders {
-			names = append(names, fmt.Sprintf("%s (%d vCPUs)", h.Name, h.VCPUs))
-		}
-		detail = fmt.Sprintf(" (already used by %s)", strings.Join(names, ", "))
-	}
-	hint := fmt.Sprintf("raise it with quotas = { %s = %d } on the workspace", size.Family, d.Need)
 	if f, _ := catalog.LookupFamily(size.Family); f.RequiresApproval && ws.Quotas[size.Family] == 0 {
-		hint = fmt.Sprintf("family %s requires approval and has no quota until one is set: add quotas = { %s = %d } to the workspace", size.Family, size.Family, d.Need)
+		claim.ApprovalPending = true
 	}
-	return api.Errorf(api.CodeQuotaExceeded, field,
-		"%s needs %d vCPUs of %s (%d nodes x %d vCPUs of %s) but workspace %q has %d of %d left%s; %s",
-		rec.Name, want, size.Family, rec.MaxNodes(), size.VCPUs, size.Name, ws.Name, d.Left, limit, detail, hint)
+	holders := func() []quota.Holder {
+		var out []quota.Holder
+		for _, h := range c.quota.Holders(ws.Name, size.Family, rec.Key()) {
+			out = append(out, quota.Holder{Name: h.Name, VCPUs: h.VCPUs})
+		}
+		return out
+	}
+	if r := quota.Evaluate(claim, c.quota.Used(ws.Name, size.Family, rec.Key()), holders); r != nil {
+		return api.Errorf(api.CodeQuotaExceeded, field, "%s", r.Error())
+	}
+	return nil
 }
 
 // holding is what rec holds of its workspace's quota, for the quota index; ok is false for a
@@ -157,11 +152,7 @@ func holding(rec model.Compute) (model.Holding, bool) {
 	if !ok || rec.Attached != nil {
 		return model.Holding{}, false
 	}
-	vcpus, ok := quota.Demand(rec.MaxNodes(), size.VCPUs)
-	if !ok {
-		vcpus = math.MaxInt64
-	}
-	return model.Holding{Workspace: rec.Workspace, Name: rec.Name, Family: size.Family, VCPUs: vcpus}, true
+	return model.Holding{Workspace: rec.Workspace, Name: rec.Name, Family: size.Family, VCPUs: quota.Holds(rec.MaxNodes(), size.VCPUs)}, true
 }
 
 // indexCompute brings the quota index up to date with a committed compute record.

@@ -39,6 +39,9 @@ type Options struct {
 	AgentArgv []string
 	// Fake adjusts the fake node driver (without AgentArgv), e.g. nodes created pending.
 	Fake fake.Options
+	// MinIdleShutdown is the idle-shutdown policy's minimum ('serve --min-idle-shutdown');
+	// zero keeps the engine's default.
+	MinIdleShutdown time.Duration
 }
 
 // Engine is a running in-process engine.
@@ -94,7 +97,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	snapshots := snapshot.NewStore(filepath.Join(dir, "snapshots"))
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv,
-		Snapshots: snapshots,
+		Snapshots: snapshots, MinIdleShutdown: opts.MinIdleShutdown,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -45,12 +45,8 @@ func (ix *QuotaIndex) Set(key string, h Holding) {
 	ix.removeLocked(key)
 	ix.byCompute[key] = h
 	fk := familyKey{h.Workspace, h.Family}
-	// Holdings are bounded (validation.MaxNodeCount); saturate rather than wrap regardless.
-	sum, ok := quota.Add(ix.byFamily[fk], h.VCPUs)
-	if !ok {
-		sum = 1<<63 - 1
-	}
-	ix.byFamily[fk] = sum
+	// The sum the provider's plan check makes too (quota.Used), kept as the holdings change.
+	ix.byFamily[fk] = quota.Used(ix.byFamily[fk], h.VCPUs)
 }
 
 // Delete forgets the compute under key.

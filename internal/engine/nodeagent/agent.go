@@ -64,7 +64,8 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	if assign := assignFile(); assign != nil {
+	assign := assignFile()
+	if assign != nil {
 		// A standby agent: its node is named now, and the rest is as for any agent.
 		var err error
 		if dir, err = awaitAssignment(assign); err != nil {
@@ -80,6 +81,12 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 	}
 	dir = abs
 	log := logger.Named("nodeagent").With("node_dir", dir)
+	if assign != nil {
+		// ps and pgrep show the node this agent serves, not the standby dir.
+		if err := nameNodeInCommandLine(dir); err != nil {
+			log.Warn("command line still names the standby dir", "error", err)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -37,7 +37,7 @@ func (s *Spawned) Err() error {
 // stdout and stderr appended to nodeDir/agent.log. It returns once the process exists;
 // the agent reports on Ready when it serves, through a pipe, so nobody polls for it.
 func Spawn(argv []string, nodeDir string) (*Spawned, error) {
-	return spawn(argv, nodeDir, nil)
+	return spawn(argv, nodeDir, nodeDir, nil)
 }
 
 // Standby is an agent process started ahead of need, before its node exists: starting a
@@ -48,8 +48,9 @@ type Standby struct {
 	assign *os.File
 }
 
-// SpawnStandby starts argv as Spawn does, with "--dir <nodesDir>/.standby" and its output
-// in <nodesDir>/.standby/agent.log until it is assigned a node. It exits when Cancel is
+// SpawnStandby starts argv as Spawn does, with "--dir <nodesDir>/.standby" (padded with
+// the room the agent writes its node's directory into, cmdline.go) and its output in
+// <nodesDir>/.standby/agent.log until it is assigned a node. It exits when Cancel is
 // called or this process dies (its end of the assignment pipe closes).
 func SpawnStandby(argv []string, nodesDir string) (*Standby, error) {
 	dir := filepath.Join(nodesDir, StandbyDir)
@@ -60,7 +61,7 @@ func SpawnStandby(argv []string, nodesDir string) (*Standby, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating assignment pipe: %w", err)
 	}
-	sp, err := spawn(argv, dir, r)
+	sp, err := spawn(argv, dir, standbyArgDir(dir), r)
 	r.Close()
 	if err != nil {
 		w.Close()
@@ -90,9 +91,9 @@ func (s *Standby) Cancel() {
 	s.assign.Close()
 }
 
-// spawn starts an agent for nodeDir; with assign, a standby agent that reads its real
-// node directory from assign (fd 4).
-func spawn(argv []string, nodeDir string, assign *os.File) (*Spawned, error) {
+// spawn starts an agent for nodeDir, with argDir as its --dir argument; with assign, a
+// standby agent that reads its real node directory from assign (fd 4).
+func spawn(argv []string, nodeDir, argDir string, assign *os.File) (*Spawned, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("spawning node agent: empty command")
 	}
@@ -105,7 +106,7 @@ func spawn(argv []string, nodeDir string, assign *os.File) (*Spawned, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating ready pipe: %w", err)
 	}
-	args := append(append([]string(nil), argv...), "--dir", nodeDir)
+	args := append(append([]string(nil), argv...), "--dir", argDir)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = nodeDir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -159,10 +160,11 @@ func agentEnv() []string {
 }
 
 // agentArgvMatches reports whether cmdline is an agent serving nodeDir: its arguments
-// contain "--dir nodeDir" (or "--dir=nodeDir").
+// contain "--dir nodeDir" (or "--dir=nodeDir"), the value without a standby's padding.
 func agentArgvMatches(cmdline []string, nodeDir string) bool {
 	for i, a := range cmdline {
-		if a == "--dir="+nodeDir || (a == "--dir" && i+1 < len(cmdline) && cmdline[i+1] == nodeDir) {
+		if strings.TrimRight(a, " ") == "--dir="+nodeDir ||
+			(a == "--dir" && i+1 < len(cmdline) && strings.TrimRight(cmdline[i+1], " ") == nodeDir) {
 			return true
 		}
 	}
@@ -172,7 +174,8 @@ func agentArgvMatches(cmdline []string, nodeDir string) bool {
 // IsAgentFor reports whether pid is a node agent serving nodeDir, judged by its command
 // line in /proc, or for an agent that was started on standby, by its command line naming
 // the standby dir beside nodeDir and its working directory being nodeDir (an assigned
-// agent moves there before it takes the node's lock).
+// agent moves there before it takes the node's lock, and names nodeDir in its command
+// line soon after).
 func IsAgentFor(pid int, nodeDir string) bool {
 	cmdline, err := proc.Cmdline(pid)
 	if err != nil {

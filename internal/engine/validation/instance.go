@@ -25,9 +25,9 @@ const (
 
 // IdleTimeBeforeShutdown checks an idle_time_before_shutdown value and returns it. "" (null)
 // means never and returns 0. Otherwise the value is an ISO 8601 duration from PT1S to P3D,
-// and at least policyMin, the engine's minimum. The provider cannot know the
-// engine's policy at plan time and passes 0, which skips that check; the engine passes its
-// policy on every create and update.
+// and at least policyMin, the engine's minimum; 0 skips that check. The engine passes its
+// policy on every create and update, and the provider at plan time, from the engine's
+// status.
 func IdleTimeBeforeShutdown(s string, policyMin time.Duration) (time.Duration, error) {
 	const field = "idle_time_before_shutdown"
 	if s == "" {

@@ -18,9 +18,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// DefaultLocation is the location served when the operator names none.
-const DefaultLocation = "local"
-
 // Config is what the workspaces controller is built from.
 type Config struct {
 	Store  *store.Store
@@ -58,7 +55,7 @@ func New(cfg Config) *Controller {
 // workspace the first attempt created; any other create of a taken name is a conflict.
 func (c *Controller) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, idempotencyKey string) (*api.Workspace, error) {
 	if spec.Location == "" {
-		spec.Location = DefaultLocation
+		spec.Location = api.DefaultLocation
 	}
 	if err := validation.Workspace(spec, c.locations); err != nil {
 		return nil, err

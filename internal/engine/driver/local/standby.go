@@ -14,7 +14,8 @@ import (
 // directory's lock; the driver starts the next standby agent in the background once the
 // new node has had time to start its first task (standbyDelay). The standby agent exits
 // when the driver closes, and by itself when the engine dies (its end of the pipe closes).
-// An engine that never created a node keeps none.
+// An engine that never created a node keeps none. Once assigned, the agent names its node's
+// directory in its own command line (nodeagent's cmdline.go), so ps shows the node.
 
 // spawnAgent starts the agent of the node in dir: the standby agent when one waits, else a
 // new process. Either way it prepares the next standby agent.

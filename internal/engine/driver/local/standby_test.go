@@ -63,6 +63,38 @@ func TestCreateHandsTheNodeToTheStandbyAgent(t *testing.T) {
 	}
 }
 
+// A process listing names the node each agent serves: the agent that waited on standby
+// names its node's directory in its command line (/proc/PID/cmdline, what ps and pgrep -f
+// read) once it is given the node, not the standby dir it was started with.
+func TestAssignedStandbyAgentNamesItsNodeInItsCommandLine(t *testing.T) {
+	d := newDriver(t, "")
+	create(t, d, "n1", "ws/c")
+	pid := standbyPid(t, d)
+	before, err := proc.Cmdline(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(before, " "), nodeagent.StandbyDir) {
+		t.Fatalf("a waiting standby agent's command line %q does not name the standby dir", before)
+	}
+	create(t, d, "n2", "ws/c")
+	if got := agentPid(t, d, "n2"); got != pid {
+		t.Fatalf("n2's agent is pid %d, want the standby agent %d", got, pid)
+	}
+	args, err := proc.Cmdline(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(args, " ")
+	want := "--dir " + nodeDirOf(t, d, "n2")
+	if !strings.HasSuffix(strings.TrimRight(line, " "), want) || strings.Contains(line, nodeagent.StandbyDir) {
+		t.Fatalf("the assigned agent's command line is %q; want it to end with %q and not name %s", line, want, nodeagent.StandbyDir)
+	}
+	if len(args) != len(before) {
+		t.Fatalf("the assigned agent's command line has %d arguments, %q; want the %d it was started with", len(args), args, len(before))
+	}
+}
+
 // A standby agent never outlives its driver.
 func TestCloseEndsTheStandbyAgent(t *testing.T) {
 	d := newDriver(t, "")

@@ -243,7 +243,7 @@ func Cmdline(pid int) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading cmdline of %d: %w", pid, err)
 	}
-	raw = bytes.TrimSuffix(raw, []byte{0})
+	raw = bytes.TrimRight(raw, "\x00") // an agent that rewrote its line pads it with NULs
 	if len(raw) == 0 {
 		return nil, nil
 	}
