@@ -92,6 +92,10 @@ pod_subnet=10.217.0.0/20
 service_range=10.217.240.0/24
 service_ip=10.217.240.1
 bridge=mlcompute0
+# The node's address is the bridge's (the pods' gateway): the kubelet refuses a loopback one,
+# and this keeps it off the host's real interfaces. `up` creates the bridge with it.
+node_ip=10.217.0.1
+bridge_cidr=10.217.0.1/20
 cni_network=mlcompute-kube
 # Ports away from the usual ones, so a real Kubernetes or etcd on the host is not disturbed.
 etcd_port=12379
@@ -182,8 +186,8 @@ print_env() { cat "$env_file"; }
 
 # ---- configuration files --------------------------------------------------------------------
 
-# make_pki: a CA, the API server's certificate, the service-account signing key and the
-# static tokens (admin in system:masters; the kubelet as system:node:NAME so the Node
+# make_pki: a CA, the API server's serving certificate and its client certificate for the
+# kubelet (logs, exec), the service-account signing key and the static tokens (admin in system:masters; the kubelet as system:node:NAME so the Node
 # authorizer and NodeRestriction apply; the scheduler). Kept across down/up, so a KUBECONFIG
 # stays valid.
 make_pki() {
@@ -200,6 +204,11 @@ make_pki() {
 			'basicConstraints=CA:FALSE' 'keyUsage=digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth' >apiserver.ext
 		openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
 			-extfile apiserver.ext -out apiserver.crt
+		openssl ecparam -name prime256v1 -genkey -noout -out kubelet-client.key
+		openssl req -new -key kubelet-client.key -subj /CN=kube-apiserver-kubelet-client -out kubelet-client.csr
+		printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=digitalSignature' 'extendedKeyUsage=clientAuth' >kubelet-client.ext
+		openssl x509 -req -in kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+			-extfile kubelet-client.ext -out kubelet-client.crt
 		# Signs service-account tokens (TokenRequest), so a test can act as a ServiceAccount.
 		openssl ecparam -name prime256v1 -genkey -noout -out sa.key
 		openssl ec -in sa.key -pubout -out sa.pub
@@ -298,8 +307,9 @@ write_configs() {
 		}
 	JSON
 	# cgroupDriver cgroupfs and failCgroupV1 false: cgroup v1 hosts without systemd. The kubelet
-	# listens on loopback only and trusts whoever reaches it there (the API server, for logs
-	# and exec); who may exec is decided by the API server's RBAC.
+	# listens on the bridge's address and serves only clients with a certificate of the
+	# cluster's CA (the API server, for logs and exec); who may exec is decided by the API
+	# server's RBAC.
 	cat >"$dir/kubelet/config.yaml" <<-YAML
 		apiVersion: kubelet.config.k8s.io/v1beta1
 		kind: KubeletConfiguration
@@ -308,16 +318,18 @@ write_configs() {
 		makeIPTablesUtilChains: false
 		failSwapOn: false
 		containerRuntimeEndpoint: unix://$sock
-		address: 127.0.0.1
+		address: $node_ip
 		port: $kubelet_port
 		readOnlyPort: 0
 		healthzBindAddress: 127.0.0.1
 		healthzPort: $kubelet_healthz_port
 		authentication:
 		  anonymous:
-		    enabled: true
+		    enabled: false
 		  webhook:
 		    enabled: false
+		  x509:
+		    clientCAFile: $pki/ca.crt
 		authorization:
 		  mode: AlwaysAllow
 		podLogsDir: $dir/pod-logs
@@ -487,6 +499,11 @@ up() {
 	local image image_tar
 	node_image
 	write_configs "$image"
+	# The pods' bridge, made here so the node has its address before the first pod: the CNI
+	# bridge plugin adopts it.
+	ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge
+	ip addr replace "$bridge_cidr" dev "$bridge"
+	ip link set "$bridge" up
 
 	log "starting containerd"
 	start containerd containerd --config "$dir/containerd/config.toml"
@@ -521,7 +538,8 @@ up() {
 		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
 		--api-audiences https://kubernetes.default.svc \
 		--endpoint-reconciler-type none \
-		--kubelet-preferred-address-types InternalIP,Hostname \
+		--kubelet-preferred-address-types InternalIP \
+		--kubelet-client-certificate "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key" \
 		--allow-privileged=true --profiling=false \
 		--cert-dir "$dir/apiserver-certs"
 	wait_for 90 kube-apiserver kubectl_admin get --raw /readyz
@@ -531,7 +549,7 @@ up() {
 		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --profiling=false
 	start kubelet "$bin_dir/kubelet" --config "$dir/kubelet/config.yaml" \
 		--kubeconfig "$dir/kubelet/kubeconfig" --root-dir "$dir/kubelet" \
-		--hostname-override "$node_name" --node-ip 127.0.0.1
+		--hostname-override "$node_name" --node-ip "$node_ip"
 	wait_for 30 "the default namespace" kubectl_admin get namespace default
 	kubectl_admin create serviceaccount default --namespace default >>"$logs/setup.log" 2>&1 ||
 		kubectl_admin get serviceaccount default --namespace default >/dev/null
@@ -599,6 +617,14 @@ down_locked() {
 	# What the kubelet and CNI leave outside the state dir: log links and CNI result caches.
 	find /var/log/containers -maxdepth 1 -type l -lname "$dir/*" -delete 2>/dev/null || true
 	rm -f /var/lib/cni/results/"$cni_network"-* 2>/dev/null || true
+	# containerd 1.6 puts its shims' sockets in /run/containerd/s whatever its state dir: drop
+	# those nothing listens on any more, then the directories left empty.
+	local listening f
+	listening="$(ss -xlH 2>/dev/null | awk '{ print $5 }')"
+	for f in /run/containerd/s/*; do
+		[[ -S "$f" ]] && ! grep -qxF -- "$f" <<<"$listening" && rm -f "$f"
+	done
+	find /run/containerd -depth -type d -empty -delete 2>/dev/null || true
 	rm -rf "$dir/etcd" "$dir/containerd" "$dir/kubelet" "$dir/cni" "$dir/pod-logs" "$dir/kubelet-plugins" \
 		"$dir/apiserver-certs" "$env_file" "$pids"
 }
