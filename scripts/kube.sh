@@ -40,8 +40,12 @@ built() {
 	for c in "${components[@]}"; do
 		[[ -x "$bin_dir/$c" ]] || return 1
 	done
-	"$bin_dir/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $kube_version" || return 1
-	"$bin_dir/kubectl" version --client 2>/dev/null | grep -q "Client Version: $kube_version" || return 1
+	# Whole outputs, not pipes into grep -q: that would end them early and fail under pipefail.
+	local out
+	out="$("$bin_dir/kube-apiserver" --version 2>/dev/null)" || return 1
+	[[ "$out" == "Kubernetes $kube_version" ]] || return 1
+	out="$("$bin_dir/kubectl" version --client 2>/dev/null)" || return 1
+	[[ "$out" == *"Client Version: $kube_version"* ]]
 }
 
 # build compiles tools/kube (a module of its own, so `go test ./...` never builds it) once.
@@ -80,7 +84,6 @@ build() {
 	echo "$bin_dir"
 }
 
-
 # ---- the cluster ----------------------------------------------------------------------------
 
 dir="${MLCOMPUTE_KUBE_DIR:-/var/lib/mlcompute-kube}"
@@ -107,7 +110,7 @@ kubelet_healthz_port=11248
 sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
 	kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
 # The Debian packages `up` needs (scripts/test-deps.sh lists each with its reason).
-debian_packages=(containerd runc etcd-server containernetworking-plugins iptables busybox-static
+debian_packages=(containerd runc etcd-server containernetworking-plugins busybox-static
 	python3-venv openssl)
 
 pki="$dir/pki"
@@ -135,22 +138,23 @@ daemons=(containerd etcd kube-apiserver kube-scheduler kubelet)
 start() {
 	local name="$1"
 	shift
-	setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
+	# Without the lock's descriptor: a daemon holding it would block every later up and down.
+	setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null 8>&- 9>&- &
 	echo $! >"$pids/$name.pid"
 }
 
-# stop NAME: TERM, then KILL after 15 s.
+# stop NAME [SECONDS]: TERM, then KILL after SECONDS (default 15).
 stop() {
-	local pid i
+	local pid i seconds="${2:-15}"
 	pid_alive "$1" || { rm -f "$pids/$1.pid"; return 0; }
 	pid="$(cat "$pids/$1.pid")"
 	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 150; i++)); do
+	for ((i = 0; i < seconds * 10; i++)); do
 		pid_alive "$1" || break
 		sleep 0.1
 	done
 	if pid_alive "$1"; then
-		log "$1 ($pid) did not stop in 15s; killing it"
+		log "$1 ($pid) did not stop in ${seconds}s; killing it"
 		kill -KILL "$pid" 2>/dev/null || true
 		sleep 0.2
 	fi
@@ -187,9 +191,9 @@ print_env() { cat "$env_file"; }
 # ---- configuration files --------------------------------------------------------------------
 
 # make_pki: a CA, the API server's serving certificate and its client certificate for the
-# kubelet (logs, exec), the service-account signing key and the static tokens (admin in system:masters; the kubelet as system:node:NAME so the Node
-# authorizer and NodeRestriction apply; the scheduler). Kept across down/up, so a KUBECONFIG
-# stays valid.
+# kubelet (logs, exec), the service-account signing key and the static tokens (admin in
+# system:masters; the kubelet as system:node:NAME, so the Node authorizer and NodeRestriction
+# apply; the scheduler). Kept across down/up, so a KUBECONFIG stays valid.
 make_pki() {
 	[[ -s "$pki/tokens.csv" ]] && return
 	mkdir -p "$pki"
@@ -586,7 +590,7 @@ down() {
 # (etcd, images, pods) but keeps the keys (a KUBECONFIG stays valid) and the logs.
 down_locked() {
 	[[ -d "$dir" ]] || return 0
-	local d pid cg m
+	local d pid cg m id
 	# The kubelet first, so it restarts nothing; then the pods' processes and their shims.
 	stop kubelet
 	stop kube-scheduler
@@ -597,9 +601,14 @@ down_locked() {
 	for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $sock" || true); do
 		kill -KILL "$pid" 2>/dev/null || true
 	done
+	# The pods' sandbox ids, for CNI's caches outside the state dir.
+	local sandboxes
+	sandboxes="$(find "$dir/containerd/root/io.containerd.grpc.v1.cri/sandboxes" \
+		"$dir/containerd/state/io.containerd.grpc.v1.cri/sandboxes" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort -u || true)"
 	stop containerd
-	stop kube-apiserver
-	stop etcd
+	# Their data goes next: no need to wait for a graceful end.
+	stop kube-apiserver 3
+	stop etcd 3
 	# Mounts under the state dir, innermost first: the kubelet's rshared bind of its root dir
 	# and pod volumes, containerd's rootfs overlays, shm and network namespaces.
 	for m in $(awk -v d="$dir/" 'index($5, d) == 1 || $5 == substr(d, 1, length(d) - 1) { print $5 }' /proc/self/mountinfo | tac); do
@@ -617,10 +626,14 @@ down_locked() {
 	# What the kubelet and CNI leave outside the state dir: log links and CNI result caches.
 	find /var/log/containers -maxdepth 1 -type l -lname "$dir/*" -delete 2>/dev/null || true
 	rm -f /var/lib/cni/results/"$cni_network"-* 2>/dev/null || true
+	for id in $sandboxes; do
+		rm -f /var/lib/cni/results/*-"$id"-* 2>/dev/null || true
+	done
+	rmdir /var/lib/cni/results /var/lib/cni /var/log/containers 2>/dev/null || true
 	# containerd 1.6 puts its shims' sockets in /run/containerd/s whatever its state dir: drop
 	# those nothing listens on any more, then the directories left empty.
 	local listening f
-	listening="$(ss -xlH 2>/dev/null | awk '{ print $5 }')"
+	listening="$(ss -xlH 2>/dev/null | awk '{ print $5 }' || true)"
 	for f in /run/containerd/s/*; do
 		[[ -S "$f" ]] && ! grep -qxF -- "$f" <<<"$listening" && rm -f "$f"
 	done
