@@ -17,6 +17,9 @@
 #                 it, next to a Slurm cluster on loopback: tools/slurmdemo); with --nodes
 #                 kubernetes it shows `kubectl get pods` (make demo-kubernetes sets it, with
 #                 KUBECONFIG and MLCOMPUTE_KUBE_IMAGE from scripts/kube.sh)
+#   DEMO_VM_SIZE  the cluster's vm_size in the demo's copy of the example (make demo-kubernetes
+#                 picks Standard_DS1_v2: its pods request the size's vCPUs, and a one-node
+#                 cluster on a 2-core machine cannot hold two 4-vCPU Standard_DS3_v2 pods)
 #   TERRAFORM     a terraform binary to use (default: see scripts/tool.sh)
 set -euo pipefail
 
@@ -91,6 +94,10 @@ step_prepare() {
 	rm -rf "$MLCOMPUTE_HOME" "$work"
 	mkdir -p "$demo_dir" "$work"
 	cp -R "$example/." "$work/"
+	if [[ -n "${DEMO_VM_SIZE:-}" ]]; then
+		sed -i -E "s/^(  vm_size += )\"[^\"]*\"/\1\"$DEMO_VM_SIZE\"/" "$work/main.tf"
+		echo "vm_size = \"$DEMO_VM_SIZE\" in the demo's copy of $example (DEMO_VM_SIZE)"
+	fi
 	cat >"$TF_CLI_CONFIG_FILE" <<CONFIG
 # Written by scripts/demo.sh: use the provider built in ./bin without terraform init.
 provider_installation {

@@ -69,7 +69,7 @@ build() {
 	local staging start=$SECONDS pkg=k8s.io/component-base/version
 	staging="$(mktemp -d "$kube_cache/.build.XXXXXX")"
 	# kubectl refuses to talk to a server when its own version is unset.
-	(cd "$root/tools/kube" && env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+	(cd "$root/tools/kube" && env CGO_ENABLED=0 GOFLAGS='-mod=mod -buildvcs=false' go build -trimpath \
 		-ldflags "-s -w -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=34 -X $pkg.gitTreeState=clean" \
 		-o "$staging/kube" .) >&2 || { rm -rf "$staging"; die "the build of tools/kube failed"; }
 	mkdir -p "$bin_dir"
