@@ -389,8 +389,7 @@ build_image() {
 	cp /usr/share/python-wheels/*.whl "$rootfs/usr/share/python-wheels/"
 	# Every shared library the programs and Python's extension modules load, at the path the
 	# loader looks for it.
-	for lib in $({ ldd /usr/bin/python3.11 /bin/bash; for f in /usr/lib/python3.11/lib-dynload/*.so; do ldd "$f"; done; } 2>/dev/null |
-		awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u); do
+	for lib in $(image_libraries); do
 		real="$(readlink -f "$lib")"
 		mkdir -p "$rootfs$(dirname "$lib")"
 		cp "$real" "$rootfs$lib"
@@ -419,11 +418,26 @@ build_image() {
 	echo "$name"
 }
 
-# node_image: the node image's archive, built once per set of installed Debian packages
-# (its files come from them) into the cache; sets image (its name) and image_tar.
+# image_libraries prints the shared libraries the image's programs and Python's extension
+# modules load.
+image_libraries() {
+	local f
+	{
+		ldd /usr/bin/python3.11 /bin/bash
+		for f in /usr/lib/python3.11/lib-dynload/*.so; do ldd "$f"; done
+	} 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u
+}
+
+# node_image: the node image's archive, built into the cache once per version of its input
+# files (the recipe, and each file's path, size and time); sets image (its name) and image_tar.
 node_image() {
 	local images="$kube_cache/images" key staging
-	key="$({ declare -f build_image; dpkg-query -W -f '${Package}=${Version}\n'; } | sha256sum | cut -c1-16)"
+	key="$({
+		declare -f build_image image_libraries
+		# shellcheck disable=SC2046 # a list of paths
+		find /usr/bin/python3.11 /bin/bash /bin/busybox /usr/lib/python3.11 /usr/share/python-wheels \
+			$(image_libraries | xargs -r readlink -f) -printf '%p %s %T@\n'
+	} | sha256sum | cut -c1-16)"
 	image_tar="$images/node-$key.tar"
 	if [[ -s "$image_tar" && -s "$images/node-$key.name" ]]; then
 		image="$(cat "$images/node-$key.name")"
