@@ -14,7 +14,12 @@
 #   DEMO_KEEP=1   skip destroy/shutdown and leave the workspace and engine up to explore
 #   DEMO_SERVE_FLAGS  start the engine with `mlcompute serve FLAGS` instead of the embedded
 #                 one; with --nodes slurm the demo also shows squeue (make demo-slurm sets
-#                 it, next to a Slurm cluster on loopback: tools/slurmdemo)
+#                 it, next to a Slurm cluster on loopback: tools/slurmdemo); with --nodes
+#                 kubernetes it shows `kubectl get pods` (make demo-kubernetes sets it, with
+#                 KUBECONFIG and MLCOMPUTE_KUBE_IMAGE from scripts/kube.sh)
+#   DEMO_VM_SIZE  the cluster's vm_size in the demo's copy of the example (make demo-kubernetes
+#                 picks Standard_DS1_v2: its pods request the size's vCPUs, and a one-node
+#                 cluster on a 2-core machine cannot hold two 4-vCPU Standard_DS3_v2 pods)
 #   TERRAFORM     a terraform binary to use (default: see scripts/tool.sh)
 set -euo pipefail
 
@@ -89,6 +94,10 @@ step_prepare() {
 	rm -rf "$MLCOMPUTE_HOME" "$work"
 	mkdir -p "$demo_dir" "$work"
 	cp -R "$example/." "$work/"
+	if [[ -n "${DEMO_VM_SIZE:-}" ]]; then
+		sed -i -E "s/^(  vm_size += )\"[^\"]*\"/\1\"$DEMO_VM_SIZE\"/" "$work/main.tf"
+		echo "vm_size = \"$DEMO_VM_SIZE\" in the demo's copy of $example (DEMO_VM_SIZE)"
+	fi
 	cat >"$TF_CLI_CONFIG_FILE" <<CONFIG
 # Written by scripts/demo.sh: use the provider built in ./bin without terraform init.
 provider_installation {
@@ -136,6 +145,15 @@ squeue_jobs() {
 	command squeue -o '%.6i %.28j %.9T %.6N'
 }
 
+# kube says the demo runs its nodes as Kubernetes pods.
+kube() { [[ "${DEMO_SERVE_FLAGS:-}" == *"--nodes kubernetes"* ]]; }
+
+# kube_pods shows the pods that are the nodes.
+kube_pods() {
+	show "kubectl get pods -o wide"
+	command kubectl get pods -o wide
+}
+
 step_serve() {
 	[[ -z "${DEMO_SERVE_FLAGS:-}" ]] && return 0
 	header "Starting the engine: mlcompute serve $DEMO_SERVE_FLAGS"
@@ -169,6 +187,11 @@ step_job() {
 		echo
 		echo "Each node is a one-node Slurm job, named <engine id>/<node id>:"
 		squeue_jobs
+	fi
+	if kube; then
+		echo
+		echo "Each node is a pod, named from the engine id and the node key:"
+		kube_pods
 	fi
 }
 
@@ -241,6 +264,9 @@ step_scale_down() {
 			mlcompute compute list --workspace quickstart
 			if slurm; then
 				squeue_jobs
+			fi
+			if kube; then
+				kube_pods
 			fi
 			return 0
 		fi

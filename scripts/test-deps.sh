@@ -26,6 +26,12 @@ packages=(
 	slurmd         # ... its node daemons,
 	slurm-client   # ... and its commands (sbatch, srun, squeue, scancel, sinfo, scontrol)
 	chromium       # the status page's test (make test-ui) in a real headless browser
+	containerd     # make kube-up's single-node Kubernetes (scripts/kube.sh): its container runtime,
+	runc           # ... the runtime's low-level half,
+	etcd-server    # ... the API server's store,
+	containernetworking-plugins # ... pod networking (bridge, host-local, loopback),
+	busybox-static # ... sh and the core utilities of its node image (python3 from python3-venv),
+	openssl        # ... and its certificates, tokens and service-account signing key
 )
 
 check_only=false

@@ -8,16 +8,17 @@
 #   scripts/tool.sh golangci-lint   $GOLANGCI_LINT, else the one on PATH, else one built once
 #                                   with `go install .../golangci-lint/v2/cmd/golangci-lint@v2.1.6`
 #
-# Built binaries are cached in .cache/tools/ (git-ignored), so the build (2 to 4 minutes on
-# 2 cores, through the Go module proxy) happens once per clone. Newer terraform releases
-# cannot be built with `go install` (their go.mod has replace directives), hence the pins.
+# Built binaries are cached outside the clone, in $MLCOMPUTE_CACHE/tools/<tool>-<version>/
+# (MLCOMPUTE_CACHE defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/mlcompute-dev), so the build (2 to
+# 4 minutes on 2 cores, through the Go module proxy) happens once per machine, not once per
+# clone. Newer terraform releases cannot be built with `go install` (their go.mod has replace
+# directives), hence the pins.
 # Environment: TERRAFORM_VERSION, TOFU_VERSION, GOLANGCI_LINT_VERSION override the pinned versions;
 # MLCOMPUTE_TOOLS_DIR overrides the cache directory; MLCOMPUTE_BUILD_TOOLS=1 skips PATH and
 # always uses (or builds) the pinned version.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-tools_dir="${MLCOMPUTE_TOOLS_DIR:-$root/.cache/tools}"
+tools_dir="${MLCOMPUTE_TOOLS_DIR:-${MLCOMPUTE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mlcompute-dev}/tools}"
 kind="${1:-terraform}"
 
 case "$kind" in
