@@ -100,15 +100,6 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = DefaultStartTimeout
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
 	cs, rc, err := cfg.Clientset()
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes driver: %w", err)
@@ -121,6 +112,15 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 
 // start starts the watch of a checked configuration's cluster.
 func start(ctx context.Context, cfg Config, cs kubernetes.Interface, rc *rest.Config) (*Driver, error) {
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger.Named("kubernetes"), cs: cs, rest: rc,

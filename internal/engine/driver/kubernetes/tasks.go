@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -41,7 +42,12 @@ func (s podShell) RunShell(ctx context.Context, cmd string, stdin io.Reader, std
 // exec runs a command in a pod's container and returns its exit status; an error only
 // when the command could not be run or its stream broke.
 func (d *Driver) exec(ctx context.Context, pod string, command []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	req := d.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(d.cfg.Namespace).Name(pod).
+	client, ok := d.cs.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || client == nil {
+		// client-go's fake clientset (unit tests) has no connection to exec through.
+		return 0, driver.Permanent(fmt.Errorf("exec in pod %s: the client has no REST connection", pod))
+	}
+	req := client.Post().Resource("pods").Namespace(d.cfg.Namespace).Name(pod).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
 		Container: containerName, Command: command,
 		Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil,
