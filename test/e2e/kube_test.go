@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -353,4 +354,80 @@ current-context: c
 			}
 		})
 	}
+}
+
+// kubeScorer is a scoring server for the node image (python3 alone): it answers every GET
+// (the probes) and every POST with its deployment's name, on 0.0.0.0:$PORT so that the
+// engine reaches it at the pod's IP.
+const kubeScorer = `import http.server, json, os
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, body):
+        raw = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+    def do_GET(self):
+        self.reply({"ok": True})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.reply({"deployment": os.environ["SCORER_NAME"], "pid": os.getpid()})
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
+`
+
+// TestE2E_KubeEndpoint: an endpoint with two deployments whose instances are pods serves
+// its traffic split, reached at the pods' IPs; deleting it leaves no pod.
+func TestE2E_KubeEndpoint(t *testing.T) {
+	cs := requireKube(t)
+	u := kubeUser(t)
+	u.startServe("--nodes", "kubernetes")
+	u.writeConfig(requiredProviders + "provider \"mlcompute\" {}\nresource \"mlcompute_workspace\" \"ws\" {\n  name = \"e2e-serving\"\n}\n")
+	u.mustTerraform("apply", "-auto-approve")
+	ctx := context.Background()
+	probe := &api.Probe{Path: "/health", InitialDelay: "PT0S", Period: "PT1S", Timeout: "PT1S", SuccessThreshold: 1, FailureThreshold: 3}
+	dep := func(name string) api.DeploymentSpec {
+		return api.DeploymentSpec{
+			InstanceType: "Standard_DS2_v2", InstanceCount: 1, Command: []string{"python3", "-c", kubeScorer},
+			EnvironmentVariables: map[string]string{"SCORER_NAME": name},
+			RequestSettings:      &api.RequestSettings{RequestTimeoutMS: 5000, MaxConcurrentRequestsPerInstance: 16},
+			LivenessProbe:        probe, ReadinessProbe: probe,
+		}
+	}
+	ep, err := u.client().CreateEndpoint(ctx, "e2e-serving", api.EndpointSpec{
+		Name:        "split",
+		Deployments: map[string]api.DeploymentSpec{"blue": dep("blue"), "green": dep("green")},
+		Traffic:     map[string]int64{"blue": 70, "green": 30},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.waitEndpoint("e2e-serving", "split", api.ProvisioningSucceeded)
+	if pods := u.enginePods(cs); len(pods) != 2 {
+		t.Fatalf("the endpoint's two instances are %d pods; want 2", len(pods))
+	}
+	keys, err := u.client().GetEndpointKeys(ctx, "e2e-serving", "split")
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := load(t, 400, 8, ep.ScoringURI, keys.PrimaryKey, nil)
+	counts := map[string]int{}
+	for _, r := range results {
+		if r.status != 200 {
+			t.Fatalf("a request of the split got %d", r.status)
+		}
+		counts[r.deployment]++
+	}
+	tolerance := 4.5 * math.Sqrt(400*0.7*0.3)
+	if counts["blue"]+counts["green"] != 400 || math.Abs(float64(counts["blue"])-280) > tolerance {
+		t.Fatalf("split %v; want blue within %.0f of 280", counts, tolerance)
+	}
+	t.Logf("70/30 split over 400 requests to pods: %v", counts)
+	if err := u.client().DeleteEndpoint(ctx, "e2e-serving", "split"); err != nil {
+		t.Fatal(err)
+	}
+	u.waitFor("no pod left", 90*time.Second, func() bool { return len(u.enginePods(cs)) == 0 })
+	u.mustTerraform("destroy", "-auto-approve")
 }
