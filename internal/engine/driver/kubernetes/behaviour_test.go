@@ -227,7 +227,9 @@ func barePod(t *testing.T, d *Driver) time.Duration {
 	if _, err := cs.CoreV1().Pods(d.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cs.CoreV1().Pods(d.cfg.Namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) }()
+	defer func() {
+		_ = cs.CoreV1().Pods(d.cfg.Namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+	}()
 	for ev := range w.ResultChan() {
 		if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
 			return time.Since(start)

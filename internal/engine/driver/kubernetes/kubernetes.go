@@ -72,6 +72,8 @@ type node struct {
 	terminating bool
 	watching    map[string]bool
 	adopted     bool
+	// timed says the start timeout is armed.
+	timed bool
 }
 
 type keyLock struct {
@@ -287,7 +289,6 @@ func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone 
 		}
 		n.info = driver.NodeInfo{Key: key, Owner: pod.Annotations[AnnotationOwner], Address: "pod/" + pod.Name}
 		d.nodes[key] = n
-		d.startTimer(n)
 	}
 	// The informer's copy is at least as new as any event already handled (handlers run
 	// after the cache is updated), so a change that happened before the node was watched
@@ -302,6 +303,10 @@ func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone 
 		return driver.NodeInfo{}, true, st.reason
 	}
 	d.update(n, pod, st)
+	if !n.info.Ready && !n.timed {
+		n.timed = true
+		d.startTimer(n)
+	}
 	if tasks && n.info.Ready {
 		d.adoptTasks(n)
 	}
@@ -522,23 +527,29 @@ func (d *Driver) deleteAndWait(ctx context.Context, name string, uid types.UID) 
 	d.waiters[name] = append(d.waiters[name], gone)
 	d.mu.Unlock()
 	defer d.dropWaiter(name, gone)
-	del := func(grace int64) error {
+	// del deletes the pod; existed says the API still had it.
+	del := func(grace int64) (existed bool, err error) {
 		opts := metav1.DeleteOptions{GracePeriodSeconds: &grace}
 		if uid != "" {
 			opts.Preconditions = &metav1.Preconditions{UID: &uid}
 		}
-		err := d.cs.CoreV1().Pods(d.cfg.Namespace).Delete(ctx, name, opts)
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return classify(err)
+		err = d.cs.CoreV1().Pods(d.cfg.Namespace).Delete(ctx, name, opts)
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			return false, nil
+		case err != nil:
+			return false, classify(err)
 		}
-		return nil
+		return true, nil
 	}
-	if err := del(deleteGrace); err != nil {
+	existed, err := del(deleteGrace)
+	if err != nil {
 		return err
 	}
-	if !d.cached(name, uid) {
+	if !existed && !d.cached(name, uid) {
 		return nil
 	}
+	// The pod exists, or the cache still shows it: its deletion is an event of the watch.
 	force := d.cfg.Clock.NewTimer(forceAfter)
 	defer force.Stop()
 	for {
@@ -549,9 +560,16 @@ func (d *Driver) deleteAndWait(ctx context.Context, name string, uid types.UID) 
 			return driver.Transient(fmt.Errorf("waiting for pod %s to go: %w", name, ctx.Err()))
 		case <-force.C():
 			d.log.Warn("pod not gone after its grace period, deleting it without one", "pod", name)
-			if err := del(0); err != nil {
+			existed, err := del(0)
+			if err != nil {
 				return err
 			}
+			if !existed {
+				// Gone from the API while the watch did not see it (a gap the informer
+				// closed by listing again).
+				return nil
+			}
+			force.Reset(forceAfter)
 		}
 	}
 }
