@@ -141,7 +141,8 @@ func TestE2E_KubeCluster(t *testing.T) {
 	}
 
 	// A 3-pod job from 0: ranks 0..2, MASTER_ADDR rank 0's pod IP.
-	script := `echo "rank $RANK of $WORLD_SIZE master $MASTER_ADDR ip $(hostname -i | cut -d' ' -f1)"`
+	// The pod's IP from the /etc/hosts line the kubelet writes for it.
+	script := `echo "rank $RANK of $WORLD_SIZE master $MASTER_ADDR ip $(awk -v h="$(hostname)" '$2 == h {print $1; exit}' /etc/hosts)"`
 	start := time.Now()
 	out, exit := u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "cpu", "--instance-count", "3", "--stream", "--", "sh", "-c", script)
 	if exit != 0 {
