@@ -60,7 +60,7 @@ func newClusterDriver(t *testing.T, cfg Config) *Driver {
 		t.Cleanup(func() { deleteEnginePods(t, cfg) })
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}})
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Info, Output: os.Stderr})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -70,13 +70,6 @@ func newClusterDriver(t *testing.T, cfg Config) *Driver {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // deleteEnginePods deletes what is left of an engine's pods and fails the test if any

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -21,6 +22,7 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
@@ -123,6 +125,7 @@ func start(ctx context.Context, cfg Config, cs kubernetes.Interface, rc *rest.Co
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	routeKlog(cfg.Logger)
 	wctx, cancel := context.WithCancel(context.Background())
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger.Named("kubernetes"), cs: cs, rest: rc,
@@ -650,4 +653,30 @@ func checkKey(key string) error {
 // through pods/exec).
 func (d *Driver) taskStore(pod string) ssh.TaskStore {
 	return ssh.TaskStore{Shell: podShell{d: d, pod: pod}, Dir: filesDir + "/tasks"}
+}
+
+var (
+	klogOnce   sync.Once
+	klogLogger atomic.Pointer[hclog.Logger]
+)
+
+// routeKlog sends client-go's own log lines (klog: a closed exec stream, a watch that
+// reconnects) to the engine's logger at debug level instead of its stderr; the last
+// driver started gets them.
+func routeKlog(log hclog.Logger) {
+	l := log.Named("client-go")
+	klogLogger.Store(&l)
+	klogOnce.Do(func() {
+		klog.LogToStderr(false)
+		klog.SetOutput(klogWriter{})
+	})
+}
+
+type klogWriter struct{}
+
+func (klogWriter) Write(p []byte) (int, error) {
+	if l := klogLogger.Load(); l != nil {
+		(*l).Debug(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
 }

@@ -277,10 +277,12 @@ func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
 
 // execScript runs an interactive command in its own session (so a kill reaches all of
 // it), with the session id in the file $0, and exits with its status. The command keeps
-// the exec's stdin; its stderr goes to stdout.
+// the exec's stdin (through fd 3: a shell without job control gives a background command
+// /dev/null before its own redirections); its stderr goes to stdout.
 const execScript = `f=$0
 mkdir -p "${f%/*}" || exit 127
-setsid "$@" <&0 2>&1 &
+exec 3<&0
+setsid "$@" <&3 3<&- 2>&1 &
 p=$!
 echo "$p" > "$f"
 wait "$p"
