@@ -226,7 +226,8 @@ func TestE2E_KubeCluster(t *testing.T) {
 		t.Fatalf("after the restart the engine's pods are %v and steady's nodes %v; want the one node %v", got, u.nodeIDs("steady"), steady)
 	}
 
-	// A pod deleted by hand: the node is lost and replaced by a new pod.
+	// A pod deleted by hand: the node is lost and replaced by a new pod. (The compute's
+	// error that says so clears once the replacement is ready.)
 	if err := cs.CoreV1().Pods("default").Delete(context.Background(), kubernetes.PodName(u.engineID(), steady[0]), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -242,9 +243,6 @@ func TestE2E_KubeCluster(t *testing.T) {
 		keys := podKeys(u.enginePods(cs))
 		return len(keys) == 1 && keys[0] != steady[0]
 	})
-	if c := u.compute("steady"); !errorsMention(c, "the pod was deleted") {
-		t.Fatalf("steady's errors do not say its pod was deleted: %+v", c.Errors)
-	}
 
 	u.mustTerraform("destroy", "-auto-approve")
 	u.waitFor("no pod left", 60*time.Second, func() bool { return len(u.enginePods(cs)) == 0 })
