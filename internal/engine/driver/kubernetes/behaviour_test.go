@@ -44,6 +44,16 @@ func readyNode(t *testing.T, d *Driver, spec driver.NodeSpec) driver.NodeInfo {
 		t.Fatalf("Create(%s): %v", spec.Key, err)
 	}
 	if !info.Ready {
+		t.Cleanup(func() {
+			if t.Failed() {
+				pod, err := clientset(t).CoreV1().Pods(d.cfg.Namespace).Get(context.Background(), d.podName(spec.Key), metav1.GetOptions{})
+				if err == nil {
+					t.Logf("pod of %s: phase %s, conditions %+v, containers %+v", spec.Key, pod.Status.Phase, pod.Status.Conditions, pod.Status.ContainerStatuses)
+				}
+				info, err := d.Describe(context.Background(), spec.Key)
+				t.Logf("Describe(%s): %+v, %v", spec.Key, info, err)
+			}
+		})
 		waitEvent(t, d, "NodeReady of "+spec.Key, func(ev driver.Event) bool { return ev.Kind == driver.NodeReady && ev.NodeKey == spec.Key })
 		if info, err = d.Describe(ctx, spec.Key); err != nil || !info.Ready {
 			t.Fatalf("Describe(%s) after NodeReady: %+v, %v", spec.Key, info, err)
