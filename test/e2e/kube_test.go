@@ -313,6 +313,17 @@ users: [{name: u, user: {token: x}}]
 current-context: c
 `)
 	bad := write("bad", "this is: [not a kubeconfig")
+	_, rc, err := kubernetes.Config{}.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := write("wrong", fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users: [{name: u, user: {token: wrong}}]
+current-context: c
+`, rc.Host))
 	for _, c := range []struct {
 		name  string
 		flags []string
@@ -320,6 +331,7 @@ current-context: c
 	}{
 		{"no cluster at the address", []string{"--kube-config", nowhere}, "does not answer"},
 		{"a bad kubeconfig", []string{"--kube-config", bad}, "reading the kubeconfig"},
+		{"wrong credentials", []string{"--kube-config", wrong}, "refused the kubeconfig's credentials"},
 		{"a missing kubeconfig", []string{"--kube-config", filepath.Join(dir, "missing")}, "reading the kubeconfig"},
 		{"a missing namespace", []string{"--kube-namespace", "no-such-namespace"}, `namespace "no-such-namespace" does not exist`},
 		{"kube flags without --nodes kubernetes", []string{"--nodes", "local", "--kube-namespace", "x"}, "add --nodes kubernetes"},

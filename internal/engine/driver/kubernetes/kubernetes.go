@@ -163,6 +163,9 @@ func start(ctx context.Context, cfg Config, cs kubernetes.Interface, rc *rest.Co
 // namespace exists and the engine may list pods in it.
 func check(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, cfg Config) error {
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
+		if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+			return fmt.Errorf("the Kubernetes API at %s refused the kubeconfig's credentials: %w", rc.Host, classify(err))
+		}
 		return fmt.Errorf("the Kubernetes API at %s does not answer: %w", rc.Host, classify(err))
 	}
 	_, err := cs.CoreV1().Namespaces().Get(ctx, cfg.Namespace, metav1.GetOptions{})
