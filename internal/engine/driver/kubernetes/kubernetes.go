@@ -514,10 +514,13 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	defer unlock()
 	d.mu.Lock()
 	if n := d.nodes[key]; n != nil {
+		// Its tasks' watchers end now: their exec streams would only break.
 		n.terminating = true
+		n.cancel()
 	}
 	d.mu.Unlock()
 	if err := d.deleteAndWait(ctx, d.podName(key), ""); err != nil {
+		d.forget(key) // watched afresh by the next call that names it
 		return fmt.Errorf("terminating node %s: %w", key, err)
 	}
 	d.forget(key)
