@@ -22,6 +22,7 @@ type serveFlags struct {
 	minIdleShutdown time.Duration
 	nodes           string
 	slurm           slurmFlags
+	kube            kubeFlags
 	locations       []string
 	capacityVCPUs   int64
 	scoringListen   string
@@ -45,8 +46,9 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.listen, "listen", "", "API address: unix:///PATH or tcp://127.0.0.1:PORT (default: <data-dir>/engine.sock)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (mode 0600). A TCP listener always needs a token: without this flag the engine makes one in <data-dir>/"+daemon.TokenFile+", where the CLI and provider on this machine find it")
 	fl.DurationVar(&f.minIdleShutdown, "min-idle-shutdown", validation.DefaultMinIdleTimeBeforeShutdown, "the shortest idle_time_before_shutdown a compute instance may ask for")
-	fl.StringVar(&f.nodes, "nodes", "local", "where nodes come from: local or slurm")
+	fl.StringVar(&f.nodes, "nodes", "local", "where nodes come from: local, slurm or kubernetes")
 	f.slurm.register(fl)
+	f.kube.register(fl)
 	fl.StringArrayVar(&f.locations, "location", []string{api.DefaultLocation}, "a location this engine serves (repeatable)")
 	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
@@ -61,10 +63,14 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if f.capacityVCPUs < 0 {
 		return fmt.Errorf("--capacity-vcpus must be 0 (unlimited) or more, got %d", f.capacityVCPUs)
 	}
-	if f.nodes != "local" && f.nodes != "slurm" {
-		return fmt.Errorf("--nodes %s is not supported; use local or slurm", f.nodes)
+	if f.nodes != "local" && f.nodes != "slurm" && f.nodes != "kubernetes" {
+		return fmt.Errorf("--nodes %s is not supported; use local, slurm or kubernetes", f.nodes)
 	}
 	slurmCfg, err := f.slurm.config(f.nodes == "slurm")
+	if err != nil {
+		return err
+	}
+	kubeCfg, err := f.kube.config(f.nodes == "kubernetes")
 	if err != nil {
 		return err
 	}
@@ -96,6 +102,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Locations:       f.locations,
 		Nodes:           f.nodes,
 		Slurm:           slurmCfg,
+		Kubernetes:      kubeCfg,
 		IdleExit:        f.idleExit,
 		Version:         g.cfg.Version,
 		Logger:          g.logger(os.Stderr),

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
@@ -71,11 +72,15 @@ type Options struct {
 	// Token is empty, Run uses the data dir's TokenFile, making it first if needed.
 	Token     string
 	Locations []string
-	// Nodes is the node driver: "local" (default) or "slurm" (configured by Slurm).
+	// Nodes is the node driver: "local" (default), "slurm" (configured by Slurm) or
+	// "kubernetes" (configured by Kubernetes).
 	Nodes string
 	// Slurm configures the slurm driver (Nodes "slurm"); its EngineID is set from the
 	// data dir (EngineIDFile), so a restarted engine finds its jobs again.
 	Slurm slurm.Config
+	// Kubernetes configures the kubernetes driver (Nodes "kubernetes"); its EngineID is
+	// set from the data dir as Slurm's is.
+	Kubernetes kubernetes.Config
 	// AgentArgv runs this binary's node agent (a local node); --dir is appended.
 	AgentArgv []string
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
@@ -436,8 +441,22 @@ func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
 			return nil, fmt.Errorf("starting the slurm node driver: %w", err)
 		}
 		return d, nil
+	case "kubernetes":
+		cfg := opts.Kubernetes
+		id, err := engineID(opts.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
+		startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		d, err := kubernetes.New(startCtx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("starting the kubernetes node driver: %w", err)
+		}
+		return d, nil
 	}
-	return nil, fmt.Errorf("unknown node driver %q: use local or slurm", opts.Nodes)
+	return nil, fmt.Errorf("unknown node driver %q: use local, slurm or kubernetes", opts.Nodes)
 }
 
 // engineID reads the data dir's engine id, making one at the first start.
