@@ -62,6 +62,13 @@ type Config struct {
 	// Manual makes the engine run nothing by itself: tests and the simulation drive it with
 	// Settle (see package runtime). The daemon leaves it false.
 	Manual bool
+	// NewKubeDriver builds the node driver of one attached Kubernetes cluster (its pods
+	// are the nodes of the jobs that run there). Nil: attached clusters can be attached
+	// and checked, but a job on one fails with a clear error.
+	NewKubeDriver attached.NewKubeDriver
+	// KubeImage is the image of job pods on an attached cluster that sets no
+	// kubernetes.image (the daemon passes MLCOMPUTE_KUBE_IMAGE).
+	KubeImage string
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
 	// (default 15 minutes, as in Azure).
 	MinIdleShutdown time.Duration
@@ -132,7 +139,9 @@ func New(cfg Config) (*Engine, error) {
 	e.clusters = clusters.New(core)
 	e.instances = instances.New(core, cfg.MinIdleShutdown)
 	e.attached = attached.New(core)
+	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
 	e.jobs = jobs.New(core)
+	e.jobs.Kube = e.attached
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),

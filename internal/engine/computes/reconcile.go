@@ -3,6 +3,7 @@ package computes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -102,6 +103,9 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 		c.Quota.Delete(key)
 		c.Log.Info("compute deleted", "compute", key)
 		c.Loop.Deleted(runtime.ComputeKey(key))
+		if rec.KubeJob != nil {
+			c.Kick(rec.Workspace + "/" + rec.KubeJob.Parent) // it may wait for this one to go
+		}
 		return nil
 	}
 	c.act(adm)
@@ -110,6 +114,31 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 	}
 	c.Apply(ctx, c.Log.With("compute", key), acts)
 	return nil
+}
+
+// kubeJobComputes marks the job computes of an attached Kubernetes cluster being deleted
+// as deleting too (kicking them after the commit) and returns those that remain.
+func (c *Core) kubeJobComputes(tx *store.Tx, rec model.Compute) ([]string, error) {
+	recs, err := store.List[model.Compute](tx, store.Computes, rec.Workspace+"/"+model.KubeJobComputePrefix)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, child := range recs {
+		if child.KubeJob == nil || child.KubeJob.Parent != rec.Name {
+			continue
+		}
+		keys = append(keys, child.Key())
+		if !child.Deleting {
+			child.Deleting = true
+			if err := tx.Put(store.Computes, child.Key(), child); err != nil {
+				return nil, err
+			}
+		}
+		key := child.Key()
+		c.Loop.Go(func() { c.Kick(key) })
+	}
+	return keys, nil
 }
 
 // deletePass is a pass over a compute being deleted: its jobs are canceled, its nodes
@@ -133,6 +162,14 @@ func (c *Core) deletePass(tx *store.Tx, rec model.Compute, nodes []model.Node, j
 	}
 	if len(nodes) > 0 {
 		return false, nil
+	}
+	if rec.Kubernetes != nil {
+		// The jobs on an attached cluster run on computes of their own: they are cancelled
+		// and their pods deleted before the cluster's record goes.
+		children, err := c.kubeJobComputes(tx, rec)
+		if err != nil || len(children) > 0 {
+			return false, err
+		}
 	}
 	return true, tx.Delete(store.Computes, rec.Key())
 }
@@ -200,8 +237,8 @@ func NodeIdleTimer(n model.Node) runtime.Timer {
 }
 
 // createNode asks the driver for a committed node and records the outcome.
-func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size) {
-	info, err := c.Driver.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
+func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size, pod *driver.PodShape) {
+	info, err := c.Driver.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, Pod: pod})
 	if ctx.Err() != nil {
 		return
 	}
@@ -423,8 +460,9 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 			// it recorded the outcome. Create is idempotent under the key and returns a node
 			// that is already live, so it runs whatever Describe would say (the ssh driver
 			// describes every node the store holds, created or not).
-			size, _ := catalog.Lookup(c.vmSizeOf(computes, n.Compute))
-			c.Loop.Go(func() { c.createNode(ctx, n, size) })
+			rec := computeOf(computes, n.Compute)
+			size, _ := catalog.Lookup(rec.VMSize)
+			c.Loop.Go(func() { c.createNode(ctx, n, size, PodShape(rec)) })
 			continue
 		}
 		_, err := c.Driver.Describe(ctx, n.ID)
@@ -486,13 +524,27 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 	return nil
 }
 
-func (c *Core) vmSizeOf(computes []model.Compute, key string) string {
+func computeOf(computes []model.Compute, key string) model.Compute {
 	for _, rec := range computes {
 		if rec.Key() == key {
-			return rec.VMSize
+			return rec
 		}
 	}
-	return ""
+	return model.Compute{}
+}
+
+// PodShape is how the pods of a job on an attached Kubernetes cluster ask for resources:
+// its instance type; nil for every other compute.
+func PodShape(rec model.Compute) *driver.PodShape {
+	kj := rec.KubeJob
+	if kj == nil {
+		return nil
+	}
+	shape := &driver.PodShape{InstanceType: kj.InstanceType, NodeSelector: maps.Clone(kj.Shape.NodeSelector)}
+	if r := kj.Shape.Resources; r != nil {
+		shape.Requests, shape.Limits = maps.Clone(r.Requests), maps.Clone(r.Limits)
+	}
+	return shape
 }
 
 // startErrorCode classifies a driver's error at node creation for the compute's errors.
