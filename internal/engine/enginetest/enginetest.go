@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
@@ -39,6 +40,10 @@ type Options struct {
 	AgentArgv []string
 	// Fake adjusts the fake node driver (without AgentArgv), e.g. nodes created pending.
 	Fake fake.Options
+	// NewKubeDriver and KubeImage give the engine the node driver of attached Kubernetes
+	// clusters and their pods' default image (engine.Config).
+	NewKubeDriver attached.NewKubeDriver
+	KubeImage     string
 }
 
 // Engine is a running in-process engine.
@@ -94,7 +99,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	snapshots := snapshot.NewStore(filepath.Join(dir, "snapshots"))
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv,
-		Snapshots: snapshots,
+		Snapshots: snapshots, NewKubeDriver: opts.NewKubeDriver, KubeImage: opts.KubeImage,
 	})
 	if err != nil {
 		t.Fatal(err)

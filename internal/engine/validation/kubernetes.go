@@ -20,10 +20,16 @@ const MaxInstanceTypes = 64
 // exceeds its limit, and default_instance_type names one of the instance types. Messages
 // never show the kubeconfig's content.
 func Kubernetes(k api.Kubernetes) error {
-	k = k.WithDefaults()
 	if err := Kubeconfig(k.Kubeconfig, k.Context); err != nil {
 		return err
 	}
+	return KubernetesSettings(k)
+}
+
+// KubernetesSettings checks everything of Kubernetes but the kubeconfig and context (the
+// provider checks those apart, when their values are known at plan time).
+func KubernetesSettings(k api.Kubernetes) error {
+	k = k.WithDefaults()
 	if err := KubeNamespace(k.Namespace); err != nil {
 		return err
 	}
