@@ -99,6 +99,9 @@ func TestAccAttachedCompute_KubernetesPlanChecks(t *testing.T) {
 			`kubernetes.default_instance_type "cpu" is not one of kubernetes.instance_types (gpu)`),
 		step(kubeBody("k8s", kc, `default_instance_type = "gpu"`),
 			`kubernetes.default_instance_type "gpu" is not one of kubernetes.instance_types (defaultinstancetype)`),
+		// At apply: a certificate authority that is not a certificate.
+		step(kubeBody("k8s", strings.Replace(kc, "insecure-skip-tls-verify: true", "certificate-authority-data: bm90IGEgY2VydGlmaWNhdGU=", 1), `image = "busybox"`),
+			"Cannot Attach Kubernetes Cluster", "the kubeconfig cannot be used: unable to load root certificates"),
 		// Last, a valid configuration (the test's final destroy plans with it): the attach
 		// finds no cluster at the address and records nothing.
 		step(kubeBody("k8s", kc, `image = "busybox"`), "Cannot Attach Kubernetes Cluster", "no Kubernetes API answers at https://127.0.0.1:1"),
