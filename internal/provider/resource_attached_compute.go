@@ -168,8 +168,8 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 				MarkdownDescription: "The machine's vCPUs (`nproc`), read when it was attached; for a Kubernetes cluster, " +
 					"the allocatable CPUs (whole, rounded down) of the nodes its instance types can use, read when it " +
 					"was attached or its settings changed (0 when the credentials may not list nodes).",
-				Computed:            true,
-				PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+				Computed:      true,
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
 			},
 			"memory_gb": schema.Float64Attribute{
 				MarkdownDescription: "The machine's memory in GiB (`MemTotal` of `/proc/meminfo`, to 0.01), read when " +
