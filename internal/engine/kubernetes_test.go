@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -263,5 +264,68 @@ func TestKubernetesUpdateChecksNewConnectionOnly(t *testing.T) {
 	c := k.compute("lab", "k8s")
 	if c.Kubernetes.Namespace != "ml" || c.Kubernetes.Image != "registry.example.com/ml/train:2" {
 		t.Fatalf("after a refused update: %+v; want namespace ml kept", c.Kubernetes)
+	}
+}
+
+// TestKubernetesKubeconfigNeverLogged attaches (refused, then accepted), runs a job,
+// updates and deletes an attached cluster with the engine logging at trace level, and
+// checks that the kubeconfig's token never reaches the log nor an API read.
+func TestKubernetesKubeconfigNeverLogged(t *testing.T) {
+	var logs syncBuffer
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	k := &kubeRig{
+		rig:    &rig{t: t, clk: clk, drv: fake.New(clk), path: filepath.Join(t.TempDir(), "state.db")},
+		pods:   fake.New(clk),
+		checks: &kubeChecks{capacity: kubernetes.Capacity{Listed: true, Nodes: 1, VCPUs: 2, MemoryGB: 4}},
+	}
+	k.configure = func(cfg *Config, e *Engine) {
+		if e != nil {
+			e.attached.Checks = k.checks
+			return
+		}
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logs})
+		cfg.KubeImage = "mlcompute/node:test"
+		cfg.NewKubeDriver = func(context.Context, kubernetes.Config) (driver.Driver, error) { return k.pods, nil }
+	}
+	k.start()
+	t.Cleanup(k.stop)
+	k.workspace("lab", nil)
+	ctx := context.Background()
+
+	k.checks.accessErr = &kubernetes.AccessError{Setting: kubernetes.SettingKubeconfig, Msg: "the Kubernetes API at https://10.0.0.1:6443 refused the kubeconfig's credentials (401 Unauthorized)"}
+	if _, err := k.attachKube("k8s", gpuCluster()); err == nil {
+		t.Fatal("a refused attach was accepted")
+	}
+	k.checks.accessErr = nil
+	c, err := k.attachKube("k8s", gpuCluster())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := k.e.SubmitJob(ctx, "lab", api.JobSpec{Compute: "k8s", Command: []string{"train"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.eventuallySSH("job running", k.status("lab", j.ID, api.JobRunning))
+	upd := gpuCluster()
+	upd.Kubeconfig = strings.Replace(upd.Kubeconfig, "s3cr3t", "s3cr3t-rotated", 1)
+	c2, err := k.e.UpdateCompute(ctx, "lab", "k8s", api.ComputeUpdate{Kubernetes: &upd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := k.e.ListComputes(ctx, "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.e.DeleteCompute(ctx, "lab", "k8s"); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "kubernetes cluster attached") {
+		t.Fatalf("the log lacks the attach line, so this test checks nothing:\n%s", out)
+	}
+	for what, text := range map[string]string{"log": out, "create": c.Kubernetes.Kubeconfig, "update": c2.Kubernetes.Kubeconfig, "list": list[0].Kubernetes.Kubeconfig} {
+		if strings.Contains(text, "s3cr3t") || strings.Contains(text, "current-context") {
+			t.Errorf("the %s shows the kubeconfig:\n%s", what, text)
+		}
 	}
 }
