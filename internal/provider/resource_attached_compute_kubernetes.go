@@ -172,6 +172,13 @@ func validateKubernetes(ctx context.Context, config attrGetter, schemaType attr.
 	if m.Namespace.IsUnknown() || m.DefaultInstanceType.IsUnknown() || m.InstanceTypes.IsUnknown() || m.Image.IsUnknown() {
 		return
 	}
+	if !m.InstanceTypes.IsNull() && len(m.InstanceTypes.Elements()) == 0 {
+		diags.AddAttributeError(path.Root("kubernetes").AtName("instance_types"), "Invalid Kubernetes Settings",
+			"kubernetes.instance_types is empty, so jobs would have no instance type to run as.\n\nDeclare at least one, "+
+				"or leave instance_types out for the default one (defaultinstancetype: requests cpu 100m and memory 2Gi, "+
+				"limits cpu 2 and memory 2Gi).")
+		return
+	}
 	k, d := m.spec(ctx)
 	if d.HasError() {
 		return // an unknown value inside instance_types

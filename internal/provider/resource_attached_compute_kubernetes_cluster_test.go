@@ -155,7 +155,7 @@ func TestAccAttachedCompute_KubernetesCluster(t *testing.T) {
 	admin := writeFile(t, tc.kubeconfig)
 	id := api.ComputeID("lab", "k8s")
 	types := `instance_types = {
-      small = { resources = { requests = { cpu = "100m", memory = "64Mi" }, limits = { cpu = "500m", memory = "128Mi" } } }
+      small = { node_selector = {}, resources = { requests = { cpu = "100m", memory = "64Mi" }, limits = { cpu = "500m", memory = "128Mi" } } }
     }
     default_instance_type = "small"`
 	body := func(namespace, desc string) string {

@@ -97,6 +97,7 @@ func TestAccAttachedCompute_KubernetesPlanChecks(t *testing.T) {
 			`is not a label value`),
 		step(kubeBody("k8s", kc, strings.Replace(gpuTypes, `default_instance_type = "gpu"`, `default_instance_type = "cpu"`, 1)),
 			`kubernetes.default_instance_type "cpu" is not one of kubernetes.instance_types (gpu)`),
+		step(kubeBody("k8s", kc, `instance_types = {}`), "kubernetes.instance_types is empty", "leave instance_types out for the default one"),
 		step(kubeBody("k8s", kc, `default_instance_type = "gpu"`),
 			`kubernetes.default_instance_type "gpu" is not one of kubernetes.instance_types (defaultinstancetype)`),
 		// At apply: a certificate authority that is not a certificate.
