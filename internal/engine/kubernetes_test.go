@@ -24,8 +24,6 @@ import (
 // driver is a fake that records the pods asked for, and whose checks answer from a table:
 // the real checks and driver run against a real cluster in the provider's tests.
 
-const kubeWait = 10 * time.Second
-
 // kubeChecks answers an attach's checks: access fails with accessErr, capacity is fixed,
 // and the instance types in tooBig fit no node.
 type kubeChecks struct {
