@@ -156,6 +156,8 @@ func TestAccAttachedCompute_KubernetesCluster(t *testing.T) {
 	id := api.ComputeID("lab", "k8s")
 	types := `instance_types = {
       small = { node_selector = {}, resources = { requests = { cpu = "100m", memory = "64Mi" }, limits = { cpu = "500m", memory = "128Mi" } } }
+      huge  = { resources = { requests = { cpu = "512" } } }
+      gpu   = { node_selector = { "nvidia.com/gpu.present" = "true" } }
     }
     default_instance_type = "small"`
 	body := func(namespace, desc string) string {
@@ -183,12 +185,15 @@ func TestAccAttachedCompute_KubernetesCluster(t *testing.T) {
 					attachedValue("memory_gb", positive),
 				},
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
-				Check: engineCompute(c, "lab", "k8s", func(got *api.Compute) error {
-					if got.Kubernetes == nil || got.Kubernetes.Kubeconfig != "" || len(got.Nodes) != 0 {
-						return fmt.Errorf("the engine returned %+v: want the cluster without its kubeconfig and no node", got.Kubernetes)
-					}
-					return nil
-				}),
+				Check: resource.ComposeTestCheckFunc(
+					engineCompute(c, "lab", "k8s", func(got *api.Compute) error {
+						if got.Kubernetes == nil || got.Kubernetes.Kubeconfig != "" || len(got.Nodes) != 0 {
+							return fmt.Errorf("the engine returned %+v: want the cluster without its kubeconfig and no node", got.Kubernetes)
+						}
+						return nil
+					}),
+					unsatisfiableJobsRefused(c),
+				),
 			},
 			{
 				// Another namespace, checked again, in place.
@@ -280,6 +285,17 @@ func TestAccAttachedCompute_KubernetesJobPods(t *testing.T) {
 
 func jobPodsCarryResources(c *client.Client, tc *testCluster, ns string) error {
 	ctx := context.Background()
+	// A job that ends by itself: its pods go with it.
+	done, err := c.SubmitJob(ctx, "lab", api.JobSpec{Compute: "k8s", InstanceCount: 2, Command: []string{"sh", "-c", "echo rank $RANK of $WORLD_SIZE"}})
+	if err != nil {
+		return err
+	}
+	if err := waitJob(c, done.ID, api.JobCompleted); err != nil {
+		return err
+	}
+	if err := podsGone(tc, ns); err != nil {
+		return fmt.Errorf("after the job completed: %w", err)
+	}
 	j, err := c.SubmitJob(ctx, "lab", api.JobSpec{Compute: "k8s", InstanceType: "tiny", InstanceCount: 2, Command: []string{"sh", "-c", "sleep 300"}})
 	if err != nil {
 		return err
@@ -303,11 +319,44 @@ func jobPodsCarryResources(c *client.Client, tc *testCluster, ns string) error {
 	if _, err := c.CancelJob(ctx, "lab", j.ID); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		pods, err := tc.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err := podsGone(tc, ns); err != nil {
+		return fmt.Errorf("after the job was cancelled: %w", err)
+	}
+	return nil
+}
+
+// podsGone waits (a minute at most) until the namespace holds no pod.
+func podsGone(tc *testCluster, ns string) error {
+	var left int
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		pods, err := tc.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 		if err == nil && len(pods.Items) == 0 {
 			return nil
 		}
+		if err == nil {
+			left = len(pods.Items)
+		}
 	}
-	return fmt.Errorf("the cancelled job's pods were not deleted within a minute")
+	return fmt.Errorf("%d pods still in %s after a minute", left, ns)
+}
+
+// unsatisfiableJobsRefused submits jobs of instance types no node of the cluster can run:
+// each is refused with the instance type's name, and nothing is queued.
+func unsatisfiableJobsRefused(c *client.Client) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		for it, says := range map[string]string{
+			"huge": `instance type "huge" requests more than any of its 1 node(s) can give (mlcompute-kube: cpu`,
+			"gpu":  `instance type "gpu" cannot run anywhere: no schedulable node of the cluster has the labels of its node_selector nvidia.com/gpu.present=true`,
+		} {
+			_, err := c.SubmitJob(context.Background(), "lab", api.JobSpec{Compute: "k8s", InstanceType: it, Command: []string{"true"}})
+			if err == nil || api.FieldOf(err) != "instance_type" || !strings.Contains(err.Error(), says) {
+				return fmt.Errorf("--instance-type %s: %v; want an error on instance_type saying %q", it, err, says)
+			}
+		}
+		jobs, err := c.ListJobs(context.Background(), "lab")
+		if err != nil || len(jobs) != 0 {
+			return fmt.Errorf("refused jobs left %v (%v)", jobs, err)
+		}
+		return nil
+	}
 }

@@ -195,9 +195,6 @@ func (c *Controller) KubeJob(ctx context.Context, rec model.Compute, instanceTyp
 	if err != nil {
 		return nil, err
 	}
-	if c.NewKubeDriver == nil {
-		return nil, api.Errorf(api.CodeUnavailable, "compute", "this engine has no Kubernetes node driver, so jobs cannot run on attached Kubernetes compute %q", rec.Name)
-	}
 	ctx, cancel := context.WithTimeout(ctx, kubeCheckTimeout)
 	defer cancel()
 	if err := c.Checks.InstanceType(ctx, c.kubeConfig(*rec.Kubernetes), shapeOf(name, it)); err != nil {
@@ -206,6 +203,9 @@ func (c *Controller) KubeJob(ctx context.Context, rec model.Compute, instanceTyp
 			return nil, api.Errorf(api.CodeUnavailable, "compute", "attached Kubernetes compute %q cannot be reached: %v", rec.Name, err)
 		}
 		return nil, api.Errorf(api.CodeInvalid, "instance_type", "%v", err)
+	}
+	if c.NewKubeDriver == nil {
+		return nil, api.Errorf(api.CodeUnavailable, "compute", "this engine has no Kubernetes node driver, so jobs cannot run on attached Kubernetes compute %q", rec.Name)
 	}
 	return &model.KubeJob{Parent: rec.Name, Cluster: *rec.Kubernetes, InstanceType: name, Shape: it}, nil
 }
