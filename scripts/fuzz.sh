@@ -7,7 +7,7 @@
 # finds interesting are kept in Go's fuzz cache; a failing input is written to the
 # package's testdata/fuzz/<Target>/ and fails the run: commit it with the fix. To keep a
 # long run's interesting inputs as seeds, copy them from $(go env GOCACHE)/fuzz/... into
-# testdata/fuzz/<Target>/ (see README).
+# testdata/fuzz/<Target>/ (see CONTRIBUTING.md).
 #
 # Environment: FUZZ_TARGETS overrides the list ("pkg:Target ..."); FUZZ_PARALLEL sets
 # -parallel (default: all CPUs).

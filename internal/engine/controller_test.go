@@ -90,10 +90,10 @@ func (r *rig) stop() {
 	r.cancel = nil
 }
 
-// eventually settles the engine (runs every piece of pending work; see package runtime)
+// settlesTo settles the engine (runs every piece of pending work; see package runtime)
 // and checks that it reached a state. No sleep, no poll: the manual engine has done all it
 // will do until the clock moves or the test acts.
-func (r *rig) eventually(what string, cond func() bool) {
+func (r *rig) settlesTo(what string, cond func() bool) {
 	r.t.Helper()
 	r.settle()
 	if !cond() {
@@ -194,7 +194,7 @@ func TestJobScalesClusterFromZeroAndBackDownAfterIdle(t *testing.T) {
 	}
 
 	j := r.submit("lab", "cpu", 1)
-	r.eventually("job running on one node", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("job running on one node", r.status("lab", j.ID, api.JobRunning))
 	if n := len(r.drv.Nodes()); n != 1 {
 		t.Fatalf("%d nodes for a one-node job", n)
 	}
@@ -205,11 +205,11 @@ func TestJobScalesClusterFromZeroAndBackDownAfterIdle(t *testing.T) {
 	}
 
 	r.drv.FinishTask(got.Nodes[0], r.task("lab", got.ID, 0), 0)
-	r.eventually("job completed", r.status("lab", j.ID, api.JobCompleted))
+	r.settlesTo("job completed", r.status("lab", j.ID, api.JobCompleted))
 	if code := r.job("lab", j.ID).ExitCode; code == nil || *code != 0 {
 		t.Fatalf("exit code %v; want 0", code)
 	}
-	r.eventually("node idle", func() bool { return countState(r.compute("lab", "cpu"), api.NodeIdle) == 1 })
+	r.settlesTo("node idle", func() bool { return countState(r.compute("lab", "cpu"), api.NodeIdle) == 1 })
 
 	r.clk.Step(119 * time.Second)
 	r.settle()
@@ -217,8 +217,8 @@ func TestJobScalesClusterFromZeroAndBackDownAfterIdle(t *testing.T) {
 		t.Fatal("node released before its idle deadline")
 	}
 	r.clk.Step(time.Second)
-	r.eventually("idle node released at its deadline", func() bool { return len(r.drv.Nodes()) == 0 })
-	r.eventually("node record gone", func() bool {
+	r.settlesTo("idle node released at its deadline", func() bool { return len(r.drv.Nodes()) == 0 })
+	r.settlesTo("node record gone", func() bool {
 		return r.compute("lab", "cpu").CurrentNodeCount == 0 && len(r.compute("lab", "cpu").Nodes) == 0
 	})
 }
@@ -227,7 +227,7 @@ func TestMinNodesKeptAndDeadNodeReplaced(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 2, 4, "PT0S")
-	r.eventually("two idle nodes", func() bool { return countState(r.compute("lab", "cpu"), api.NodeIdle) == 2 })
+	r.settlesTo("two idle nodes", func() bool { return countState(r.compute("lab", "cpu"), api.NodeIdle) == 2 })
 
 	// Idle past the deadline does not take a cluster below its minimum.
 	r.clk.Step(time.Hour)
@@ -238,7 +238,7 @@ func TestMinNodesKeptAndDeadNodeReplaced(t *testing.T) {
 
 	dead := r.drv.Nodes()[0]
 	r.drv.KillNode(dead)
-	r.eventually("dead node replaced", func() bool {
+	r.settlesTo("dead node replaced", func() bool {
 		nodes := r.drv.Nodes()
 		return len(nodes) == 2 && !slices.Contains(nodes, dead) && countState(r.compute("lab", "cpu"), api.NodeIdle) == 2
 	})
@@ -249,7 +249,7 @@ func TestMaxNeverExceededAndQueuedWorkWaits(t *testing.T) {
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 0, 2, "PT120S")
 	jobs := []*api.Job{r.submit("lab", "cpu", 1), r.submit("lab", "cpu", 1), r.submit("lab", "cpu", 1)}
-	r.eventually("two jobs running", func() bool {
+	r.settlesTo("two jobs running", func() bool {
 		return r.job("lab", jobs[0].ID).Status == api.JobRunning && r.job("lab", jobs[1].ID).Status == api.JobRunning
 	})
 	r.settle()
@@ -261,7 +261,7 @@ func TestMaxNeverExceededAndQueuedWorkWaits(t *testing.T) {
 	}
 	first := r.job("lab", jobs[0].ID)
 	r.drv.FinishTask(first.Nodes[0], r.task("lab", first.ID, 0), 0)
-	r.eventually("third job runs on the freed node", r.status("lab", jobs[2].ID, api.JobRunning))
+	r.settlesTo("third job runs on the freed node", r.status("lab", jobs[2].ID, api.JobRunning))
 	if n := len(r.drv.CallsTo("Create")); n != 2 {
 		t.Fatalf("%d nodes created; the freed node should have been reused", n)
 	}
@@ -272,14 +272,14 @@ func TestLoweringMaxDrainsBusyNodes(t *testing.T) {
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 0, 2, "PT120S")
 	a, b := r.submit("lab", "cpu", 1), r.submit("lab", "cpu", 1)
-	r.eventually("both running", func() bool {
+	r.settlesTo("both running", func() bool {
 		return r.job("lab", a.ID).Status == api.JobRunning && r.job("lab", b.ID).Status == api.JobRunning
 	})
 	_, err := r.e.UpdateCompute(context.Background(), "lab", "cpu", api.ComputeUpdate{ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.eventually("one node leaving", func() bool { return countState(r.compute("lab", "cpu"), api.NodeLeaving) == 1 })
+	r.settlesTo("one node leaving", func() bool { return countState(r.compute("lab", "cpu"), api.NodeLeaving) == 1 })
 	if n := len(r.drv.Nodes()); n != 2 {
 		t.Fatalf("a busy node was released before its job ended (%d nodes)", n)
 	}
@@ -292,7 +292,7 @@ func TestLoweringMaxDrainsBusyNodes(t *testing.T) {
 	}
 	job := r.job("lab", leaving.JobID)
 	r.drv.FinishTask(leaving.ID, r.task("lab", job.ID, 0), 0)
-	r.eventually("drained node released after its job", func() bool { return len(r.drv.Nodes()) == 1 })
+	r.settlesTo("drained node released after its job", func() bool { return len(r.drv.Nodes()) == 1 })
 	if s := r.job("lab", job.ID).Status; s != api.JobCompleted {
 		t.Fatalf("drained job %s; want Completed", s)
 	}
@@ -303,7 +303,7 @@ func TestDeleteComputeCancelsJobsAndReleasesEveryNode(t *testing.T) {
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 1, 3, "PT120S")
 	running := r.submit("lab", "cpu", 2)
-	r.eventually("job running", r.status("lab", running.ID, api.JobRunning))
+	r.settlesTo("job running", r.status("lab", running.ID, api.JobRunning))
 	queued := r.submit("lab", "cpu", 3)
 
 	if err := r.e.DeleteCompute(context.Background(), "lab", "cpu"); err != nil {
@@ -341,7 +341,7 @@ func TestMultiNodeJobRanksAndFailure(t *testing.T) {
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 0, 3, "PT120S")
 	j := r.submit("lab", "cpu", 3)
-	r.eventually("running on 3 nodes", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("running on 3 nodes", r.status("lab", j.ID, api.JobRunning))
 	got := r.job("lab", j.ID)
 	if len(got.Nodes) != 3 {
 		t.Fatalf("nodes %v", got.Nodes)
@@ -363,11 +363,11 @@ func TestMultiNodeJobRanksAndFailure(t *testing.T) {
 	}
 	// One rank failing fails the job with its exit code and kills the other ranks.
 	r.drv.FinishTask(got.Nodes[1], r.task("lab", got.ID, 1), 3)
-	r.eventually("job failed", r.status("lab", j.ID, api.JobFailed))
+	r.settlesTo("job failed", r.status("lab", j.ID, api.JobFailed))
 	if code := r.job("lab", j.ID).ExitCode; code == nil || *code != 3 {
 		t.Fatalf("exit code %v; want 3", code)
 	}
-	r.eventually("other ranks killed", func() bool { return len(r.drv.RunningTasks()) == 0 })
+	r.settlesTo("other ranks killed", func() bool { return len(r.drv.RunningTasks()) == 0 })
 }
 
 func TestCancelQueuedAndRunningJobs(t *testing.T) {
@@ -375,14 +375,14 @@ func TestCancelQueuedAndRunningJobs(t *testing.T) {
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 0, 1, "PT120S")
 	a, b := r.submit("lab", "cpu", 1), r.submit("lab", "cpu", 1)
-	r.eventually("first running", r.status("lab", a.ID, api.JobRunning))
+	r.settlesTo("first running", r.status("lab", a.ID, api.JobRunning))
 	if j, err := r.e.CancelJob(context.Background(), "lab", b.ID); err != nil || j.Status != api.JobCanceled {
 		t.Fatalf("cancel queued: %+v, %v", j, err)
 	}
 	if j, err := r.e.CancelJob(context.Background(), "lab", a.ID); err != nil || j.Status != api.JobCanceled {
 		t.Fatalf("cancel running: %+v, %v", j, err)
 	}
-	r.eventually("task killed and node idle", func() bool {
+	r.settlesTo("task killed and node idle", func() bool {
 		return len(r.drv.RunningTasks()) == 0 && countState(r.compute("lab", "cpu"), api.NodeIdle) == 1
 	})
 	if s := r.job("lab", a.ID).Status; s != api.JobCanceled {
@@ -398,7 +398,7 @@ func TestRestartAdoptsNodesAndFinishesJobs(t *testing.T) {
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 0, 2, "PT120S")
 	j := r.submit("lab", "cpu", 1)
-	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("job running", r.status("lab", j.ID, api.JobRunning))
 	node := r.job("lab", j.ID).Nodes[0]
 	task := r.task("lab", j.ID, 0)
 
@@ -410,11 +410,11 @@ func TestRestartAdoptsNodesAndFinishesJobs(t *testing.T) {
 	}
 	r.start()
 
-	r.eventually("job finished with its true exit code", r.status("lab", j.ID, api.JobFailed))
+	r.settlesTo("job finished with its true exit code", r.status("lab", j.ID, api.JobFailed))
 	if code := r.job("lab", j.ID).ExitCode; code == nil || *code != 7 {
 		t.Fatalf("exit code %v; want 7", code)
 	}
-	r.eventually("orphan released, adopted node kept", func() bool {
+	r.settlesTo("orphan released, adopted node kept", func() bool {
 		nodes := r.drv.Nodes()
 		return len(nodes) == 1 && nodes[0] == node
 	})
@@ -447,7 +447,7 @@ func TestForceDeleteWorkspaceReleasesNodes(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 1, 2, "")
-	r.eventually("min node up", func() bool { return len(r.drv.Nodes()) == 1 })
+	r.settlesTo("min node up", func() bool { return len(r.drv.Nodes()) == 1 })
 	err := r.e.DeleteWorkspace(context.Background(), "lab", false)
 	if !api.IsConflict(err) || !strings.Contains(err.Error(), "/workspaces/lab/computes/cpu") {
 		t.Fatalf("delete without force: %v", err)
@@ -496,9 +496,9 @@ func TestNodesBeyondCapacityWaitInPreparing(t *testing.T) {
 	r := newRigWithCapacity(t, 8)
 	r.workspace("lab", nil)
 	r.cluster("lab", "first", 1, 1, "")
-	r.eventually("first cluster's node up", func() bool { return countState(r.compute("lab", "first"), api.NodeIdle) == 1 })
+	r.settlesTo("first cluster's node up", func() bool { return countState(r.compute("lab", "first"), api.NodeIdle) == 1 })
 	r.cluster("lab", "second", 2, 2, "")
-	r.eventually("one node up, one waiting", func() bool {
+	r.settlesTo("one node up, one waiting", func() bool {
 		c := r.compute("lab", "second")
 		return countState(c, api.NodeIdle) == 1 && countState(c, api.NodePreparing) == 1
 	})
@@ -509,7 +509,7 @@ func TestNodesBeyondCapacityWaitInPreparing(t *testing.T) {
 	if err := r.e.DeleteCompute(context.Background(), "lab", "first"); err != nil {
 		t.Fatal(err)
 	}
-	r.eventually("waiting node admitted once capacity freed", func() bool { return countState(r.compute("lab", "second"), api.NodeIdle) == 2 })
+	r.settlesTo("waiting node admitted once capacity freed", func() bool { return countState(r.compute("lab", "second"), api.NodeIdle) == 2 })
 }
 
 // TestDedicatedPreemptsLowPriority: a LowPriority 2-node job fills the capacity; a job on a
@@ -522,12 +522,12 @@ func TestDedicatedPreemptsLowPriority(t *testing.T) {
 	r.clusterWith("lab", "spot", api.PriorityLowPriority, 0, 2, "PT120S")
 	r.clusterWith("lab", "prod", api.PriorityDedicated, 0, 1, "PT0S")
 	spotJob := r.submit("lab", "spot", 2)
-	r.eventually("spot job running", r.status("lab", spotJob.ID, api.JobRunning))
+	r.settlesTo("spot job running", r.status("lab", spotJob.ID, api.JobRunning))
 	oldTask := r.task("lab", spotJob.ID, 0)
 	oldNodes := r.job("lab", spotJob.ID).Nodes
 
 	prodJob := r.submit("lab", "prod", 1)
-	r.eventually("prod job running", r.status("lab", prodJob.ID, api.JobRunning))
+	r.settlesTo("prod job running", r.status("lab", prodJob.ID, api.JobRunning))
 	spot := r.compute("lab", "spot")
 	if spot.NodeStateCounts.Preempted != 1 {
 		t.Fatalf("spot cluster %+v; want one preempted node", spot.NodeStateCounts)
@@ -544,7 +544,7 @@ func TestDedicatedPreemptsLowPriority(t *testing.T) {
 
 	prod := r.job("lab", prodJob.ID)
 	r.drv.FinishTask(prod.Nodes[0], r.task("lab", prodJob.ID, 0), 0)
-	r.eventually("spot job running again", r.status("lab", spotJob.ID, api.JobRunning))
+	r.settlesTo("spot job running again", r.status("lab", spotJob.ID, api.JobRunning))
 	if newTask := r.task("lab", spotJob.ID, 0); newTask == oldTask {
 		t.Fatalf("the new attempt reuses the task key %s", newTask)
 	}
@@ -552,7 +552,7 @@ func TestDedicatedPreemptsLowPriority(t *testing.T) {
 	for rank, node := range got.Nodes {
 		r.drv.FinishTask(node, r.task("lab", spotJob.ID, rank), 0)
 	}
-	r.eventually("spot job completed", r.status("lab", spotJob.ID, api.JobCompleted))
+	r.settlesTo("spot job completed", r.status("lab", spotJob.ID, api.JobCompleted))
 }
 
 // TestFailedReleaseIsRetried: a Terminate that fails leaves the node marked released, and
@@ -562,13 +562,13 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 	r.workspace("lab", nil)
 	r.cluster("lab", "cpu", 0, 1, "PT0S")
 	j := r.submit("lab", "cpu", 1)
-	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("job running", r.status("lab", j.ID, api.JobRunning))
 	r.drv.FailNext("Terminate", errors.New("connection reset"))
 	got := r.job("lab", j.ID)
 	r.drv.FinishTask(got.Nodes[0], r.task("lab", j.ID, 0), 0)
-	r.eventually("first terminate attempted", func() bool { return len(r.drv.CallsTo("Terminate")) >= 1 })
+	r.settlesTo("first terminate attempted", func() bool { return len(r.drv.CallsTo("Terminate")) >= 1 })
 	r.clk.Step(runtime.RetryAfter)
-	r.eventually("node released on retry", func() bool {
+	r.settlesTo("node released on retry", func() bool {
 		return len(r.drv.Nodes()) == 0 && len(r.compute("lab", "cpu").Nodes) == 0
 	})
 }
@@ -579,17 +579,17 @@ func TestFailedPreemptionIsRetried(t *testing.T) {
 	r := newRigWithCapacity(t, 4)
 	r.workspace("lab", nil)
 	r.clusterWith("lab", "spot", api.PriorityLowPriority, 1, 1, "PT120S")
-	r.eventually("spot node up", func() bool { return countState(r.compute("lab", "spot"), api.NodeIdle) == 1 })
+	r.settlesTo("spot node up", func() bool { return countState(r.compute("lab", "spot"), api.NodeIdle) == 1 })
 	r.clusterWith("lab", "prod", api.PriorityDedicated, 0, 1, "PT120S")
 	r.drv.FailNext("Terminate", errors.New("connection reset"))
 	j := r.submit("lab", "prod", 1)
-	r.eventually("first terminate attempted", func() bool { return len(r.drv.CallsTo("Terminate")) >= 1 })
+	r.settlesTo("first terminate attempted", func() bool { return len(r.drv.CallsTo("Terminate")) >= 1 })
 	r.settle()
 	if s := r.job("lab", j.ID).Status; s != api.JobQueued {
 		t.Fatalf("prod job %s while the preempted node still holds the capacity; want Queued", s)
 	}
 	r.clk.Step(runtime.RetryAfter)
-	r.eventually("prod job running after the retry", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("prod job running after the retry", r.status("lab", j.ID, api.JobRunning))
 	if c := r.compute("lab", "spot"); c.NodeStateCounts.Preempted != 1 {
 		t.Fatalf("spot counts %+v; want one preempted node", c.NodeStateCounts)
 	}
@@ -611,7 +611,7 @@ func TestNodeCreatedNotReadyWaitsForNodeReady(t *testing.T) {
 		t.Fatalf("job %s on a node that is not ready; want Queued", got)
 	}
 	r.drv.MakeReady(c.Nodes[0].ID)
-	r.eventually("job running once the node is ready", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("job running once the node is ready", r.status("lab", j.ID, api.JobRunning))
 	if n := r.compute("lab", "cpu").Nodes[0]; n.Reason != "" {
 		t.Fatalf("a ready node still shows reason %q", n.Reason)
 	}
@@ -635,7 +635,7 @@ func TestFailuresShowOnTheComputeAndTheQueuedJob(t *testing.T) {
 	}
 	// The retry after the back-off gets a node: the errors clear and the job runs.
 	r.clk.Step(runtime.RetryAfter)
-	r.eventually("job running after the retry", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("job running after the retry", r.status("lab", j.ID, api.JobRunning))
 	if c := r.compute("lab", "cpu"); len(c.Errors) != 0 {
 		t.Fatalf("errors %+v after a node started; want none", c.Errors)
 	}
@@ -684,5 +684,5 @@ func TestRefusedNodesBackOff(t *testing.T) {
 	if _, err := r.e.UpdateCompute(context.Background(), "lab", "cpu", api.ComputeUpdate{Description: "fixed", ScaleSettings: &api.ScaleSettings{MinNodeCount: 1, MaxNodeCount: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	r.eventually("a node after the update", func() bool { return r.compute("lab", "cpu").CurrentNodeCount == 1 })
+	r.settlesTo("a node after the update", func() bool { return r.compute("lab", "cpu").CurrentNodeCount == 1 })
 }

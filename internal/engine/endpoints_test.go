@@ -93,7 +93,7 @@ func (r *rig) storedInstances(ws, name string) []model.EndpointInstance {
 func (r *rig) started(ws, name, deployment string, gen int64, n int) []model.EndpointInstance {
 	r.t.Helper()
 	var got []model.EndpointInstance
-	r.eventually("instances started", func() bool {
+	r.settlesTo("instances started", func() bool {
 		got = got[:0]
 		for _, in := range r.storedInstances(ws, name) {
 			if in.Deployment == deployment && in.Generation == gen && !in.StartedAt.IsZero() && in.State == api.EndpointInstanceStarting {
@@ -158,13 +158,13 @@ func TestEndpointReadinessGatesTraffic(t *testing.T) {
 	}
 	// initial_delay passes: one success of the two success_threshold asks for.
 	r.clk.Step(10 * time.Second)
-	r.eventually("first probes", func() bool { return p.count(ins[0].Port, "/ready") == 1 && p.count(ins[1].Port, "/ready") == 1 })
+	r.settlesTo("first probes", func() bool { return p.count(ins[0].Port, "/ready") == 1 && p.count(ins[1].Port, "/ready") == 1 })
 	r.settle()
 	if got := instanceStates(r.endpoint("wsp", "scorer"), "blue"); !slices.Equal(got, []string{"Starting", "Starting"}) {
 		t.Fatalf("after one readiness success: %v; want both Starting", got)
 	}
 	r.clk.Step(10 * time.Second)
-	r.eventually("instances ready", func() bool {
+	r.settlesTo("instances ready", func() bool {
 		return r.endpoint("wsp", "scorer").ProvisioningState == api.ProvisioningSucceeded
 	})
 	if ep := r.endpoint("wsp", "scorer"); ep.Deployments["blue"].ReadyInstances != 2 {
@@ -180,9 +180,9 @@ func TestEndpointReadinessGatesTraffic(t *testing.T) {
 	p.set(ins[0].Port, "/ready", false)
 	for i := range 3 {
 		r.clk.Step(10 * time.Second)
-		r.eventually("probe ran", func() bool { return p.count(ins[0].Port, "/ready") == 3+i })
+		r.settlesTo("probe ran", func() bool { return p.count(ins[0].Port, "/ready") == 3+i })
 	}
-	r.eventually("instance unready", func() bool {
+	r.settlesTo("instance unready", func() bool {
 		return slices.Equal(instanceStates(r.endpoint("wsp", "scorer"), "blue"), []string{"Ready", "Starting"})
 	})
 	if ep := r.endpoint("wsp", "scorer"); ep.ProvisioningState != api.ProvisioningUpdating {
@@ -234,14 +234,14 @@ func TestEndpointLivenessFailureRestartsTheProcess(t *testing.T) {
 		t.Fatal("the process was killed after 2 liveness failures; failure_threshold is 3")
 	}
 	r.clk.Step(10 * time.Second)
-	r.eventually("process killed", func() bool { task, _ := r.drv.Task(in.ID, "serve-0"); return !task.Status.Running })
+	r.settlesTo("process killed", func() bool { task, _ := r.drv.Task(in.ID, "serve-0"); return !task.Status.Running })
 	if got := r.storedInstances("wsp", "scorer")[0]; got.State != api.EndpointInstanceFailed {
 		t.Fatalf("after liveness failed: state %s; want Failed", got.State)
 	}
 	p.set(in.Port, "/live", true)
 	// The process was ready once, so the back-off is the shortest: 1 s.
 	r.clk.Step(time.Second)
-	r.eventually("restarted", func() bool { _, ok := r.drv.Task(in.ID, "serve-1"); return ok })
+	r.settlesTo("restarted", func() bool { _, ok := r.drv.Task(in.ID, "serve-1"); return ok })
 	stepUntil(r, "ready again", func() bool {
 		ep := r.endpoint("wsp", "scorer")
 		return ep.Deployments["blue"].ReadyInstances == 1
@@ -263,8 +263,8 @@ func TestEndpointExitedProcessRestartsAndRepeatedFailureFails(t *testing.T) {
 	p.set(in.Port, "/ready", false)
 	r.drv.AppendOutput(in.ID, "serve-0", []byte("Traceback: model file missing\n"))
 	r.drv.FinishTask(in.ID, "serve-0", 3)
-	r.eventually("instance failed", func() bool { return r.storedInstances("wsp", "scorer")[0].State == api.EndpointInstanceFailed })
-	r.eventually("failed instance out of the router", func() bool { return r.score("scorer", "") == http.StatusServiceUnavailable })
+	r.settlesTo("instance failed", func() bool { return r.storedInstances("wsp", "scorer")[0].State == api.EndpointInstanceFailed })
+	r.settlesTo("failed instance out of the router", func() bool { return r.score("scorer", "") == http.StatusServiceUnavailable })
 	// Now every start fails: readiness never passes within 10s + 3*10s. After three
 	// failed starts in a row the endpoint reads Failed with the reason.
 	stepUntil(r, "endpoint failed", func() bool { return r.endpoint("wsp", "scorer").ProvisioningState == api.ProvisioningFailed })
@@ -303,7 +303,7 @@ func TestEndpointFirstStartErrorNamesTheOutput(t *testing.T) {
 			})
 		}
 	}
-	r.eventually("failed", func() bool { return r.endpoint("wsp", "scorer").ProvisioningState == api.ProvisioningFailed })
+	r.settlesTo("failed", func() bool { return r.endpoint("wsp", "scorer").ProvisioningState == api.ProvisioningFailed })
 	if ep := r.endpoint("wsp", "scorer"); !strings.Contains(ep.Error, "its command exited with code 1; output: ImportError: no module named sklearn") {
 		t.Fatalf("error %q", ep.Error)
 	}
@@ -388,7 +388,7 @@ func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 		}
 	}
 	r.clk.Step(4 * time.Second) // request_timeout_ms 3000 + 1 s
-	r.eventually("old terminated", func() bool {
+	r.settlesTo("old terminated", func() bool {
 		for _, in := range old {
 			if _, ok := r.drv.Node(in.ID); ok {
 				return false

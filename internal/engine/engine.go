@@ -129,19 +129,22 @@ func New(cfg Config) (*Engine, error) {
 	core, err := computes.New(computes.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
+		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("indexing computes: %w", err)
 	}
 	e.core = core
-	e.core.OnTaskExit = e.onTaskExit
-	e.core.OnTaskNotStarted = e.onTaskNotStarted
 	e.clusters = clusters.New(core)
-	e.instances = instances.New(core, cfg.MinIdleShutdown)
+	e.instances = instances.New(instances.Config{Core: core, MinIdleShutdown: cfg.MinIdleShutdown, DataDir: cfg.DataDir})
 	e.attached = attached.New(core)
 	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
-	e.jobs = jobs.New(core)
+	e.jobs = jobs.New(core, cfg.Snapshots)
 	e.jobs.Kube = e.attached
+	core.RegisterPass(api.TypeComputeCluster, e.clusters.Pass)
+	core.RegisterPass(api.TypeAttached, e.clusters.Pass) // an attached machine is a cluster of one fixed node
+	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
+	core.RegisterPass(api.TypeComputeInstance, e.instances.Pass)
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),
@@ -151,7 +154,7 @@ func New(cfg Config) (*Engine, error) {
 		CacheDir: envCacheDir(cfg),
 	})
 	e.workspaces = workspaces.New(workspaces.Config{
-		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Mu: &core.Mu, Locations: e.locations,
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Write: core.Write, Locations: e.locations,
 		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,
 	})
 	e.loop.Handle(runtime.Compute, core.Reconcile)
@@ -259,7 +262,7 @@ func randomID(prefix string) string {
 
 // SetRecorder gives the engine's metrics the node lifecycle's durations (node create and
 // release times, idle-release lateness). Call it before Start.
-func (e *Engine) SetRecorder(r metrics.Recorder) { e.core.Recorder = r }
+func (e *Engine) SetRecorder(r metrics.Recorder) { e.core.SetRecorder(r) }
 
 // Status describes the engine.
 func (e *Engine) Status() api.Status {

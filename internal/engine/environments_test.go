@@ -75,7 +75,7 @@ func TestJobWaitsForItsEnvironmentBuild(t *testing.T) {
 	if j.Environment != "train" || j.EnvironmentHash != env.ContentHash {
 		t.Fatalf("job environment %q %q; want train %s", j.Environment, j.EnvironmentHash, env.ContentHash)
 	}
-	r.eventually("job preparing", r.status("lab", j.ID, api.JobPreparing))
+	r.settlesTo("job preparing", r.status("lab", j.ID, api.JobPreparing))
 	got := r.job("lab", j.ID)
 	if got.Reason != "building environment" {
 		t.Fatalf("reason %q; want building environment", got.Reason)
@@ -97,7 +97,7 @@ func TestJobWaitsForItsEnvironmentBuild(t *testing.T) {
 	}
 
 	r.drv.FinishTask(node, r.envTask("lab", j.ID, 0), 0)
-	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("job running", r.status("lab", j.ID, api.JobRunning))
 	task, ok := r.drv.Task(node, r.task("lab", j.ID, 0))
 	if !ok || task.Spec.Command[0] != "/bin/sh" || task.Spec.Env["MLCOMPUTE_ENV_NAME"] != env.ContentHash[:16] ||
 		strings.Join(task.Spec.Command[len(task.Spec.Command)-2:], " ") != "python train.py" {
@@ -107,7 +107,7 @@ func TestJobWaitsForItsEnvironmentBuild(t *testing.T) {
 		t.Fatal("a running job has a wait reason")
 	}
 	r.drv.FinishTask(node, r.task("lab", j.ID, 0), 0)
-	r.eventually("job completed", r.status("lab", j.ID, api.JobCompleted))
+	r.settlesTo("job completed", r.status("lab", j.ID, api.JobCompleted))
 	if logs := r.jobLog("lab", j.ID); logs != "mlcompute: building environment\ntraining\n" {
 		t.Fatalf("job log %q; want the build's output, then the task's", logs)
 	}
@@ -126,7 +126,7 @@ func TestFailedBuildFailsTheJobWithPipsError(t *testing.T) {
 	r.cluster("lab", "cpu", 0, 1, "PT120S")
 	r.environment("lab", api.EnvironmentSpec{Name: "bad", Python: &api.PythonEnvironment{Requirements: []string{"nope==9"}, FindLinks: []string{"/srv/wheels"}}})
 	j := r.submitIn("lab", "cpu", "bad")
-	r.eventually("job failed", r.status("lab", j.ID, api.JobFailed))
+	r.settlesTo("job failed", r.status("lab", j.ID, api.JobFailed))
 	got := r.job("lab", j.ID)
 	if !strings.Contains(got.Error, `building environment "bad" failed`) || !strings.Contains(got.Error, "No matching distribution found for nope==9") {
 		t.Fatalf("error %q; want the build failure with pip's message", got.Error)
@@ -137,7 +137,7 @@ func TestFailedBuildFailsTheJobWithPipsError(t *testing.T) {
 	if logs := r.jobLog("lab", j.ID); !strings.Contains(logs, "No matching distribution") {
 		t.Fatalf("job log %q; want the build's output", logs)
 	}
-	r.eventually("node idle again", func() bool { return countState(r.compute("lab", "cpu"), api.NodeIdle) == 1 })
+	r.settlesTo("node idle again", func() bool { return countState(r.compute("lab", "cpu"), api.NodeIdle) == 1 })
 }
 
 // A user-managed environment is checked, not built, and its interpreter's directory goes
@@ -157,7 +157,7 @@ func TestUserManagedEnvironmentIsCheckedNotBuilt(t *testing.T) {
 	r.environment("lab", api.EnvironmentSpec{Name: "mine", UserManaged: &api.UserManagedEnvironment{InterpreterPath: "/opt/py/bin/python"}})
 	r.environment("lab", api.EnvironmentSpec{Name: "gone", UserManaged: &api.UserManagedEnvironment{InterpreterPath: "/missing/bin/python"}})
 	j := r.submitIn("lab", "cpu", "mine")
-	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("job running", r.status("lab", j.ID, api.JobRunning))
 	got := r.job("lab", j.ID)
 	check, _ := r.drv.Task(got.Nodes[0], r.envTask("lab", j.ID, 0))
 	if strings.Contains(strings.Join(check.Spec.Command, " "), "pip") {
@@ -168,10 +168,10 @@ func TestUserManagedEnvironmentIsCheckedNotBuilt(t *testing.T) {
 		t.Fatalf("task env %v; want /opt/py/bin first on PATH", task.Spec.Env)
 	}
 	r.drv.FinishTask(got.Nodes[0], r.task("lab", j.ID, 0), 0)
-	r.eventually("job completed", r.status("lab", j.ID, api.JobCompleted))
+	r.settlesTo("job completed", r.status("lab", j.ID, api.JobCompleted))
 
 	j2 := r.submitIn("lab", "cpu", "gone")
-	r.eventually("job with a missing interpreter failed", r.status("lab", j2.ID, api.JobFailed))
+	r.settlesTo("job with a missing interpreter failed", r.status("lab", j2.ID, api.JobFailed))
 	if e := r.job("lab", j2.ID).Error; !strings.Contains(e, "checking the interpreter /missing/bin/python") || !strings.Contains(e, "not an executable file") {
 		t.Fatalf("error %q", e)
 	}
@@ -185,7 +185,7 @@ func TestEnvironmentUpdateIsANewHashAndJobsKeepTheirs(t *testing.T) {
 	r.cluster("lab", "cpu", 0, 1, "PT120S")
 	v1 := r.environment("lab", api.EnvironmentSpec{Name: "train", Python: &api.PythonEnvironment{Requirements: []string{"a==1"}}})
 	j1 := r.submitIn("lab", "cpu", "train")
-	r.eventually("job 1 building", r.status("lab", j1.ID, api.JobPreparing))
+	r.settlesTo("job 1 building", r.status("lab", j1.ID, api.JobPreparing))
 
 	v2, err := r.e.UpdateEnvironment(context.Background(), "lab", "train", api.EnvironmentUpdate{Python: &api.PythonEnvironment{Requirements: []string{"a==2"}}})
 	if err != nil {
@@ -228,14 +228,14 @@ func TestRestartDuringBuildStartsTheJobWhenTheBuildEnds(t *testing.T) {
 	r.cluster("lab", "cpu", 0, 1, "PT120S")
 	r.environment("lab", api.EnvironmentSpec{Name: "train", Python: &api.PythonEnvironment{Requirements: []string{"a==1"}}})
 	j := r.submitIn("lab", "cpu", "train")
-	r.eventually("job building", r.status("lab", j.ID, api.JobPreparing))
+	r.settlesTo("job building", r.status("lab", j.ID, api.JobPreparing))
 	node := r.job("lab", j.ID).Nodes[0]
 	key := r.envTask("lab", j.ID, 0)
 
 	r.stop()
 	r.drv.FinishTask(node, key, 0) // the build ends while the engine is down
 	r.start()
-	r.eventually("job running after the restart", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("job running after the restart", r.status("lab", j.ID, api.JobRunning))
 	if starts := countCalls(r.drv.CallsTo(fake.MethodStartTask), node+"/"+key); starts != 1 {
 		t.Fatalf("build task started %d times; want once", starts)
 	}

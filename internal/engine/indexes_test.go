@@ -84,7 +84,7 @@ func TestActiveJobsIndexRebuiltOnStart(t *testing.T) {
 	r.workspace("team", nil)
 	r.cluster("team", "one", 0, 1, "PT120S")
 	first := r.submit("team", "one", 1)
-	r.eventually("first job running", r.status("team", first.ID, api.JobRunning))
+	r.settlesTo("first job running", r.status("team", first.ID, api.JobRunning))
 	second := r.submit("team", "one", 1)
 	r.settle()
 	r.restartAfter(func(tx *store.Tx) error {
@@ -98,7 +98,7 @@ func TestActiveJobsIndexRebuiltOnStart(t *testing.T) {
 	r.settle()
 	got := r.job("team", first.ID)
 	r.drv.FinishTask(got.Nodes[0], r.task("team", first.ID, 0), 0)
-	r.eventually("the queued job runs after the first", r.status("team", second.ID, api.JobRunning))
+	r.settlesTo("the queued job runs after the first", r.status("team", second.ID, api.JobRunning))
 }
 
 // Durations are parsed once where they come in; a record from an engine that stored none
@@ -108,7 +108,7 @@ func TestParsedDurationsFilledForOldRecords(t *testing.T) {
 	r.workspace("team", nil)
 	r.cluster("team", "cpu", 0, 1, "PT10M")
 	j := r.submit("team", "cpu", 1)
-	r.eventually("job running", r.status("team", j.ID, api.JobRunning))
+	r.settlesTo("job running", r.status("team", j.ID, api.JobRunning))
 	r.restartAfter(func(tx *store.Tx) error {
 		var rec model.Compute
 		if _, err := tx.Get(store.Computes, "team/cpu", &rec); err != nil {

@@ -30,7 +30,7 @@ func (r *rig) state(ws, name, want string) func() bool {
 func (r *rig) finishSetup(stage string, code int, output string) {
 	r.t.Helper()
 	var node, task string
-	r.eventually("setup task "+stage+" running", func() bool {
+	r.settlesTo("setup task "+stage+" running", func() bool {
 		for _, nt := range r.drv.RunningTasks() {
 			n, tk, _ := strings.Cut(nt, "/")
 			if strings.HasPrefix(tk, "setup-") && strings.HasSuffix(tk, "-"+stage) {
@@ -58,7 +58,7 @@ func TestInstanceCreateRunsSetupScripts(t *testing.T) {
 	}
 	r.finishSetup("creation", 0, "")
 	r.finishSetup("startup", 0, "")
-	r.eventually("running", r.state("lab", "alice", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "alice", api.InstanceRunning))
 	op := r.compute("lab", "alice").LastOperation
 	if op.Name != "Create" || op.Status != "Succeeded" || op.Trigger != api.TriggerUser {
 		t.Fatalf("last operation %+v", op)
@@ -69,7 +69,7 @@ func TestInstanceCreateRunsSetupScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.finishSetup("startup", 0, "")
-	r.eventually("running after restart", r.state("lab", "alice", api.InstanceRunning))
+	r.settlesTo("running after restart", r.state("lab", "alice", api.InstanceRunning))
 	for _, c := range r.drv.Calls() {
 		if c.Method == "StartTask" && strings.HasSuffix(c.Key, "setup-2-creation") {
 			t.Fatal("the creation script ran again on restart")
@@ -107,7 +107,7 @@ func TestSetupScriptTheEngineStoppedBeforeStartingRunsAfterRestart(t *testing.T)
 	r.stop()
 	r.start()
 	r.finishSetup("creation", 0, "")
-	r.eventually("running", r.state("lab", "alice", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "alice", api.InstanceRunning))
 	if started := r.drv.CallsTo(fake.MethodStartTask); len(started) != 2 || started[0] != started[1] {
 		t.Fatalf("StartTask calls %v; want the same setup task asked for twice (the stopping engine's try, then the new engine's)", started)
 	}
@@ -120,7 +120,7 @@ func TestInstanceSetupFailure(t *testing.T) {
 		CreationScript: &api.SetupScript{Inline: "exit 2"},
 	}})
 	r.finishSetup("creation", 2, "step 1 ok\nno space left on device\n")
-	r.eventually("setup failed", r.state("lab", "bob", api.InstanceSetupFailed))
+	r.settlesTo("setup failed", r.state("lab", "bob", api.InstanceSetupFailed))
 	c := r.compute("lab", "bob")
 	if !strings.Contains(c.Error, "creation_script exited with status 2") || !strings.Contains(c.Error, "no space left on device") {
 		t.Fatalf("error %q does not name the script and quote its output", c.Error)
@@ -134,12 +134,12 @@ func TestIdleShutdownJobsSessionsAndReportedActivityKeepAwake(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.instance("lab", "carol", api.InstanceSettings{IdleTimeBeforeShutdown: "PT15M"})
-	r.eventually("running", r.state("lab", "carol", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "carol", api.InstanceRunning))
 
 	// A running job keeps it awake.
 	j := r.submit("lab", "carol", 1)
-	r.eventually("job running", r.status("lab", j.ID, api.JobRunning))
-	r.eventually("JobRunning", r.state("lab", "carol", api.InstanceJobRunning))
+	r.settlesTo("job running", r.status("lab", j.ID, api.JobRunning))
+	r.settlesTo("JobRunning", r.state("lab", "carol", api.InstanceJobRunning))
 	r.clk.Step(time.Hour)
 	r.settle()
 	if s := r.compute("lab", "carol").State; s != api.InstanceJobRunning {
@@ -147,7 +147,7 @@ func TestIdleShutdownJobsSessionsAndReportedActivityKeepAwake(t *testing.T) {
 	}
 	got := r.job("lab", j.ID)
 	r.drv.FinishTask(got.Nodes[0], r.task("lab", j.ID, 0), 0)
-	r.eventually("running after the job", r.state("lab", "carol", api.InstanceRunning))
+	r.settlesTo("running after the job", r.state("lab", "carol", api.InstanceRunning))
 
 	// An open session keeps it awake; closing it counts as activity.
 	r.e.OpenSession("lab", "carol")
@@ -174,7 +174,7 @@ func TestIdleShutdownJobsSessionsAndReportedActivityKeepAwake(t *testing.T) {
 		t.Fatalf("stopped 1s before the idle deadline: %s", s)
 	}
 	r.clk.Step(time.Second)
-	r.eventually("stopped by idle shutdown", r.state("lab", "carol", api.InstanceStopped))
+	r.settlesTo("stopped by idle shutdown", r.state("lab", "carol", api.InstanceStopped))
 	if op := r.compute("lab", "carol").LastOperation; op.Trigger != api.TriggerIdleShutdown || op.Name != "Stop" {
 		t.Fatalf("last operation %+v; want Stop by IdleShutdown", op)
 	}
@@ -196,7 +196,7 @@ func TestShorteningIdleTimeResetsIdleClock(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.instance("lab", "dave", api.InstanceSettings{IdleTimeBeforeShutdown: "PT1H"})
-	r.eventually("running", r.state("lab", "dave", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "dave", api.InstanceRunning))
 	r.clk.Step(40 * time.Minute)
 	if _, err := r.e.UpdateCompute(context.Background(), "lab", "dave", api.ComputeUpdate{Instance: &api.InstanceSettings{IdleTimeBeforeShutdown: "PT30M"}}); err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestShorteningIdleTimeResetsIdleClock(t *testing.T) {
 		t.Fatalf("stopped before the reset clock ran out: %s", s)
 	}
 	r.clk.Step(time.Second)
-	r.eventually("stopped 30 minutes after the change", r.state("lab", "dave", api.InstanceStopped))
+	r.settlesTo("stopped 30 minutes after the change", r.state("lab", "dave", api.InstanceStopped))
 }
 
 func TestIdleTimeBelowPolicyIsRefused(t *testing.T) {
@@ -233,25 +233,25 @@ func TestSchedulesFireAndMissedFiringAppliesOnce(t *testing.T) {
 		{Action: "Stop", Cron: "0 19 * * *"},
 		{Action: "Start", Cron: "0 8 * * *"},
 	}})
-	r.eventually("running", r.state("lab", "frank", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "frank", api.InstanceRunning))
 	r.clk.Step(7*time.Hour - time.Second) // 18:59:59
 	r.settle()
 	if s := r.compute("lab", "frank").State; s != api.InstanceRunning {
 		t.Fatalf("stopped before 19:00: %s", s)
 	}
 	r.clk.Step(time.Second)
-	r.eventually("stopped at 19:00", r.state("lab", "frank", api.InstanceStopped))
+	r.settlesTo("stopped at 19:00", r.state("lab", "frank", api.InstanceStopped))
 	if op := r.compute("lab", "frank").LastOperation; op.Trigger != api.TriggerSchedule {
 		t.Fatalf("last operation %+v; want trigger Schedule", op)
 	}
 	r.clk.Step(13 * time.Hour) // 08:00 next day
-	r.eventually("started at 08:00", r.state("lab", "frank", api.InstanceRunning))
+	r.settlesTo("started at 08:00", r.state("lab", "frank", api.InstanceRunning))
 
 	// The engine is down across 19:00; when it comes back the missed Stop applies once.
 	r.stop()
 	r.clk.Step(12 * time.Hour) // 20:00
 	r.start()
-	r.eventually("missed stop applied", r.state("lab", "frank", api.InstanceStopped))
+	r.settlesTo("missed stop applied", r.state("lab", "frank", api.InstanceStopped))
 	if op := r.compute("lab", "frank").LastOperation; op.Trigger != api.TriggerSchedule || op.Name != "Stop" {
 		t.Fatalf("last operation %+v", op)
 	}
@@ -261,12 +261,12 @@ func TestResizeStopsResizesAndStartsAgain(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.instance("lab", "gina", api.InstanceSettings{})
-	r.eventually("running", r.state("lab", "gina", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "gina", api.InstanceRunning))
 	first := r.drv.Nodes()[0]
 	if _, err := r.e.UpdateCompute(context.Background(), "lab", "gina", api.ComputeUpdate{VMSize: "standard_ds4_v2"}); err != nil {
 		t.Fatal(err)
 	}
-	r.eventually("running on a new node", func() bool {
+	r.settlesTo("running on a new node", func() bool {
 		nodes := r.drv.Nodes()
 		return r.compute("lab", "gina").State == api.InstanceRunning && len(nodes) == 1 && nodes[0] != first
 	})
@@ -279,7 +279,7 @@ func TestResizeStopsResizesAndStartsAgain(t *testing.T) {
 	if _, err := r.e.InstanceAction(context.Background(), "lab", "gina", api.ActionStop); err != nil {
 		t.Fatal(err)
 	}
-	r.eventually("stopped", r.state("lab", "gina", api.InstanceStopped))
+	r.settlesTo("stopped", r.state("lab", "gina", api.InstanceStopped))
 	if _, err := r.e.UpdateCompute(context.Background(), "lab", "gina", api.ComputeUpdate{VMSize: "Standard_DS3_v2"}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,14 +295,14 @@ func TestSetupScriptTimeout(t *testing.T) {
 	r.instance("lab", "hank", api.InstanceSettings{SetupScripts: &api.SetupScripts{
 		StartupScript: &api.SetupScript{Inline: "sleep 3600", Timeout: "PT10S"},
 	}})
-	r.eventually("startup script running", func() bool { return len(r.drv.RunningTasks()) == 1 })
+	r.settlesTo("startup script running", func() bool { return len(r.drv.RunningTasks()) == 1 })
 	r.clk.Step(10*time.Second - time.Millisecond)
 	r.settle()
 	if s := r.compute("lab", "hank").State; s != api.InstanceCreating {
 		t.Fatalf("state %s before the script's timeout; want Creating", s)
 	}
 	r.clk.Step(time.Millisecond)
-	r.eventually("setup failed by timeout", r.state("lab", "hank", api.InstanceSetupFailed))
+	r.settlesTo("setup failed by timeout", r.state("lab", "hank", api.InstanceSetupFailed))
 	if c := r.compute("lab", "hank"); !strings.Contains(c.Error, "startup_script timed out") {
 		t.Fatalf("error %q; want it to say the startup script timed out", c.Error)
 	}
@@ -317,12 +317,12 @@ func TestEnabledScheduleKeepsEngineUp(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.instance("lab", "ivan", api.InstanceSettings{Schedules: []api.Schedule{{Action: "Start", Cron: "0 8 * * 1-5"}}})
-	r.eventually("running", r.state("lab", "ivan", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "ivan", api.InstanceRunning))
 	if _, err := r.e.InstanceAction(context.Background(), "lab", "ivan", api.ActionStop); err != nil {
 		t.Fatal(err)
 	}
-	r.eventually("stopped", r.state("lab", "ivan", api.InstanceStopped))
-	r.eventually("node released", func() bool { return len(r.drv.Nodes()) == 0 && len(r.compute("lab", "ivan").Nodes) == 0 })
+	r.settlesTo("stopped", r.state("lab", "ivan", api.InstanceStopped))
+	r.settlesTo("node released", func() bool { return len(r.drv.Nodes()) == 0 && len(r.compute("lab", "ivan").Nodes) == 0 })
 	if !r.e.HasWork() {
 		t.Fatal("an engine with an enabled schedule reports no work: it would exit and the schedule never fire")
 	}
@@ -342,7 +342,7 @@ func TestSessionEndsWithEngine(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.instance("lab", "judy", api.InstanceSettings{})
-	r.eventually("running", r.state("lab", "judy", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "judy", api.InstanceRunning))
 	stdin, _ := io.Pipe() // never closed: the session would run forever
 	done := make(chan error, 1)
 	go func() {
@@ -388,14 +388,14 @@ func TestIdleShutdownAfterAJobLongerThanTheIdleTime(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.instance("lab", "erin", api.InstanceSettings{IdleTimeBeforeShutdown: "PT15M"})
-	r.eventually("running", r.state("lab", "erin", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "erin", api.InstanceRunning))
 
 	j := r.submit("lab", "erin", 1)
-	r.eventually("JobRunning", r.state("lab", "erin", api.InstanceJobRunning))
+	r.settlesTo("JobRunning", r.state("lab", "erin", api.InstanceJobRunning))
 	r.clk.Step(40 * time.Minute) // far longer than the idle time
 	r.settle()
 	r.drv.FinishTask(r.job("lab", j.ID).Nodes[0], r.task("lab", j.ID, 0), 0)
-	r.eventually("running after the job", r.state("lab", "erin", api.InstanceRunning))
+	r.settlesTo("running after the job", r.state("lab", "erin", api.InstanceRunning))
 
 	r.clk.Step(15*time.Minute - time.Millisecond)
 	r.settle()
@@ -403,7 +403,7 @@ func TestIdleShutdownAfterAJobLongerThanTheIdleTime(t *testing.T) {
 		t.Fatalf("state %s 1ms before the idle deadline after the job; want Running", s)
 	}
 	r.clk.Step(time.Millisecond)
-	r.eventually("stopped by idle shutdown after the job", r.state("lab", "erin", api.InstanceStopped))
+	r.settlesTo("stopped by idle shutdown after the job", r.state("lab", "erin", api.InstanceStopped))
 	if op := r.compute("lab", "erin").LastOperation; op.Trigger != api.TriggerIdleShutdown {
 		t.Fatalf("last operation %+v; want trigger IdleShutdown", op)
 	}
@@ -414,7 +414,7 @@ func TestStartOfARunningInstanceRestartsItsIdleClock(t *testing.T) {
 	r := newRig(t)
 	r.workspace("lab", nil)
 	r.instance("lab", "fred", api.InstanceSettings{IdleTimeBeforeShutdown: "PT15M"})
-	r.eventually("running", r.state("lab", "fred", api.InstanceRunning))
+	r.settlesTo("running", r.state("lab", "fred", api.InstanceRunning))
 
 	r.clk.Step(14 * time.Minute)
 	r.settle()
@@ -432,5 +432,5 @@ func TestStartOfARunningInstanceRestartsItsIdleClock(t *testing.T) {
 		t.Fatalf("stopped 14 minutes after a start (%+v); the start must restart the idle clock", c.LastOperation)
 	}
 	r.clk.Step(time.Minute)
-	r.eventually("stopped 15 minutes after the start", r.state("lab", "fred", api.InstanceStopped))
+	r.settlesTo("stopped 15 minutes after the start", r.state("lab", "fred", api.InstanceStopped))
 }

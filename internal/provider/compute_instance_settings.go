@@ -24,7 +24,7 @@ import (
 // plan's cost warning, which reads them.
 
 // Bounds of a setup script's timeout, as the engine checks them when it records the
-// instance (validateInstance in internal/engine/instances.go).
+// instance (validateInstance in internal/engine/controllers/instances).
 const (
 	minSetupScriptTimeout = time.Second
 	maxSetupScriptTimeout = 24 * time.Hour

@@ -29,12 +29,12 @@ type admitted struct {
 
 // admit hands capacity to waiting nodes (rules/capacity), preempting LowPriority nodes
 // for Dedicated ones. With unlimited capacity a pass admits its own compute's nodes only,
-// so it costs what that compute holds; with a capacity it weighs every node. Callers hold
-// c.Mu and pass the transaction of their reconcile pass.
+// so it costs what that compute holds; with a capacity it weighs every node. Callers are
+// in turn (under c.mu) and pass the transaction of their reconcile pass.
 func (c *Core) admit(tx *store.Tx, computeKey string, now time.Time) (admission, error) {
 	var out admission
 	prefix := ""
-	if c.Capacity == 0 {
+	if c.capacity == 0 {
 		prefix = computeKey + "/"
 	}
 	nodes, err := store.List[model.Node](tx, store.Nodes, prefix)
@@ -62,7 +62,7 @@ func (c *Core) admit(tx *store.Tx, computeKey string, now time.Time) (admission,
 			Idle:        n.State == api.NodeIdle, CreatedOn: n.CreatedOn,
 		})
 	}
-	d := capacity.Admit(c.Capacity, views)
+	d := capacity.Admit(c.capacity, views)
 	for _, id := range d.Admit {
 		w := byID[id]
 		w.Admitted, w.State = true, api.NodePreparing
@@ -109,7 +109,7 @@ func (c *Core) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *adm
 			if err := model.PutJob(tx, j); err != nil {
 				return err
 			}
-			c.Log.Warn("job requeued: its node was preempted", "job", j.ID, "node", v.ID, "attempt", j.Attempt)
+			c.log.Warn("job requeued: its node was preempted", "job", j.ID, "node", v.ID, "attempt", j.Attempt)
 		}
 	}
 	v.State, v.Preempting, v.JobID, v.Task, v.IdleSince = api.NodePreempted, true, "", "", time.Time{}
@@ -123,10 +123,10 @@ func (c *Core) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *adm
 // act carries out an admission after its commit.
 func (c *Core) act(a admission) {
 	for _, w := range a.create {
-		c.Loop.Go(func() { c.createNode(c.Ctx, w.node, w.size, w.pod) })
+		c.loop.Go(func() { c.createNode(c.ctx, w.node, w.size, w.pod) })
 	}
 	for _, k := range a.kills {
-		c.Loop.Go(func() { _ = c.Driver.KillTask(c.Ctx, k.Node, k.Task) })
+		c.loop.Go(func() { _ = c.drv.KillTask(c.ctx, k.Node, k.Task) })
 	}
 	for _, v := range a.preempt {
 		c.preemptNode(v)
@@ -136,21 +136,21 @@ func (c *Core) act(a admission) {
 // preemptNode terminates a preempted node once; when the driver confirms, the node stops
 // holding capacity and waits for it again.
 func (c *Core) preemptNode(n model.Node) {
-	c.terminateOnce(c.Ctx, n, "preempting", func() error {
-		return c.UpdateNode(n.Key(), func(cur *model.Node) bool {
+	c.terminateOnce(c.ctx, n, "preempting", func() error {
+		return c.updateNode(n.Key(), func(cur *model.Node) bool {
 			cur.Admitted, cur.Preempting = false, false
 			return true
 		})
 	}, func() {
-		c.Log.Warn("node preempted for a Dedicated node", "node", n.Key())
-		c.KickAll()
+		c.log.Warn("node preempted for a Dedicated node", "node", n.Key())
+		c.kickAll()
 	})
 }
 
-// KickAll marks every compute for a pass: freed capacity may admit nodes anywhere.
-func (c *Core) KickAll() {
+// kickAll marks every compute for a pass: freed capacity may admit nodes anywhere.
+func (c *Core) kickAll() {
 	var keys []string
-	_ = c.Store.View(func(tx *store.Tx) error {
+	_ = c.store.View(func(tx *store.Tx) error {
 		keys = tx.Keys(store.Computes, "")
 		return nil
 	})

@@ -17,7 +17,7 @@ import (
 // GetCompute returns a compute with its runtime state.
 func (c *Core) GetCompute(_ context.Context, workspace, name string) (*api.Compute, error) {
 	var out *api.Compute
-	err := c.Store.View(func(tx *store.Tx) error {
+	err := c.store.View(func(tx *store.Tx) error {
 		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil {
 			return err
@@ -25,7 +25,7 @@ func (c *Core) GetCompute(_ context.Context, workspace, name string) (*api.Compu
 		if rec.Serverless {
 			return model.NotFoundCompute(workspace, name)
 		}
-		out, err = c.Describe(tx, rec)
+		out, err = c.describe(tx, rec)
 		return err
 	})
 	return out, err
@@ -34,7 +34,7 @@ func (c *Core) GetCompute(_ context.Context, workspace, name string) (*api.Compu
 // ListComputes returns a workspace's computes, sorted by name.
 func (c *Core) ListComputes(_ context.Context, workspace string) ([]api.Compute, error) {
 	var out []api.Compute
-	err := c.Store.View(func(tx *store.Tx) error {
+	err := c.store.View(func(tx *store.Tx) error {
 		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
@@ -46,7 +46,7 @@ func (c *Core) ListComputes(_ context.Context, workspace string) ([]api.Compute,
 			if rec.Serverless {
 				continue
 			}
-			out1, err := c.Describe(tx, rec)
+			out1, err := c.describe(tx, rec)
 			if err != nil {
 				return err
 			}
@@ -57,8 +57,8 @@ func (c *Core) ListComputes(_ context.Context, workspace string) ([]api.Compute,
 	return out, err
 }
 
-// Describe folds a compute's node records into its API form.
-func (c *Core) Describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
+// describe folds a compute's node records into its API form.
+func (c *Core) describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
 	nodes, err := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
 	if err != nil {
 		return nil, err
@@ -115,16 +115,16 @@ func (c *Core) Describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
 	return out, nil
 }
 
-// CheckQuota checks that the vCPUs the workspace's computes of rec's family may use
+// checkQuota checks that the vCPUs the workspace's computes of rec's family may use
 // (max_node_count times the size's vCPUs each, with rec replacing its stored version) fit
 // the family's quota (rules/quota). The other computes' use comes from the quota index, so
-// the check costs the same however many computes the store holds. Callers hold c.Mu.
-func (c *Core) CheckQuota(ws *api.Workspace, rec model.Compute, field string) error {
+// the check costs the same however many computes the store holds. Callers hold c.mu.
+func (c *Core) checkQuota(ws *api.Workspace, rec model.Compute, field string) error {
 	size, ok := catalog.Lookup(rec.VMSize)
 	if !ok {
 		return api.Errorf(api.CodeInvalid, "vm_size", "unknown VM size %q", rec.VMSize)
 	}
-	used := c.Quota.Used(ws.Name, size.Family, rec.Key())
+	used := c.quota.Used(ws.Name, size.Family, rec.Key())
 	want, wantOK := quota.Demand(rec.MaxNodes(), size.VCPUs)
 	limit := model.EffectiveQuota(ws, size.Family)
 	if !wantOK {
@@ -137,7 +137,7 @@ func (c *Core) CheckQuota(ws *api.Workspace, rec model.Compute, field string) er
 		return nil
 	}
 	detail := ""
-	if holders := c.Quota.Holders(ws.Name, size.Family, rec.Key()); len(holders) > 0 {
+	if holders := c.quota.Holders(ws.Name, size.Family, rec.Key()); len(holders) > 0 {
 		names := make([]string, 0, len(holders))
 		for _, h := range holders {
 			names = append(names, fmt.Sprintf("%s (%d vCPUs)", h.Name, h.VCPUs))
@@ -167,23 +167,23 @@ func holding(rec model.Compute) (model.Holding, bool) {
 	return model.Holding{Workspace: rec.Workspace, Name: rec.Name, Family: size.Family, VCPUs: vcpus}, true
 }
 
-// IndexCompute brings the quota index up to date with a committed compute record.
-// Callers hold c.Mu.
-func (c *Core) IndexCompute(rec model.Compute) {
+// indexCompute brings the quota index up to date with a committed compute record.
+// Callers hold c.mu.
+func (c *Core) indexCompute(rec model.Compute) {
 	if h, ok := holding(rec); ok {
-		c.Quota.Set(rec.Key(), h)
+		c.quota.Set(rec.Key(), h)
 	}
 }
 
-// LoadQuotaIndex fills the quota index from the store, once, when the engine is built.
-func (c *Core) LoadQuotaIndex() error {
-	if err := c.Store.Update(model.IndexActiveJobs); err != nil {
+// loadQuotaIndex fills the quota index from the store, once, when the engine is built.
+func (c *Core) loadQuotaIndex() error {
+	if err := c.store.Update(model.IndexActiveJobs); err != nil {
 		return err
 	}
-	return c.Store.Update(func(tx *store.Tx) error {
+	return c.store.Update(func(tx *store.Tx) error {
 		recs, err := store.List[model.Compute](tx, store.Computes, "")
 		for _, rec := range recs {
-			c.IndexCompute(rec)
+			c.indexCompute(rec)
 			// Records from an engine that stored no parsed durations get them now.
 			before := rec.Durations
 			rec.ParseDurations()
@@ -202,8 +202,7 @@ func (c *Core) LoadQuotaIndex() error {
 // (the delete goes on and resumes after an engine restart).
 func (c *Core) DeleteCompute(ctx context.Context, workspace, name string) error {
 	key := workspace + "/" + name
-	c.Mu.Lock()
-	err := c.Store.Update(func(tx *store.Tx) error {
+	err := c.Write(func(tx *store.Tx) error {
 		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
 			return model.NotFoundCompute(workspace, name)
@@ -214,21 +213,20 @@ func (c *Core) DeleteCompute(ctx context.Context, workspace, name string) error 
 		rec.Deleting = true
 		return tx.Put(store.Computes, key, rec)
 	})
-	c.Mu.Unlock()
 	if err != nil {
 		return err
 	}
-	c.Log.Info("compute deleting", "compute", key)
-	return c.AwaitDeleted(ctx, []string{key})
+	c.log.Info("compute deleting", "compute", key)
+	return c.awaitDeleted(ctx, []string{key})
 }
 
-// waitDeleted kicks the computes and waits until their records are gone.
-func (c *Core) AwaitDeleted(ctx context.Context, keys []string) error {
+// awaitDeleted kicks the computes and waits until their records are gone.
+func (c *Core) awaitDeleted(ctx context.Context, keys []string) error {
 	objs := make([]runtime.Key, len(keys))
 	for i, k := range keys {
 		objs[i] = runtime.ComputeKey(k)
 	}
-	if k, ok := c.Loop.AwaitDeleted(ctx, objs); !ok {
+	if k, ok := c.loop.AwaitDeleted(ctx, objs); !ok {
 		return api.Errorf(api.CodeUnavailable, "", "compute %s is still releasing its nodes; the delete goes on in the background, try again to wait for it", k.Name)
 	}
 	return nil
@@ -238,8 +236,7 @@ func (c *Core) AwaitDeleted(ctx context.Context, keys []string) error {
 // force_destroy) and returns once their nodes are all released.
 func (c *Core) DeleteWorkspace(ctx context.Context, workspace string) error {
 	var keys []string
-	c.Mu.Lock()
-	err := c.Store.Update(func(tx *store.Tx) error {
+	err := c.Write(func(tx *store.Tx) error {
 		recs, err := store.List[model.Compute](tx, store.Computes, workspace+"/")
 		for _, rec := range recs {
 			keys = append(keys, rec.Key())
@@ -252,18 +249,17 @@ func (c *Core) DeleteWorkspace(ctx context.Context, workspace string) error {
 		}
 		return err
 	})
-	c.Mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return c.AwaitDeleted(ctx, keys)
+	return c.awaitDeleted(ctx, keys)
 }
 
 // HasWork reports whether a compute needs the engine up: a node (other than an idle
 // attached machine), a job running or queued, or an enabled schedule.
 func (c *Core) HasWork() bool {
 	var busy bool
-	_ = c.Store.View(func(tx *store.Tx) error {
+	_ = c.store.View(func(tx *store.Tx) error {
 		if busyNodes(tx) {
 			busy = true
 			return nil

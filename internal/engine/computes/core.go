@@ -4,10 +4,18 @@
 // gone), capacity admission and preemption, job tasks (start, kill, free their nodes), the
 // quota check over the quota index, and the part of a compute's pass that is the same for
 // every kind (a delete in progress, releases to retry, capacity to hand out). The
-// kind-specific decisions come from the Pass each controller registers.
+// kind-specific decisions come from each controller's Pass, which the engine registers.
+//
+// Controllers do not embed the core: each names the small interfaces it uses (Records,
+// Transactions, Kicker, NodeLifecycle, Tasks, Runtime). Writers go one at a time: the
+// passes, the driver's outcomes and every Write run in turn, so a read-check-write (name
+// taken? quota left? capacity free?) sees a consistent store and quota index.
 //
 // Every pass reads the store, decides, commits, and only then acts; slow work (driver
 // calls) goes through the work loop's Go, so a slow node never blocks another compute.
+// Files: core.go (the core, its interfaces, compute records), computes.go (reads, quota,
+// deletes), pass.go (one pass), nodes.go (the node lifecycle), capacity.go (admission and
+// preemption), tasks.go and environments.go (jobs' tasks), recovery.go (after a restart).
 package computes
 
 import (
@@ -26,10 +34,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// MaxNodesPerPass bounds the node records one pass creates, so no pass does unbounded work
-// whatever min_node_count or a job asks for.
-const MaxNodesPerPass = 64
-
 // Config is what the core is built from.
 type Config struct {
 	Store     *store.Store
@@ -45,128 +49,106 @@ type Config struct {
 	CapacityVCPUs int64
 	// NewID makes node IDs ("<prefix>-<unique>").
 	NewID func(prefix string) string
-}
-
-// Pass is one kind of compute's decision at one pass, made inside the pass's transaction:
-// it may change rec (and say so with Actions.SaveCompute), its nodes and jobs in tx, and
-// returns what to do once the transaction is committed.
-type Pass func(tx *store.Tx, rec *model.Compute, nodes []model.Node, jobs []model.Job, now time.Time) (Actions, error)
-
-// Actions is what a pass decided to do after its commit.
-type Actions struct {
-	// SaveCompute: the pass changed the compute record; the core stores it.
-	SaveCompute bool
-	// Release are nodes the pass marked released: they are terminated, and their records go
-	// once the driver confirms.
-	Release []model.Node
-	// KillTasks are tasks to kill (a setup script past its timeout, a job on a stopped node).
-	KillTasks []TaskRef
-	// KillJobs are jobs the pass finished whose tasks may still run.
-	KillJobs []model.Job
-	// StartJobs are jobs the pass gave nodes to.
-	StartJobs []model.Job
-	// Run is other work, run through the loop's Go (a setup script's start).
-	Run []func(ctx context.Context)
-	// Timers are deadlines to set (At non-zero) or clear (At zero) once committed.
-	Timers []TimerChange
-	// Logs are what the pass decided, logged once committed (never a decision that rolled back).
-	Logs []LogLine
-}
-
-// TimerChange sets a timer to At, or clears it when At is zero.
-type TimerChange struct {
-	Timer runtime.Timer
-	At    time.Time
-}
-
-// SetTimer and ClearTimer record timer changes.
-func (a *Actions) SetTimer(t runtime.Timer, at time.Time) {
-	a.Timers = append(a.Timers, TimerChange{t, at})
-}
-func (a *Actions) ClearTimer(t runtime.Timer) { a.Timers = append(a.Timers, TimerChange{Timer: t}) }
-
-// LogLine is one log line of a pass.
-type LogLine struct {
-	Level hclog.Level
-	Msg   string
-	Args  []any
-}
-
-// Log records a log line.
-func (a *Actions) Log(level hclog.Level, msg string, args ...any) {
-	a.Logs = append(a.Logs, LogLine{level, msg, args})
-}
-
-// backoff holds back a compute's node creation after failures: RetryAfter after the first,
-// doubling with each failure in a row up to maxCreateBackoff, and at least a minute after a
-// permanent refusal (a setting to fix), so a refusing cluster manager is not asked again and
-// again. A node that starts, or an update of the compute, ends it.
-type backoff struct {
-	until time.Time
-	delay time.Duration
-}
-
-// maxCreateBackoff caps the wait between node creations that keep failing.
-const maxCreateBackoff = 5 * time.Minute
-
-// nextBackoff is the back-off after one more failure.
-func nextBackoff(prev backoff, permanent bool, now time.Time) backoff {
-	delay := min(max(2*prev.delay, runtime.RetryAfter), maxCreateBackoff)
-	if permanent {
-		delay = max(delay, time.Minute)
-	}
-	return backoff{until: now.Add(delay), delay: delay}
-}
-
-// TaskRef names one task on one node.
-type TaskRef struct{ Node, Task string }
-
-// Core is shared by the compute controllers. Its methods are safe for concurrent use.
-type Core struct {
-	Store     *store.Store
-	Clock     clock.WithTicker
-	Log       hclog.Logger
-	Loop      *runtime.Loop
-	Snapshots model.SnapshotStore
-	DataDir   string
-	// EnvCacheDir: see Config.
-	EnvCacheDir string
-	Capacity    int64
-	NewID       func(prefix string) string
-	// Quota sums the vCPUs computes hold per workspace and family (updated under Mu).
-	Quota *model.QuotaIndex
-	// Driver and Ctx are set by Start.
-	Driver driver.Driver
-	Ctx    context.Context
-
-	// Mu serialises the computes' writers so that read-check-write sequences (name taken?
-	// quota left? capacity free?) see a consistent store; bbolt already serialises the
-	// commits themselves. The fields below it are guarded by it.
-	Mu        sync.Mutex
-	backoff   map[string]backoff // compute key -> no node creation before
-	releasing map[string]bool    // node keys with a Terminate in flight
-
-	passes map[string]Pass // compute type -> its controller's pass
-	// Recorder gets the node lifecycle's durations for the engine's metrics.
-	Recorder metrics.Recorder
-	// OnTaskExit applies a task's end (set by the engine: a job's rank or a setup script);
-	// Recover calls it for tasks that ended while the engine was down.
+	// OnTaskExit applies a task's end (a job's rank or a setup script); Recover calls it for
+	// tasks that ended while the engine was down.
 	OnTaskExit func(ctx context.Context, node, task string, code int)
 	// OnTaskNotStarted is what Recover calls for a task the store records on a node but the
 	// node does not know: the engine stopped after committing it and before starting it
-	// (set by the engine; nil ignores it).
+	// (nil ignores it).
 	OnTaskNotStarted func(node, task string)
+}
+
+// Core is shared by the compute controllers, which reach it through the small interfaces
+// below (each controller names the ones it uses). Its methods are safe for concurrent use.
+type Core struct {
+	store       *store.Store
+	clock       clock.WithTicker
+	log         hclog.Logger
+	loop        *runtime.Loop
+	dataDir     string
+	envCacheDir string // see Config
+	capacity    int64
+	newID       func(prefix string) string
+	snapshots   model.SnapshotStore
+	// quota sums the vCPUs computes hold per workspace and family (changed only in turn,
+	// under mu).
+	quota *model.QuotaIndex
+	// drv and ctx are set by Start.
+	drv driver.Driver
+	ctx context.Context
+	// recorder gets the node lifecycle's durations for the engine's metrics.
+	recorder         metrics.Recorder
+	onTaskExit       func(ctx context.Context, node, task string, code int)
+	onTaskNotStarted func(node, task string)
+	passes           map[string]Pass // compute type -> its controller's pass
+
+	// mu serialises the computes' writers (Write, the passes, the driver's outcomes) so
+	// that read-check-write sequences (name taken? quota left? capacity free?) see a
+	// consistent store and quota index; bbolt already serialises the commits themselves.
+	// The fields below it are guarded by it.
+	mu        sync.Mutex
+	backoff   map[string]backoff // compute key -> no node creation before
+	releasing map[string]bool    // node keys with a Terminate in flight
+	committed []func()           // what the current write does once committed
+}
+
+// The small interfaces the controllers use of the core.
+
+// Transactions are the computes' reads and writes. Writes go one at a time, in turn with
+// the passes, so a read-check-write inside one sees a consistent store and quota index.
+type Transactions interface {
+	View(f func(tx *store.Tx) error) error
+	Write(f func(tx *store.Tx) error) error
+}
+
+// Kicker marks a compute for a pass.
+type Kicker interface {
+	Kick(computeKey string)
+}
+
+// Records create, change and read compute records for their controllers.
+type Records interface {
+	Insert(ctx context.Context, rec model.Compute, idempotencyKey, quotaField string) (*api.Compute, error)
+	Modify(ctx context.Context, workspace, name string, f func(ws *api.Workspace, rec *model.Compute) error) (*api.Compute, error)
+	GetCompute(ctx context.Context, workspace, name string) (*api.Compute, error)
+}
+
+// NodeLifecycle is the node lifecycle as a compute's pass and its events use it.
+type NodeLifecycle interface {
+	NewNode(rec model.Compute, now time.Time) model.Node
+	CreateBackedOff(key string, now time.Time) bool
+	NodeByID(tx *store.Tx, id string) (model.Node, bool)
+}
+
+// Tasks start and stop jobs' tasks on their nodes, and say where their output is kept.
+type Tasks interface {
+	StartJob(ctx context.Context, j model.Job)
+	KillJob(ctx context.Context, j model.Job)
+	FreeNodes(j model.Job)
+	JobLogPath(jobID string, rank int) string
+	EnvLogPath(jobID string, rank int) string
+}
+
+// Runtime is what a controller acts with: the clock, the computes' logger, the node driver
+// and the engine's lifetime (both set by Start), and the work loop's Go for slow work.
+type Runtime interface {
+	Clock() clock.PassiveClock
+	Logger() hclog.Logger
+	Driver() driver.Driver
+	Lifetime() context.Context
+	Go(f func())
 }
 
 // New builds the core and fills the quota index from the store.
 func New(cfg Config) (*Core, error) {
 	c := &Core{
-		Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger.Named("computes"), Loop: cfg.Loop,
-		Snapshots: cfg.Snapshots, DataDir: cfg.DataDir, EnvCacheDir: cfg.EnvCacheDir, Capacity: cfg.CapacityVCPUs, NewID: cfg.NewID,
-		Quota: model.NewQuotaIndex(), Ctx: context.Background(), Recorder: metrics.Nop{},
+		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("computes"), loop: cfg.Loop,
+		snapshots: cfg.Snapshots, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
+		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
+		onTaskExit: cfg.OnTaskExit, onTaskNotStarted: cfg.OnTaskNotStarted,
 		backoff: map[string]backoff{}, releasing: map[string]bool{}, passes: map[string]Pass{},
 	}
-	if err := c.LoadQuotaIndex(); err != nil {
+	if err := c.loadQuotaIndex(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -175,11 +157,72 @@ func New(cfg Config) (*Core, error) {
 // RegisterPass makes p decide the passes of computes of type computeType.
 func (c *Core) RegisterPass(computeType string, p Pass) { c.passes[computeType] = p }
 
+// SetRecorder gives the node lifecycle's durations to r; call it before Start.
+func (c *Core) SetRecorder(r metrics.Recorder) { c.recorder = r }
+
+// Recorder is where the node lifecycle's durations go.
+func (c *Core) Recorder() metrics.Recorder { return c.recorder }
+
 // Start gives the core the engine's node driver and its lifetime; call Recover next.
-func (c *Core) Start(ctx context.Context, drv driver.Driver) { c.Ctx, c.Driver = ctx, drv }
+func (c *Core) Start(ctx context.Context, drv driver.Driver) { c.ctx, c.drv = ctx, drv }
+
+// Clock, Logger, Driver, Lifetime and Go are the Runtime.
+func (c *Core) Clock() clock.PassiveClock { return c.clock }
+
+func (c *Core) Logger() hclog.Logger { return c.log }
+
+func (c *Core) Driver() driver.Driver { return c.drv }
+
+func (c *Core) Lifetime() context.Context { return c.ctx }
+
+func (c *Core) Go(f func()) { c.loop.Go(f) }
 
 // Kick marks a compute for a pass.
-func (c *Core) Kick(computeKey string) { c.Loop.Mark(runtime.ComputeKey(computeKey)) }
+func (c *Core) Kick(computeKey string) { c.loop.Mark(runtime.ComputeKey(computeKey)) }
+
+// View runs f in a read transaction.
+func (c *Core) View(f func(tx *store.Tx) error) error { return c.store.View(f) }
+
+// Write runs f in a write transaction, in turn with every other writer of computes, and
+// then, once committed and still in turn, what f asked to do on commit (onCommit).
+func (c *Core) Write(f func(tx *store.Tx) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.committed = nil
+	err := c.store.Update(f)
+	done := c.committed
+	c.committed = nil
+	if err == nil {
+		for _, g := range done {
+			g()
+		}
+	}
+	return err
+}
+
+// onCommit runs g once the current Write commits. Callers are inside Write.
+func (c *Core) onCommit(g func()) { c.committed = append(c.committed, g) }
+
+// AddCompute stores a new compute in a Write's transaction, after checking that its quota
+// fits (on quotaField; no check when it is empty); the quota index counts it once committed.
+func (c *Core) AddCompute(tx *store.Tx, ws *api.Workspace, rec model.Compute, quotaField string) error {
+	if quotaField != "" {
+		if err := c.checkQuota(ws, rec, quotaField); err != nil {
+			return err
+		}
+	}
+	return c.putCompute(tx, rec)
+}
+
+// putCompute stores a compute in a Write's transaction; the quota index follows once
+// committed.
+func (c *Core) putCompute(tx *store.Tx, rec model.Compute) error {
+	if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
+		return err
+	}
+	c.onCommit(func() { c.indexCompute(rec) })
+	return nil
+}
 
 // Insert stores a new compute that its controller built and validated: the workspace must
 // exist, the name must be free, and its quota must fit (on quotaField). A retry under the
@@ -187,9 +230,8 @@ func (c *Core) Kick(computeKey string) { c.Loop.Mark(runtime.ComputeKey(computeK
 func (c *Core) Insert(ctx context.Context, rec model.Compute, idempotencyKey, quotaField string) (*api.Compute, error) {
 	id := api.ComputeID(rec.Workspace, rec.Name)
 	rec.ParseDurations()
-	c.Mu.Lock()
-	defer c.Mu.Unlock()
-	err := c.Store.Update(func(tx *store.Tx) error {
+	var out *api.Compute // read in the same turn as the write, as every pass after it sees it
+	err := c.Write(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, rec.Workspace)
 		if err != nil {
 			return err
@@ -203,32 +245,31 @@ func (c *Core) Insert(ctx context.Context, rec model.Compute, idempotencyKey, qu
 		} else if ok {
 			return api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", rec.Name, rec.Workspace, rec.ResourceType(), id)
 		}
-		if quotaField != "" {
-			if err := c.CheckQuota(ws, rec, quotaField); err != nil {
-				return err
-			}
-		}
-		if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
+		if err := c.AddCompute(tx, ws, rec, quotaField); err != nil {
 			return err
 		}
-		return model.Remember(tx, idempotencyKey, id, c.Clock.Now())
+		if err := model.Remember(tx, idempotencyKey, id, c.clock.Now()); err != nil {
+			return err
+		}
+		out, err = c.describe(tx, rec)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.IndexCompute(rec)
-	c.Log.Info("compute created", "compute", rec.Key(), "type", rec.Type, "vm_size", rec.VMSize)
+	if out == nil { // a retry: what the first call made
+		return c.GetCompute(ctx, rec.Workspace, rec.Name)
+	}
+	c.log.Info("compute created", "compute", rec.Key(), "type", rec.Type, "vm_size", rec.VMSize)
 	c.Kick(rec.Key())
-	return c.GetCompute(ctx, rec.Workspace, rec.Name)
+	return out, nil
 }
 
 // Modify applies a controller's update to a stored compute (not one being deleted) and
 // checks the quota again; f gets the workspace and the record to change.
-func (c *Core) Modify(ctx context.Context, workspace, name string, f func(ws *api.Workspace, rec *model.Compute) error) (*api.Compute, error) {
-	c.Mu.Lock()
-	defer c.Mu.Unlock()
-	var updated model.Compute
-	err := c.Store.Update(func(tx *store.Tx) error {
+func (c *Core) Modify(_ context.Context, workspace, name string, f func(ws *api.Workspace, rec *model.Compute) error) (*api.Compute, error) {
+	var out *api.Compute
+	err := c.Write(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
@@ -249,27 +290,29 @@ func (c *Core) Modify(ctx context.Context, workspace, name string, f func(ws *ap
 		// max_node_count), not on a change of its description after a quota was lowered.
 		before, _ := holding(prev)
 		if after, held := holding(rec); held && after != before {
-			if err := c.CheckQuota(ws, rec, rec.QuotaField()); err != nil {
+			if err := c.checkQuota(ws, rec, rec.QuotaField()); err != nil {
 				return err
 			}
 		}
-		updated = rec
-		return tx.Put(store.Computes, rec.Key(), rec)
+		if err := c.putCompute(tx, rec); err != nil {
+			return err
+		}
+		c.onCommit(func() { delete(c.backoff, rec.Key()) }) // new settings deserve a new try at once
+		out, err = c.describe(tx, rec)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.IndexCompute(updated)
-	delete(c.backoff, updated.Key()) // new settings deserve a new try at once
-	c.Log.Info("compute updated", "compute", workspace+"/"+name)
+	c.log.Info("compute updated", "compute", workspace+"/"+name)
 	c.Kick(workspace + "/" + name)
-	return c.GetCompute(ctx, workspace, name)
+	return out, nil
 }
 
 // Type returns a stored compute's type (and NotFound like GetCompute).
 func (c *Core) Type(workspace, name string) (string, error) {
 	var typ string
-	err := c.Store.View(func(tx *store.Tx) error {
+	err := c.store.View(func(tx *store.Tx) error {
 		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
 			return model.NotFoundCompute(workspace, name)

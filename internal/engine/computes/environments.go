@@ -30,18 +30,18 @@ const ReasonChecking = "checking the environment's interpreter"
 // node of this machine, or "" (the machine's own, in its home) for attached machines and
 // other drivers.
 func (c *Core) envCache(j model.Job) string {
-	if c.EnvCacheDir == "" {
+	if c.envCacheDir == "" {
 		return ""
 	}
 	var rec model.Compute
-	_ = c.Store.View(func(tx *store.Tx) error {
+	_ = c.store.View(func(tx *store.Tx) error {
 		_, err := tx.Get(store.Computes, j.ComputeKey, &rec)
 		return err
 	})
 	if rec.Attached != nil || rec.KubeJob != nil {
 		return ""
 	}
-	return c.EnvCacheDir
+	return c.envCacheDir
 }
 
 // nodeEnv is a job's environment as its nodes need it.
@@ -76,8 +76,7 @@ func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) 
 	if environment.StepFor(&j.EnvDef.Definition) == environment.Check {
 		reason = ReasonChecking
 	}
-	c.Mu.Lock()
-	_ = c.Store.Update(func(tx *store.Tx) error {
+	_ = c.Write(func(tx *store.Tx) error {
 		cur, ok := model.GetJob(tx, j.Workspace, j.ID)
 		if !ok || cur.Status != api.JobPreparing || cur.Attempt != j.Attempt || cur.Preparing == reason {
 			return nil
@@ -85,22 +84,21 @@ func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) 
 		cur.Preparing = reason
 		return model.PutJob(tx, cur)
 	})
-	c.Mu.Unlock()
 	var err error
 	for rank, node := range j.Nodes {
 		if _, done := j.EnvExits[rank]; done && j.EnvAttempt == j.Attempt {
 			continue
 		}
 		spec := c.envTask(j, rank)
-		st, serr := c.Driver.TaskStatus(ctx, node, spec.Key)
+		st, serr := c.drv.TaskStatus(ctx, node, spec.Key)
 		switch {
 		case serr == nil && !st.Running:
-			c.Loop.Go(func() { c.OnTaskExit(ctx, node, spec.Key, st.ExitCode) })
+			c.loop.Go(func() { c.onTaskExit(ctx, node, spec.Key, st.ExitCode) })
 			continue
 		case serr == nil:
 			continue
 		}
-		if err = c.Driver.StartTask(ctx, node, spec); err != nil {
+		if err = c.drv.StartTask(ctx, node, spec); err != nil {
 			err = fmt.Errorf("starting the environment's preparation on node %s: %w", node, err)
 			break
 		}
@@ -112,22 +110,20 @@ func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) 
 		return true
 	}
 	if err == nil {
-		c.Log.Info("preparing job environment", "job", j.ID, "environment", j.EnvDef.Name, "content_hash", j.EnvDef.Hash, "nodes", strings.Join(j.Nodes, ","))
+		c.log.Info("preparing job environment", "job", j.ID, "environment", j.EnvDef.Name, "content_hash", j.EnvDef.Hash, "nodes", strings.Join(j.Nodes, ","))
 	}
 	return true
 }
 
 // failPreparing fails a job that is still Preparing.
 func (c *Core) failPreparing(j model.Job, why string) {
-	c.Mu.Lock()
-	defer c.Mu.Unlock()
-	_ = c.Store.Update(func(tx *store.Tx) error {
+	_ = c.Write(func(tx *store.Tx) error {
 		cur, ok := model.GetJob(tx, j.Workspace, j.ID)
 		if !ok || cur.Status != api.JobPreparing {
 			return nil
 		}
 		cur.Preparing = ""
-		cur.Finish(api.JobFailed, nil, why, c.Clock.Now().UTC())
+		cur.Finish(api.JobFailed, nil, why, c.clock.Now().UTC())
 		return model.PutJob(tx, cur)
 	})
 }
@@ -135,7 +131,7 @@ func (c *Core) failPreparing(j model.Job, why string) {
 // EnvLogPath is where a rank's environment preparation output is kept once it ended; it
 // opens the rank's job log.
 func (c *Core) EnvLogPath(jobID string, rank int) string {
-	return filepath.Join(c.DataDir, "jobs", jobID, fmt.Sprintf("env-rank-%d.log", rank))
+	return filepath.Join(c.dataDir, "jobs", jobID, fmt.Sprintf("env-rank-%d.log", rank))
 }
 
 // LastLines returns the last n non-empty lines of out, for error messages.

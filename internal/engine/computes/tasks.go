@@ -21,12 +21,11 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 	// them again, so their port is committed before any starts. A job of one node has no
 	// one to agree with, and skips that commit on its way to its first output.
 	if j.MasterPort == 0 && j.Count == 1 {
-		j.MasterPort = FreePort()
+		j.MasterPort = freePort()
 	}
 	if j.MasterPort == 0 {
-		j.MasterPort = FreePort()
-		c.Mu.Lock()
-		_ = c.Store.Update(func(tx *store.Tx) error {
+		j.MasterPort = freePort()
+		_ = c.Write(func(tx *store.Tx) error {
 			cur, ok := model.GetJob(tx, j.Workspace, j.ID)
 			if !ok || cur.Status != api.JobPreparing {
 				return nil
@@ -34,16 +33,15 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 			cur.MasterPort = j.MasterPort
 			return model.PutJob(tx, cur)
 		})
-		c.Mu.Unlock()
 	}
 	if c.prepareEnvironment(ctx, j) {
 		return
 	}
 	codeDir := ""
-	if j.SnapshotID != "" && c.Snapshots != nil {
-		codeDir, _ = c.Snapshots.Path(j.SnapshotID)
+	if j.SnapshotID != "" && c.snapshots != nil {
+		codeDir, _ = c.snapshots.Path(j.SnapshotID)
 	}
-	master, err := c.Driver.Describe(ctx, j.Nodes[0])
+	master, err := c.drv.Describe(ctx, j.Nodes[0])
 	for rank, node := range j.Nodes {
 		if err != nil {
 			break
@@ -58,18 +56,17 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		env["MLCOMPUTE_JOB_ID"] = j.ID
 		spec := driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir}
 		c.wrapTask(j, &spec)
-		err = c.Driver.StartTask(ctx, node, spec)
+		err = c.drv.StartTask(ctx, node, spec)
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	c.Mu.Lock()
-	_ = c.Store.Update(func(tx *store.Tx) error {
+	_ = c.Write(func(tx *store.Tx) error {
 		cur, ok := model.GetJob(tx, j.Workspace, j.ID)
 		if !ok || cur.Status != api.JobPreparing {
 			return nil
 		}
-		now := c.Clock.Now().UTC()
+		now := c.clock.Now().UTC()
 		cur.Preparing = ""
 		if err != nil {
 			cur.Finish(api.JobFailed, nil, fmt.Sprintf("starting the job: %v", err), now)
@@ -78,14 +75,13 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		}
 		return model.PutJob(tx, cur)
 	})
-	c.Mu.Unlock()
 	if err != nil {
-		c.Log.Error("job failed to start", "job", j.ID, "error", err)
+		c.log.Error("job failed to start", "job", j.ID, "error", err)
 		c.KillJob(ctx, j)
 		c.FreeNodes(j)
 		return
 	}
-	c.Log.Info("job running", "job", j.ID, "nodes", strings.Join(j.Nodes, ","))
+	c.log.Info("job running", "job", j.ID, "nodes", strings.Join(j.Nodes, ","))
 }
 
 // KillJob kills every rank of a job (and its environment's preparation); the ranks' exits
@@ -93,38 +89,40 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 func (c *Core) KillJob(ctx context.Context, j model.Job) {
 	for rank, node := range j.Nodes {
 		if j.EnvDef != nil {
-			if err := c.Driver.KillTask(ctx, node, j.EnvTaskKey(rank)); err != nil && !driver.IsNotFound(err) {
-				c.Log.Error("killing environment task failed", "job", j.ID, "rank", rank, "error", err)
+			if err := c.drv.KillTask(ctx, node, j.EnvTaskKey(rank)); err != nil && !driver.IsNotFound(err) {
+				c.log.Error("killing environment task failed", "job", j.ID, "rank", rank, "error", err)
 			}
 		}
-		if err := c.Driver.KillTask(ctx, node, j.TaskKey(rank)); err != nil && !driver.IsNotFound(err) {
-			c.Log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
+		if err := c.drv.KillTask(ctx, node, j.TaskKey(rank)); err != nil && !driver.IsNotFound(err) {
+			c.log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
 		}
 	}
 }
 
 // FreeNodes returns a job's nodes to idle when its tasks never started.
 func (c *Core) FreeNodes(j model.Job) {
-	c.Mu.Lock()
-	now := c.Clock.Now().UTC()
-	for _, id := range j.Nodes {
-		_ = c.UpdateNode(j.ComputeKey+"/"+id, func(n *model.Node) bool {
-			if n.JobID != j.ID {
-				return false
+	_ = c.Write(func(tx *store.Tx) error {
+		now := c.clock.Now().UTC()
+		for _, id := range j.Nodes {
+			var n model.Node
+			if ok, err := tx.Get(store.Nodes, j.ComputeKey+"/"+id, &n); err != nil || !ok || n.JobID != j.ID {
+				continue // as before: each node on its own, a missing one skipped
 			}
 			n.JobID, n.Task = "", ""
 			if n.State == api.NodeRunning {
 				n.State, n.IdleSince = api.NodeIdle, now
 			}
-			return true
-		})
-	}
-	c.Mu.Unlock()
+			if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	c.Kick(j.ComputeKey)
 }
 
-// FreePort picks a TCP port for MASTER_PORT; local nodes share this machine's loopback.
-func FreePort() int {
+// freePort picks a TCP port for MASTER_PORT; local nodes share this machine's loopback.
+func freePort() int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 29500
@@ -135,7 +133,7 @@ func FreePort() int {
 
 // JobLogPath is where a rank's output is kept once its task ended.
 func (c *Core) JobLogPath(jobID string, rank int) string {
-	return filepath.Join(c.DataDir, "jobs", jobID, fmt.Sprintf("rank-%d.log", rank))
+	return filepath.Join(c.dataDir, "jobs", jobID, fmt.Sprintf("rank-%d.log", rank))
 }
 
 func WriteFileAtomic(path string, data []byte) error {

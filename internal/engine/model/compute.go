@@ -33,7 +33,7 @@ type Compute struct {
 	Durations Durations `json:"durations"`
 	// Errors are the recent failures to get or keep nodes, newest first (bounded).
 	Errors []api.ComputeError `json:"errors,omitempty"`
-	// Attached is set for attached machines (attached.go).
+	// Attached is set for attached machines (controllers/attached).
 	Attached *Attached `json:"attached,omitempty"`
 	// Kubernetes is set for attached Kubernetes clusters (kubernetes.go); they hold no
 	// nodes themselves.

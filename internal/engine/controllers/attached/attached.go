@@ -24,11 +24,19 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
+// Core is what the controller uses of the compute core (package computes).
+type Core interface {
+	computes.Records
+	computes.Transactions
+	computes.NodeLifecycle
+	computes.Runtime
+}
+
 // Controller attaches and updates machines and Kubernetes clusters on the shared compute
 // core.
 type Controller struct {
-	*computes.Core
-	log hclog.Logger
+	core Core
+	log  hclog.Logger
 	// NewKubeDriver builds the node driver of one attached Kubernetes cluster (the
 	// composition root sets it; nil leaves attached clusters without jobs).
 	NewKubeDriver NewKubeDriver
@@ -39,10 +47,9 @@ type Controller struct {
 	Checks KubeChecks
 }
 
-// New builds the controller and registers the pass of attached Kubernetes clusters.
-func New(core *computes.Core) *Controller {
-	core.RegisterPass(api.TypeKubernetes, kubePass)
-	return &Controller{Core: core, log: core.Log.Named("attached"), Checks: clusterChecks{}}
+// New builds the controller.
+func New(core Core) *Controller {
+	return &Controller{core: core, log: core.Logger().Named("attached"), Checks: clusterChecks{}}
 }
 
 // attachProbeTimeout bounds the connection and checks made when a machine is attached.
@@ -60,7 +67,7 @@ func sshTarget(a model.Attached) sshdrv.Target {
 // ssh driver, and the pods of jobs on attached Kubernetes clusters to their cluster's
 // driver, whose lifetimes are ctx's.
 func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Driver {
-	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.Log.Named("ssh")})
+	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.core.Logger().Named("ssh")})
 	pods := newKubeDrivers(ctx, c)
 	context.AfterFunc(ctx, func() { _ = vms.Close(); _ = pods.Close() })
 	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms}, mux.Route{Prefix: model.KubeNodePrefix, Driver: pods})
@@ -69,8 +76,8 @@ func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Dri
 // attachedTarget is the ssh driver's Lookup: how to reach the machine of a stored node.
 func (c *Controller) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
 	var t sshdrv.Target
-	err := c.Store.View(func(tx *store.Tx) error {
-		n, ok := c.NodeByID(tx, nodeKey)
+	err := c.core.View(func(tx *store.Tx) error {
+		n, ok := c.core.NodeByID(tx, nodeKey)
 		if !ok {
 			return driver.ErrNotFound
 		}
@@ -92,8 +99,8 @@ func (c *Controller) attachedTarget(_ context.Context, nodeKey string) (sshdrv.T
 // preparing is left out: recovery starts it again, and its task may not exist yet.
 func (c *Controller) attachedTasks(_ context.Context, nodeKey string) ([]string, error) {
 	var keys []string
-	err := c.Store.View(func(tx *store.Tx) error {
-		n, ok := c.NodeByID(tx, nodeKey)
+	err := c.core.View(func(tx *store.Tx) error {
+		n, ok := c.core.NodeByID(tx, nodeKey)
 		if !ok {
 			return driver.ErrNotFound
 		}
@@ -128,7 +135,7 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 		return nil, err
 	}
 	if replay {
-		return c.GetCompute(ctx, workspace, spec.Name)
+		return c.core.GetCompute(ctx, workspace, spec.Name)
 	}
 
 	a := model.Attached{
@@ -142,11 +149,11 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 	a.HostKeyFingerprint, a.VCPUs, a.MemoryGB = info.HostKeyFingerprint, info.VCPUs, info.MemoryGB
 	rec := model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeAttached, Description: spec.Description, Tags: spec.Tags,
-		CreatedOn: c.Clock.Now().UTC(), Attached: &a,
+		CreatedOn: c.core.Clock().Now().UTC(), Attached: &a,
 		ScaleSettings: &api.ScaleSettings{MinNodeCount: 1, MaxNodeCount: 1, ScaleDownNodesAfterIdleDuration: "PT0S"},
 	}
 
-	out, err := c.Insert(ctx, rec, idempotencyKey, "")
+	out, err := c.core.Insert(ctx, rec, idempotencyKey, "")
 	if err == nil {
 		c.log.Info("machine attached", "compute", key, "address", sshTarget(a).String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
 	}
@@ -158,7 +165,7 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 func (c *Controller) checkNew(workspace, name, idempotencyKey string) (bool, error) {
 	id := api.ComputeID(workspace, name)
 	var replay bool
-	err := c.Store.View(func(tx *store.Tx) error {
+	err := c.core.View(func(tx *store.Tx) error {
 		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
@@ -217,7 +224,7 @@ func (c *Controller) probeAttached(ctx context.Context, a model.Attached) (sshdr
 // host key identify the machine and do not change.
 func (c *Controller) Update(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
 	var rec model.Compute
-	if err := c.Store.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, name); return err }); err != nil {
+	if err := c.core.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, name); return err }); err != nil {
 		return nil, err
 	}
 	switch {
@@ -266,7 +273,7 @@ func (c *Controller) Update(ctx context.Context, workspace, name string, upd api
 			}
 		}
 	}
-	out, err := c.Modify(ctx, workspace, name, func(_ *api.Workspace, cur *model.Compute) error {
+	out, err := c.core.Modify(ctx, workspace, name, func(_ *api.Workspace, cur *model.Compute) error {
 		cur.Description, cur.Tags, cur.Attached = upd.Description, upd.Tags, &next
 		return nil
 	})

@@ -91,8 +91,8 @@ func (k *kubeDrivers) driverFor(cluster model.KubeCluster) (driver.Driver, error
 // route finds the driver of a stored node's cluster, or the one that listed an orphan.
 func (k *kubeDrivers) route(nodeKey string) (driver.Driver, error) {
 	var cluster *model.KubeCluster
-	err := k.c.Store.View(func(tx *store.Tx) error {
-		n, ok := k.c.NodeByID(tx, nodeKey)
+	err := k.c.core.View(func(tx *store.Tx) error {
+		n, ok := k.c.core.NodeByID(tx, nodeKey)
 		if !ok {
 			return nil
 		}
@@ -142,7 +142,7 @@ func (k *kubeDrivers) Describe(ctx context.Context, key string) (driver.NodeInfo
 // adopted or released once it answers and their jobs' computes are reconciled.
 func (k *kubeDrivers) List(ctx context.Context, owner string) ([]driver.NodeInfo, error) {
 	var clusters []model.KubeCluster
-	err := k.c.Store.View(func(tx *store.Tx) error {
+	err := k.c.core.View(func(tx *store.Tx) error {
 		recs, err := store.List[model.Compute](tx, store.Computes, "")
 		for _, rec := range recs {
 			if rec.KubeJob != nil {

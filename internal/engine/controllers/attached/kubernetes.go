@@ -128,7 +128,7 @@ func (c *Controller) CreateKubernetes(ctx context.Context, workspace string, spe
 		return nil, err
 	}
 	if replay {
-		return c.GetCompute(ctx, workspace, spec.Name)
+		return c.core.GetCompute(ctx, workspace, spec.Name)
 	}
 	capacity, err := c.checkCluster(ctx, k)
 	if err != nil {
@@ -137,9 +137,9 @@ func (c *Controller) CreateKubernetes(ctx context.Context, workspace string, spe
 	k.VCPUs, k.MemoryGB = capacity.VCPUs, capacity.MemoryGB
 	rec := model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeKubernetes, Description: spec.Description, Tags: spec.Tags,
-		CreatedOn: c.Clock.Now().UTC(), Kubernetes: &k,
+		CreatedOn: c.core.Clock().Now().UTC(), Kubernetes: &k,
 	}
-	out, err := c.Insert(ctx, rec, idempotencyKey, "")
+	out, err := c.core.Insert(ctx, rec, idempotencyKey, "")
 	if err == nil {
 		c.log.Info("kubernetes cluster attached", "compute", rec.Key(), "namespace", k.Namespace, "context", k.Context,
 			"instance_types", len(k.InstanceTypes), "nodes", capacity.Nodes, "vcpus", k.VCPUs, "memory_gb", k.MemoryGB)
@@ -170,7 +170,7 @@ func (c *Controller) updateKubernetes(ctx context.Context, rec model.Compute, up
 			next.VCPUs, next.MemoryGB = capacity.VCPUs, capacity.MemoryGB
 		}
 	}
-	return c.Modify(ctx, rec.Workspace, rec.Name, func(_ *api.Workspace, cur *model.Compute) error {
+	return c.core.Modify(ctx, rec.Workspace, rec.Name, func(_ *api.Workspace, cur *model.Compute) error {
 		cur.Description, cur.Tags, cur.Kubernetes = upd.Description, upd.Tags, &next
 		return nil
 	})
@@ -210,8 +210,8 @@ func (c *Controller) KubeJob(ctx context.Context, rec model.Compute, instanceTyp
 	return &model.KubeJob{Parent: rec.Name, Cluster: *rec.Kubernetes, InstanceType: name, Shape: it}, nil
 }
 
-// kubePass is the pass of an attached cluster's own record: it holds no nodes (its jobs
+// KubePass is the pass of an attached cluster's own record: it holds no nodes (its jobs
 // run on computes of their own), so there is nothing to decide.
-func kubePass(*store.Tx, *model.Compute, []model.Node, []model.Job, time.Time) (computes.Actions, error) {
+func KubePass(*store.Tx, *model.Compute, []model.Node, []model.Job, time.Time) (computes.Actions, error) {
 	return computes.Actions{}, nil
 }

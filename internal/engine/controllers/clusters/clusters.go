@@ -12,27 +12,37 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/cluster"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
+// Core is what the controller uses of the compute core (package computes).
+type Core interface {
+	computes.Records
+	computes.Kicker
+	computes.NodeLifecycle
+	Clock() clock.PassiveClock
+	Logger() hclog.Logger
+	Recorder() metrics.Recorder
+}
+
 // Controller runs compute clusters on the shared compute core.
 type Controller struct {
-	core *computes.Core
+	core Core
 	log  hclog.Logger
 }
 
-// New builds the controller and registers its pass for clusters and attached machines.
-func New(core *computes.Core) *Controller {
-	c := &Controller{core: core, log: core.Log.Named("clusters")}
-	core.RegisterPass(api.TypeComputeCluster, c.Pass)
-	core.RegisterPass(api.TypeAttached, c.Pass)
-	return c
+// New builds the controller. Its Pass decides the passes of clusters and attached machines
+// (the engine registers it with the core).
+func New(core Core) *Controller {
+	return &Controller{core: core, log: core.Logger().Named("clusters")}
 }
 
 // Create validates a cluster spec and stores the cluster.
@@ -47,7 +57,7 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 	settings := spec.ScaleSettings.WithDefaults()
 	rec := model.Compute{
 		Workspace: workspace, Name: spec.Name, Type: api.TypeComputeCluster, VMSize: size.Name, VMPriority: spec.VMPriority,
-		Description: spec.Description, Tags: spec.Tags, ScaleSettings: &settings, CreatedOn: c.core.Clock.Now().UTC(),
+		Description: spec.Description, Tags: spec.Tags, ScaleSettings: &settings, CreatedOn: c.core.Clock().Now().UTC(),
 	}
 	return c.core.Insert(ctx, rec, idempotencyKey, rec.QuotaField())
 }
@@ -78,7 +88,7 @@ func (c *Controller) Update(ctx context.Context, workspace, name string, upd api
 func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, jobs []model.Job, now time.Time) (computes.Actions, error) {
 	var acts computes.Actions
 	key := rec.Key()
-	plan := cluster.Decide(clusterOf(*rec), nodeViews(nodes), jobViews(jobs), now)
+	plan := cluster.Decide(clusterOf(*rec), nodeViews(nodes), computes.JobViews(jobs), now)
 	byID := map[string]*model.Node{}
 	for i := range nodes {
 		byID[nodes[i].ID] = &nodes[i]
@@ -99,7 +109,7 @@ func (c *Controller) Pass(tx *store.Tx, rec *model.Compute, nodes []model.Node, 
 			continue
 		}
 		if idleFor := rec.IdleAfter(); n.State == api.NodeIdle && !n.IdleSince.IsZero() && !now.Before(n.IdleSince.Add(idleFor)) {
-			c.core.Recorder.IdleReleaseLateness(now.Sub(n.IdleSince.Add(idleFor)))
+			c.core.Recorder().IdleReleaseLateness(now.Sub(n.IdleSince.Add(idleFor)))
 		}
 		n.MarkReleased(now)
 		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
@@ -169,14 +179,6 @@ func nodeViews(nodes []model.Node) []cluster.Node {
 	out := make([]cluster.Node, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, cluster.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince})
-	}
-	return out
-}
-
-func jobViews(jobs []model.Job) []cluster.Job {
-	out := make([]cluster.Job, 0, len(jobs))
-	for _, j := range jobs {
-		out = append(out, cluster.Job{ID: j.ID, Status: j.Status, Count: j.Count, SubmittedAt: j.SubmittedAt})
 	}
 	return out
 }

@@ -19,8 +19,8 @@ import (
 
 // Online endpoints: this file holds the records and the API operations. The runtime that
 // turns a record into running instances (and the scoring router's table) lives in
-// endpoint_runtime.go (probes in endpoint_probes.go, events and adoption in
-// endpoint_events.go); the scoring listener and AML tokens in endpoint_scoring.go.
+// runtime.go (probes in probes.go, events and adoption in events.go); the scoring
+// listener and AML tokens in scoring.go.
 
 // endpointDirtyKey is an endpoint's key in the controller's work set; the prefix keeps it
 // apart from a compute of the same name.

@@ -17,7 +17,7 @@ import (
 
 // Probes of endpoint instances: each is a deadline in the timer queue; when it fires the
 // probe runs on its own goroutine and its result is applied under the controller's lock (see
-// the rules in endpoint_runtime.go).
+// the rules in runtime.go).
 
 // Prober performs one HTTP probe: it reports whether a GET of url answered 2xx or 3xx
 // within timeout.

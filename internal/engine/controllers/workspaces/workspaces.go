@@ -8,7 +8,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
@@ -27,9 +26,9 @@ type Config struct {
 	Store  *store.Store
 	Clock  clock.PassiveClock
 	Logger hclog.Logger
-	// Mu is the computes' writer lock: a workspace's quotas and existence are read by
-	// compute creates under it.
-	Mu *sync.Mutex
+	// Write runs a write transaction in turn with the computes' writers (computes.Core's
+	// Write): a workspace's quotas and existence are read by compute creates in turn.
+	Write func(f func(tx *store.Tx) error) error
 	// Locations are the locations this engine serves.
 	Locations []string
 	// DeleteComputes and DeleteEndpoints delete every compute or endpoint of a workspace
@@ -42,7 +41,7 @@ type Controller struct {
 	store                           *store.Store
 	clock                           clock.PassiveClock
 	log                             hclog.Logger
-	mu                              *sync.Mutex
+	write                           func(f func(tx *store.Tx) error) error
 	locations                       []string
 	deleteComputes, deleteEndpoints func(ctx context.Context, workspace string) error
 }
@@ -50,7 +49,7 @@ type Controller struct {
 // New builds the controller.
 func New(cfg Config) *Controller {
 	return &Controller{
-		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("workspaces"), mu: cfg.Mu,
+		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("workspaces"), write: cfg.Write,
 		locations: cfg.Locations, deleteComputes: cfg.DeleteComputes, deleteEndpoints: cfg.DeleteEndpoints,
 	}
 }
@@ -64,11 +63,9 @@ func (c *Controller) CreateWorkspace(_ context.Context, spec api.WorkspaceSpec, 
 	if err := validation.Workspace(spec, c.locations); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 
 	var out api.Workspace
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.write(func(tx *store.Tx) error {
 		if done, err := model.Replayed(tx, idempotencyKey, api.WorkspaceID(spec.Name)); done || err != nil {
 			if done {
 				_, err = tx.Get(store.Workspaces, spec.Name, &out)
@@ -135,10 +132,8 @@ func (c *Controller) UpdateWorkspace(_ context.Context, name string, upd api.Wor
 	if err := validation.Quotas(upd.Quotas); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var ws api.Workspace
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.write(func(tx *store.Tx) error {
 		ok, err := tx.Get(store.Workspaces, name, &ws)
 		if err != nil {
 			return err
@@ -182,8 +177,7 @@ func (c *Controller) DeleteWorkspace(ctx context.Context, name string, force boo
 			return err
 		}
 	}
-	c.mu.Lock()
-	err = c.store.Update(func(tx *store.Tx) error {
+	err = c.write(func(tx *store.Tx) error {
 		if keys := tx.Keys(store.Computes, name+"/"); len(keys) > 0 {
 			return api.Errorf(api.CodeConflict, "", "workspace %q gained computes while it was being deleted: %s", name, strings.Join(keys, ", "))
 		}
@@ -199,7 +193,6 @@ func (c *Controller) DeleteWorkspace(ctx context.Context, name string, force boo
 		}
 		return tx.Delete(store.Workspaces, name)
 	})
-	c.mu.Unlock()
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Package mux routes node calls to one of several drivers by the node's key, so the engine
 // keeps one driver while nodes come from different places: an attached machine's nodes
 // (key prefix chosen by the engine) go to the ssh driver, every other node to the driver
-// the operator chose (local, later slurm).
+// the operator chose (local, slurm or kubernetes).
 package mux
 
 import (

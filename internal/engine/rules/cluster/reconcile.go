@@ -145,41 +145,9 @@ func Decide(c Cluster, nodes []Node, jobs []Job, now time.Time) Plan {
 	live = min(live, maxNodes)
 
 	// Rule 3: place queued jobs, strict FIFO, all or nothing.
-	var queued []Job
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		if j.Status == api.JobQueued && !held[j.ID] && !seen[j.ID] {
-			seen[j.ID] = true
-			queued = append(queued, j)
-		}
-	}
-	slices.SortStableFunc(queued, func(a, b Job) int {
-		if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
-	free := idle // longest idle first
-	var demand int64
-	blocked := false
-	for _, j := range queued {
-		count := max(j.Count, 1)
-		switch {
-		case count > maxNodes:
-			p.Unplaceable = append(p.Unplaceable, j.ID)
-		case !blocked && count <= int64(len(free)):
-			if p.Assign == nil {
-				p.Assign = map[string][]string{}
-			}
-			for _, n := range free[:count] {
-				p.Assign[j.ID] = append(p.Assign[j.ID], n.ID)
-			}
-			free = free[count:]
-		default:
-			blocked = true
-			demand += count
-		}
-	}
+	placed := Place(idle, jobs, held, maxNodes) // idle is longest idle first
+	p.Assign, p.Unplaceable = placed.Assign, placed.Unplaceable
+	free, demand := placed.Free, placed.Demand
 
 	// Rule 4: scale up at once, to Min and to what the waiting jobs lack, within Max.
 	onTheWay := int64(len(free) + len(preparing) + len(preempted))
@@ -206,5 +174,60 @@ func Decide(c Cluster, nodes []Node, jobs []Job, now time.Time) Plan {
 	}
 
 	p.Target = live + p.Create - released
+	return p
+}
+
+// Placement is what rule 3 decided.
+type Placement struct {
+	// Assign maps a queued job ID to the free nodes it starts on, in rank order.
+	Assign map[string][]string
+	// Unplaceable lists queued jobs that need more nodes than maxNodes.
+	Unplaceable []string
+	// Free are the free nodes no job took, in the order given.
+	Free []Node
+	// Demand is the number of nodes the queued jobs that did not start need together.
+	Demand int64
+}
+
+// Place is rule 3 on its own: it places the queued jobs that no node holds (held: job IDs
+// some node holds) on free nodes, strict FIFO and all or nothing, taking free nodes in the
+// order given (Decide gives its idle nodes longest idle first). A compute instance places
+// its one job with it too, on its one node.
+func Place(free []Node, jobs []Job, held map[string]bool, maxNodes int64) Placement {
+	var queued []Job
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if j.Status == api.JobQueued && !held[j.ID] && !seen[j.ID] {
+			seen[j.ID] = true
+			queued = append(queued, j)
+		}
+	}
+	slices.SortStableFunc(queued, func(a, b Job) int {
+		if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	var p Placement
+	blocked := false
+	for _, j := range queued {
+		count := max(j.Count, 1)
+		switch {
+		case count > maxNodes:
+			p.Unplaceable = append(p.Unplaceable, j.ID)
+		case !blocked && count <= int64(len(free)):
+			if p.Assign == nil {
+				p.Assign = map[string][]string{}
+			}
+			for _, n := range free[:count] {
+				p.Assign[j.ID] = append(p.Assign[j.ID], n.ID)
+			}
+			free = free[count:]
+		default:
+			blocked = true
+			p.Demand += count
+		}
+	}
+	p.Free = free
 	return p
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
-// The engine's API: each call goes to the controller of its concern.
+// The engine's API methods: each call is dispatched to the controller of its concern.
 
 // Workspaces.
 

@@ -1,0 +1,277 @@
+package computes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// The node lifecycle: create a node under a key persisted first, wait for it to be ready,
+// release it and confirm it gone, and apply what the driver reports (a node ready, a node
+// lost); creation backs off after failures.
+
+// backoff holds back a compute's node creation after failures: RetryAfter after the first,
+// doubling with each failure in a row up to maxCreateBackoff, and at least a minute after a
+// permanent refusal (a setting to fix), so a refusing cluster manager is not asked again and
+// again. A node that starts, or an update of the compute, ends it.
+type backoff struct {
+	until time.Time
+	delay time.Duration
+}
+
+// maxCreateBackoff caps the wait between node creations that keep failing.
+const maxCreateBackoff = 5 * time.Minute
+
+// nextBackoff is the back-off after one more failure.
+func nextBackoff(prev backoff, permanent bool, now time.Time) backoff {
+	delay := min(max(2*prev.delay, runtime.RetryAfter), maxCreateBackoff)
+	if permanent {
+		delay = max(delay, time.Minute)
+	}
+	return backoff{until: now.Add(delay), delay: delay}
+}
+
+// NewNode is the record of a node a pass creates: preparing until admission gives it
+// capacity and the driver makes it.
+func (c *Core) NewNode(rec model.Compute, now time.Time) model.Node {
+	return model.Node{ID: c.newID(rec.NodeIDPrefix()), Compute: rec.Key(), State: api.NodePreparing, CreatedOn: now}
+}
+
+// CreateBackedOff reports whether a compute's node creation is waiting after a failure,
+// and sets the retry timer when it is.
+func (c *Core) CreateBackedOff(key string, now time.Time) bool {
+	b, ok := c.backoff[key]
+	if !ok || !now.Before(b.until) {
+		return false
+	}
+	c.loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(key)}, b.until)
+	return true
+}
+
+// NodeIdleTimer is the timer of an idle cluster node's release deadline.
+func NodeIdleTimer(n model.Node) runtime.Timer {
+	return runtime.Timer{Kind: runtime.NodeIdle, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}
+}
+
+// createNode asks the driver for a committed node and records the outcome.
+func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size, pod *driver.PodShape) {
+	info, err := c.drv.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, Pod: pod})
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		c.log.Error("node failed to start", "node", n.Key(), "error", err)
+	}
+	var now time.Time
+	_ = c.Write(func(tx *store.Tx) error {
+		now = c.clock.Now().UTC()
+		if err != nil {
+			c.backoff[n.Compute] = nextBackoff(c.backoff[n.Compute], driver.IsPermanent(err), now)
+		} else {
+			delete(c.backoff, n.Compute)
+		}
+		var cur model.Node
+		if ok, err := tx.Get(store.Nodes, n.Key(), &cur); err != nil || !ok || cur.State != api.NodePreparing {
+			return err
+		}
+		switch {
+		case err != nil:
+			cur.State, cur.Error = api.NodeUnusable, err.Error()
+		case info.Ready:
+			cur.State, cur.IdleSince, cur.Reason = api.NodeIdle, now, ""
+		default:
+			// Created but not usable yet (a queued allocation): it stays preparing, with
+			// the driver's reason, until a NodeReady event.
+			cur.Reason = info.Reason
+		}
+		if err := tx.Put(store.Nodes, cur.Key(), cur); err != nil {
+			return err
+		}
+		// The compute shows why it cannot get nodes; a node that starts clears that.
+		switch {
+		case err != nil:
+			return c.updateCompute(tx, n.Compute, func(rec *model.Compute) {
+				rec.AddError(api.ComputeError{Time: now, Code: startErrorCode(err), Message: fmt.Sprintf("node %s failed to start: %v", n.ID, err)})
+			})
+		case info.Ready:
+			return c.clearErrors(tx, n.Compute)
+		}
+		return nil
+	})
+	switch {
+	case err == nil && info.Ready:
+		c.recorder.NodeCreated(n.Compute, now.Sub(n.CreatedOn))
+		c.log.Info("node ready", "node", n.Key())
+	case err == nil:
+		c.log.Info("node created, waiting to be ready", "node", n.Key(), "reason", info.Reason)
+	}
+	c.Kick(n.Compute)
+}
+
+// NodeReady records that a node the driver created not ready is now usable.
+func (c *Core) NodeReady(id string) {
+	var compute string
+	var created time.Time
+	now := c.clock.Now().UTC()
+	_ = c.Write(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, id)
+		if !ok || n.Released || n.State != api.NodePreparing || !n.Admitted {
+			return nil
+		}
+		compute, created = n.Compute, n.CreatedOn
+		n.State, n.IdleSince, n.Reason = api.NodeIdle, now, ""
+		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
+			return err
+		}
+		return c.clearErrors(tx, n.Compute)
+	})
+	if compute != "" {
+		c.recorder.NodeCreated(compute, now.Sub(created))
+		c.log.Info("node ready", "node", id, "compute", compute)
+		c.Kick(compute)
+	}
+}
+
+// releaseNode terminates a node the store already marks released, once, and deletes its
+// record when the driver confirms it is gone.
+func (c *Core) releaseNode(ctx context.Context, n model.Node) {
+	c.terminateOnce(ctx, n, "releasing", func() error {
+		c.loop.RemoveTimer(NodeIdleTimer(n))
+		return c.store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.Key()) })
+	}, func() {
+		if !n.ReleasedAt.IsZero() {
+			c.recorder.NodeReleased(n.Compute, c.clock.Since(n.ReleasedAt))
+		}
+		c.log.Info("node released", "node", n.Key())
+		if c.capacity > 0 {
+			c.kickAll() // the freed capacity may admit nodes of other computes
+		} else {
+			c.Kick(n.Compute)
+		}
+	})
+}
+
+// terminateOnce asks the driver to terminate a node, one call at a time per node. When the
+// driver confirms, gone records it (under c.mu) and then after runs. On failure the node
+// keeps its mark in the store (released or preempting): every pass terminates marked nodes
+// again, and a back-off timer brings the next pass. Callers hold c.mu.
+func (c *Core) terminateOnce(ctx context.Context, n model.Node, doing string, gone func() error, after func()) {
+	if c.releasing[n.Key()] {
+		return
+	}
+	c.releasing[n.Key()] = true
+	c.loop.Go(func() {
+		err := c.drv.Terminate(ctx, n.ID)
+		c.mu.Lock()
+		delete(c.releasing, n.Key())
+		if err == nil {
+			err = gone()
+		}
+		c.mu.Unlock()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Error(doing+" node failed; will retry", "node", n.Key(), "error", err)
+				c.loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}, c.clock.Now().Add(runtime.RetryAfter))
+			}
+			return
+		}
+		after()
+	})
+}
+
+// updateNode applies f to a stored node and commits when f reports a change. Callers hold c.mu.
+func (c *Core) updateNode(key string, f func(*model.Node) bool) error {
+	return c.store.Update(func(tx *store.Tx) error {
+		var n model.Node
+		ok, err := tx.Get(store.Nodes, key, &n)
+		if err != nil || !ok || !f(&n) {
+			return err
+		}
+		return tx.Put(store.Nodes, key, n)
+	})
+}
+
+// NodeByID finds a stored node by its driver key.
+func (c *Core) NodeByID(tx *store.Tx, id string) (model.Node, bool) {
+	nodes, _ := store.List[model.Node](tx, store.Nodes, "")
+	for _, n := range nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return model.Node{}, false
+}
+
+// NodeGone marks a node that died unusable (it is then released and replaced) and fails
+// the job that ran on it.
+func (c *Core) NodeGone(id, reason string) {
+	if reason == "" {
+		reason = "the node died, or its allocation ended by itself"
+	}
+	var compute string
+	_ = c.Write(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, id)
+		if !ok || n.Released {
+			return nil
+		}
+		compute = n.Compute
+		if n.JobID != "" {
+			if j, ok := model.GetJob(tx, model.WorkspaceOf(n.Compute), n.JobID); ok && !api.Terminal(j.Status) {
+				j.Finish(api.JobFailed, nil, fmt.Sprintf("node %s was lost while the job ran: %s", n.ID, reason), c.clock.Now().UTC())
+				if err := model.PutJob(tx, j); err != nil {
+					return err
+				}
+				c.loop.Go(func() { c.KillJob(c.ctx, j) })
+			}
+		}
+		n.State, n.Error, n.JobID, n.Task = api.NodeUnusable, reason, "", ""
+		if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
+			return err
+		}
+		return c.updateCompute(tx, n.Compute, func(rec *model.Compute) {
+			rec.AddError(api.ComputeError{Time: c.clock.Now().UTC(), Code: api.ErrorNodeLost, Message: fmt.Sprintf("node %s was lost (%s); it is replaced when the compute needs it", n.ID, reason)})
+		})
+	})
+	if compute != "" {
+		c.log.Warn("node lost", "node", id, "compute", compute)
+		c.Kick(compute)
+	}
+}
+
+// startErrorCode classifies a driver's error at node creation for the compute's errors.
+func startErrorCode(err error) string {
+	switch {
+	case driver.IsNoCapacity(err):
+		return api.ErrorNoCapacity
+	case driver.IsPermanent(err):
+		return api.ErrorNodeStartFailed
+	}
+	return api.ErrorNodeStartRetrying
+}
+
+// updateCompute applies f to a stored compute in tx (nothing when it is gone).
+func (c *Core) updateCompute(tx *store.Tx, key string, f func(*model.Compute)) error {
+	var rec model.Compute
+	if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok {
+		return err
+	}
+	f(&rec)
+	return tx.Put(store.Computes, key, rec)
+}
+
+// clearErrors empties a compute's errors once it got a node again.
+func (c *Core) clearErrors(tx *store.Tx, key string) error {
+	var rec model.Compute
+	if ok, err := tx.Get(store.Computes, key, &rec); err != nil || !ok || len(rec.Errors) == 0 {
+		return err
+	}
+	rec.Errors = nil
+	return tx.Put(store.Computes, key, rec)
+}

@@ -1,0 +1,136 @@
+package computes
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// Recover runs once at start: nodes the store records are adopted when alive, restarted
+// when they were still being created, and marked unusable when dead; nodes the driver has
+// that the store does not know are released; jobs are resumed or finished from what the
+// nodes recorded. otherNodes are live driver nodes that other controllers own (endpoint
+// instances), so they are not taken for orphans.
+func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
+	var nodes []model.Node
+	var computes []model.Compute
+	err := c.store.View(func(tx *store.Tx) error {
+		var err error
+		if nodes, err = store.List[model.Node](tx, store.Nodes, ""); err != nil {
+			return err
+		}
+		computes, err = store.List[model.Compute](tx, store.Computes, "")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, n := range nodes {
+		known[n.ID] = true
+		if !n.Admitted {
+			continue // waiting for capacity: no driver node exists
+		}
+		if n.Preempting {
+			c.mu.Lock()
+			c.preemptNode(n)
+			c.mu.Unlock()
+			continue
+		}
+		if n.State == api.NodePreparing {
+			// Committed but maybe never created, or created while the engine stopped before
+			// it recorded the outcome. Create is idempotent under the key and returns a node
+			// that is already live, so it runs whatever Describe would say (the ssh driver
+			// describes every node the store holds, created or not).
+			rec := computeOf(computes, n.Compute)
+			size, _ := catalog.Lookup(rec.VMSize)
+			c.loop.Go(func() { c.createNode(ctx, n, size, PodShape(rec)) })
+			continue
+		}
+		_, err := c.drv.Describe(ctx, n.ID)
+		switch {
+		case driver.IsNotFound(err):
+			c.NodeGone(n.ID, "the node was gone when the engine started again")
+		case err != nil:
+			return fmt.Errorf("describing node %s: %w", n.ID, err)
+		case n.Task != "" && n.State == api.NodeRunning:
+			// In the background: a machine that cannot be reached must not hold up the start
+			// (nor the other nodes). A driver whose machines may be unreachable delivers the
+			// exit itself once they answer (the ssh driver watches the tasks the store records).
+			c.loop.Go(func() {
+				st, err := c.drv.TaskStatus(ctx, n.ID, n.Task)
+				switch {
+				case err == nil && !st.Running:
+					c.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
+				case driver.IsNotFound(err) && c.onTaskNotStarted != nil:
+					c.onTaskNotStarted(n.ID, n.Task)
+				}
+			})
+		}
+	}
+	for _, id := range otherNodes {
+		known[id] = true
+	}
+	orphans, err := c.drv.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	for _, o := range orphans {
+		if !known[o.Key] {
+			// Each in the background: a cluster manager may take seconds per allocation.
+			c.log.Warn("releasing orphaned node", "node", o.Key, "owner", o.Owner)
+			c.loop.Go(func() {
+				if err := c.drv.Terminate(ctx, o.Key); err != nil {
+					c.log.Error("releasing orphaned node failed", "node", o.Key, "error", err)
+				}
+			})
+		}
+	}
+	// Jobs caught between assignment and start are started again; StartTask is idempotent.
+	var preparing []model.Job
+	_ = c.store.View(func(tx *store.Tx) error {
+		all, err := store.List[model.Job](tx, store.Jobs, "")
+		for _, j := range all {
+			if j.Status == api.JobPreparing {
+				preparing = append(preparing, j)
+			}
+		}
+		return err
+	})
+	for _, j := range preparing {
+		c.loop.Go(func() { c.StartJob(ctx, j) })
+	}
+	for _, rec := range computes {
+		c.Kick(rec.Key())
+	}
+	return nil
+}
+
+func computeOf(computes []model.Compute, key string) model.Compute {
+	for _, rec := range computes {
+		if rec.Key() == key {
+			return rec
+		}
+	}
+	return model.Compute{}
+}
+
+// PodShape is how the pods of a job on an attached Kubernetes cluster ask for resources:
+// its instance type; nil for every other compute.
+func PodShape(rec model.Compute) *driver.PodShape {
+	kj := rec.KubeJob
+	if kj == nil {
+		return nil
+	}
+	shape := &driver.PodShape{InstanceType: kj.InstanceType, NodeSelector: maps.Clone(kj.Shape.NodeSelector)}
+	if r := kj.Shape.Resources; r != nil {
+		shape.Requests, shape.Limits = maps.Clone(r.Requests), maps.Clone(r.Limits)
+	}
+	return shape
+}

@@ -1,0 +1,176 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// The ends of a job's tasks: its environment's preparation on each node, then each rank.
+
+// EnvTaskExited applies the end of a rank's environment preparation: it saves the output
+// (the head of the rank's log), fails the job with the output's last lines when the
+// preparation failed, and starts the job's tasks once every rank's preparation succeeded.
+func (c *Controller) EnvTaskExited(ctx context.Context, nodeID, task string, code int) {
+	jobID, attempt, rank, ok := model.ParseTaskKey(strings.TrimPrefix(task, model.EnvTaskPrefix))
+	if !ok {
+		return
+	}
+	var j model.Job
+	var found bool
+	_ = c.core.View(func(tx *store.Tx) error {
+		if n, ok := c.core.NodeByID(tx, nodeID); ok {
+			j, found = model.GetJob(tx, model.WorkspaceOf(n.Compute), jobID)
+		}
+		return nil
+	})
+	if !found || attempt != j.Attempt || j.EnvDef == nil {
+		return
+	}
+	out, _ := c.core.Driver().TaskOutput(ctx, nodeID, task, 0)
+	if j.Status == api.JobPreparing {
+		if err := computes.WriteFileAtomic(c.core.EnvLogPath(jobID, rank), out); err != nil {
+			c.log.Error("saving environment output failed", "job", jobID, "rank", rank, "error", err)
+		}
+	}
+	var start, failed, ended bool
+	_ = c.core.Write(func(tx *store.Tx) error {
+		cur, ok := model.GetJob(tx, j.Workspace, jobID)
+		if !ok || cur.Attempt != attempt {
+			return nil
+		}
+		j = cur
+		if cur.Status != api.JobPreparing {
+			ended = api.Terminal(cur.Status)
+			return nil
+		}
+		if cur.EnvAttempt != attempt || cur.EnvExits == nil {
+			cur.EnvAttempt, cur.EnvExits = attempt, map[int]int{}
+		}
+		cur.EnvExits[rank] = code
+		switch {
+		case code != 0:
+			cur.Preparing = ""
+			cur.Finish(api.JobFailed, nil, envFailure(cur, nodeID, code, out), c.core.Clock().Now().UTC())
+			failed = true
+		case cur.EnvReady():
+			start = true
+		}
+		j = cur
+		return model.PutJob(tx, cur)
+	})
+	c.log.Info("environment preparation exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code)
+	switch {
+	case start:
+		c.core.Go(func() { c.core.StartJob(ctx, j) })
+	case failed:
+		// The rank's log is its preparation's output: the job never ran.
+		for r := range j.Nodes {
+			if raw, err := os.ReadFile(c.core.EnvLogPath(jobID, r)); err == nil {
+				_ = computes.WriteFileAtomic(c.core.JobLogPath(jobID, r), raw)
+			} else {
+				_ = computes.WriteFileAtomic(c.core.JobLogPath(jobID, r), nil)
+			}
+		}
+		c.core.Go(func() { c.core.KillJob(ctx, j); c.core.FreeNodes(j) })
+	case ended:
+		c.core.FreeNodes(j)
+	}
+}
+
+// envFailure is a failed preparation's error: what failed, where, and the last lines of
+// its output (pip's error).
+func envFailure(j model.Job, node string, code int, out []byte) string {
+	what := fmt.Sprintf("building environment %q", j.EnvDef.Name)
+	if j.EnvDef.Definition.UserManaged != nil {
+		what = fmt.Sprintf("checking the interpreter %s of environment %q", j.EnvDef.Definition.UserManaged.InterpreterPath, j.EnvDef.Name)
+	}
+	msg := fmt.Sprintf("%s failed on node %s (exit status %d)", what, node, code)
+	if last := computes.LastLines(out, 8); last != "" {
+		msg += ":\n" + last
+	}
+	return msg
+}
+
+// TaskExited saves a rank's output, frees its node and finishes the job when it is done.
+// Exits of an earlier attempt (the job was preempted and requeued) only free their node.
+func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code int) {
+	jobID, attempt, rank, ok := model.ParseTaskKey(task)
+	if !ok {
+		return
+	}
+	var j model.Job
+	var found bool
+	_ = c.core.View(func(tx *store.Tx) error {
+		n, ok := c.core.NodeByID(tx, nodeID)
+		if ok {
+			j, found = model.GetJob(tx, model.WorkspaceOf(n.Compute), jobID)
+		}
+		return nil
+	})
+	if !found {
+		return
+	}
+	current := attempt == j.Attempt
+	if current {
+		if out, err := c.core.Driver().TaskOutput(ctx, nodeID, task, 0); err == nil {
+			if envLog, err := os.ReadFile(c.core.EnvLogPath(jobID, rank)); err == nil && j.EnvDef != nil {
+				out = append(envLog, out...)
+			}
+			if err := computes.WriteFileAtomic(c.core.JobLogPath(jobID, rank), out); err != nil {
+				c.log.Error("saving job output failed", "job", jobID, "rank", rank, "error", err)
+			}
+		}
+	}
+	var kill bool
+	now := c.core.Clock().Now().UTC()
+	_ = c.core.Write(func(tx *store.Tx) error {
+		cur, ok := model.GetJob(tx, j.Workspace, jobID)
+		if !ok {
+			return nil
+		}
+		if current && cur.Attempt == attempt {
+			if cur.RankExits == nil {
+				cur.RankExits = map[int]int{}
+			}
+			if _, seen := cur.RankExits[rank]; !seen {
+				cur.RankExits[rank] = code
+				if !api.Terminal(cur.Status) {
+					switch {
+					case code != 0:
+						exit := code
+						cur.Finish(api.JobFailed, &exit, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
+						kill = true
+					case int64(len(cur.RankExits)) == cur.Count:
+						exit := 0
+						cur.Finish(api.JobCompleted, &exit, "", now)
+					}
+				}
+				if err := model.PutJob(tx, cur); err != nil {
+					return err
+				}
+			}
+		}
+		j = cur
+		var n model.Node
+		if ok, err := tx.Get(store.Nodes, cur.ComputeKey+"/"+nodeID, &n); err != nil || !ok || n.Task != task {
+			return err
+		}
+		n.JobID, n.Task = "", ""
+		if n.State == api.NodeRunning {
+			n.State, n.IdleSince = api.NodeIdle, now
+		}
+		return tx.Put(store.Nodes, n.Key(), n)
+	})
+	if kill {
+		c.core.Go(func() { c.core.KillJob(ctx, j) })
+	}
+	c.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
+	c.core.Kick(j.ComputeKey)
+}

@@ -1,0 +1,148 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes/computestest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
+)
+
+// setup builds the jobs' controller on a compute core whose clusters run on the fake driver,
+// with a cluster "cpu" of up to two Standard_DS3_v2 nodes (4 vCPUs each) in a workspace
+// whose quota is 12 vCPUs of that family.
+func setup(t *testing.T) (*computestest.Env, *jobs.Controller) {
+	t.Helper()
+	env := computestest.New(t, computestest.Options{})
+	cl := clusters.New(env.Core)
+	env.Core.RegisterPass(api.TypeComputeCluster, cl.Pass)
+	c := jobs.New(env.Core, nil)
+	env.OnTaskExit = c.TaskExited
+	env.Workspace("lab", map[string]int64{"standardDSv2Family": 12})
+	if _, err := cl.Create(context.Background(), "lab", api.ComputeSpec{Name: "cpu", VMSize: "Standard_DS3_v2",
+		ScaleSettings: &api.ScaleSettings{MaxNodeCount: 2, ScaleDownNodesAfterIdleDuration: "PT5M"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	return env, c
+}
+
+func submit(t *testing.T, c *jobs.Controller, spec api.JobSpec, key string) *api.Job {
+	t.Helper()
+	j, err := c.SubmitJob(context.Background(), "lab", spec, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func TestSubmitRefusesWhatCannotRunNamingTheAttribute(t *testing.T) {
+	_, c := setup(t)
+	for _, tc := range []struct {
+		spec  api.JobSpec
+		code  api.ErrorCode
+		field string
+	}{
+		{api.JobSpec{Compute: "cpu"}, api.CodeInvalid, "command"},
+		{api.JobSpec{Compute: "cpu", Command: []string{"x"}, InstanceCount: 3}, api.CodeInvalid, "instance_count"},
+		{api.JobSpec{Compute: "gpu", Command: []string{"x"}}, api.CodeNotFound, ""},
+		{api.JobSpec{Compute: api.ServerlessCompute, Command: []string{"x"}}, api.CodeInvalid, "instance_type"},
+		{api.JobSpec{Compute: api.ServerlessCompute, Command: []string{"x"}, InstanceType: "Standard_DS4_v2", InstanceCount: 2}, api.CodeQuotaExceeded, "instance_type"},
+	} {
+		_, err := c.SubmitJob(context.Background(), "lab", tc.spec, "")
+		var e *api.Error
+		if !errors.As(err, &e) || e.Code != tc.code || (tc.field != "" && e.Field != tc.field) {
+			t.Errorf("SubmitJob(%+v) = %v; want %s on %q", tc.spec, err, tc.code, tc.field)
+		}
+	}
+}
+
+func TestAJobRunsItsRanksAndCompletesWhenAllExit(t *testing.T) {
+	env, c := setup(t)
+	j := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"train"}, InstanceCount: 2}, "key-1")
+	if again := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"train"}, InstanceCount: 2}, "key-1"); again.ID != j.ID {
+		t.Fatalf("a retried submit made job %s; want %s", again.ID, j.ID)
+	}
+	if got, _ := c.GetJob(context.Background(), "lab", j.ID); got.Reason == "" {
+		t.Fatal("a queued job says nothing of why it waits")
+	}
+	env.Settle()
+	rec := env.Job("lab", j.ID)
+	if rec.Status != api.JobRunning || len(rec.Nodes) != 2 {
+		t.Fatalf("job = %s on %v; want running on two nodes", rec.Status, rec.Nodes)
+	}
+	task, _ := env.Driver.Task(rec.Nodes[1], rec.TaskKey(1))
+	if task.Spec.Env["RANK"] != "1" || task.Spec.Env["WORLD_SIZE"] != "2" || task.Spec.Env["MASTER_PORT"] == "" {
+		t.Fatalf("rank 1's environment = %v; want RANK 1 of WORLD_SIZE 2 with a MASTER_PORT", task.Spec.Env)
+	}
+	env.Driver.AppendOutput(rec.Nodes[0], rec.TaskKey(0), []byte("epoch 1\n"))
+	env.Driver.FinishTask(rec.Nodes[0], rec.TaskKey(0), 0)
+	env.Settle()
+	if got := env.Job("lab", j.ID).Status; got != api.JobRunning {
+		t.Fatalf("job after one rank = %s; want still running", got)
+	}
+	env.Driver.FinishTask(rec.Nodes[1], rec.TaskKey(1), 0)
+	env.Settle()
+	done := env.Job("lab", j.ID)
+	if done.Status != api.JobCompleted || done.ExitCode == nil || *done.ExitCode != 0 {
+		t.Fatalf("job = %s (exit %v); want completed with 0", done.Status, done.ExitCode)
+	}
+	out, _, complete, err := c.JobLogs(context.Background(), "lab", j.ID, 0, 0)
+	if err != nil || string(out) != "epoch 1\n" || !complete {
+		t.Fatalf("rank 0's log = %q, complete %v, %v; want its saved output", out, complete, err)
+	}
+}
+
+func TestARankThatFailsFailsTheJobAndKillsTheOthers(t *testing.T) {
+	env, c := setup(t)
+	j := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"train"}, InstanceCount: 2}, "")
+	env.Settle()
+	rec := env.Job("lab", j.ID)
+	env.Driver.FinishTask(rec.Nodes[1], rec.TaskKey(1), 7)
+	env.Settle()
+	if got := env.Job("lab", j.ID); got.Status != api.JobFailed || *got.ExitCode != 7 {
+		t.Fatalf("job = %s; want failed with exit 7", got.Status)
+	}
+	if got := env.Driver.CallsTo("KillTask"); !slices.Contains(got, rec.Nodes[0]+"/"+rec.TaskKey(0)) {
+		t.Fatalf("kills = %v; want rank 0 killed", got)
+	}
+	if len(env.Driver.RunningTasks()) != 0 {
+		t.Fatalf("tasks still running: %v", env.Driver.RunningTasks())
+	}
+}
+
+func TestCancelStopsARunningJob(t *testing.T) {
+	env, c := setup(t)
+	j := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"train"}}, "")
+	env.Settle()
+	got, err := c.CancelJob(context.Background(), "lab", j.ID)
+	if err != nil || got.Status != api.JobCanceled {
+		t.Fatalf("CancelJob = %+v, %v; want canceled", got, err)
+	}
+	env.Settle()
+	if len(env.Driver.RunningTasks()) != 0 {
+		t.Fatalf("tasks still running after cancel: %v", env.Driver.RunningTasks())
+	}
+	if again, err := c.CancelJob(context.Background(), "lab", j.ID); err != nil || again.Status != api.JobCanceled {
+		t.Fatalf("a second cancel = %+v, %v; want the job as it is", again, err)
+	}
+}
+
+func TestAServerlessJobGetsItsOwnComputeThatGoesWithIt(t *testing.T) {
+	env, c := setup(t)
+	j := submit(t, c, api.JobSpec{Compute: api.ServerlessCompute, InstanceType: "Standard_DS2_v2", Command: []string{"train"}}, "")
+	key := "lab/serverless-" + j.ID
+	if rec := env.Compute(key); !rec.Serverless || rec.ForJob != j.ID {
+		t.Fatalf("serverless compute = %+v", rec)
+	}
+	env.Settle()
+	rec := env.Job("lab", j.ID)
+	env.Driver.FinishTask(rec.Nodes[0], rec.TaskKey(0), 0)
+	env.Settle()
+	if !env.Gone(key) || len(env.Driver.Nodes()) != 0 {
+		t.Fatalf("after the job: compute gone %v, driver nodes %v; want both gone", env.Gone(key), env.Driver.Nodes())
+	}
+}
