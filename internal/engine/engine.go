@@ -142,7 +142,7 @@ func New(cfg Config) (*Engine, error) {
 	e.jobs = jobs.New(core, cfg.Snapshots)
 	e.jobs.Kube = e.attached
 	core.RegisterPass(api.TypeComputeCluster, e.clusters.Pass)
-	core.RegisterPass(api.TypeAttached, e.clusters.Pass) // an attached machine is a cluster of one fixed node
+	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
 	core.RegisterPass(api.TypeComputeInstance, e.instances.Pass)
 	e.endpoints = endpoints.New(endpoints.Config{
