@@ -18,7 +18,7 @@ import (
 
 // fakeCluster is a client-go fake that answers access reviews from a set of denied
 // permissions.
-func fakeCluster(denied map[string]bool, objects ...runtime.Object) *fake.Clientset {
+func accessCluster(denied map[string]bool, objects ...runtime.Object) *fake.Clientset {
 	cs := fake.NewClientset(objects...)
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
@@ -30,35 +30,35 @@ func fakeCluster(denied map[string]bool, objects ...runtime.Object) *fake.Client
 	return cs
 }
 
-func namespace(name string) *corev1.Namespace {
+func accessNamespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
 func TestCheckAccess(t *testing.T) {
 	ctx := context.Background()
 	t.Run("Allowed", func(t *testing.T) {
-		if err := checkAccess(ctx, fakeCluster(nil, namespace("ml")), "https://k8s:6443", "ml"); err != nil {
+		if err := checkAccess(ctx, accessCluster(nil, accessNamespace("ml")), "https://k8s:6443", "ml"); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("MissingNamespace", func(t *testing.T) {
-		err := checkAccess(ctx, fakeCluster(nil, namespace("other")), "https://k8s:6443", "ml")
+		err := checkAccess(ctx, accessCluster(nil, accessNamespace("other")), "https://k8s:6443", "ml")
 		wantAccessError(t, err, SettingNamespace, `namespace "ml" does not exist`)
 	})
 	t.Run("ForbiddenExec", func(t *testing.T) {
-		err := checkAccess(ctx, fakeCluster(map[string]bool{"create pods/exec": true, "delete pods": true}, namespace("ml")), "https://k8s:6443", "ml")
+		err := checkAccess(ctx, accessCluster(map[string]bool{"create pods/exec": true, "delete pods": true}, accessNamespace("ml")), "https://k8s:6443", "ml")
 		wantAccessError(t, err, SettingKubeconfig, `may not delete pods, create pods/exec in namespace "ml"`)
 	})
 	t.Run("NamespaceUnreadable", func(t *testing.T) {
 		// Credentials bound to one namespace may not read namespaces: a dry-run create
 		// decides, and a namespace that is not there is named.
-		cs := fakeCluster(nil)
+		cs := accessCluster(nil)
 		cs.PrependReactor("get", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "ml", errors.New("no"))
 		})
 		var dryRun bool
 		cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			dryRun = slices0(a.(k8stesting.CreateActionImpl).GetCreateOptions().DryRun) == metav1.DryRunAll
+			dryRun = firstOf(a.(k8stesting.CreateActionImpl).GetCreateOptions().DryRun) == metav1.DryRunAll
 			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ml")
 		})
 		err := checkAccess(ctx, cs, "https://k8s:6443", "ml")
@@ -73,7 +73,7 @@ func TestCheckAccess(t *testing.T) {
 	})
 }
 
-func slices0(s []string) string {
+func firstOf(s []string) string {
 	if len(s) == 0 {
 		return ""
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
-func node(name, cpu, memory string, labels map[string]string, extra ...string) corev1.Node {
+func capNode(name, cpu, memory string, labels map[string]string, extra ...string) corev1.Node {
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
 	for i := 0; i+1 < len(extra); i += 2 {
 		alloc[corev1.ResourceName(extra[i])] = resource.MustParse(extra[i+1])
@@ -25,22 +25,22 @@ func node(name, cpu, memory string, labels map[string]string, extra ...string) c
 	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Status: corev1.NodeStatus{Allocatable: alloc}}
 }
 
-func testNodes() []corev1.Node {
-	cordoned := node("cpu-3", "16", "64Gi", map[string]string{"pool": "cpu"})
+func capNodes() []corev1.Node {
+	cordoned := capNode("cpu-3", "16", "64Gi", map[string]string{"pool": "cpu"})
 	cordoned.Spec.Unschedulable = true
 	return []corev1.Node{
-		node("cpu-1", "3800m", "15Gi", map[string]string{"pool": "cpu"}),
-		node("cpu-2", "4", "16Gi", map[string]string{"pool": "cpu"}),
+		capNode("cpu-1", "3800m", "15Gi", map[string]string{"pool": "cpu"}),
+		capNode("cpu-2", "4", "16Gi", map[string]string{"pool": "cpu"}),
 		cordoned,
-		node("gpu-1", "8", "61.5Gi", map[string]string{"pool": "gpu"}, "nvidia.com/gpu", "1"),
+		capNode("gpu-1", "8", "61.5Gi", map[string]string{"pool": "gpu"}, "nvidia.com/gpu", "1"),
 	}
 }
 
 var (
-	cpuType  = driver.PodShape{InstanceType: "cpu", NodeSelector: map[string]string{"pool": "cpu"}, Requests: map[string]string{"cpu": "2", "memory": "8Gi"}}
-	gpuType  = driver.PodShape{InstanceType: "gpu", NodeSelector: map[string]string{"pool": "gpu"}, Limits: map[string]string{"nvidia.com/gpu": "1"}}
-	anyType  = driver.PodShape{InstanceType: "defaultinstancetype", Requests: map[string]string{"cpu": "100m", "memory": "2Gi"}}
-	noneType = driver.PodShape{InstanceType: "tpu", NodeSelector: map[string]string{"pool": "tpu"}}
+	capCPUType  = driver.PodShape{InstanceType: "cpu", NodeSelector: map[string]string{"pool": "cpu"}, Requests: map[string]string{"cpu": "2", "memory": "8Gi"}}
+	capGPUType  = driver.PodShape{InstanceType: "gpu", NodeSelector: map[string]string{"pool": "gpu"}, Limits: map[string]string{"nvidia.com/gpu": "1"}}
+	capAnyType  = driver.PodShape{InstanceType: "defaultinstancetype", Requests: map[string]string{"cpu": "100m", "memory": "2Gi"}}
+	capNoneType = driver.PodShape{InstanceType: "tpu", NodeSelector: map[string]string{"pool": "tpu"}}
 )
 
 func TestSumCapacity(t *testing.T) {
@@ -51,13 +51,13 @@ func TestSumCapacity(t *testing.T) {
 		vcpus  int64
 		memory float64
 	}{
-		{"OnePool", []driver.PodShape{cpuType}, 2, 7, 31},
-		{"TwoPoolsEachNodeOnce", []driver.PodShape{cpuType, gpuType, cpuType}, 3, 15, 92.5},
-		{"NoSelectorEveryNode", []driver.PodShape{anyType, gpuType}, 3, 15, 92.5},
-		{"NoMatch", []driver.PodShape{noneType}, 0, 0, 0},
+		{"OnePool", []driver.PodShape{capCPUType}, 2, 7, 31},
+		{"TwoPoolsEachNodeOnce", []driver.PodShape{capCPUType, capGPUType, capCPUType}, 3, 15, 92.5},
+		{"NoSelectorEveryNode", []driver.PodShape{capAnyType, capGPUType}, 3, 15, 92.5},
+		{"NoMatch", []driver.PodShape{capNoneType}, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := SumCapacity(testNodes(), tc.types)
+			got := SumCapacity(capNodes(), tc.types)
 			if got.Nodes != tc.nodes || got.VCPUs != tc.vcpus || got.MemoryGB != tc.memory || !got.Listed {
 				t.Fatalf("got %+v, want %d nodes, %d vCPUs, %v GiB", got, tc.nodes, tc.vcpus, tc.memory)
 			}
@@ -71,16 +71,16 @@ func TestSatisfiable(t *testing.T) {
 		shape driver.PodShape
 		says  string // "" when some node fits
 	}{
-		{"Fits", cpuType, ""},
-		{"LimitCountsAsRequest", gpuType, ""},
+		{"Fits", capCPUType, ""},
+		{"LimitCountsAsRequest", capGPUType, ""},
 		{"TooBig", driver.PodShape{InstanceType: "big", NodeSelector: map[string]string{"pool": "cpu"}, Requests: map[string]string{"cpu": "8", "memory": "8Gi"}},
 			`instance type "big" requests more than any of its 2 node(s) can give (cpu-1: cpu 3800m allocatable < 8 requested; cpu-2: cpu 4 allocatable < 8 requested)`},
 		{"NoGPUOnCPUNodes", driver.PodShape{InstanceType: "gpu-anywhere", Limits: map[string]string{"nvidia.com/gpu": "2"}},
 			`instance type "gpu-anywhere" requests more than any of its 3 node(s)`},
-		{"NoNode", noneType, `instance type "tpu" cannot run anywhere: no schedulable node of the cluster has the labels of its node_selector pool=tpu`},
+		{"NoNode", capNoneType, `instance type "tpu" cannot run anywhere: no schedulable node of the cluster has the labels of its node_selector pool=tpu`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Satisfiable(testNodes(), tc.shape)
+			err := Satisfiable(capNodes(), tc.shape)
 			switch {
 			case tc.says == "" && err != nil:
 				t.Fatalf("want it to fit, got %v", err)
