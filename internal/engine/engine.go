@@ -31,6 +31,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -67,7 +68,8 @@ type Config struct {
 	// and checked, but a job on one fails with a clear error.
 	NewKubeDriver attached.NewKubeDriver
 	// KubeImage is the image of job pods on an attached cluster that sets no
-	// kubernetes.image (the daemon passes MLCOMPUTE_KUBE_IMAGE).
+	// kubernetes.image; empty means MLCOMPUTE_KUBE_IMAGE of the engine's environment, as
+	// for `mlcompute serve --nodes kubernetes` without --kube-image.
 	KubeImage string
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
 	// (default 15 minutes, as in Azure).
@@ -138,6 +140,9 @@ func New(cfg Config) (*Engine, error) {
 	e.clusters = clusters.New(core)
 	e.instances = instances.New(instances.Config{Core: core, MinIdleShutdown: cfg.MinIdleShutdown, DataDir: cfg.DataDir})
 	e.attached = attached.New(core)
+	if cfg.KubeImage == "" {
+		cfg.KubeImage = os.Getenv(kubernetes.ImageEnv)
+	}
 	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
 	e.jobs = jobs.New(core, cfg.Snapshots)
 	e.jobs.Kube = e.attached
