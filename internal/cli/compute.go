@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -72,6 +74,9 @@ func newComputeListCommand(g *globals) *cobra.Command {
 					lo, hi = 1, 1 // the machine itself: one node that never scales
 					size = fmt.Sprintf("%s@%s (%d vCPUs)", vm.Username, vm.Address, vm.VCPUs)
 				}
+				if k := cp.Kubernetes; k != nil {
+					size = fmt.Sprintf("namespace %s (%d vCPUs)", k.Namespace, k.VCPUs) // pods per job: no min or max
+				}
 				n := cp.NodeStateCounts
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", cp.Name, cp.Type, size, cp.State,
 					cp.CurrentNodeCount, lo, hi, n.Idle, n.Running, n.Preparing, n.Leaving)
@@ -106,6 +111,24 @@ func newComputeShowCommand(g *globals) *cobra.Command {
 			if vm := cp.VirtualMachine; vm != nil {
 				fmt.Fprintf(w, "%s (%s, %s@%s port %d)\n", cp.ID, cp.Type, vm.Username, vm.Address, vm.SSHPort)
 				fmt.Fprintf(w, "machine: %d vCPUs, %.2f GiB memory, host key %s\n", vm.VCPUs, vm.MemoryGB, vm.HostKeyFingerprint)
+			} else if k := cp.Kubernetes; k != nil {
+				kctx := k.Context
+				if kctx == "" {
+					kctx = "the kubeconfig's current context"
+				}
+				fmt.Fprintf(w, "%s (%s, namespace %s, %s)\n", cp.ID, cp.Type, k.Namespace, kctx)
+				fmt.Fprintf(w, "nodes its instance types can use: %d vCPUs, %.2f GiB memory allocatable\n", k.VCPUs, k.MemoryGB)
+				for _, name := range slices.Sorted(maps.Keys(k.InstanceTypes)) {
+					it, mark := k.InstanceTypes[name], ""
+					if name == k.DefaultInstanceType {
+						mark = " (default)"
+					}
+					var req, lim map[string]string
+					if it.Resources != nil {
+						req, lim = it.Resources.Requests, it.Resources.Limits
+					}
+					fmt.Fprintf(w, "instance type %s%s: node_selector %v, requests %v, limits %v\n", name, mark, it.NodeSelector, req, lim)
+				}
 			} else {
 				fmt.Fprintf(w, "%s (%s, %s)\n", cp.ID, cp.Type, cp.VMSize)
 			}

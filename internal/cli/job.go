@@ -30,10 +30,12 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 		stream                          bool
 	)
 	cmd := &cobra.Command{
-		Use:   "submit --workspace W --compute C [--environment NAME] [--code DIR] [--instance-count N] [--env K=V]... [--stream] -- COMMAND...",
+		Use:   "submit --workspace W --compute C [--instance-type NAME] [--environment NAME] [--code DIR] [--instance-count N] [--env K=V]... [--stream] -- COMMAND...",
 		Short: "Queue a job; the compute scales up at once. Prints the job ID, or with --stream its output",
 		Long: "Queue a job on a compute cluster (or --compute serverless --instance-type SIZE for nodes made " +
-			"for the job alone). --code uploads a snapshot of DIR, honouring .amlignore (else .gitignore), " +
+			"for the job alone, or on an attached Kubernetes compute, where it runs as --instance-count pods of " +
+			"--instance-type, one of the compute's instance types (its default_instance_type when not given), " +
+			"deleted when the job ends). --code uploads a snapshot of DIR, honouring .amlignore (else .gitignore), " +
 			"limited to 300 MB and 2000 files. Each of the N nodes runs COMMAND with RANK, NODE_RANK, " +
 			"WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. With --stream the command follows rank 0's " +
 			"output and exits with the job's exit code. --environment runs it in an environment of the " +
@@ -104,7 +106,7 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 	addWorkspaceFlag(cmd, &ws)
 	f := cmd.Flags()
 	f.StringVar(&compute, "compute", "", "compute cluster name, or serverless")
-	f.StringVar(&instanceType, "instance-type", "", "VM size for --compute serverless")
+	f.StringVar(&instanceType, "instance-type", "", "VM size for --compute serverless, or an instance type of an attached Kubernetes compute")
 	f.StringVar(&code, "code", "", "directory to snapshot and run the command in")
 	f.Int64Var(&count, "instance-count", 1, "number of nodes")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")

@@ -34,6 +34,8 @@ type rig struct {
 	// async runs the engine's own loop (for tests of real transports); the default is a
 	// manual engine that the test drives with settle.
 	async bool
+	// configure, when set, adjusts the engine before it starts (at every start).
+	configure func(*Config, *Engine)
 }
 
 func newRig(t *testing.T) *rig { return newRigWithCapacity(t, 0) }
@@ -59,9 +61,16 @@ func (r *rig) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	e, err := New(Config{Store: st, Clock: r.clk, Driver: r.drv, DataDir: filepath.Dir(r.path), CapacityVCPUs: r.capacity, Manual: !r.async})
+	cfg := Config{Store: st, Clock: r.clk, Driver: r.drv, DataDir: filepath.Dir(r.path), CapacityVCPUs: r.capacity, Manual: !r.async}
+	if r.configure != nil {
+		r.configure(&cfg, nil)
+	}
+	e, err := New(cfg)
 	if err != nil {
 		r.t.Fatal(err)
+	}
+	if r.configure != nil {
+		r.configure(&cfg, e)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := e.Start(ctx); err != nil {

@@ -40,11 +40,11 @@ func (e *Engine) CreateCompute(ctx context.Context, workspace string, spec api.C
 		return e.clusters.Create(ctx, workspace, spec, idempotencyKey)
 	case api.TypeComputeInstance:
 		return e.instances.Create(ctx, workspace, spec, idempotencyKey)
-	case api.TypeAttached:
+	case api.TypeAttached, api.TypeKubernetes:
 		return e.attached.Create(ctx, workspace, spec, idempotencyKey)
 	}
-	return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s, %s, %s",
-		spec.Type, api.TypeComputeCluster, api.TypeComputeInstance, api.TypeAttached)
+	return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s, %s, %s, %s",
+		spec.Type, api.TypeComputeCluster, api.TypeComputeInstance, api.TypeAttached, api.TypeKubernetes)
 }
 
 func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
@@ -55,7 +55,7 @@ func (e *Engine) UpdateCompute(ctx context.Context, workspace, name string, upd 
 	switch typ {
 	case api.TypeComputeInstance:
 		return e.instances.Update(ctx, workspace, name, upd)
-	case api.TypeAttached:
+	case api.TypeAttached, api.TypeKubernetes:
 		return e.attached.Update(ctx, workspace, name, upd)
 	}
 	return e.clusters.Update(ctx, workspace, name, upd)

@@ -31,6 +31,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -59,6 +60,14 @@ type Config struct {
 	// Manual makes the engine run nothing by itself: tests and the simulation drive it with
 	// Settle (see package runtime). The daemon leaves it false.
 	Manual bool
+	// NewKubeDriver builds the node driver of one attached Kubernetes cluster (its pods
+	// are the nodes of the jobs that run there). Nil: attached clusters can be attached
+	// and checked, but a job on one fails with a clear error.
+	NewKubeDriver attached.NewKubeDriver
+	// KubeImage is the image of job pods on an attached cluster that sets no
+	// kubernetes.image; empty means MLCOMPUTE_KUBE_IMAGE of the engine's environment, as
+	// for `mlcompute serve --nodes kubernetes` without --kube-image.
+	KubeImage string
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
 	// (default 15 minutes, as in Azure).
 	MinIdleShutdown time.Duration
@@ -130,9 +139,15 @@ func New(cfg Config) (*Engine, error) {
 	e.clusters = clusters.New(core)
 	e.instances = instances.New(instances.Config{Core: core, MinIdleShutdown: cfg.MinIdleShutdown, DataDir: cfg.DataDir})
 	e.attached = attached.New(core)
+	if cfg.KubeImage == "" {
+		cfg.KubeImage = os.Getenv(kubernetes.ImageEnv)
+	}
+	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
 	e.jobs = jobs.New(core, cfg.Snapshots)
+	e.jobs.Kube = e.attached
 	core.RegisterPass(api.TypeComputeCluster, e.clusters.Pass)
-	core.RegisterPass(api.TypeAttached, e.clusters.Pass) // an attached machine is a cluster of one fixed node
+	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
+	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
 	core.RegisterPass(api.TypeComputeInstance, e.instances.Pass)
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,

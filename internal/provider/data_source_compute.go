@@ -62,8 +62,8 @@ func (d *computeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 				Computed:            true,
 			},
 			"type": dsschema.StringAttribute{
-				MarkdownDescription: "The kind of compute: `" + api.TypeComputeCluster + "`, `" + api.TypeComputeInstance + "` or `" +
-					api.TypeAttached + "`.",
+				MarkdownDescription: "The kind of compute: `" + api.TypeComputeCluster + "`, `" + api.TypeComputeInstance + "`, `" +
+					api.TypeAttached + "` (an attached machine) or `" + api.TypeKubernetes + "` (an attached Kubernetes cluster).",
 				Computed: true,
 			},
 			"current_node_count": dsschema.Int64Attribute{

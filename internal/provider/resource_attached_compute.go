@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -34,6 +35,7 @@ var (
 	_ resource.ResourceWithConfigure      = (*attachedComputeResource)(nil)
 	_ resource.ResourceWithImportState    = (*attachedComputeResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*attachedComputeResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*attachedComputeResource)(nil)
 )
 
 // Default timeouts of the engine calls. Create and a credential rotation connect to the
@@ -53,8 +55,8 @@ func NewAttachedComputeResource() resource.Resource {
 }
 
 // attachedComputeResource manages an attached compute: a Linux machine the user already
-// owns, reached over SSH, on which jobs run. The engine never creates, scales or removes
-// the machine.
+// owns, reached over SSH, or a Kubernetes cluster whose pods run jobs. The engine never
+// creates, scales or removes the machine or the cluster.
 type attachedComputeResource struct {
 	client *client.Client
 	// quotas is the provider's plan-time quota state (compute_cluster_quota.go).
@@ -67,8 +69,10 @@ func (r *attachedComputeResource) Metadata(_ context.Context, req resource.Metad
 
 func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "An attached compute is a Linux machine you already own, reached over SSH, on which jobs " +
-			"run (`mlcompute job submit --compute NAME`). On create the engine connects, verifies or pins the " +
+		MarkdownDescription: "An attached compute is a Linux machine you already own, reached over SSH " +
+			"(`virtual_machine`), or a Kubernetes cluster (`kubernetes`), on which jobs run (`mlcompute job submit " +
+			"--compute NAME`); set exactly one of the two, and switching from one to the other replaces the " +
+			"compute. For a machine: on create the engine connects, verifies or pins the " +
 			"machine's host key, checks that it runs Linux and reads its vCPUs and memory; an unreachable machine, " +
 			"a closed port, rejected credentials or a changed host key fail the apply with a message on the " +
 			"attribute to fix, and nothing is recorded. The machine is one node that never scales, so a job on it " +
@@ -97,7 +101,8 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 					"Set exactly one of `password` and `private_key`; either can be changed in place (the engine " +
 					"checks the new one against the machine first). Changing `address`, `ssh_port`, `username` or " +
 					"`host_key_fingerprint` attaches another machine or login, so it replaces the attached compute.",
-				Required: true,
+				Optional:      true,
+				PlanModifiers: []planmodifier.Object{replaceWhenSetOrUnset()},
 				Attributes: map[string]schema.Attribute{
 					"address": schema.StringAttribute{
 						MarkdownDescription: "The machine's host name or IP address, without a port or `user@`.",
@@ -160,14 +165,18 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 					},
 				},
 			},
+			"kubernetes": kubernetesWithReplace(),
 			"vcpus": schema.Int64Attribute{
-				MarkdownDescription: "The machine's vCPUs (`nproc`), read when it was attached.",
-				Computed:            true,
-				PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+				MarkdownDescription: "The machine's vCPUs (`nproc`), read when it was attached; for a Kubernetes cluster, " +
+					"the allocatable CPUs (whole, rounded down) of the nodes its instance types can use, read when it " +
+					"was attached or its settings changed (0 when the credentials may not list nodes).",
+				Computed:      true,
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
 			},
 			"memory_gb": schema.Float64Attribute{
 				MarkdownDescription: "The machine's memory in GiB (`MemTotal` of `/proc/meminfo`, to 0.01), read when " +
-					"it was attached.",
+					"it was attached; for a Kubernetes cluster, the allocatable memory of the nodes its instance types " +
+					"can use.",
 				Computed:      true,
 				PlanModifiers: []planmodifier.Float64{float64planmodifier.UseStateForUnknown()},
 			},
@@ -191,6 +200,27 @@ func (r *attachedComputeResource) Configure(_ context.Context, req resource.Conf
 // (the framework's ExactlyOneOf, set on both attributes, says it twice in its own path
 // syntax). A value not known yet, such as a file() of a resource's output, is left alone.
 func (r *attachedComputeResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var vmObj, kubeObj types.Object
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("virtual_machine"), &vmObj)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("kubernetes"), &kubeObj)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	switch {
+	case !vmObj.IsNull() && !kubeObj.IsNull():
+		resp.Diagnostics.AddAttributeError(path.Root("kubernetes"), "Conflicting Attached Compute Kinds",
+			"Both virtual_machine and kubernetes are set, but an attached compute is one machine or one Kubernetes "+
+				"cluster.\n\nRemove one of them, and declare another mlcompute_attached_compute for the other.")
+		return
+	case vmObj.IsNull() && kubeObj.IsNull():
+		resp.Diagnostics.AddError("Missing Attached Compute Kind",
+			"Neither virtual_machine nor kubernetes is set, so there is nothing to attach.\n\nSet exactly one of "+
+				"virtual_machine = { address, username, private_key } and kubernetes = { kubeconfig = file(\"~/.kube/config\") }.")
+		return
+	case !kubeObj.IsNull():
+		validateKubernetes(ctx, req.Config, req.Config.Schema.Type(), &resp.Diagnostics)
+		return
+	}
 	vmPath := path.Root("virtual_machine")
 	var password, privateKey types.String
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, vmPath.AtName("password"), &password)...)
@@ -227,7 +257,12 @@ func (r *attachedComputeResource) Create(ctx context.Context, req resource.Creat
 	resp.Diagnostics.Append(diags...)
 	ws, wsErr := api.ParseID(plan.WorkspaceID.ValueString(), "")
 	spec := api.ComputeSpec{Name: plan.Name.ValueString(), Type: api.TypeAttached, Description: plan.Description.ValueString()}
-	spec.VirtualMachine, diags = plan.virtualMachine(ctx)
+	if plan.Kubernetes.IsNull() {
+		spec.VirtualMachine, diags = plan.virtualMachine(ctx)
+	} else {
+		spec.Type = api.TypeKubernetes
+		spec.Kubernetes, diags = plan.kubernetesSpec(ctx)
+	}
 	resp.Diagnostics.Append(diags...)
 	if wsErr != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("workspace_id"), "Invalid Workspace ID", wsErr.Error())
@@ -238,18 +273,23 @@ func (r *attachedComputeResource) Create(ctx context.Context, req resource.Creat
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	action := fmt.Sprintf("attach %s as %q in workspace %q", spec.VirtualMachine.Address, spec.Name, ws.Workspace)
+	action := fmt.Sprintf("attach the Kubernetes cluster as %q in workspace %q", spec.Name, ws.Workspace)
+	summary := "Cannot Attach Kubernetes Cluster"
+	if spec.VirtualMachine != nil {
+		action = fmt.Sprintf("attach %s as %q in workspace %q", spec.VirtualMachine.Address, spec.Name, ws.Workspace)
+		summary = "Cannot Attach Machine"
+	}
 	c, err := createCompute(ctx, r.client, r.quotas, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
 			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)
 		}
 		if !addTimeoutError(ctx, &resp.Diagnostics, "Attached Compute Create Timed Out", "create", action, timeout, err) {
-			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), "Cannot Attach Machine", action, err)
+			addEngineError(&resp.Diagnostics, req.Plan.Schema.Type(), summary, action, err)
 		}
 		return
 	}
-	tflog.Info(ctx, "attached machine", map[string]any{"compute": c.ID, "host_key_fingerprint": c.VirtualMachine.HostKeyFingerprint})
+	tflog.Info(ctx, "attached compute", map[string]any{"compute": c.ID, "type": c.Type})
 
 	resp.Diagnostics.Append(plan.fromAPI(ctx, c)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -270,10 +310,10 @@ func (r *attachedComputeResource) Read(ctx context.Context, req resource.ReadReq
 	if !readFound(ctx, req, resp, err, "Attached Compute", fmt.Sprintf("attached compute %q in workspace %q", id.Name, id.Workspace)) {
 		return
 	}
-	if c.Type != api.TypeAttached || c.VirtualMachine == nil {
+	if (c.Type != api.TypeAttached || c.VirtualMachine == nil) && (c.Type != api.TypeKubernetes || c.Kubernetes == nil) {
 		resp.Diagnostics.AddError("Not An Attached Compute",
-			fmt.Sprintf("The compute %s is a %s, not an attached compute (%s).\n\nManage it with the resource of its "+
-				"type, or import the ID of an attached compute.", id, c.Type, api.TypeAttached))
+			fmt.Sprintf("The compute %s is a %s, not an attached compute (%s or %s).\n\nManage it with the resource of its "+
+				"type, or import the ID of an attached compute.", id, c.Type, api.TypeAttached, api.TypeKubernetes))
 		return
 	}
 
@@ -294,7 +334,11 @@ func (r *attachedComputeResource) Update(ctx context.Context, req resource.Updat
 	resp.Diagnostics.Append(diags...)
 	id, _ := stateComputeID(plan.ID, &resp.Diagnostics)
 	upd := api.ComputeUpdate{Description: plan.Description.ValueString()}
-	upd.VirtualMachine, diags = plan.virtualMachine(ctx)
+	if plan.Kubernetes.IsNull() {
+		upd.VirtualMachine, diags = plan.virtualMachine(ctx)
+	} else {
+		upd.Kubernetes, diags = plan.kubernetesSpec(ctx)
+	}
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -342,6 +386,7 @@ type attachedComputeModel struct {
 	WorkspaceID    types.String   `tfsdk:"workspace_id"`
 	Description    types.String   `tfsdk:"description"`
 	VirtualMachine types.Object   `tfsdk:"virtual_machine"`
+	Kubernetes     types.Object   `tfsdk:"kubernetes"`
 	VCPUs          types.Int64    `tfsdk:"vcpus"`
 	MemoryGB       types.Float64  `tfsdk:"memory_gb"`
 	CreatedOn      types.String   `tfsdk:"created_on"`
@@ -380,6 +425,20 @@ func (m *attachedComputeModel) virtualMachine(ctx context.Context) (*api.Virtual
 // state's on refresh; null after an import). timeouts is Terraform's alone.
 func (m *attachedComputeModel) fromAPI(ctx context.Context, c *api.Compute) diag.Diagnostics {
 	var diags, d diag.Diagnostics
+	if k := c.Kubernetes; k != nil {
+		m.ID = types.StringValue(c.ID)
+		m.Name = types.StringValue(c.Name)
+		m.WorkspaceID = types.StringValue(api.WorkspaceID(c.Workspace))
+		m.Description = types.StringValue(c.Description)
+		m.VirtualMachine = types.ObjectNull(virtualMachineAttrTypes)
+		m.Kubernetes, d = kubernetesFromAPI(ctx, k, m.Kubernetes)
+		diags.Append(d...)
+		m.VCPUs = types.Int64Value(k.VCPUs)
+		m.MemoryGB = types.Float64Value(k.MemoryGB)
+		m.CreatedOn = types.StringValue(c.CreatedOn.UTC().Format(time.RFC3339))
+		return diags
+	}
+	m.Kubernetes = types.ObjectNull(kubernetesAttrTypes)
 	var prior virtualMachineModel
 	if !m.VirtualMachine.IsNull() && !m.VirtualMachine.IsUnknown() {
 		diags.Append(m.VirtualMachine.As(ctx, &prior, basetypes.ObjectAsOptions{})...)
@@ -400,4 +459,20 @@ func (m *attachedComputeModel) fromAPI(ctx context.Context, c *api.Compute) diag
 	m.MemoryGB = types.Float64Value(vm.MemoryGB)
 	m.CreatedOn = types.StringValue(c.CreatedOn.UTC().Format(time.RFC3339))
 	return diags
+}
+
+// replaceWhenSetOrUnset replaces the attached compute when a block appears or goes: a
+// machine and a Kubernetes cluster are different computes.
+func replaceWhenSetOrUnset() planmodifier.Object {
+	return objectplanmodifier.RequiresReplaceIf(func(_ context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
+		resp.RequiresReplace = !req.State.Raw.IsNull() && req.StateValue.IsNull() != req.PlanValue.IsNull()
+	}, "Changes between virtual_machine and kubernetes replace the attached compute.",
+		"Changes between `virtual_machine` and `kubernetes` replace the attached compute.")
+}
+
+// kubernetesWithReplace is the kubernetes attribute, replaced when it appears or goes.
+func kubernetesWithReplace() schema.SingleNestedAttribute {
+	a := kubernetesSchema()
+	a.PlanModifiers = []planmodifier.Object{replaceWhenSetOrUnset()}
+	return a
 }

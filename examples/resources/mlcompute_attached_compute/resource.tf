@@ -45,3 +45,38 @@ resource "mlcompute_attached_compute" "build_box" {
 output "gpu_box_size" {
   value = "${mlcompute_attached_compute.gpu_box.vcpus} vCPUs, ${mlcompute_attached_compute.gpu_box.memory_gb} GiB"
 }
+
+# A Kubernetes cluster the team already runs (AKS, Arc-enabled, on premises). Jobs on it
+# run as pods of an instance type, one per rank, deleted when the job ends:
+#   mlcompute job submit --workspace team-a --compute k8s --instance-type gpu --instance-count 2 -- python train.py
+resource "mlcompute_attached_compute" "k8s" {
+  name         = "k8s"
+  workspace_id = mlcompute_workspace.example.id
+
+  kubernetes = {
+    kubeconfig = file("~/.kube/mlcompute-team-a.yaml")
+    namespace  = "team-a"
+    image      = "registry.example.com/ml/train:2024.06"
+
+    instance_types = {
+      cpu = {
+        resources = {
+          requests = { cpu = "2", memory = "8Gi" }
+          limits   = { cpu = "4", memory = "8Gi" }
+        }
+      }
+      gpu = {
+        node_selector = { "nvidia.com/gpu.present" = "true" }
+        resources = {
+          requests = { cpu = "8", memory = "60Gi" }
+          limits   = { cpu = "8", memory = "60Gi", "nvidia.com/gpu" = "1" }
+        }
+      }
+    }
+    default_instance_type = "cpu"
+  }
+}
+
+output "k8s_capacity" {
+  value = "${mlcompute_attached_compute.k8s.vcpus} vCPUs, ${mlcompute_attached_compute.k8s.memory_gb} GiB on the nodes its instance types can use"
+}

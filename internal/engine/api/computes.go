@@ -66,6 +66,8 @@ type ComputeSpec struct {
 	Instance *InstanceSettings `json:"instance,omitempty"`
 	// VirtualMachine is the machine an attached compute (TypeAttached) stands for.
 	VirtualMachine *VirtualMachine `json:"virtual_machine,omitempty"`
+	// Kubernetes is the cluster an attached Kubernetes compute (TypeKubernetes) stands for.
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 }
 
 // ComputeUpdate replaces a compute's mutable fields.
@@ -80,6 +82,9 @@ type ComputeUpdate struct {
 	// VirtualMachine rotates an attached machine's password or private key; its other
 	// fields must stay as they are.
 	VirtualMachine *VirtualMachine `json:"virtual_machine,omitempty"`
+	// Kubernetes replaces an attached cluster's settings; the engine checks the cluster
+	// again when the kubeconfig, context or namespace change.
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 }
 
 // NodeStateCounts counts a cluster's nodes by state.
@@ -135,6 +140,8 @@ type Compute struct {
 	Error string `json:"error,omitempty"`
 	// VirtualMachine describes an attached machine, without its password or private key.
 	VirtualMachine *VirtualMachine `json:"virtual_machine,omitempty"`
+	// Kubernetes describes an attached Kubernetes cluster, without its kubeconfig.
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 	// Errors are the compute's recent failures to get or keep nodes, newest first (at most
 	// MaxComputeErrors); they clear once a node starts again.
 	Errors []ComputeError `json:"errors,omitempty"`

@@ -18,8 +18,10 @@ const ServerlessCompute = "serverless"
 // JobSpec is a job submission. The code snapshot, when any, is uploaded first
 // (POST /v1/workspaces/{ws}/snapshots) and named by its ID.
 type JobSpec struct {
-	Compute       string            `json:"compute"`
-	InstanceType  string            `json:"instance_type,omitempty"` // serverless only
+	Compute string `json:"compute"`
+	// InstanceType is a VM size for --compute serverless, or one of an attached Kubernetes
+	// compute's instance types (its default when empty).
+	InstanceType  string            `json:"instance_type,omitempty"`
 	InstanceCount int64             `json:"instance_count,omitempty"`
 	Command       []string          `json:"command"`
 	Env           map[string]string `json:"env,omitempty"`
@@ -31,16 +33,18 @@ type JobSpec struct {
 
 // Job is a job as the engine holds it.
 type Job struct {
-	ID         string            `json:"id"`
-	Workspace  string            `json:"workspace"`
-	Compute    string            `json:"compute"`
-	Status     string            `json:"status"`
-	ExitCode   *int              `json:"exit_code,omitempty"`
-	Nodes      []string          `json:"nodes"`
-	Command    []string          `json:"command"`
-	Env        map[string]string `json:"env,omitempty"`
-	Count      int64             `json:"instance_count"`
-	SnapshotID string            `json:"snapshot_id,omitempty"`
+	ID        string `json:"id"`
+	Workspace string `json:"workspace"`
+	Compute   string `json:"compute"`
+	// InstanceType is the instance type of a job on an attached Kubernetes compute.
+	InstanceType string            `json:"instance_type,omitempty"`
+	Status       string            `json:"status"`
+	ExitCode     *int              `json:"exit_code,omitempty"`
+	Nodes        []string          `json:"nodes"`
+	Command      []string          `json:"command"`
+	Env          map[string]string `json:"env,omitempty"`
+	Count        int64             `json:"instance_count"`
+	SnapshotID   string            `json:"snapshot_id,omitempty"`
 	// Environment is the environment the job runs in and EnvironmentHash the content hash
 	// it was submitted with: a later change of the environment does not change the job's.
 	Environment     string `json:"environment,omitempty"`

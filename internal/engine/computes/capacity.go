@@ -5,6 +5,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/capacity"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -23,6 +24,7 @@ type admission struct {
 type admitted struct {
 	node model.Node
 	size catalog.Size
+	pod  *driver.PodShape
 }
 
 // admit hands capacity to waiting nodes (rules/capacity), preempting LowPriority nodes
@@ -68,7 +70,7 @@ func (c *Core) admit(tx *store.Tx, computeKey string, now time.Time) (admission,
 			return out, err
 		}
 		size, _ := catalog.Lookup(computes[w.Compute].VMSize)
-		out.create = append(out.create, admitted{node: w, size: size})
+		out.create = append(out.create, admitted{node: w, size: size, pod: PodShape(computes[w.Compute])})
 	}
 	for _, id := range d.Preempt {
 		if err := c.preemptLocked(tx, byID[id], now, &out); err != nil {
@@ -121,7 +123,7 @@ func (c *Core) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *adm
 // act carries out an admission after its commit.
 func (c *Core) act(a admission) {
 	for _, w := range a.create {
-		c.loop.Go(func() { c.createNode(c.ctx, w.node, w.size) })
+		c.loop.Go(func() { c.createNode(c.ctx, w.node, w.size, w.pod) })
 	}
 	for _, k := range a.kills {
 		c.loop.Go(func() { _ = c.drv.KillTask(c.ctx, k.Node, k.Task) })

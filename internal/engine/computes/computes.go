@@ -80,6 +80,9 @@ func (c *Core) describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
 	if rec.Attached != nil {
 		out.VirtualMachine, out.ScaleSettings = rec.Attached.API(), nil
 	}
+	if rec.Kubernetes != nil {
+		out.Kubernetes, out.ScaleSettings = rec.Kubernetes.API(), nil
+	}
 	out.Errors = rec.Errors
 	for _, n := range nodes {
 		out.Nodes = append(out.Nodes, n.API())

@@ -38,7 +38,7 @@ func (c *Core) envCache(j model.Job) string {
 		_, err := tx.Get(store.Computes, j.ComputeKey, &rec)
 		return err
 	})
-	if rec.Attached != nil {
+	if rec.Attached != nil || rec.KubeJob != nil {
 		return ""
 	}
 	return c.envCacheDir

@@ -61,8 +61,8 @@ func NodeIdleTimer(n model.Node) runtime.Timer {
 }
 
 // createNode asks the driver for a committed node and records the outcome.
-func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size) {
-	info, err := c.drv.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
+func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size, pod *driver.PodShape) {
+	info, err := c.drv.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, Pod: pod})
 	if ctx.Err() != nil {
 		return
 	}

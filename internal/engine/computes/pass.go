@@ -159,6 +159,9 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 		c.quota.Delete(key)
 		c.log.Info("compute deleted", "compute", key)
 		c.loop.Deleted(runtime.ComputeKey(key))
+		if rec.KubeJob != nil {
+			c.Kick(rec.Workspace + "/" + rec.KubeJob.Parent) // it may wait for this one to go
+		}
 		return nil
 	}
 	c.act(adm)
@@ -167,6 +170,31 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 	}
 	c.apply(ctx, c.log.With("compute", key), acts)
 	return nil
+}
+
+// kubeJobComputes marks the job computes of an attached Kubernetes cluster being deleted
+// as deleting too (kicking them after the commit) and returns those that remain.
+func (c *Core) kubeJobComputes(tx *store.Tx, rec model.Compute) ([]string, error) {
+	recs, err := store.List[model.Compute](tx, store.Computes, rec.Workspace+"/"+model.KubeJobComputePrefix)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, child := range recs {
+		if child.KubeJob == nil || child.KubeJob.Parent != rec.Name {
+			continue
+		}
+		keys = append(keys, child.Key())
+		if !child.Deleting {
+			child.Deleting = true
+			if err := tx.Put(store.Computes, child.Key(), child); err != nil {
+				return nil, err
+			}
+		}
+		key := child.Key()
+		c.loop.Go(func() { c.Kick(key) })
+	}
+	return keys, nil
 }
 
 // deletePass is a pass over a compute being deleted: its jobs are canceled, its nodes
@@ -190,6 +218,14 @@ func (c *Core) deletePass(tx *store.Tx, rec model.Compute, nodes []model.Node, j
 	}
 	if len(nodes) > 0 {
 		return false, nil
+	}
+	if rec.Kubernetes != nil {
+		// The jobs on an attached cluster run on computes of their own: they are cancelled
+		// and their pods deleted before the cluster's record goes.
+		children, err := c.kubeJobComputes(tx, rec)
+		if err != nil || len(children) > 0 {
+			return false, err
+		}
 	}
 	return true, tx.Delete(store.Computes, rec.Key())
 }

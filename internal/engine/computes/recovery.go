@@ -3,6 +3,7 @@ package computes
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
@@ -47,8 +48,9 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 			// it recorded the outcome. Create is idempotent under the key and returns a node
 			// that is already live, so it runs whatever Describe would say (the ssh driver
 			// describes every node the store holds, created or not).
-			size, _ := catalog.Lookup(c.vmSizeOf(computes, n.Compute))
-			c.loop.Go(func() { c.createNode(ctx, n, size) })
+			rec := computeOf(computes, n.Compute)
+			size, _ := catalog.Lookup(rec.VMSize)
+			c.loop.Go(func() { c.createNode(ctx, n, size, PodShape(rec)) })
 			continue
 		}
 		_, err := c.drv.Describe(ctx, n.ID)
@@ -110,11 +112,25 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 	return nil
 }
 
-func (c *Core) vmSizeOf(computes []model.Compute, key string) string {
+func computeOf(computes []model.Compute, key string) model.Compute {
 	for _, rec := range computes {
 		if rec.Key() == key {
-			return rec.VMSize
+			return rec
 		}
 	}
-	return ""
+	return model.Compute{}
+}
+
+// PodShape is how the pods of a job on an attached Kubernetes cluster ask for resources:
+// its instance type; nil for every other compute.
+func PodShape(rec model.Compute) *driver.PodShape {
+	kj := rec.KubeJob
+	if kj == nil {
+		return nil
+	}
+	shape := &driver.PodShape{InstanceType: kj.InstanceType, NodeSelector: maps.Clone(kj.Shape.NodeSelector)}
+	if r := kj.Shape.Resources; r != nil {
+		shape.Requests, shape.Limits = maps.Clone(r.Requests), maps.Clone(r.Limits)
+	}
+	return shape
 }

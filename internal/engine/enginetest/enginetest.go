@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
@@ -42,6 +43,10 @@ type Options struct {
 	// MinIdleShutdown is the idle-shutdown policy's minimum ('serve --min-idle-shutdown');
 	// zero keeps the engine's default.
 	MinIdleShutdown time.Duration
+	// NewKubeDriver and KubeImage give the engine the node driver of attached Kubernetes
+	// clusters and their pods' default image (engine.Config).
+	NewKubeDriver attached.NewKubeDriver
+	KubeImage     string
 }
 
 // Engine is a running in-process engine.
@@ -98,6 +103,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv,
 		Snapshots: snapshots, MinIdleShutdown: opts.MinIdleShutdown,
+		NewKubeDriver: opts.NewKubeDriver, KubeImage: opts.KubeImage,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,12 @@ type Compute struct {
 	Errors []api.ComputeError `json:"errors,omitempty"`
 	// Attached is set for attached machines (controllers/attached).
 	Attached *Attached `json:"attached,omitempty"`
+	// Kubernetes is set for attached Kubernetes clusters (kubernetes.go); they hold no
+	// nodes themselves.
+	Kubernetes *KubeCluster `json:"kubernetes,omitempty"`
+	// KubeJob is set on the record made for one job on an attached Kubernetes cluster: its
+	// nodes are pods there.
+	KubeJob *KubeJob `json:"kube_job,omitempty"`
 }
 
 func (c Compute) Key() string { return c.Workspace + "/" + c.Name }
@@ -69,7 +75,7 @@ func (c Compute) ResourceType() string {
 	if c.Instance != nil {
 		return "mlcompute_compute_instance"
 	}
-	if c.Attached != nil {
+	if c.Attached != nil || c.Kubernetes != nil {
 		return "mlcompute_attached_compute"
 	}
 	return "mlcompute_compute_cluster"
@@ -187,6 +193,9 @@ func (a Attached) API() *api.VirtualMachine {
 
 // nodeIDPrefix is how the IDs of a compute's nodes start.
 func (c Compute) NodeIDPrefix() string {
+	if c.KubeJob != nil {
+		return strings.TrimSuffix(KubeNodePrefix, "-")
+	}
 	if c.Attached != nil {
 		return strings.TrimSuffix(AttachedNodePrefix, "-")
 	}

@@ -16,17 +16,23 @@ var HostKeyFingerprintRE = lazyregexp.New(`^SHA256:[A-Za-z0-9+/]{43}$`)
 
 var usernameRE = lazyregexp.New(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
 
-// AttachedCompute checks an attached compute's spec: its name (as for clusters) and its
-// virtual_machine block.
+// AttachedCompute checks an attached compute's spec: its name (as for clusters) and
+// exactly one of its virtual_machine and kubernetes blocks.
 func AttachedCompute(spec api.ComputeSpec) error {
 	if err := ComputeName.Check("name", spec.Name); err != nil {
 		return err
 	}
-	if spec.VirtualMachine == nil {
-		return api.Errorf(api.CodeInvalid, "virtual_machine", "an attached compute needs virtual_machine = { address, username, and a password or private_key }")
+	switch {
+	case spec.VirtualMachine != nil && spec.Kubernetes != nil:
+		return api.Errorf(api.CodeInvalid, "kubernetes", "set exactly one of virtual_machine and kubernetes: both are set")
+	case spec.VirtualMachine == nil && spec.Kubernetes == nil:
+		return api.Errorf(api.CodeInvalid, "virtual_machine", "an attached compute needs exactly one of virtual_machine = { address, username, and a password or private_key } and kubernetes = { kubeconfig, ... }")
 	}
 	if spec.VMSize != "" || spec.ScaleSettings != nil || spec.Instance != nil {
-		return api.Errorf(api.CodeInvalid, "type", "an attached compute has no vm_size, scale_settings or instance settings: it is the machine itself")
+		return api.Errorf(api.CodeInvalid, "type", "an attached compute has no vm_size, scale_settings or instance settings: it is the machine or cluster itself")
+	}
+	if spec.Kubernetes != nil {
+		return Kubernetes(*spec.Kubernetes)
 	}
 	return VirtualMachine(*spec.VirtualMachine)
 }

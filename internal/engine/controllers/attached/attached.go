@@ -32,15 +32,24 @@ type Core interface {
 	computes.Runtime
 }
 
-// Controller attaches and updates machines on the shared compute core.
+// Controller attaches and updates machines and Kubernetes clusters on the shared compute
+// core.
 type Controller struct {
 	core Core
 	log  hclog.Logger
+	// NewKubeDriver builds the node driver of one attached Kubernetes cluster (the
+	// composition root sets it; nil leaves attached clusters without jobs).
+	NewKubeDriver NewKubeDriver
+	// DefaultKubeImage is the image of job pods on an attached cluster whose
+	// kubernetes.image is not set (the engine's MLCOMPUTE_KUBE_IMAGE).
+	DefaultKubeImage string
+	// Checks are the calls an attach makes to a cluster.
+	Checks KubeChecks
 }
 
 // New builds the controller.
 func New(core Core) *Controller {
-	return &Controller{core: core, log: core.Logger().Named("attached")}
+	return &Controller{core: core, log: core.Logger().Named("attached"), Checks: clusterChecks{}}
 }
 
 // attachProbeTimeout bounds the connection and checks made when a machine is attached.
@@ -55,11 +64,13 @@ func sshTarget(a model.Attached) sshdrv.Target {
 }
 
 // WrapDriver wraps the operator's driver so that attached machines' nodes go to an
-// ssh driver whose lifetime is ctx's.
+// ssh driver, and the pods of jobs on attached Kubernetes clusters to their cluster's
+// driver, whose lifetimes are ctx's.
 func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Driver {
 	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.core.Logger().Named("ssh")})
-	context.AfterFunc(ctx, func() { _ = vms.Close() })
-	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms})
+	pods := newKubeDrivers(ctx, c)
+	context.AfterFunc(ctx, func() { _ = vms.Close(); _ = pods.Close() })
+	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms}, mux.Route{Prefix: model.KubeNodePrefix, Driver: pods})
 }
 
 // attachedTarget is the ssh driver's Lookup: how to reach the machine of a stored node.
@@ -108,6 +119,9 @@ func (c *Controller) attachedTasks(_ context.Context, nodeKey string) ([]string,
 // the machine runs Linux and reads its size, all before anything is recorded, so a
 // failure leaves nothing behind and names the setting to fix.
 func (c *Controller) Create(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
+	if spec.Kubernetes != nil && spec.VirtualMachine == nil {
+		return c.CreateKubernetes(ctx, workspace, spec, idempotencyKey)
+	}
 	if err := validation.AttachedCompute(spec); err != nil {
 		return nil, err
 	}
@@ -115,26 +129,9 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 	if vm.SSHPort == 0 {
 		vm.SSHPort = api.DefaultSSHPort
 	}
-	id := api.ComputeID(workspace, spec.Name)
 	key := workspace + "/" + spec.Name
-	check := func(tx *store.Tx) (bool, error) {
-		if _, err := model.GetWorkspace(tx, workspace); err != nil {
-			return false, err
-		}
-		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
-			return done, err
-		}
-		var existing model.Compute
-		if ok, err := tx.Get(store.Computes, key, &existing); err != nil {
-			return false, err
-		} else if ok {
-			return false, api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", spec.Name, workspace, existing.ResourceType(), id)
-		}
-		return false, nil
-	}
-	// Cheap checks first: a model.Replayed create or a taken name never dials the machine.
-	var replay bool
-	if err := c.core.View(func(tx *store.Tx) (err error) { replay, err = check(tx); return err }); err != nil {
+	replay, err := c.checkNew(workspace, spec.Name, idempotencyKey)
+	if err != nil {
 		return nil, err
 	}
 	if replay {
@@ -161,6 +158,31 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 		c.log.Info("machine attached", "compute", key, "address", sshTarget(a).String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
 	}
 	return out, err
+}
+
+// checkNew makes the cheap checks of an attach first, so that a replayed create or a
+// taken name never dials the machine or the cluster. It reports a replay.
+func (c *Controller) checkNew(workspace, name, idempotencyKey string) (bool, error) {
+	id := api.ComputeID(workspace, name)
+	var replay bool
+	err := c.core.View(func(tx *store.Tx) error {
+		if _, err := model.GetWorkspace(tx, workspace); err != nil {
+			return err
+		}
+		done, err := model.Replayed(tx, idempotencyKey, id)
+		if done || err != nil {
+			replay = done
+			return err
+		}
+		var existing model.Compute
+		if ok, err := tx.Get(store.Computes, workspace+"/"+name, &existing); err != nil {
+			return err
+		} else if ok {
+			return api.Errorf(api.CodeConflict, "name", "compute %q already exists in workspace %q; to manage it with Terraform, import it: terraform import %s.<name> %s", name, workspace, existing.ResourceType(), id)
+		}
+		return nil
+	})
+	return replay, err
 }
 
 // probeAttached connects to the machine and reads its size, turning every way that can
@@ -212,6 +234,12 @@ func (c *Controller) Update(ctx context.Context, workspace, name string, upd api
 		return nil, api.Errorf(api.CodeInvalid, "scale_settings", "attached compute %q never scales: it is one machine", name)
 	case upd.VMSize != "" || upd.Instance != nil:
 		return nil, api.Errorf(api.CodeInvalid, "vm_size", "attached compute %q has no vm_size or instance settings", name)
+	case rec.Kubernetes != nil && upd.VirtualMachine != nil:
+		return nil, api.Errorf(api.CodeInvalid, "virtual_machine", "attached compute %q is a Kubernetes cluster; attaching a machine instead replaces the compute", name)
+	case rec.Kubernetes != nil:
+		return c.updateKubernetes(ctx, rec, upd)
+	case upd.Kubernetes != nil:
+		return nil, api.Errorf(api.CodeInvalid, "kubernetes", "attached compute %q is a machine; attaching a Kubernetes cluster instead replaces the compute", name)
 	}
 	next := *rec.Attached
 	if vm := upd.VirtualMachine; vm != nil {

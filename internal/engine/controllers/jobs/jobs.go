@@ -37,6 +37,14 @@ type Controller struct {
 	core      Core
 	log       hclog.Logger
 	snapshots model.SnapshotStore
+	// Kube places jobs on attached Kubernetes clusters (package attached).
+	Kube KubeJobs
+}
+
+// KubeJobs resolves and checks the instance type of a job on an attached Kubernetes
+// cluster (rec) before the job is queued: some node must be able to run its pods.
+type KubeJobs interface {
+	KubeJob(ctx context.Context, rec model.Compute, instanceType string) (*model.KubeJob, error)
 }
 
 // New builds the controller; snapshots keeps the code snapshots jobs run (nil: none).
@@ -45,7 +53,7 @@ func New(core Core, snapshots model.SnapshotStore) *Controller {
 }
 
 // SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
-func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
+func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
 	if len(spec.Command) == 0 {
 		return nil, api.Errorf(api.CodeInvalid, "command", "a job needs a command")
 	}
@@ -60,12 +68,18 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 			return nil, api.Errorf(api.CodeInvalid, "snapshot_id", "code snapshot %q is not known to this engine; upload it first", spec.SnapshotID)
 		}
 	}
+	// A job on an attached Kubernetes cluster asks the cluster whether a node can run its
+	// instance type first: the cluster may take seconds to answer.
+	kubeJob, err := c.kubeJob(ctx, workspace, spec)
+	if err != nil {
+		return nil, err
+	}
 	now := c.core.Clock().Now().UTC()
 	j := model.Job{Job: api.Job{
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
 		Command: spec.Command, Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
 	}}
-	err := c.core.Write(func(tx *store.Tx) error {
+	err = c.core.Write(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
@@ -122,6 +136,24 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 			if rec.Deleting {
 				return api.Errorf(api.CodeConflict, "compute", "compute %q is being deleted", spec.Compute)
 			}
+			if rec.Kubernetes != nil {
+				if kubeJob == nil || kubeJob.Parent != rec.Name {
+					return api.Errorf(api.CodeConflict, "compute", "compute %q changed while the job was submitted; submit it again", spec.Compute)
+				}
+				// The job's pods are the nodes of a compute of its own, released at its end.
+				rec = model.Compute{
+					Workspace: workspace, Name: model.KubeJobComputePrefix + j.ID, Type: api.TypeComputeCluster,
+					CreatedOn: now, Serverless: true, ForJob: j.ID, KubeJob: kubeJob,
+					ScaleSettings: &api.ScaleSettings{MinNodeCount: 0, MaxNodeCount: spec.InstanceCount, ScaleDownNodesAfterIdleDuration: "PT0S"},
+				}
+				rec.ParseDurations()
+				if err := c.core.AddCompute(tx, ws, rec, ""); err != nil {
+					return err
+				}
+				j.InstanceType = kubeJob.InstanceType
+			} else if spec.InstanceType != "" {
+				return api.Errorf(api.CodeInvalid, "instance_type", "compute %q has fixed nodes; --instance-type is for --compute serverless (a VM size) and for attached Kubernetes computes (one of their instance types)", spec.Compute)
+			}
 			if rec.Instance != nil && (rec.Instance.Desired != api.InstanceRunning || rec.Instance.State == api.InstanceSetupFailed) {
 				return api.Errorf(api.CodeConflict, "compute", "compute instance %q is %s; start it first (mlcompute compute start)", spec.Compute, rec.Instance.State)
 			}
@@ -129,7 +161,7 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 				return api.Errorf(api.CodeInvalid, "instance_count",
 					"attached compute %q is one machine, so a job on it runs with instance_count 1 (asked: %d); attach more machines and submit a job to each", spec.Compute, spec.InstanceCount)
 			}
-			if spec.InstanceCount > rec.MaxNodes() {
+			if rec.KubeJob == nil && spec.InstanceCount > rec.MaxNodes() {
 				return api.Errorf(api.CodeInvalid, "instance_count",
 					"the job asks for %d nodes but compute %q has max_node_count %d; lower --instance-count or raise max_node_count",
 					spec.InstanceCount, spec.Compute, rec.MaxNodes())
@@ -148,6 +180,20 @@ func (c *Controller) SubmitJob(_ context.Context, workspace string, spec api.Job
 	c.core.Kick(j.ComputeKey)
 	out := j.Job
 	return &out, nil
+}
+
+// kubeJob resolves the instance type of a job on an attached Kubernetes cluster; nil
+// for a job on any other compute (or on none that exists: the transaction says so).
+func (c *Controller) kubeJob(ctx context.Context, workspace string, spec api.JobSpec) (*model.KubeJob, error) {
+	if spec.Compute == api.ServerlessCompute || c.Kube == nil {
+		return nil, nil
+	}
+	var rec model.Compute
+	err := c.core.View(func(tx *store.Tx) (err error) { rec, err = model.GetCompute(tx, workspace, spec.Compute); return err })
+	if err != nil || rec.Kubernetes == nil || rec.Deleting {
+		return nil, nil
+	}
+	return c.Kube.KubeJob(ctx, rec, spec.InstanceType)
 }
 
 // GetJob returns a job.

@@ -45,7 +45,7 @@ func TestCreateIsIdempotentAndRefusesATakenName(t *testing.T) {
 	_, c, _ := setup(t)
 	ctx := context.Background()
 	first, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "lab"}, "key-1")
-	if err != nil || first.Location != workspaces.DefaultLocation || first.ID != api.WorkspaceID("lab") {
+	if err != nil || first.Location != api.DefaultLocation || first.ID != api.WorkspaceID("lab") {
 		t.Fatalf("CreateWorkspace = %+v, %v; want lab at the default location", first, err)
 	}
 	again, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "lab"}, "key-1")
