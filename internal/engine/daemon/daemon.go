@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
@@ -157,6 +158,7 @@ func Run(ctx context.Context, opts Options) error {
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
 		Driver: nodes, Snapshots: snapshots,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
+		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image,
 	})
 	if err != nil {
 		return err
@@ -457,6 +459,19 @@ func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
 		return d, nil
 	}
 	return nil, fmt.Errorf("unknown node driver %q: use local, slurm or kubernetes", opts.Nodes)
+}
+
+// attachedKubeDriver builds the node driver of one attached Kubernetes cluster: its pods
+// carry this engine's id, so that after a crash the engine finds the pods it made there.
+func attachedKubeDriver(opts Options) attached.NewKubeDriver {
+	return func(ctx context.Context, cfg kubernetes.Config) (driver.Driver, error) {
+		id, err := engineID(opts.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
+		return kubernetes.New(ctx, cfg)
+	}
 }
 
 // engineID reads the data dir's engine id, making one at the first start.
