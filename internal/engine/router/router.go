@@ -53,8 +53,12 @@ type Deployment struct {
 	Backends []Backend
 	// MaxConcurrentPerInstance is max_concurrent_requests_per_instance (0 means 1).
 	MaxConcurrentPerInstance int
-	// RequestTimeout is request_timeout_ms (0 means 5 s).
+	// RequestTimeout is request_timeout_ms (0 means 5 s). It runs from when the request is
+	// sent to an instance, not while it is held.
 	RequestTimeout time.Duration
+	// Hold, for an autoscaled deployment, holds requests that find no instance with room
+	// (hold.go); nil answers them 503 or 429 at once.
+	Hold *Hold
 }
 
 // Endpoint is the routing configuration of one online endpoint.
@@ -195,6 +199,11 @@ func (r *Router) SetEndpoint(e Endpoint) {
 	next[e.Name] = st
 	r.table.Store(&table{endpoints: next})
 	closeDroppedPools(old.endpoints[e.Name], st)
+	for _, d := range st.deployments {
+		if d.hold != nil {
+			d.hold.signal() // held requests look at the new table
+		}
+	}
 	r.log.Debug("endpoint set", "endpoint", e.Name, "auth_mode", st.authMode,
 		"deployments", st.names, "traffic", e.Traffic, "mirror", e.Mirror)
 }
@@ -216,6 +225,11 @@ func (r *Router) RemoveEndpoint(name string) {
 	}
 	r.table.Store(&table{endpoints: next})
 	closeDroppedPools(old.endpoints[name], nil)
+	for _, d := range old.endpoints[name].deployments {
+		if d.hold != nil {
+			d.hold.signal() // held requests find the endpoint gone
+		}
+	}
 	r.log.Debug("endpoint removed", "endpoint", name)
 }
 
@@ -231,6 +245,9 @@ func (r *Router) Stats(endpoint string) map[string]DeploymentStats {
 		s := d.stats.snapshot()
 		for _, in := range d.instances {
 			s.InFlight += in.load.Load()
+		}
+		if d.hold != nil {
+			s.Held = d.hold.held.Load()
 		}
 		out[name] = s
 	}
@@ -290,6 +307,8 @@ type deploymentState struct {
 	byKey   map[string]*instance // every instance by key, ready or not
 	// instances lists every instance (for Stats).
 	instances []*instance
+	// hold is set for a deployment that holds requests (Deployment.Hold).
+	hold *holdState
 }
 
 // instance is one backend. Its load is shared by every snapshot that has the same
@@ -425,6 +444,19 @@ func buildDeployment(name string, d *Deployment, old *deploymentState) *deployme
 		ds.stats, ds.rr = old.stats, old.rr
 	} else {
 		ds.stats, ds.rr = &counters{}, &atomic.Uint64{}
+	}
+	if d.Hold != nil {
+		if old != nil && old.hold != nil {
+			ds.hold = old.hold
+		} else {
+			ds.hold = &holdState{}
+		}
+		cfg := *d.Hold
+		cfg.MaxHeld = max(cfg.MaxHeld, 1)
+		if cfg.MaxWait <= 0 {
+			cfg.MaxWait = time.Millisecond
+		}
+		ds.hold.cfg.Store(&cfg)
 	}
 	for _, b := range d.Backends {
 		key := instanceKey(b)
