@@ -128,4 +128,3 @@ func (c *endpointCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
-
