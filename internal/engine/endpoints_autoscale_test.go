@@ -14,7 +14,7 @@ import (
 
 // autoscaledDeployment scales between min and max, polling every second, down after 2 s.
 func autoscaledDeployment(min, max int64) api.DeploymentSpec {
-	d := testDeployment(0, "serve")
+	d := testDeployment(1, "serve") // instance_count is ignored when autoscaled; the provider sends its default
 	d.ScaleSettings = &api.EndpointScaleSettings{Type: api.ScaleTypeTargetUtilization, MinInstances: min, MaxInstances: max,
 		PollingInterval: "PT1S", ScaleDownDelay: "PT2S"}
 	return d

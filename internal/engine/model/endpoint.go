@@ -199,7 +199,7 @@ func (r Endpoint) Settled() bool {
 				ready++
 			}
 		}
-		if ready < d.Spec.InstanceCount {
+		if ready < d.Target() {
 			return false
 		}
 	}
