@@ -596,6 +596,29 @@ func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.Mo
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, p.AtName("code_snapshot_id"), id)...)
 		planQueueWait(ctx, req, resp, p, d)
 	}
+	keepStateWhenUnchanged(ctx, req, resp)
+}
+
+// keepStateWhenUnchanged plans no change when, once max_queue_wait_ms's default is worked
+// out, the plan equals the state but for provisioning_state: the framework marks that
+// unknown whenever the proposed plan differs from the state, and the static default of
+// request_settings (500 ms) differs for a deployment that scales to zero until ModifyPlan
+// sets it.
+func keepStateWhenUnchanged(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
+		return
+	}
+	var state types.String
+	if req.State.GetAttribute(ctx, path.Root("provisioning_state"), &state).HasError() {
+		return
+	}
+	candidate := tfsdk.Plan{Schema: resp.Plan.Schema, Raw: resp.Plan.Raw.Copy()}
+	if candidate.SetAttribute(ctx, path.Root("provisioning_state"), state).HasError() {
+		return
+	}
+	if candidate.Raw.Equal(req.State.Raw) {
+		resp.Plan = candidate
+	}
 }
 
 // planQueueWait sets a deployment's planned max_queue_wait_ms to its default when the
