@@ -254,6 +254,21 @@ func (r *Router) Stats(endpoint string) map[string]DeploymentStats {
 	return out
 }
 
+// InstanceInFlight returns the requests in flight on one instance of a deployment (ready or
+// draining); known is false when the table does not hold the instance.
+func (r *Router) InstanceInFlight(endpoint, deployment, id string) (n int64, known bool) {
+	ep := r.table.Load().endpoints[endpoint]
+	if ep == nil || ep.deployments[deployment] == nil {
+		return 0, false
+	}
+	for _, in := range ep.deployments[deployment].instances {
+		if in.id == id {
+			return in.load.Load(), true
+		}
+	}
+	return 0, false
+}
+
 // Close stops mirror copies still running, waits for them, and closes idle connections.
 // Call it after the listener stopped; requests served after Close are not mirrored.
 func (r *Router) Close() {

@@ -144,7 +144,7 @@ func (h *loadHarness) run() error {
 			default:
 				load = max(0, min(capacity+2, load+w.rng.IntN(5)-2))
 			}
-			h.adjust(load, keys.PrimaryKey)
+			h.adjust(load, keys.PrimaryKey, constant)
 			w.clk.Step(time.Duration(200+w.rng.IntN(600)) * time.Millisecond)
 			if err := w.e.Settle(context.Background()); err != nil {
 				return w.fail("the engine settles", "%v", err)
@@ -158,13 +158,21 @@ func (h *loadHarness) run() error {
 			}
 		}
 		if constant {
+			h.trim(0) // the phase's requests end with it
 			if n := h.decisionsSince(half); n > 1 {
-				return w.fail("no flapping at constant load", "load %d±10%%: %d decisions in the second half of the phase", level, n)
+				ep, _ := w.e.GetEndpoint(context.Background(), "lab", asEndpoint)
+				var late []api.ScaleDecision
+				for _, d := range ep.Deployments["blue"].ScaleDecisions {
+					if d.Time.After(half) {
+						late = append(late, d)
+					}
+				}
+				return w.fail("no flapping at constant load", "load %d±10%%: %d decisions in the second half of the phase (from %s): %+v (ok %d, 429 %d, failed %d %v)", level, n, half, late, h.ok.Load(), h.busy.Load(), h.failed.Load(), h.failures)
 			}
 		}
 	}
 	// Drain: end every request, then silence until zero or min.
-	h.adjust(0, keys.PrimaryKey)
+	h.adjust(0, keys.PrimaryKey, false)
 	for range 40 {
 		h.endDue(w.now().Add(time.Hour))
 		w.clk.Step(time.Second)
@@ -181,15 +189,22 @@ func (h *loadHarness) run() error {
 }
 
 // adjust starts or ends requests so that about load are open: new ones get a random
-// duration in simulated time.
-func (h *loadHarness) adjust(load int, key string) {
+// duration in simulated time. With steady, requests last until trimmed, so exactly load
+// are open: the constant phases' load is the router's in-flight count, noise included.
+func (h *loadHarness) adjust(load int, key string, steady bool) {
 	h.endDue(h.w.now())
+	if steady {
+		h.trim(load)
+	}
 	h.mu.Lock()
 	n := len(h.open)
 	h.mu.Unlock()
 	for ; n < load; n++ {
 		release := make(chan struct{})
 		end := h.w.now().Add(time.Duration(300+h.w.rng.IntN(3000)) * time.Millisecond)
+		if steady {
+			end = h.w.now().Add(24 * time.Hour)
+		}
 		h.mu.Lock()
 		h.open = append(h.open, openRequest{end: end, release: release})
 		h.mu.Unlock()
@@ -217,6 +232,16 @@ func (h *loadHarness) adjust(load int, key string) {
 				h.mu.Unlock()
 			}
 		}()
+	}
+}
+
+// trim ends the newest requests beyond n.
+func (h *loadHarness) trim(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.open) > n {
+		close(h.open[len(h.open)-1].release)
+		h.open = h.open[:len(h.open)-1]
 	}
 }
 

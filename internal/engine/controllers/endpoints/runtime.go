@@ -299,7 +299,7 @@ func (c *Controller) planEndpoint(rec *model.Endpoint, now time.Time) {
 		switch {
 		case in.Terminating:
 		case in.State == api.EndpointInstanceDraining:
-			if !now.Before(in.DrainUntil) {
+			if !now.Before(in.DrainUntil) || c.drained(rec, in, now) {
 				in.Terminating = true
 			} else {
 				c.loop.SetTimer(endpointStepTimer(key, in.ID), in.DrainUntil)
@@ -336,6 +336,24 @@ func (c *Controller) drain(rec *model.Endpoint, i int, now time.Time) {
 	c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
 	c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
 	c.log.Debug("instance draining", "endpoint", rec.Key(), "instance", in.ID, "deployment", in.Deployment)
+}
+
+// drained reports whether a draining instance of an autoscaled deployment has finished its
+// requests: the router counts none in flight on it, and drainGrace has passed since the
+// drain began, so a request that took its slot from the table of just before the drain has
+// long been counted. Its drain then ends before request_timeout_ms. A deployment of a fixed
+// count waits out the timeout as before.
+func (c *Controller) drained(rec *model.Endpoint, in *model.EndpointInstance, now time.Time) bool {
+	d, ok := rec.Deployment(in.Deployment)
+	if !ok || !d.Spec.ScaleSettings.Autoscaled() || d.Spec.RequestSettings == nil {
+		return false
+	}
+	began := in.DrainUntil.Add(-time.Duration(d.Spec.RequestSettings.RequestTimeoutMS)*time.Millisecond - drainGrace)
+	if now.Before(began.Add(drainGrace)) {
+		return false
+	}
+	n, known := c.router.InstanceInFlight(rec.Name, in.Deployment, in.ID)
+	return known && n == 0
 }
 
 // freePort picks a free loopback port no other instance of the endpoint holds. The kernel
@@ -572,14 +590,24 @@ func (c *Controller) pushRouter(rec model.Endpoint) {
 			rd.MaxConcurrentPerInstance = int(rs.MaxConcurrentRequestsPerInstance)
 			rd.RequestTimeout = time.Duration(rs.RequestTimeoutMS) * time.Millisecond
 		}
+		ready := false
 		for _, in := range rec.Instances {
-			if in.Deployment == dn && in.State == api.EndpointInstanceReady && !in.Terminating {
-				u := &url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port))}
+			if in.Deployment != dn || in.Terminating || in.Host == "" {
+				continue
+			}
+			u := &url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port))}
+			switch in.State {
+			case api.EndpointInstanceReady:
 				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u, Ready: true})
+				ready = true
+			case api.EndpointInstanceDraining:
+				// Takes no request, but its requests in flight still count (the autoscaler's
+				// load, and the drain ends early once they are done).
+				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u})
 			}
 		}
 		if d.Spec.ScaleSettings.Autoscaled() {
-			rd.Hold = c.routerHold(rec.Key(), dn, d, len(rd.Backends) > 0)
+			rd.Hold = c.routerHold(rec.Key(), dn, d, ready)
 		}
 		ep.Deployments[dn] = rd
 	}
