@@ -8,6 +8,10 @@ import (
 // UpWindow is the short window scale-up averages over, in samples (polling intervals).
 const UpWindow = 6
 
+// UpSustain is how many samples in a row the short window's average must need more than the
+// count before it goes up without two confirming samples (rule 4).
+const UpSustain = 3
+
 // DownTolerancePercent is the hysteresis band on the way down: the count goes down only when
 // the peak need is more than this many percent below it, so a constant load with ±10% noise,
 // whose peaks the count already covers, never moves it.
@@ -108,6 +112,8 @@ type History struct {
 	lastRequest time.Time
 	// lastDown is when the count last went down; the up window never reaches before it.
 	lastDown time.Time
+	// above counts the samples in a row whose window average needed more than the count.
+	above int
 }
 
 // LastRequest is the latest time a request was seen, zero if none was.
@@ -118,7 +124,7 @@ func (h History) Len() int { return len(h.samples) }
 
 // observe returns h with the sample added.
 func (h History) observe(s Settings, x Sample) History {
-	out := History{since: h.since, lastRequest: h.lastRequest, lastDown: h.lastDown}
+	out := History{since: h.since, lastRequest: h.lastRequest, lastDown: h.lastDown, above: h.above}
 	if out.since.IsZero() {
 		out.since = x.At
 	}
@@ -153,6 +159,8 @@ type Inputs struct {
 	AverageLoad float64 `json:"average_load"`
 	// UpNeed is the need of AverageLoad.
 	UpNeed int64 `json:"up_need"`
+	// RecentNeed is the need of the lower of the last two samples (rule 4's confirmation).
+	RecentNeed int64 `json:"recent_need"`
 	// PeakNeed is the highest need sampled over the last scale_down_delay (rule 5).
 	PeakNeed int64 `json:"peak_need"`
 	// Idle is how long no request has been seen (rule 6).
@@ -184,12 +192,17 @@ func Step(set Settings, h History, current int64, x Sample) (History, Decision) 
 	// Rule 4's window: the latest UpWindow samples within UpWindow intervals, none before
 	// the last scale-down.
 	var sum, n int64
+	var recent []int64 // the window's loads, oldest first
 	horizon := now.Add(-UpWindow * s.PollingInterval)
 	for _, y := range h.samples {
 		if y.At.After(horizon) && !y.At.Before(h.lastDown) {
 			sum += max(y.InFlight, 0)
 			n++
+			recent = append(recent, max(y.InFlight, 0))
 		}
+	}
+	if k := len(recent); k >= 2 {
+		d.Inputs.RecentNeed = s.Need(min(recent[k-1], recent[k-2]))
 	}
 	d.Inputs.Load = max(x.InFlight, 0)
 	if n > 0 {
@@ -215,8 +228,8 @@ func Step(set Settings, h History, current int64, x Sample) (History, Decision) 
 		if x.InFlight > 0 || x.Arrived > 0 {
 			d.Desired, d.Reason = min(max(s.Need(x.InFlight), 1), s.Max), ReasonFromZero
 		}
-	case d.Inputs.UpNeed > current:
-		d.Desired, d.Reason = min(d.Inputs.UpNeed, s.Max), ReasonUp
+	case d.Inputs.UpNeed > current && (d.Inputs.RecentNeed > current || h.above+1 >= UpSustain):
+		d.Desired, d.Reason = min(max(d.Inputs.UpNeed, d.Inputs.RecentNeed), s.Max), ReasonUp
 	case s.Min == 0 && d.Inputs.Idle >= s.ScaleToZeroDelay:
 		d.Desired, d.Reason = 0, ReasonToZero
 	case now.Sub(h.since) >= s.ScaleDownDelay && d.Inputs.PeakNeed*100 < current*(100-DownTolerancePercent):
@@ -226,6 +239,12 @@ func Step(set Settings, h History, current int64, x Sample) (History, Decision) 
 	}
 	if d.Desired < d.From {
 		h.lastDown = now
+	}
+	switch {
+	case d.Desired != d.From || d.Inputs.UpNeed <= d.Desired:
+		h.above = 0
+	default:
+		h.above++
 	}
 	return h, d
 }

@@ -93,7 +93,7 @@ func TestTimelines(t *testing.T) {
 		final int64
 	}{
 		{"desired is clamped to max", base(), 1, repeat(100, 3),
-			[]event{{0, 1, 10, ReasonUp}}, 10},
+			[]event{{sec, 1, 10, ReasonUp}}, 10},
 		{"below min goes to min at once", func() Settings { s := base(); s.Min = 3; return s }(), 0, repeat(0, 2),
 			[]event{{0, 0, 3, ReasonBelowMin}}, 3},
 		{"above max goes to max at once", base(), 14, repeat(0, 1),
@@ -102,12 +102,15 @@ func TestTimelines(t *testing.T) {
 			[]event{{3 * sec, 0, 2, ReasonFromZero}}, 2},
 		{"from zero a burst starts its need at once", base(), 0, []int64{7},
 			[]event{{0, 0, 10, ReasonFromZero}}, 10},
-		{"up averages the short window: a step is followed within one interval", base(), 2, cat(repeat(0, 10), repeat(7, 7)),
-			// avg after k samples of 7: 7k/6 -> need ceil(10k/6): 2,4,5,7,9,10
-			[]event{{11 * sec, 2, 4, ReasonUp}, {12 * sec, 4, 5, ReasonUp}, {13 * sec, 5, 7, ReasonUp}, {14 * sec, 7, 9, ReasonUp}, {15 * sec, 9, 10, ReasonUp}}, 10},
-		{"a single spike moves up by its average only", base(), 2, cat(repeat(1, 10), []int64{6}, repeat(1, 5)),
-			// window 1,1,1,1,1,6 -> avg 11/6 -> need 3
-			[]event{{10 * sec, 2, 3, ReasonUp}}, 3},
+		{"a step is followed in one decision at its second sample", base(), 2, cat(repeat(0, 10), repeat(7, 7)),
+			// at 11s the average (14/6) needs 4 > 2 and both last samples need 10
+			[]event{{11 * sec, 2, 10, ReasonUp}}, 10},
+		{"a single spike moves up by its average, once it has kept it up for 3 samples", base(), 2, cat(repeat(1, 10), []int64{6}, repeat(1, 5)),
+			// window 1,1,1,1,1,6 -> avg 11/6 -> need 3 at 10s, 11s and 12s
+			[]event{{12 * sec, 2, 3, ReasonUp}}, 3},
+		{"a load alternating between low and high goes up on its average", base(), 2, cat(repeat(1, 6), []int64{6, 0, 6, 0, 6, 0, 6}),
+			// averages from 6s: 1.67, 1.5, 2.33, 2.17, 3, 2.83 -> needs 3,3,4,4,5,5: above the count for 3 samples at 8s
+			[]event{{8 * sec, 2, 4, ReasonUp}, {12 * sec, 4, 5, ReasonUp}}, 5},
 		{"down only after scale_down_delay of lower need, one step to the peak", base(), 10, cat(repeat(7, 10), repeat(2, 12)),
 			// last need-10 sample at 9s; peak over (t-10s, t] is 3 (need of 2) from 19s on
 			[]event{{19 * sec, 10, 3, ReasonDown}}, 3},
@@ -201,7 +204,7 @@ func TestInputsRecorded(t *testing.T) {
 		h, _ = Step(s, h, 10, Sample{At: t0.Add(time.Duration(i) * time.Second), InFlight: 7})
 	}
 	_, d := Step(s, h, 10, Sample{At: t0.Add(5 * time.Second), InFlight: 1})
-	want := Inputs{Load: 1, AverageLoad: 36.0 / 6, UpNeed: 9, PeakNeed: 10}
+	want := Inputs{Load: 1, AverageLoad: 36.0 / 6, UpNeed: 9, RecentNeed: 2, PeakNeed: 10}
 	if d.Inputs != want || d.Reason != ReasonSteady {
 		t.Fatalf("inputs %+v (%s); want %+v (%s)", d.Inputs, d.Reason, want, ReasonSteady)
 	}
@@ -299,9 +302,8 @@ func TestSquareWave(t *testing.T) {
 			downs++
 		}
 	}
-	// The up side follows the short window in steps (at most UpWindow ups per rise); the
-	// down side is one step per period.
-	if downs > 5 || ups > 5*UpWindow {
+	// One step up per rise, one step down per fall.
+	if downs > 5 || ups > 5 {
 		t.Fatalf("%d ups, %d downs over 5 periods: %+v", ups, downs, events)
 	}
 }

@@ -18,9 +18,13 @@
 //     the rule; no polling wait), for the need of what is in flight and at least one.
 //  4. Up: on the average load of the short window (the last UpWindow = 6 samples, never
 //     older than 6 polling intervals and never older than the last scale-down, so a step
-//     down is not undone by the load it just measured). It is decided at the first sample
-//     after the load changes: within one polling interval. A step of load is followed in
-//     part at the first sample and in full once the window holds only the new load.
+//     down is not undone by the load it just measured): it goes up when the window's
+//     average needs more than the count and either the last two samples both do (then to
+//     the larger of the average's need and the need of the lower of those two samples) or
+//     the average has for UpSustain (3) samples in a row (then to the average's need). So
+//     a step of load is followed in one decision at its second sample, within two polling
+//     intervals, and a square wave moves up once per rise; a single-sample spike moves
+//     nothing unless it keeps the average above the count for three samples.
 //  5. Down: only when the highest need sampled over the last scale_down_delay is below the
 //     current count, and then one step, to that need. Our addition: "below" means more than
 //     DownTolerancePercent (10%) below, the hysteresis band of rule 7 (2 → 1 goes down,
