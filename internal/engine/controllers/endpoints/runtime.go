@@ -28,8 +28,9 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// The endpoint runtime keeps every deployment at instance_count instances, each a node of
-// the engine's driver running the deployment's command as a task with PORT set. The rules:
+// The endpoint runtime keeps every deployment at its target count (instance_count, or the
+// autoscaler's decision: autoscale.go), each instance a node of the engine's driver running
+// the deployment's command as a task with PORT set. The rules:
 //
 //   - An instance takes traffic once its readiness probe passed success_threshold times in
 //     a row, and stops taking it after failure_threshold failures in a row.
