@@ -133,7 +133,7 @@ func (c *Controller) scaleDeployments(rec *model.Endpoint, now time.Time) {
 		c.loop.SetTimer(scaleTimer(key, dn), s.next)
 	}
 	for k := range c.scalers {
-		if model.WorkspaceOf(k) == rec.Workspace && endpointOfScaler(k) == key {
+		if endpointOfScaler(k) == key {
 			if _, ok := rec.Deployments[deploymentOfScaler(k)]; !ok {
 				delete(c.scalers, k)
 			}

@@ -211,6 +211,11 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 		c.router.RemoveEndpoint(model.NameOf(key))
 		if gone {
 			c.log.Info("online endpoint deleted", "endpoint", key)
+			for k := range c.scalers {
+				if endpointOfScaler(k) == key {
+					delete(c.scalers, k)
+				}
+			}
 		}
 		if !rec.Deleting || gone {
 			// Also when it was already gone: a delete that came late still returns.
