@@ -278,6 +278,7 @@ func TestNoFlappingUnderNoise(t *testing.T) {
 		if downs > 0 || int64(events) > peak-s.Need(level) {
 			t.Fatalf("load %d±10%%: %d events (%d down), the last at %ds; want only ups, at most one per instance between the mean's need and the peak's", level, events, downs, lastEvent)
 		}
+		t.Logf("load %d±10%% for an hour from the mean's need (%d): %d decisions, all up, the last at %ds, ending at %d (peak need %d)", level, s.Need(level), events, lastEvent, cur, peak)
 		if cur > peak {
 			t.Fatalf("load %d±10%%: count %d above the peak need %d", level, cur, peak)
 		}
