@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -90,10 +91,34 @@ func newEndpointShowCommand(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "mirror_traffic: %s\n", formatPercents(ep.MirrorTraffic))
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "DEPLOYMENT\tSCALE\tREADY/DESIRED\tIN_FLIGHT\tHELD")
+			for _, name := range slices.Sorted(maps.Keys(ep.Deployments)) {
+				d := ep.Deployments[name]
+				scale := "fixed"
+				if s := d.ScaleSettings; s.Autoscaled() {
+					scale = fmt.Sprintf("%s %d..%d", s.Type, s.MinInstances, s.MaxInstances)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d\n", name, scale, d.ReadyInstances, d.DesiredInstances, d.RequestsInFlight, d.HeldRequests)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, name := range slices.Sorted(maps.Keys(ep.Deployments)) {
+				d := ep.Deployments[name]
+				if len(d.ScaleDecisions) == 0 {
+					continue
+				}
+				fmt.Fprintf(w, "scale decisions of %s (latest last):\n", name)
+				for _, dec := range d.ScaleDecisions {
+					fmt.Fprintf(w, "  %s  %d -> %d  %s (load %d, average %.2f, peak need %d)\n",
+						dec.Time.UTC().Format(time.RFC3339Nano), dec.From, dec.To, dec.Reason, dec.Load, dec.AverageLoad, dec.PeakNeed)
+				}
+			}
+			tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "DEPLOYMENT\tINSTANCE_TYPE\tGENERATION\tREADY\tINSTANCE\tSTATE\tRESTARTS")
 			for _, name := range slices.Sorted(maps.Keys(ep.Deployments)) {
 				d := ep.Deployments[name]
-				ready := fmt.Sprintf("%d/%d", d.ReadyInstances, d.InstanceCount)
+				ready := fmt.Sprintf("%d/%d", d.ReadyInstances, d.DesiredInstances)
 				if len(d.Instances) == 0 {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t-\t-\t-\n", name, d.InstanceType, d.Generation, ready)
 				}

@@ -89,6 +89,13 @@ func TestEndpointCommands(t *testing.T) {
 	if strings.Contains(out, "primary_key") {
 		t.Fatal("show prints a key")
 	}
+	if shown.Deployments["green"].DesiredInstances != 1 {
+		t.Fatalf("show -o json: desired_instances %d; want 1\n%s", shown.Deployments["green"].DesiredInstances, out)
+	}
+	out, _, err = runCLI(e, "endpoint", "show", "--workspace", "team", "churn")
+	if err != nil || !strings.Contains(out, "READY/DESIRED") || !strings.Contains(out, "HELD") || !strings.Contains(out, "green       fixed  1/1") {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
 
 	out, _, err = runCLI(e, "endpoint", "invoke", "--workspace", "team", "churn", "--data", `{"rows": [1, 2]}`)
 	var res map[string]any

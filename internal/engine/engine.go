@@ -152,6 +152,7 @@ func New(cfg Config) (*Engine, error) {
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),
+		QuotaUsed:   func(workspace, family string) int64 { return core.Quota.Used(workspace, family, "") },
 	})
 	e.envs = environments.New(environments.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
@@ -267,6 +268,10 @@ func randomID(prefix string) string {
 // SetRecorder gives the engine's metrics the node lifecycle's durations (node create and
 // release times, idle-release lateness). Call it before Start.
 func (e *Engine) SetRecorder(r metrics.Recorder) { e.core.SetRecorder(r) }
+
+// SetEndpointMetrics gives the endpoint autoscaler's measures (decisions, hold times, cold
+// starts) to the engine's metrics. Call it before Start.
+func (e *Engine) SetEndpointMetrics(m endpoints.Metrics) { e.endpoints.SetMetrics(m) }
 
 // Status describes the engine.
 func (e *Engine) Status() api.Status {

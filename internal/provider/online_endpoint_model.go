@@ -18,6 +18,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // This file holds the online endpoint's Go model, its conversion to and from the engine's
@@ -52,6 +53,7 @@ type deploymentModel struct {
 	EnvironmentID        types.String `tfsdk:"environment_id"`
 	EnvironmentVariables types.Map    `tfsdk:"environment_variables"`
 	RequestSettings      types.Object `tfsdk:"request_settings"`
+	ScaleSettings        types.Object `tfsdk:"scale_settings"`
 	LivenessProbe        types.Object `tfsdk:"liveness_probe"`
 	ReadinessProbe       types.Object `tfsdk:"readiness_probe"`
 }
@@ -60,6 +62,18 @@ type deploymentModel struct {
 type requestSettingsModel struct {
 	RequestTimeoutMS                 types.Int64 `tfsdk:"request_timeout_ms"`
 	MaxConcurrentRequestsPerInstance types.Int64 `tfsdk:"max_concurrent_requests_per_instance"`
+	MaxQueueWaitMS                   types.Int64 `tfsdk:"max_queue_wait_ms"`
+}
+
+// deploymentScaleModel is a deployment's scale_settings.
+type deploymentScaleModel struct {
+	Type                        types.String `tfsdk:"type"`
+	MinInstances                types.Int64  `tfsdk:"min_instances"`
+	MaxInstances                types.Int64  `tfsdk:"max_instances"`
+	TargetUtilizationPercentage types.Int64  `tfsdk:"target_utilization_percentage"`
+	PollingInterval             types.String `tfsdk:"polling_interval"`
+	ScaleDownDelay              types.String `tfsdk:"scale_down_delay"`
+	ScaleToZeroDelay            types.String `tfsdk:"scale_to_zero_delay"`
 }
 
 // probeModel is liveness_probe or readiness_probe.
@@ -76,6 +90,12 @@ var (
 	requestSettingsAttrTypes = map[string]attr.Type{
 		"request_timeout_ms":                   types.Int64Type,
 		"max_concurrent_requests_per_instance": types.Int64Type,
+		"max_queue_wait_ms":                    types.Int64Type,
+	}
+	scaleSettingsAttrTypes = map[string]attr.Type{
+		"type": types.StringType, "min_instances": types.Int64Type, "max_instances": types.Int64Type,
+		"target_utilization_percentage": types.Int64Type, "polling_interval": types.StringType,
+		"scale_down_delay": types.StringType, "scale_to_zero_delay": types.StringType,
 	}
 	probeAttrTypes = map[string]attr.Type{
 		"path": types.StringType, "initial_delay": types.StringType, "period": types.StringType,
@@ -90,6 +110,7 @@ var (
 		"environment_id":        types.StringType,
 		"environment_variables": types.MapType{ElemType: types.StringType},
 		"request_settings":      types.ObjectType{AttrTypes: requestSettingsAttrTypes},
+		"scale_settings":        types.ObjectType{AttrTypes: scaleSettingsAttrTypes},
 		"liveness_probe":        types.ObjectType{AttrTypes: probeAttrTypes},
 		"readiness_probe":       types.ObjectType{AttrTypes: probeAttrTypes},
 	}
@@ -97,11 +118,47 @@ var (
 )
 
 // defaultRequestSettings is request_settings when the configuration leaves it out.
+// max_queue_wait_ms depends on scale_settings: ModifyPlan sets it when it is not configured.
 func defaultRequestSettings() types.Object {
 	return types.ObjectValueMust(requestSettingsAttrTypes, map[string]attr.Value{
 		"request_timeout_ms":                   types.Int64Value(api.DefaultRequestTimeoutMS),
 		"max_concurrent_requests_per_instance": types.Int64Value(api.DefaultMaxConcurrentRequestsPerInstance),
+		"max_queue_wait_ms":                    types.Int64Value(api.DefaultMaxQueueWaitMS),
 	})
+}
+
+// defaultScaleSettings is scale_settings when the configuration leaves it out.
+func defaultScaleSettings() types.Object {
+	v, _ := scaleSettingsObject(validation.DefaultScale())
+	return v
+}
+
+func scaleSettingsObject(s api.EndpointScaleSettings) (types.Object, diag.Diagnostics) {
+	toZero := types.StringNull()
+	if s.ScaleToZeroDelay != "" {
+		toZero = types.StringValue(s.ScaleToZeroDelay)
+	}
+	return types.ObjectValue(scaleSettingsAttrTypes, map[string]attr.Value{
+		"type":                          types.StringValue(s.Type),
+		"min_instances":                 types.Int64Value(s.MinInstances),
+		"max_instances":                 types.Int64Value(s.MaxInstances),
+		"target_utilization_percentage": types.Int64Value(s.TargetUtilizationPercentage),
+		"polling_interval":              types.StringValue(s.PollingInterval),
+		"scale_down_delay":              types.StringValue(s.ScaleDownDelay),
+		"scale_to_zero_delay":           toZero,
+	})
+}
+
+// scaleSettings returns a deployment's scale_settings for the engine.
+func (d deploymentModel) scaleSettings(ctx context.Context) (*api.EndpointScaleSettings, diag.Diagnostics) {
+	var sm deploymentScaleModel
+	diags := d.ScaleSettings.As(ctx, &sm, basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true})
+	return &api.EndpointScaleSettings{
+		Type: sm.Type.ValueString(), MinInstances: sm.MinInstances.ValueInt64(), MaxInstances: sm.MaxInstances.ValueInt64(),
+		TargetUtilizationPercentage: sm.TargetUtilizationPercentage.ValueInt64(),
+		PollingInterval:             sm.PollingInterval.ValueString(), ScaleDownDelay: sm.ScaleDownDelay.ValueString(),
+		ScaleToZeroDelay: sm.ScaleToZeroDelay.ValueString(),
+	}, diags
 }
 
 // defaultProbe is a probe when the configuration leaves it out.
@@ -231,7 +288,11 @@ func (d deploymentModel) toAPI(ctx context.Context) (api.DeploymentSpec, diag.Di
 	spec.RequestSettings = &api.RequestSettings{
 		RequestTimeoutMS:                 rs.RequestTimeoutMS.ValueInt64(),
 		MaxConcurrentRequestsPerInstance: rs.MaxConcurrentRequestsPerInstance.ValueInt64(),
+		MaxQueueWaitMS:                   rs.MaxQueueWaitMS.ValueInt64(),
 	}
+	var d2 diag.Diagnostics
+	spec.ScaleSettings, d2 = d.scaleSettings(ctx)
+	diags.Append(d2...)
 	for _, p := range []struct {
 		obj types.Object
 		out **api.Probe
@@ -296,14 +357,16 @@ func deploymentFromAPI(ctx context.Context, s api.DeploymentSpec, configuredType
 	diags.Append(d...)
 	env, d := types.MapValueFrom(ctx, types.StringType, nonNilMap(s.EnvironmentVariables))
 	diags.Append(d...)
-	rs := api.RequestSettings{RequestTimeoutMS: api.DefaultRequestTimeoutMS, MaxConcurrentRequestsPerInstance: api.DefaultMaxConcurrentRequestsPerInstance}
-	if s.RequestSettings != nil {
-		rs = *s.RequestSettings
-	}
+	// The engine fills every default; an endpoint of an older engine reads as the defaults.
+	validation.DefaultDeployment(&s)
+	rs := *s.RequestSettings
 	requestSettings, d := types.ObjectValue(requestSettingsAttrTypes, map[string]attr.Value{
 		"request_timeout_ms":                   types.Int64Value(rs.RequestTimeoutMS),
 		"max_concurrent_requests_per_instance": types.Int64Value(rs.MaxConcurrentRequestsPerInstance),
+		"max_queue_wait_ms":                    types.Int64Value(rs.MaxQueueWaitMS),
 	})
+	diags.Append(d...)
+	scaleSettings, d := scaleSettingsObject(*s.ScaleSettings)
 	diags.Append(d...)
 	probe := func(p *api.Probe) types.Object {
 		if p == nil {
@@ -322,6 +385,7 @@ func deploymentFromAPI(ctx context.Context, s api.DeploymentSpec, configuredType
 		"environment_id":        orNull(s.EnvironmentID),
 		"environment_variables": env,
 		"request_settings":      requestSettings,
+		"scale_settings":        scaleSettings,
 		"liveness_probe":        probe(s.LivenessProbe),
 		"readiness_probe":       probe(s.ReadinessProbe),
 	})

@@ -203,7 +203,8 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 		},
 		"instance_count": schema.Int64Attribute{
 			MarkdownDescription: "How many instances of the deployment run, from 1 to " + fmt.Sprint(validation.MaxInstanceCount) + ". The router spreads the " +
-				"deployment's requests over the ready ones (default: `1`).",
+				"deployment's requests over the ready ones (default: `1`). Leave it unset with `scale_settings.type = \"" +
+				api.ScaleTypeTargetUtilization + "\"`, where the autoscaler decides the count (the state then holds the default, which is ignored).",
 			Optional:   true,
 			Computed:   true,
 			Default:    int64default.StaticInt64(1),
@@ -274,20 +275,104 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 				},
 				"max_concurrent_requests_per_instance": schema.Int64Attribute{
 					MarkdownDescription: fmt.Sprintf("How many requests one instance handles at once, 1 or more. A "+
-						"request that finds every instance full is answered 429 at once; the router never queues "+
-						"(default: `%d`).", api.DefaultMaxConcurrentRequestsPerInstance),
+						"request that finds every instance full is answered 429 (default: `%d`).", api.DefaultMaxConcurrentRequestsPerInstance),
 					Optional:   true,
 					Computed:   true,
 					Default:    int64default.StaticInt64(api.DefaultMaxConcurrentRequestsPerInstance),
 					Validators: []validator.Int64{int64validator.AtLeast(1)},
 				},
+				"max_queue_wait_ms": schema.Int64Attribute{
+					MarkdownDescription: fmt.Sprintf("How long a request may wait for an instance, in milliseconds, from 1 to %d. "+
+						"A deployment autoscaled down to zero holds its first requests while an instance starts, up to this "+
+						"wait; past it they get 429 (default: `%d`, Azure's, or `%d` for a deployment with "+
+						"`scale_settings.type = \"%s\"` and `min_instances = 0`).", api.MaxMaxQueueWaitMS,
+						api.DefaultMaxQueueWaitMS, api.DefaultMaxQueueWaitFromZeroMS, api.ScaleTypeTargetUtilization),
+					Optional:   true,
+					Computed:   true,
+					Validators: []validator.Int64{int64validator.Between(1, api.MaxMaxQueueWaitMS)},
+				},
 			},
 		},
+		"scale_settings": scaleSettingsAttribute(),
 		"liveness_probe": probeAttribute("How the engine checks that an instance is alive: after `failure_threshold` " +
 			"failed checks in a row it restarts the instance."),
 		"readiness_probe": probeAttribute("How the engine checks that an instance can take requests: an instance " +
 			"receives traffic only after `success_threshold` good checks in a row, and none after " +
 			"`failure_threshold` failed ones. A rollout moves traffic only once the new instances are ready."),
+	}
+}
+
+// scaleSettingsAttribute is a deployment's scale_settings. Every field changes in place,
+// without a rollout.
+func scaleSettingsAttribute() schema.SingleNestedAttribute {
+	scaleDuration := func(what, def string, lo, hi time.Duration, set func(*api.EndpointScaleSettings, string)) schema.StringAttribute {
+		a := schema.StringAttribute{
+			MarkdownDescription: fmt.Sprintf("%s, as an ISO 8601 duration from `%s` to `%s`", what,
+				validation.FormatDuration(lo), validation.FormatDuration(hi)),
+			Optional: true,
+			Validators: []validator.String{
+				validators.StringFunc("Invalid Scale Duration", "the value must be an ISO 8601 duration such as PT1S or PT5M", func(s string) error {
+					v := validation.DefaultScale()
+					set(&v, s)
+					return validation.EndpointScale("deployment", v)
+				}),
+			},
+		}
+		if def != "" {
+			a.MarkdownDescription += " (default: `" + def + "`)."
+			a.Computed, a.Default = true, stringdefault.StaticString(def)
+		} else {
+			a.MarkdownDescription += " (default: `scale_down_delay`)."
+		}
+		return a
+	}
+	count := func(what string, lo, def int64) schema.Int64Attribute {
+		return schema.Int64Attribute{
+			MarkdownDescription: fmt.Sprintf("%s, from %d to %d (default: `%d`).", what, lo, validation.MaxInstanceCount, def),
+			Optional:            true,
+			Computed:            true,
+			Default:             int64default.StaticInt64(def),
+			Validators:          []validator.Int64{int64validator.Between(lo, validation.MaxInstanceCount)},
+		}
+	}
+	return schema.SingleNestedAttribute{
+		MarkdownDescription: "How the deployment's instance count follows its load. `type = \"" + api.ScaleTypeDefault +
+			"\"` keeps `instance_count` instances; `type = \"" + api.ScaleTypeTargetUtilization + "\"` scales between " +
+			"`min_instances` and `max_instances` from the router's own count of requests in flight, sampled every " +
+			"`polling_interval`: up on the average of the last 6 samples, down only once the highest need over " +
+			"`scale_down_delay` is below the count, and to zero (with `min_instances = 0`) after no request at all for " +
+			"`scale_to_zero_delay`. From zero the first request starts an instance at once and is held until it is " +
+			"ready (`request_settings.max_queue_wait_ms`). Changes apply in place, without a rollout. " +
+			"`max_instances` instances count against the workspace's quota.",
+		Optional: true,
+		Computed: true,
+		Default:  objectdefault.StaticValue(defaultScaleSettings()),
+		Attributes: map[string]schema.Attribute{
+			"type": schema.StringAttribute{
+				MarkdownDescription: "`" + strings.Join(validation.ScaleTypes, "` or `") + "` (default: `" + api.ScaleTypeDefault + "`).",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(api.ScaleTypeDefault),
+				Validators:          []validator.String{stringvalidator.OneOf(validation.ScaleTypes...)},
+			},
+			"min_instances": count("The fewest instances; 0 lets the deployment scale to zero", 0, api.DefaultMinInstances),
+			"max_instances": count("The most instances", 1, api.DefaultMaxInstances),
+			"target_utilization_percentage": schema.Int64Attribute{
+				MarkdownDescription: fmt.Sprintf("The share of `max_concurrent_requests_per_instance` each instance should "+
+					"carry, from 1 to 100: the deployment needs ceil(in flight / (max_concurrent_requests_per_instance × "+
+					"percent / 100)) instances (default: `%d`).", api.DefaultTargetUtilizationPercentage),
+				Optional:   true,
+				Computed:   true,
+				Default:    int64default.StaticInt64(api.DefaultTargetUtilizationPercentage),
+				Validators: []validator.Int64{int64validator.Between(1, 100)},
+			},
+			"polling_interval": scaleDuration("How often the router's count is sampled and a decision made", api.DefaultEndpointPollingInterval,
+				validation.MinEndpointPollingInterval, validation.MaxEndpointPollingInterval, func(v *api.EndpointScaleSettings, s string) { v.PollingInterval = s }),
+			"scale_down_delay": scaleDuration("How long the need must stay below the count before it goes down", api.DefaultEndpointScaleDownDelay,
+				validation.MinScaleDelay, validation.MaxScaleDelay, func(v *api.EndpointScaleSettings, s string) { v.ScaleDownDelay = s }),
+			"scale_to_zero_delay": scaleDuration("How long without any request before the last instance stops, with `min_instances = 0`", "",
+				validation.MinScaleDelay, validation.MaxScaleDelay, func(v *api.EndpointScaleSettings, s string) { v.ScaleToZeroDelay = s }),
+		},
 	}
 }
 
@@ -379,6 +464,7 @@ func (r *onlineEndpointResource) ValidateConfig(ctx context.Context, req resourc
 		return
 	}
 	checkDeploymentEnvironments(ctx, req.Config, deployments, &resp.Diagnostics)
+	checkDeploymentScale(req.Config.Schema.Type(), deployments, &resp.Diagnostics)
 	t, tKnown := knownInt64Map(traffic)
 	m, mKnown := knownInt64Map(mirror)
 	if !tKnown || !mKnown {
@@ -420,6 +506,54 @@ func checkDeploymentEnvironments(ctx context.Context, config tfsdk.Config, deplo
 	}
 }
 
+// checkDeploymentScale applies the engine's scale rules at plan time to each deployment
+// whose scale_settings are known: instance_count and type = target_utilization not both
+// set, min_instances <= max_instances (validation.InstanceCountWithScale and
+// EndpointScale). The single attributes' own validators check their ranges and syntax.
+func checkDeploymentScale(schemaType attr.Type, deployments types.Map, diags *diag.Diagnostics) {
+	for _, name := range slices.Sorted(maps.Keys(deployments.Elements())) {
+		obj, ok := deployments.Elements()[name].(types.Object)
+		if !ok || obj.IsUnknown() || obj.IsNull() {
+			continue
+		}
+		field := "deployments." + name
+		scale, ok := obj.Attributes()["scale_settings"].(types.Object)
+		if !ok || scale.IsUnknown() || scale.IsNull() {
+			continue
+		}
+		attrs := scale.Attributes()
+		typ, _ := attrs["type"].(types.String)
+		count, _ := attrs["min_instances"].(types.Int64)
+		maxCount, _ := attrs["max_instances"].(types.Int64)
+		instanceCount, _ := obj.Attributes()["instance_count"].(types.Int64)
+		var err error
+		if !typ.IsUnknown() {
+			err = validation.InstanceCountWithScale(field, !instanceCount.IsNull(), typ.ValueString())
+		}
+		if err == nil && !count.IsUnknown() && !maxCount.IsUnknown() {
+			v := validation.DefaultScale()
+			if !count.IsNull() {
+				v.MinInstances = count.ValueInt64()
+			}
+			if !maxCount.IsNull() {
+				v.MaxInstances = maxCount.ValueInt64()
+			}
+			if v.MinInstances <= v.MaxInstances {
+				continue
+			}
+			err = validation.EndpointScale(field, v)
+		}
+		if err == nil {
+			continue
+		}
+		if p, ok := fieldPath(schemaType, api.FieldOf(err)); ok {
+			diags.AddAttributeError(p, "Invalid Scale Settings", err.Error())
+		} else {
+			diags.AddError("Invalid Scale Settings", err.Error())
+		}
+	}
+}
+
 // knownInt64Map returns a map of numbers whose every value is known; a null map is empty.
 func knownInt64Map(m types.Map) (map[string]int64, bool) {
 	if m.IsUnknown() {
@@ -437,7 +571,9 @@ func knownInt64Map(m types.Map) (map[string]int64, bool) {
 }
 
 // ModifyPlan computes each deployment's code_snapshot_id from its code_path, so that a
-// change to the code shows in the plan as a rollout of that deployment.
+// change to the code shows in the plan as a rollout of that deployment, and the default of
+// request_settings.max_queue_wait_ms where it is not configured: it depends on
+// scale_settings (validation.DefaultMaxQueueWait).
 func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return // a destroy
@@ -458,7 +594,52 @@ func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.Mo
 		id, diags := plannedSnapshotID(d.CodePath, p.AtName("code_path"))
 		resp.Diagnostics.Append(diags...)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, p.AtName("code_snapshot_id"), id)...)
+		planQueueWait(ctx, req, resp, p, d)
 	}
+	keepStateWhenUnchanged(ctx, req, resp)
+}
+
+// keepStateWhenUnchanged plans no change when, once max_queue_wait_ms's default is worked
+// out, the plan equals the state but for provisioning_state: the framework marks that
+// unknown whenever the proposed plan differs from the state, and the static default of
+// request_settings (500 ms) differs for a deployment that scales to zero until ModifyPlan
+// sets it.
+func keepStateWhenUnchanged(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
+		return
+	}
+	var state types.String
+	if req.State.GetAttribute(ctx, path.Root("provisioning_state"), &state).HasError() {
+		return
+	}
+	candidate := tfsdk.Plan{Schema: resp.Plan.Schema, Raw: resp.Plan.Raw.Copy()}
+	if candidate.SetAttribute(ctx, path.Root("provisioning_state"), state).HasError() {
+		return
+	}
+	if candidate.Raw.Equal(req.State.Raw) {
+		resp.Plan = candidate
+	}
+}
+
+// planQueueWait sets a deployment's planned max_queue_wait_ms to its default when the
+// configuration leaves it out and the planned scale_settings are known.
+func planQueueWait(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, at path.Path, d deploymentModel) {
+	wait := at.AtName("request_settings").AtName("max_queue_wait_ms")
+	var configured types.Int64
+	if diags := req.Config.GetAttribute(ctx, wait, &configured); diags.HasError() || !configured.IsNull() {
+		return // configured (or not readable: the request settings are unknown)
+	}
+	if d.ScaleSettings.IsUnknown() || d.RequestSettings.IsUnknown() || d.RequestSettings.IsNull() {
+		return
+	}
+	for _, v := range d.ScaleSettings.Attributes() {
+		if v.IsUnknown() {
+			return
+		}
+	}
+	scale, diags := d.scaleSettings(ctx)
+	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, wait, types.Int64Value(validation.DefaultMaxQueueWait(scale)))...)
 }
 
 func (r *onlineEndpointResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -129,12 +129,14 @@ var operations = []operation{
 }
 
 type options struct {
-	mode      string
-	terraform string
-	binDir    string
-	sizes     []int
-	runs      int
-	keepDir   bool
+	// routerAutoscale serves the benchmarked deployment autoscaled (-router-autoscale).
+	routerAutoscale bool
+	mode            string
+	terraform       string
+	binDir          string
+	sizes           []int
+	runs            int
+	keepDir         bool
 
 	// -mode router
 	wrk              string
@@ -168,6 +170,7 @@ func main() {
 	flag.DurationVar(&o.wrkDuration, "wrk-duration", 10*time.Second, "wrk -d of each timed run, whole seconds (-mode router)")
 	flag.DurationVar(&o.unloadedDuration, "unloaded-duration", 2*time.Second,
 		"wrk -d of each run of the one-request-at-a-time latency pass (wrk -t1 -c1), whole seconds; 0 skips it (-mode router)")
+	flag.BoolVar(&o.routerAutoscale, "router-autoscale", false, "serve the benchmarked deployment autoscaled (scale_settings.type = target_utilization), to compare its throughput with the default (-mode router)")
 	flag.StringVar(&o.cpuProfile, "router-cpuprofile", "", "write a CPU profile of the router during the loaded runs to this file (-mode router)")
 	flag.BoolVar(&o.serveBackend, "serve-backend", false, "internal to -mode router: serve the model server on loopback until stdin closes")
 	flag.BoolVar(&o.serveRouter, "serve-router", false, "internal to -mode router: serve the scoring router as stdin configures it, until stdin closes")

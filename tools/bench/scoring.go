@@ -118,7 +118,7 @@ func runScoring(ctx context.Context, o options) (err error) {
 	}()
 
 	workers := runtime.GOMAXPROCS(0)
-	rt, err := startRouterProc(routerConfig{Backend: backend.addr, Key: key, Conns: o.wrkConns, Profile: o.cpuProfile}, workers)
+	rt, err := startRouterProc(routerConfig{Backend: backend.addr, Key: key, Conns: o.wrkConns, Profile: o.cpuProfile, Autoscale: o.routerAutoscale}, workers)
 	if err != nil {
 		return err
 	}
@@ -355,6 +355,13 @@ func medianFloat(vs []float64) float64 {
 // connection count, so a full wrk load never gets 429. The request timeout is left at
 // its default, as a user would: the timer it arms is part of the router's cost.
 func serveRouter(backendAddr, key string, conns int) (addr string, stop func(), err error) {
+	return serveRouterWith(backendAddr, key, conns, false)
+}
+
+// serveRouterWith is serveRouter, with the deployment autoscaled when autoscale is set: the
+// router then holds requests that find no room (none do under wrk's load), which is what
+// -router-autoscale measures the cost of.
+func serveRouterWith(backendAddr, key string, conns int, autoscale bool) (addr string, stop func(), err error) {
 	u, err := url.Parse("http://" + backendAddr)
 	if err != nil {
 		return "", nil, err
@@ -368,6 +375,7 @@ func serveRouter(backendAddr, key string, conns int) (addr string, stop func(), 
 		Deployments: map[string]*router.Deployment{scoringDeployment: {
 			Backends:                 []router.Backend{{ID: "bench-0", URL: u, Ready: true}},
 			MaxConcurrentPerInstance: conns,
+			Hold:                     benchHold(autoscale, conns),
 		}},
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -387,6 +395,15 @@ func serveRouter(backendAddr, key string, conns int) (addr string, stop func(), 
 		<-done
 		r.Close()
 	}, nil
+}
+
+// benchHold is the hold of an autoscaled deployment of one instance, as the engine sets it
+// (2 × max_concurrent × max_instances, Azure's 500 ms wait), or nil.
+func benchHold(autoscale bool, conns int) *router.Hold {
+	if !autoscale {
+		return nil
+	}
+	return &router.Hold{MaxWait: 500 * time.Millisecond, MaxHeld: 2 * int64(conns), Kick: func() {}}
 }
 
 // waitScoring waits until url answers a scoring request with the model server's answer
@@ -573,6 +590,8 @@ type routerConfig struct {
 	Key     string
 	Conns   int    // the deployment's concurrency limit: wrk's connection count
 	Profile string // where "profile on"/"profile off" write a CPU profile
+	// Autoscale serves the deployment as an autoscaled one (its router.Hold set).
+	Autoscale bool `json:",omitempty"`
 }
 
 // startRouterProc starts the router process with GOMAXPROCS set to workers and reads the
@@ -618,7 +637,7 @@ func serveRouterProcess(stdin io.Reader, stdout io.Writer) (err error) {
 		return fmt.Errorf("reading the configuration: %w", err)
 	}
 	daemon.SetGCPace() // the engine's pace (mlcompute serve)
-	addr, stop, err := serveRouter(cfg.Backend, cfg.Key, cfg.Conns)
+	addr, stop, err := serveRouterWith(cfg.Backend, cfg.Key, cfg.Conns, cfg.Autoscale)
 	if err != nil {
 		return err
 	}

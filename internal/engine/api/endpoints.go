@@ -54,6 +54,11 @@ type RequestSettings struct {
 	RequestTimeoutMS int64 `json:"request_timeout_ms"`
 	// MaxConcurrentRequestsPerInstance is >= 1; a request finding every instance full gets 429.
 	MaxConcurrentRequestsPerInstance int64 `json:"max_concurrent_requests_per_instance"`
+	// MaxQueueWaitMS is how long a request may wait for a free instance before it gets 429;
+	// for a deployment that can scale to zero it also bounds the wait for the first
+	// instance. 0 means the default (DefaultMaxQueueWaitMS, or DefaultMaxQueueWaitFromZeroMS
+	// when min_instances is 0).
+	MaxQueueWaitMS int64 `json:"max_queue_wait_ms,omitempty"`
 }
 
 // Request defaults.
@@ -61,7 +66,64 @@ const (
 	DefaultRequestTimeoutMS                 = 5000
 	MaxRequestTimeoutMS                     = 180000
 	DefaultMaxConcurrentRequestsPerInstance = 1
+	// DefaultMaxQueueWaitMS is Azure's default; DefaultMaxQueueWaitFromZeroMS is the default
+	// of a deployment that can scale to zero, whose first request waits for an instance to
+	// start (DESIGN 3).
+	DefaultMaxQueueWaitMS         = 500
+	DefaultMaxQueueWaitFromZeroMS = 60000
+	// MaxMaxQueueWaitMS bounds max_queue_wait_ms: ten minutes, longer than any start.
+	MaxMaxQueueWaitMS = 600000
 )
+
+// Scale types of a deployment (scale_settings.type).
+const (
+	ScaleTypeDefault           = "default"
+	ScaleTypeTargetUtilization = "target_utilization"
+)
+
+// Scale defaults (DESIGN 3). min_instances and max_instances default to Azure's 1.
+const (
+	DefaultMinInstances                = 1
+	DefaultMaxInstances                = 1
+	DefaultTargetUtilizationPercentage = 70
+	DefaultEndpointPollingInterval     = "PT1S"
+	DefaultEndpointScaleDownDelay      = "PT5M"
+)
+
+// EndpointScaleSettings is a deployment's scale_settings. Type default keeps
+// instance_count instances; target_utilization scales between MinInstances and
+// MaxInstances from the router's counts (DESIGN 4, package rules/autoscale). Durations are
+// ISO 8601; an empty ScaleToZeroDelay means ScaleDownDelay.
+type EndpointScaleSettings struct {
+	Type                        string `json:"type"`
+	MinInstances                int64  `json:"min_instances"`
+	MaxInstances                int64  `json:"max_instances"`
+	TargetUtilizationPercentage int64  `json:"target_utilization_percentage"`
+	PollingInterval             string `json:"polling_interval"`
+	ScaleDownDelay              string `json:"scale_down_delay"`
+	ScaleToZeroDelay            string `json:"scale_to_zero_delay,omitempty"`
+}
+
+// Autoscaled reports whether s scales with load.
+func (s *EndpointScaleSettings) Autoscaled() bool {
+	return s != nil && s.Type == ScaleTypeTargetUtilization
+}
+
+// ScaleDecision is one decision of a deployment's autoscaler, with what it was made from.
+type ScaleDecision struct {
+	Time   time.Time `json:"time"`
+	From   int64     `json:"from"`
+	To     int64     `json:"to"`
+	Reason string    `json:"reason"`
+	// Load is the requests in flight sampled; AverageLoad the short window's average.
+	Load        int64   `json:"load"`
+	AverageLoad float64 `json:"average_load"`
+	// PeakNeed is the highest need over the last scale_down_delay.
+	PeakNeed int64 `json:"peak_need"`
+}
+
+// MaxScaleDecisions is how many decisions a deployment's status keeps.
+const MaxScaleDecisions = 20
 
 // DeploymentSpec is one deployment of an online endpoint as a user declares it.
 type DeploymentSpec struct {
@@ -77,10 +139,11 @@ type DeploymentSpec struct {
 	// EnvironmentID, when set, is an environment of the endpoint's workspace
 	// (/workspaces/{ws}/environments/{name}): instances prepare it on their node and run
 	// the command with its interpreter first on PATH (DESIGN 8).
-	EnvironmentID   string           `json:"environment_id,omitempty"`
-	RequestSettings *RequestSettings `json:"request_settings,omitempty"`
-	LivenessProbe   *Probe           `json:"liveness_probe,omitempty"`
-	ReadinessProbe  *Probe           `json:"readiness_probe,omitempty"`
+	EnvironmentID   string                 `json:"environment_id,omitempty"`
+	RequestSettings *RequestSettings       `json:"request_settings,omitempty"`
+	ScaleSettings   *EndpointScaleSettings `json:"scale_settings,omitempty"`
+	LivenessProbe   *Probe                 `json:"liveness_probe,omitempty"`
+	ReadinessProbe  *Probe                 `json:"readiness_probe,omitempty"`
 }
 
 // EndpointSpec is what a user declares for an online endpoint.
@@ -125,6 +188,16 @@ type Deployment struct {
 	Instances  []EndpointInstance `json:"instances"`
 	// ReadyInstances counts instances of the current generation that receive traffic.
 	ReadyInstances int64 `json:"ready_instances"`
+	// DesiredInstances is the count the deployment is kept at: instance_count, or the
+	// autoscaler's latest decision.
+	DesiredInstances int64 `json:"desired_instances"`
+	// RequestsInFlight and HeldRequests are the router's counts now; held requests wait for
+	// an instance (from zero).
+	RequestsInFlight int64 `json:"requests_in_flight"`
+	HeldRequests     int64 `json:"held_requests"`
+	// ScaleDecisions are the autoscaler's latest decisions that changed the count, oldest
+	// first, at most MaxScaleDecisions.
+	ScaleDecisions []ScaleDecision `json:"scale_decisions,omitempty"`
 }
 
 // Endpoint is an online endpoint as the engine holds it.

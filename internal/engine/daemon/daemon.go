@@ -171,6 +171,7 @@ func Run(ctx context.Context, opts Options) error {
 	// The engine's metrics; the engine reports its node lifecycle to them.
 	m := metrics.New(metrics.Options{Source: eng, Clock: opts.Clock})
 	eng.SetRecorder(m)
+	eng.SetEndpointMetrics(m)
 	// The scoring listener takes the event loops: the usual scoring request without a
 	// goroutine wake-up, anything else through the lean server and net/http.
 	scoring := eng.ScoringServer(m, opts.Logger)

@@ -45,6 +45,7 @@ type Metrics struct {
 	lateness    prometheus.Histogram
 	apiLatency  *prometheus.HistogramVec
 	scoring     *prometheus.HistogramVec
+	endpoint    endpointFamilies
 }
 
 var _ Recorder = (*Metrics)(nil)
@@ -91,7 +92,9 @@ func New(opts Options) *Metrics {
 			Help:    "Latency of scoring requests through the router by endpoint, deployment and status code; the _count is the number of requests. Requests for no known endpoint have endpoint \"\".",
 			Buckets: scoringBuckets,
 		}, []string{"endpoint", "deployment", "code"}),
+		endpoint: newEndpointFamilies(),
 	}
+	m.registry.MustRegister(m.endpoint.collectors()...)
 	m.registry.MustRegister(
 		m.nodeCreate, m.nodeRelease, m.lateness, m.apiLatency, m.scoring,
 		collectors.NewGoCollector(),
@@ -99,6 +102,9 @@ func New(opts Options) *Metrics {
 	)
 	if opts.Source != nil {
 		m.registry.MustRegister(&stateCollector{src: opts.Source})
+		if eps, ok := opts.Source.(EndpointSource); ok {
+			m.registry.MustRegister(&endpointCollector{workspaces: opts.Source.ListWorkspaces, src: eps})
+		}
 	}
 	return m
 }

@@ -49,6 +49,25 @@ type Deployment struct {
 	// Env is the deployment's environment as it was resolved for this generation: an
 	// environment update (a new content hash) makes a new generation, which rolls out.
 	Env *JobEnvironment `json:"env,omitempty"`
+	// Desired is the autoscaler's committed instance count (scale_settings.type =
+	// target_utilization); unused otherwise.
+	Desired int64 `json:"desired,omitempty"`
+	// Decisions are the autoscaler's latest decisions that changed the count, oldest first,
+	// at most api.MaxScaleDecisions.
+	Decisions []api.ScaleDecision `json:"decisions,omitempty"`
+	// StartError is why the deployment's last instance start failed while none was ready;
+	// the router answers the requests it holds with it. Cleared when an instance is ready
+	// or the autoscaler starts again from zero.
+	StartError string `json:"start_error,omitempty"`
+}
+
+// Target is the number of instances of the current generation the deployment is kept at:
+// instance_count, or the autoscaler's committed count.
+func (d Deployment) Target() int64 {
+	if d.Spec.ScaleSettings.Autoscaled() {
+		return d.Desired
+	}
+	return d.Spec.InstanceCount
 }
 
 // EndpointInstance is one instance: a node of the engine's driver running the deployment's
@@ -124,7 +143,7 @@ func (r Endpoint) RolledOut(name string) bool {
 			ready++
 		}
 	}
-	return ready >= d.Spec.InstanceCount
+	return ready >= d.Target()
 }
 
 // trafficRolledOut reports whether every deployment the declared split sends requests to
@@ -180,7 +199,7 @@ func (r Endpoint) Settled() bool {
 				ready++
 			}
 		}
-		if ready < d.Spec.InstanceCount {
+		if ready < d.Target() {
 			return false
 		}
 	}

@@ -137,10 +137,13 @@ func (s *LoopServer) route(x *loopExchange) bool {
 			return true
 		}
 	}
+	in := dep.acquire(nil)
+	if in == nil && dep.hold != nil {
+		return false // held on the lean server, which counts it
+	}
 	x.dep = dep
 	st := dep.stats
 	st.requests.Add(1)
-	in := dep.acquire(nil)
 	if in == nil {
 		if len(dep.ready) == 0 {
 			x.err = errNoReadyInstance(dep)
@@ -439,6 +442,7 @@ func (s *LoopServer) finish(x *loopExchange) {
 	x.done, x.end = true, s.Router.clock.Now()
 	x.lc.loop.deadlines.remove(x)
 	x.in.release()
+	x.dep.released()
 	st := x.dep.stats
 	if x.timedOut {
 		st.timeouts.Add(1)

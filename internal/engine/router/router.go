@@ -53,8 +53,12 @@ type Deployment struct {
 	Backends []Backend
 	// MaxConcurrentPerInstance is max_concurrent_requests_per_instance (0 means 1).
 	MaxConcurrentPerInstance int
-	// RequestTimeout is request_timeout_ms (0 means 5 s).
+	// RequestTimeout is request_timeout_ms (0 means 5 s). It runs from when the request is
+	// sent to an instance, not while it is held.
 	RequestTimeout time.Duration
+	// Hold, for an autoscaled deployment, holds requests that find no instance with room
+	// (hold.go); nil answers them 503 or 429 at once.
+	Hold *Hold
 }
 
 // Endpoint is the routing configuration of one online endpoint.
@@ -195,6 +199,11 @@ func (r *Router) SetEndpoint(e Endpoint) {
 	next[e.Name] = st
 	r.table.Store(&table{endpoints: next})
 	closeDroppedPools(old.endpoints[e.Name], st)
+	for _, d := range st.deployments {
+		if d.hold != nil {
+			d.hold.signal() // held requests look at the new table
+		}
+	}
 	r.log.Debug("endpoint set", "endpoint", e.Name, "auth_mode", st.authMode,
 		"deployments", st.names, "traffic", e.Traffic, "mirror", e.Mirror)
 }
@@ -216,6 +225,11 @@ func (r *Router) RemoveEndpoint(name string) {
 	}
 	r.table.Store(&table{endpoints: next})
 	closeDroppedPools(old.endpoints[name], nil)
+	for _, d := range old.endpoints[name].deployments {
+		if d.hold != nil {
+			d.hold.signal() // held requests find the endpoint gone
+		}
+	}
 	r.log.Debug("endpoint removed", "endpoint", name)
 }
 
@@ -232,9 +246,27 @@ func (r *Router) Stats(endpoint string) map[string]DeploymentStats {
 		for _, in := range d.instances {
 			s.InFlight += in.load.Load()
 		}
+		if d.hold != nil {
+			s.Held = d.hold.held.Load()
+		}
 		out[name] = s
 	}
 	return out
+}
+
+// InstanceInFlight returns the requests in flight on one instance of a deployment (ready or
+// draining); known is false when the table does not hold the instance.
+func (r *Router) InstanceInFlight(endpoint, deployment, id string) (n int64, known bool) {
+	ep := r.table.Load().endpoints[endpoint]
+	if ep == nil || ep.deployments[deployment] == nil {
+		return 0, false
+	}
+	for _, in := range ep.deployments[deployment].instances {
+		if in.id == id {
+			return in.load.Load(), true
+		}
+	}
+	return 0, false
 }
 
 // Close stops mirror copies still running, waits for them, and closes idle connections.
@@ -290,6 +322,8 @@ type deploymentState struct {
 	byKey   map[string]*instance // every instance by key, ready or not
 	// instances lists every instance (for Stats).
 	instances []*instance
+	// hold is set for a deployment that holds requests (Deployment.Hold).
+	hold *holdState
 }
 
 // instance is one backend. Its load is shared by every snapshot that has the same
@@ -425,6 +459,19 @@ func buildDeployment(name string, d *Deployment, old *deploymentState) *deployme
 		ds.stats, ds.rr = old.stats, old.rr
 	} else {
 		ds.stats, ds.rr = &counters{}, &atomic.Uint64{}
+	}
+	if d.Hold != nil {
+		if old != nil && old.hold != nil {
+			ds.hold = old.hold
+		} else {
+			ds.hold = &holdState{}
+		}
+		cfg := *d.Hold
+		cfg.MaxHeld = max(cfg.MaxHeld, 1)
+		if cfg.MaxWait <= 0 {
+			cfg.MaxWait = time.Millisecond
+		}
+		ds.hold.cfg.Store(&cfg)
 	}
 	for _, b := range d.Backends {
 		key := instanceKey(b)

@@ -241,6 +241,27 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	st.requests.Add(1)
 
 	in := dep.acquire(nil)
+	if in == nil && dep.hold != nil {
+		// Held until an instance has room: the request timeout starts only after.
+		gone := make(chan struct{})
+		stop := afterClientGone(w, req.Context(), func() { close(gone) })
+		var herr *Error
+		dep, in, herr = r.holdFor(name, dep, gone)
+		stop()
+		if herr != nil {
+			st.observe(herr.Status)
+			if herr == errClientGone {
+				st.canceled.Add(1)
+				return
+			}
+			if herr.Status == http.StatusTooManyRequests {
+				st.rejected.Add(1)
+				setRetryAfter(h)
+			}
+			writeError(w, herr)
+			return
+		}
+	}
 	if in == nil {
 		if len(dep.ready) == 0 {
 			st.observe(http.StatusServiceUnavailable)
@@ -264,6 +285,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			pooled = false
 		}
 		a.in.release()
+		a.dep.released()
 		if a.isTimedOut() {
 			st.timeouts.Add(1)
 		}

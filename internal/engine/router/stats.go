@@ -29,6 +29,8 @@ type DeploymentStats struct {
 	// InFlight is the number of requests (mirror copies included) the deployment's
 	// instances are serving now.
 	InFlight int64
+	// Held is the number of requests held now, waiting for an instance (Deployment.Hold).
+	Held int64
 }
 
 // counters are the live counters behind DeploymentStats.

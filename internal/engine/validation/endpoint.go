@@ -93,7 +93,8 @@ func Deployment(field string, d api.DeploymentSpec) error {
 	if _, err := VMSize(field+".instance_type", d.InstanceType, catalog.OnlineDeployment); err != nil {
 		return err
 	}
-	if d.InstanceCount < 1 || d.InstanceCount > MaxInstanceCount {
+	autoscaled := d.ScaleSettings.Autoscaled()
+	if (d.InstanceCount < 1 && !autoscaled) || d.InstanceCount < 0 || d.InstanceCount > MaxInstanceCount {
 		return api.Errorf(api.CodeInvalid, field+".instance_count", "instance_count must be between 1 and %d, got %d", MaxInstanceCount, d.InstanceCount)
 	}
 	if len(d.Command) == 0 || strings.TrimSpace(d.Command[0]) == "" {
@@ -120,6 +121,14 @@ func Deployment(field string, d api.DeploymentSpec) error {
 		}
 		if rs.MaxConcurrentRequestsPerInstance < 0 {
 			return api.Errorf(api.CodeInvalid, field+".request_settings.max_concurrent_requests_per_instance", "max_concurrent_requests_per_instance must be 1 or more, got %d", rs.MaxConcurrentRequestsPerInstance)
+		}
+		if rs.MaxQueueWaitMS < 0 || rs.MaxQueueWaitMS > api.MaxMaxQueueWaitMS {
+			return api.Errorf(api.CodeInvalid, field+".request_settings.max_queue_wait_ms", "max_queue_wait_ms must be between 1 and %d, got %d", api.MaxMaxQueueWaitMS, rs.MaxQueueWaitMS)
+		}
+	}
+	if d.ScaleSettings != nil {
+		if err := EndpointScale(field, *d.ScaleSettings); err != nil {
+			return err
 		}
 	}
 	if d.LivenessProbe != nil {
@@ -246,6 +255,11 @@ func DefaultDeployment(d *api.DeploymentSpec) {
 	}
 	if rs.MaxConcurrentRequestsPerInstance == 0 {
 		rs.MaxConcurrentRequestsPerInstance = api.DefaultMaxConcurrentRequestsPerInstance
+	}
+	scale := scaleWithDefaults(d.ScaleSettings)
+	d.ScaleSettings = &scale
+	if rs.MaxQueueWaitMS == 0 {
+		rs.MaxQueueWaitMS = DefaultMaxQueueWait(&scale)
 	}
 	d.RequestSettings = &rs
 	live := probeWithDefaults(d.LivenessProbe)

@@ -3,8 +3,10 @@ package validation
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 )
 
 func validDeployment() api.DeploymentSpec {
@@ -101,9 +103,13 @@ func TestDefaultDeployment(t *testing.T) {
 	d := validDeployment()
 	d.ReadinessProbe = &api.Probe{Path: "/ready", FailureThreshold: 3}
 	DefaultDeployment(&d)
-	want := api.RequestSettings{RequestTimeoutMS: 5000, MaxConcurrentRequestsPerInstance: 1}
+	want := api.RequestSettings{RequestTimeoutMS: 5000, MaxConcurrentRequestsPerInstance: 1, MaxQueueWaitMS: 500}
 	if *d.RequestSettings != want {
 		t.Errorf("request settings %+v; want %+v", *d.RequestSettings, want)
+	}
+	wantScale := api.EndpointScaleSettings{Type: "default", MinInstances: 1, MaxInstances: 1, TargetUtilizationPercentage: 70, PollingInterval: "PT1S", ScaleDownDelay: "PT5M"}
+	if *d.ScaleSettings != wantScale {
+		t.Errorf("scale settings %+v; want %+v", *d.ScaleSettings, wantScale)
 	}
 	if got, want := *d.LivenessProbe, (api.Probe{Path: "/", InitialDelay: "PT10S", Period: "PT10S", Timeout: "PT2S", SuccessThreshold: 1, FailureThreshold: 30}); got != want {
 		t.Errorf("liveness probe %+v; want %+v", got, want)
@@ -113,6 +119,95 @@ func TestDefaultDeployment(t *testing.T) {
 	}
 	if err := Deployment("d", d); err != nil {
 		t.Errorf("defaults do not validate: %v", err)
+	}
+}
+
+// TestDefaultDeploymentFromZero: a deployment that can scale to zero waits up to 60 s for
+// its first instance by default; an explicit max_queue_wait_ms is kept.
+func TestDefaultDeploymentFromZero(t *testing.T) {
+	d := validDeployment()
+	d.ScaleSettings = &api.EndpointScaleSettings{Type: "target_utilization", MinInstances: 0, MaxInstances: 3}
+	DefaultDeployment(&d)
+	if d.RequestSettings.MaxQueueWaitMS != 60000 {
+		t.Errorf("max_queue_wait_ms %d; want 60000", d.RequestSettings.MaxQueueWaitMS)
+	}
+	if d.ScaleSettings.MinInstances != 0 || d.ScaleSettings.MaxInstances != 3 || d.ScaleSettings.ScaleToZeroDelay != "" {
+		t.Errorf("scale settings %+v", *d.ScaleSettings)
+	}
+	d = validDeployment()
+	d.ScaleSettings = &api.EndpointScaleSettings{Type: "target_utilization", MaxInstances: 3}
+	d.RequestSettings = &api.RequestSettings{MaxQueueWaitMS: 2000}
+	DefaultDeployment(&d)
+	if d.RequestSettings.MaxQueueWaitMS != 2000 {
+		t.Errorf("max_queue_wait_ms %d; want 2000 kept", d.RequestSettings.MaxQueueWaitMS)
+	}
+	if got := ParseScale(d.ScaleSettings); got != (ScaleTimes{time.Second, 5 * time.Minute, 5 * time.Minute}) {
+		t.Errorf("ParseScale = %+v", got)
+	}
+}
+
+func TestEndpointScale(t *testing.T) {
+	auto := func(edit func(*api.EndpointScaleSettings)) func(*api.DeploymentSpec) {
+		return func(d *api.DeploymentSpec) {
+			s := api.EndpointScaleSettings{Type: "target_utilization", MinInstances: 0, MaxInstances: 4}
+			edit(&s)
+			d.ScaleSettings = &s
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*api.DeploymentSpec)
+		field string
+		err   string
+	}{
+		{"valid", auto(func(*api.EndpointScaleSettings) {}), "", ""},
+		{"full", auto(func(s *api.EndpointScaleSettings) {
+			*s = api.EndpointScaleSettings{Type: "target_utilization", MinInstances: 1, MaxInstances: 100, TargetUtilizationPercentage: 100, PollingInterval: "PT2S", ScaleDownDelay: "PT1S", ScaleToZeroDelay: "P7D"}
+		}), "", ""},
+		{"count ignored when autoscaled", func(d *api.DeploymentSpec) { auto(func(*api.EndpointScaleSettings) {})(d); d.InstanceCount = 0 }, "", ""},
+		{"type", auto(func(s *api.EndpointScaleSettings) { s.Type = "TargetUtilization" }), "d.scale_settings.type", `type "TargetUtilization" is not allowed; allowed values: default, target_utilization`},
+		{"min above max", auto(func(s *api.EndpointScaleSettings) { s.MinInstances = 5 }), "d.scale_settings.min_instances", "min_instances (5) must not exceed max_instances (4)"},
+		{"min negative", auto(func(s *api.EndpointScaleSettings) { s.MinInstances = -1 }), "d.scale_settings.min_instances", "between 0 and 100, got -1"},
+		{"max high", auto(func(s *api.EndpointScaleSettings) { s.MaxInstances = 101 }), "d.scale_settings.max_instances", "between 1 and 100, got 101"},
+		{"percent 0 is the default", auto(func(s *api.EndpointScaleSettings) { s.TargetUtilizationPercentage = 0 }), "", ""},
+		{"percent high", auto(func(s *api.EndpointScaleSettings) { s.TargetUtilizationPercentage = 101 }), "d.scale_settings.target_utilization_percentage", "between 1 and 100, got 101"},
+		{"percent negative", auto(func(s *api.EndpointScaleSettings) { s.TargetUtilizationPercentage = -5 }), "d.scale_settings.target_utilization_percentage", "between 1 and 100, got -5"},
+		{"polling not ISO", auto(func(s *api.EndpointScaleSettings) { s.PollingInterval = "1s" }), "d.scale_settings.polling_interval", "not an ISO 8601 duration"},
+		{"polling zero", auto(func(s *api.EndpointScaleSettings) { s.PollingInterval = "PT0S" }), "d.scale_settings.polling_interval", "between PT1S and PT10M"},
+		{"down delay", auto(func(s *api.EndpointScaleSettings) { s.ScaleDownDelay = "P8D" }), "d.scale_settings.scale_down_delay", "between PT1S and P7D"},
+		{"zero delay", auto(func(s *api.EndpointScaleSettings) { s.ScaleToZeroDelay = "soon" }), "d.scale_settings.scale_to_zero_delay", "not an ISO 8601 duration"},
+		{"queue wait", func(d *api.DeploymentSpec) {
+			d.RequestSettings = &api.RequestSettings{MaxQueueWaitMS: 600001}
+		}, "d.request_settings.max_queue_wait_ms", "between 1 and 600000, got 600001"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := validDeployment()
+			tc.edit(&d)
+			checkErr(t, Deployment("d", d), tc.field, tc.err)
+		})
+	}
+}
+
+func TestInstanceCountWithScale(t *testing.T) {
+	checkErr(t, InstanceCountWithScale("d", true, "default"), "", "")
+	checkErr(t, InstanceCountWithScale("d", false, "target_utilization"), "", "")
+	checkErr(t, InstanceCountWithScale("d", true, "target_utilization"), "d.instance_count", "cannot both be set")
+}
+
+func TestDeploymentQuota(t *testing.T) {
+	size, err := VMSize("f", "Standard_DS2_v2", catalog.OnlineDeployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DeploymentQuota("d", size, 4, 10, 18); err != nil {
+		t.Fatalf("4 x 2 vCPUs with 10 of 18 used: %v", err)
+	}
+	err = DeploymentQuota("d", size, 5, 10, 18)
+	if !api.IsQuotaExceeded(err) || api.FieldOf(err) != "d.scale_settings.max_instances" || !strings.Contains(err.Error(), "needs 10 vCPUs") || !strings.Contains(err.Error(), "has 8 of 18 left") {
+		t.Fatalf("5 x 2 vCPUs with 10 of 18 used: %v", err)
+	}
+	if err := DeploymentQuota("d", size, 1<<62, 0, 100); !api.IsQuotaExceeded(err) {
+		t.Fatalf("overflow: %v", err)
 	}
 }
 

@@ -104,10 +104,22 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 			return nil, err
 		}
 		rec := model.Deployment{Spec: d, Generation: 1, Env: env}
-		if old, ok := prev[name]; ok {
+		old, hadOld := prev[name]
+		if hadOld {
 			rec.Generation, rec.Error = old.Generation, old.Error
+			rec.Decisions, rec.StartError = old.Decisions, old.StartError
 			if needsRollout(old, rec) {
 				rec.Generation, rec.Error = old.Generation+1, ""
+			}
+		}
+		if d.ScaleSettings.Autoscaled() {
+			var from *model.Deployment
+			if hadOld {
+				from = &old
+			}
+			rec.Desired = initialDesired(d, from)
+			if err := c.checkDeploymentQuota(tx, workspace, "deployments."+name, d); err != nil {
+				return nil, err
 			}
 		}
 		out[name] = rec
@@ -115,9 +127,27 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 	return out, nil
 }
 
-// needsRollout reports whether a deployment's change needs new processes. Request settings
-// and probes are applied by the engine and router to running instances; instance_count is
-// met by adding or draining instances.
+// checkDeploymentQuota checks that an autoscaled deployment's max_instances instances fit
+// the workspace's quota of their VM family, next to what its computes may hold.
+func (c *Controller) checkDeploymentQuota(tx *store.Tx, workspace, field string, d api.DeploymentSpec) error {
+	if c.quotaUsed == nil {
+		return nil
+	}
+	ws, err := model.GetWorkspace(tx, workspace)
+	if err != nil {
+		return err
+	}
+	size, ok := catalog.Lookup(d.InstanceType)
+	if !ok {
+		return nil // VMSize refused it already
+	}
+	return validation.DeploymentQuota(field, size, d.ScaleSettings.MaxInstances,
+		c.quotaUsed(workspace, size.Family), model.EffectiveQuota(ws, size.Family))
+}
+
+// needsRollout reports whether a deployment's change needs new processes. Request settings,
+// scale settings and probes are applied by the engine and router to running instances;
+// instance_count and the autoscaler's count are met by adding or draining instances.
 // A new environment, or the same one with a new content hash, needs new processes too.
 func needsRollout(oldRec, curRec model.Deployment) bool {
 	old, cur := oldRec.Spec, curRec.Spec
@@ -419,9 +449,14 @@ func (c *Controller) describeEndpoint(rec model.Endpoint) api.Endpoint {
 		out.ScoringURI = base + router.ScoringPath(rec.Name)
 	}
 	var errs []string
+	stats := c.router.Stats(rec.Name)
 	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
 		d := rec.Deployments[name]
-		ad := api.Deployment{DeploymentSpec: d.Spec, Generation: d.Generation, Instances: []api.EndpointInstance{}}
+		ad := api.Deployment{DeploymentSpec: d.Spec, Generation: d.Generation, Instances: []api.EndpointInstance{},
+			DesiredInstances: d.Target(), ScaleDecisions: d.Decisions}
+		if st, ok := stats[name]; ok {
+			ad.RequestsInFlight, ad.HeldRequests = st.InFlight, st.Held
+		}
 		for _, in := range rec.Instances {
 			if in.Deployment != name {
 				continue

@@ -93,6 +93,18 @@ func (c *Controller) RunProbe(id, kind string) {
 	})
 }
 
+// heldReadyProbe is how often a starting instance's readiness is probed while the router
+// holds requests for its deployment (from zero, every request waits for it): a cold start
+// is then served within this of the instance's readiness, not a whole probe period later.
+// Failures of these extra probes count toward failure_threshold only once the probe's own
+// budget (initial_delay + period × failure_threshold) has passed.
+const heldReadyProbe = 20 * time.Millisecond
+
+// holding reports whether the router holds requests for the deployment.
+func (c *Controller) holding(endpoint, deployment string) bool {
+	return c.router.Stats(endpoint)[deployment].Held > 0
+}
+
 // probeResult applies one probe result and schedules the next probe.
 func (c *Controller) probeResult(key, id, task, kind string, started time.Time, passed bool) {
 	if c.ctx.Err() != nil {
@@ -132,16 +144,24 @@ func (c *Controller) probeResult(key, id, task, kind string, started time.Time, 
 			st.readyOK, st.readyFail = st.readyOK+1, 0
 			if st.readyOK >= probe.SuccessThreshold && in.State != api.EndpointInstanceReady {
 				in.State, in.EverReady, in.Failures = api.EndpointInstanceReady, true, 0
-				if _, declared := rec.Deployments[in.Deployment]; declared && d.Error != "" {
-					d.Error = ""
+				if _, declared := rec.Deployments[in.Deployment]; declared && (d.Error != "" || d.StartError != "") {
+					d.Error, d.StartError = "", ""
 					rec.Deployments[in.Deployment] = d
 				}
 				changed = true
-				c.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment)
+				readiness := now.Sub(in.StartedAt)
+				cs, measured := c.coldStarts[in.ID]
+				delete(c.coldStarts, in.ID)
+				c.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment,
+					"node_start", cs.node, "process_start", cs.process, "readiness", readiness)
+				if m := c.metrics; m != nil && measured {
+					m.ColdStart(key, in.Deployment, cs.node, cs.process, readiness)
+				}
 			}
 		default:
 			st.readyOK, st.readyFail = 0, st.readyFail+1
-			if st.readyFail >= probe.FailureThreshold {
+			budget := times.InitialDelay + times.Period*time.Duration(probe.FailureThreshold)
+			if st.readyFail >= probe.FailureThreshold && (in.EverReady || now.Sub(in.StartedAt) >= budget) {
 				if !in.EverReady {
 					c.instanceFailed(rec, in, fmt.Sprintf("readiness probe GET %s did not pass within %s (initial_delay + period * failure_threshold)",
 						probe.Path, times.InitialDelay+times.Period*time.Duration(probe.FailureThreshold)), now)
@@ -155,7 +175,12 @@ func (c *Controller) probeResult(key, id, task, kind string, started time.Time, 
 				}
 			}
 		}
-		c.loop.SetTimer(ProbeTimer(id, kind), started.Add(times.Period))
+		next := started.Add(times.Period)
+		if kind == probeReady && in.State == api.EndpointInstanceStarting && !in.EverReady && c.holding(rec.Name, in.Deployment) {
+			// Requests wait for this instance: look again soon rather than a period later.
+			next = started.Add(min(heldReadyProbe, times.Period))
+		}
+		c.loop.SetTimer(ProbeTimer(id, kind), next)
 	})
 	if changed {
 		c.kick(key)

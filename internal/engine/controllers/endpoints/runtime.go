@@ -28,8 +28,9 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// The endpoint runtime keeps every deployment at instance_count instances, each a node of
-// the engine's driver running the deployment's command as a task with PORT set. The rules:
+// The endpoint runtime keeps every deployment at its target count (instance_count, or the
+// autoscaler's decision: autoscale.go), each instance a node of the engine's driver running
+// the deployment's command as a task with PORT set. The rules:
 //
 //   - An instance takes traffic once its readiness probe passed success_threshold times in
 //     a row, and stops taking it after failure_threshold failures in a row.
@@ -77,6 +78,11 @@ type Config struct {
 	// EnvCacheDir is the environment cache every local node of this machine shares; empty
 	// when nodes keep their own (~/.mlcompute/envs on the node).
 	EnvCacheDir string
+	// QuotaUsed returns the vCPUs the workspace's computes of a VM family may hold, for the
+	// quota check of an autoscaled deployment's max_instances; nil skips the check.
+	QuotaUsed func(workspace, family string) int64
+	// Metrics receives the autoscaler's measures; nil records nothing.
+	Metrics Metrics
 }
 
 // Controller runs online endpoints: it reconciles each endpoint's instances against its
@@ -107,6 +113,12 @@ type Controller struct {
 	terminating map[string]bool
 	// kills are processes of failed instances, killed once the failure is committed.
 	kills [][2]string
+	// scalers are the autoscaled deployments' autoscalers (autoscale.go).
+	scalers map[string]*scaler
+	// coldStarts are the node and process phases of starts whose readiness is awaited.
+	coldStarts map[string]coldStart
+	quotaUsed  func(workspace, family string) int64
+	metrics    Metrics
 }
 
 // probeState counts consecutive probe results of one process (task).
@@ -124,6 +136,10 @@ func New(cfg Config) *Controller {
 		probes:      map[string]*probeState{},
 		starting:    map[string]bool{},
 		terminating: map[string]bool{},
+		scalers:     map[string]*scaler{},
+		coldStarts:  map[string]coldStart{},
+		quotaUsed:   cfg.QuotaUsed,
+		metrics:     cfg.Metrics,
 	}
 	c.router = router.New(router.Options{Logger: cfg.Logger, Clock: clockWithAfterFunc(cfg.Clock)})
 	c.probe.Store(ptr(Prober(httpProbe)))
@@ -195,6 +211,11 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 		c.router.RemoveEndpoint(model.NameOf(key))
 		if gone {
 			c.log.Info("online endpoint deleted", "endpoint", key)
+			for k := range c.scalers {
+				if endpointOfScaler(k) == key {
+					delete(c.scalers, k)
+				}
+			}
 		}
 		if !rec.Deleting || gone {
 			// Also when it was already gone: a delete that came late still returns.
@@ -222,22 +243,24 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 func (c *Controller) planEndpoint(rec *model.Endpoint, now time.Time) {
 	key := rec.Key()
 	allReady := true
+	c.scaleDeployments(rec, now)
 	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
 		d := rec.Deployments[name]
+		target := d.Target()
 		var cur []int
 		for i, in := range rec.Instances {
 			if in.Deployment == name && in.Generation == d.Generation && in.State != api.EndpointInstanceDraining && !in.Terminating {
 				cur = append(cur, i)
 			}
 		}
-		for int64(len(cur)) < d.Spec.InstanceCount {
+		for int64(len(cur)) < target {
 			rec.Instances = append(rec.Instances, model.EndpointInstance{
 				ID: c.newID("ep"), Deployment: name, Generation: d.Generation, Port: c.freePort(rec.Instances),
 				Task: "serve-0", State: api.EndpointInstanceStarting, Process: model.ProcessOf(d),
 			})
 			cur = append(cur, len(rec.Instances)-1)
 		}
-		if extra := int64(len(cur)) - d.Spec.InstanceCount; extra > 0 {
+		if extra := int64(len(cur)) - target; extra > 0 {
 			// Drain the instances that are not ready first, then the newest.
 			slices.SortStableFunc(cur, func(a, b int) int {
 				ra, rb := rec.Instances[a].State == api.EndpointInstanceReady, rec.Instances[b].State == api.EndpointInstanceReady
@@ -260,7 +283,7 @@ func (c *Controller) planEndpoint(rec *model.Endpoint, now time.Time) {
 				ready++
 			}
 		}
-		if ready < d.Spec.InstanceCount {
+		if ready < target {
 			allReady = false
 			continue
 		}
@@ -282,7 +305,7 @@ func (c *Controller) planEndpoint(rec *model.Endpoint, now time.Time) {
 		switch {
 		case in.Terminating:
 		case in.State == api.EndpointInstanceDraining:
-			if !now.Before(in.DrainUntil) {
+			if !now.Before(in.DrainUntil) || c.drained(rec, in, now) {
 				in.Terminating = true
 			} else {
 				c.loop.SetTimer(endpointStepTimer(key, in.ID), in.DrainUntil)
@@ -321,6 +344,24 @@ func (c *Controller) drain(rec *model.Endpoint, i int, now time.Time) {
 	c.log.Debug("instance draining", "endpoint", rec.Key(), "instance", in.ID, "deployment", in.Deployment)
 }
 
+// drained reports whether a draining instance of an autoscaled deployment has finished its
+// requests: the router counts none in flight on it, and drainGrace has passed since the
+// drain began, so a request that took its slot from the table of just before the drain has
+// long been counted. Its drain then ends before request_timeout_ms. A deployment of a fixed
+// count waits out the timeout as before.
+func (c *Controller) drained(rec *model.Endpoint, in *model.EndpointInstance, now time.Time) bool {
+	d, ok := rec.Deployment(in.Deployment)
+	if !ok || !d.Spec.ScaleSettings.Autoscaled() || d.Spec.RequestSettings == nil {
+		return false
+	}
+	began := in.DrainUntil.Add(-time.Duration(d.Spec.RequestSettings.RequestTimeoutMS)*time.Millisecond - drainGrace)
+	if now.Before(began.Add(drainGrace)) {
+		return false
+	}
+	n, known := c.router.InstanceInFlight(rec.Name, in.Deployment, in.ID)
+	return known && n == 0
+}
+
 // freePort picks a free loopback port no other instance of the endpoint holds. The kernel
 // does not hand out a port that is bound, and ports of other endpoints are bound by their
 // running instances.
@@ -344,7 +385,9 @@ func (c *Controller) freePort(taken []model.EndpointInstance) int {
 func (c *Controller) startInstance(ctx context.Context, key string, rec model.Endpoint, in model.EndpointInstance) {
 	spec := in.Process
 	size, _ := catalog.Lookup(spec.InstanceType)
+	began := c.clock.Now()
 	info, err := c.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
+	nodeUp := c.clock.Now()
 	if err == nil {
 		env := maps.Clone(spec.EnvironmentVariables)
 		if env == nil {
@@ -372,6 +415,7 @@ func (c *Controller) startInstance(ctx context.Context, key string, rec model.En
 			return
 		}
 		cur.Host, cur.StartedAt = info.Address, now
+		c.coldStarts[cur.ID] = coldStart{node: nodeUp.Sub(began), process: now.Sub(nodeUp)}
 		d, ok := rec.Deployment(cur.Deployment)
 		if !ok {
 			return // removed meanwhile: the next pass drains it
@@ -420,6 +464,11 @@ func (c *Controller) instanceFailed(rec *model.Endpoint, in *model.EndpointInsta
 	c.loop.SetTimer(endpointStepTimer(rec.Key(), in.ID), in.RestartAt)
 	if d, ok := rec.Deployments[in.Deployment]; ok && in.Failures >= failedStartsBeforeError {
 		d.Error = fmt.Sprintf("instance %s failed %d times in a row before becoming ready; last: %s", in.ID, in.Failures, why)
+		rec.Deployments[in.Deployment] = d
+	}
+	if d, ok := rec.Deployments[in.Deployment]; ok && !in.EverReady && d.Spec.ScaleSettings.Autoscaled() {
+		// Requests the router holds for this deployment get the reason at once (pushRouter).
+		d.StartError = fmt.Sprintf("instance %s: %s", in.ID, why)
 		rec.Deployments[in.Deployment] = d
 	}
 	c.log.Warn("endpoint instance failed; restarting", "endpoint", rec.Key(), "instance", in.ID, "reason", why, "restart_in", backoff)
@@ -485,6 +534,7 @@ func (c *Controller) terminateInstance(ctx context.Context, key string, in model
 	if err == nil {
 		delete(c.nodes, in.ID)
 		delete(c.probes, in.ID)
+		delete(c.coldStarts, in.ID)
 		c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
 		c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
 		c.loop.RemoveTimer(endpointStepTimer(key, in.ID))
@@ -546,11 +596,24 @@ func (c *Controller) pushRouter(rec model.Endpoint) {
 			rd.MaxConcurrentPerInstance = int(rs.MaxConcurrentRequestsPerInstance)
 			rd.RequestTimeout = time.Duration(rs.RequestTimeoutMS) * time.Millisecond
 		}
+		ready := false
 		for _, in := range rec.Instances {
-			if in.Deployment == dn && in.State == api.EndpointInstanceReady && !in.Terminating {
-				u := &url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port))}
-				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u, Ready: true})
+			if in.Deployment != dn || in.Terminating || in.Host == "" {
+				continue
 			}
+			u := &url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port))}
+			switch in.State {
+			case api.EndpointInstanceReady:
+				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u, Ready: true})
+				ready = true
+			case api.EndpointInstanceDraining:
+				// Takes no request, but its requests in flight still count (the autoscaler's
+				// load, and the drain ends early once they are done).
+				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u})
+			}
+		}
+		if d.Spec.ScaleSettings.Autoscaled() {
+			rd.Hold = c.routerHold(rec.Key(), dn, d, ready)
 		}
 		ep.Deployments[dn] = rd
 	}

@@ -27,6 +27,11 @@ import (
 	"time"
 )
 
+// startedAt is when the scorer's process began (package initialisation), listeningAt when
+// it began to listen: the instance's own start time is the difference, which the
+// autoscaling tests set against a request's latency from zero.
+var startedAt, listeningAt = time.Now(), time.Time{}
+
 // Serve serves until ctx ends.
 func Serve(ctx context.Context) error {
 	port := os.Getenv("PORT")
@@ -37,6 +42,7 @@ func Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	listeningAt = time.Now()
 	srv := &http.Server{Handler: Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -87,6 +93,7 @@ func score(w http.ResponseWriter, req *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"deployment": os.Getenv("SCORER_NAME"), "version": os.Getenv("SCORER_VERSION"),
 		"code": strings.TrimSpace(string(code)), "pid": os.Getpid(), "body": json.RawMessage(orNull(body)),
+		"started_unix_ns": startedAt.UnixNano(), "listening_unix_ns": listeningAt.UnixNano(),
 	})
 }
 

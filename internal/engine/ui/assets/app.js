@@ -81,6 +81,17 @@ function rate(ws, ep, dep, stats, dt) {
   return Math.max(0, (stats.Requests - ps.Requests) / dt);
 }
 
+// autoscaleView shows an autoscaled deployment's bounds, held requests and last decisions.
+function autoscaleView(dep) {
+  const sc = dep.scale_settings;
+  if (!sc || sc.type !== "target_utilization") return null;
+  const decisions = (dep.scale_decisions || []).slice(-5).reverse();
+  return h("div", { class: "autoscale", "data-desired": dep.desired_instances, "data-held": dep.held_requests || 0 },
+    h("span", { class: "muted" }, `autoscaled ${sc.min_instances}..${sc.max_instances} · desired ${dep.desired_instances} · held ${dep.held_requests || 0}`),
+    decisions.length ? h("ul", { class: "decisions" }, decisions.map((d) =>
+      h("li", { class: "muted" }, `${d.time} ${d.from} → ${d.to}: ${d.reason}`))) : null);
+}
+
 function endpointRow(ws, ep, dt) {
   const traffic = ep.live_traffic || ep.traffic || {};
   const names = Object.keys(ep.deployments || {}).sort();
@@ -94,9 +105,10 @@ function endpointRow(ws, ep, dt) {
       h("span", { style: `color:${colors[i % colors.length]}` }, "■ "),
       h("strong", {}, d), ` ${traffic[d] || 0}%`,
       (ep.mirror_traffic || {})[d] ? ` (mirror ${ep.mirror_traffic[d]}%)` : "",
-      ` · ${dep.ready_instances}/${dep.instance_count} ready · `,
+      ` · ${dep.ready_instances}/${dep.desired_instances} ready · `,
       h("span", { class: "rps" }, `${r.toFixed(1)} req/s`),
-      h("span", { class: "muted" }, ` · ${s.Requests} requests, 2xx ${s.Responses2xx} 4xx ${s.Responses4xx} 5xx ${s.Responses5xx}, in flight ${s.InFlight || 0}`));
+      h("span", { class: "muted" }, ` · ${s.Requests} requests, 2xx ${s.Responses2xx} 4xx ${s.Responses4xx} 5xx ${s.Responses5xx}, in flight ${s.InFlight || 0}`),
+      autoscaleView(dep));
   });
   return h("tr", { "data-endpoint": `${ws}/${ep.name}` },
     h("td", {}, h("strong", {}, ep.name), h("div", { class: "muted" }, ep.scoring_uri)),

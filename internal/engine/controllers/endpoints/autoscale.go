@@ -1,0 +1,212 @@
+package endpoints
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/autoscale"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+)
+
+// Endpoint autoscaling (scale_settings.type = "target_utilization", DESIGN 4): every
+// polling_interval a timer of the work loop marks the endpoint, and its pass samples the
+// router's own counts of each autoscaled deployment (requests in flight, held requests, and
+// the requests that arrived since the last sample; the instances are never polled), gives
+// them to the pure rule (rules/autoscale) and commits the count it decides as the
+// deployment's Desired, with the decision, before the instances are added or drained. A
+// request the router holds (no instance with room) kicks the endpoint, so from zero the
+// first request is decided at once, not at the next tick.
+//
+// The rule's history lives in memory: after an engine restart it starts afresh, and the rule
+// then waits a whole scale_down_delay before any step down.
+
+// scaler is the autoscaler's memory of one deployment.
+type scaler struct {
+	hist autoscale.History
+	// next is when the next regular sample is due.
+	next time.Time
+	// requests is the router's request counter at the last sample.
+	requests uint64
+	// kicked is set by the router when it holds a request; the next pass samples at once.
+	kicked atomic.Bool
+}
+
+// coldStart is the node and process phases of an instance's start, kept until its readiness.
+type coldStart struct{ node, process time.Duration }
+
+// Metrics receives what the autoscaler measures; a nil Metrics records nothing.
+type Metrics interface {
+	// ScaleDecision records a decision that changed a deployment's count.
+	ScaleDecision(endpoint, deployment string, from, to int64)
+	// HoldTime records how long a held request waited and whether it got an instance.
+	HoldTime(endpoint, deployment string, wait time.Duration, served bool)
+	// ColdStart records an instance's start, split into its node, its process and its
+	// readiness (first passed probe).
+	ColdStart(endpoint, deployment string, node, process, readiness time.Duration)
+}
+
+func scalerKey(endpointKey, deployment string) string { return endpointKey + "\x00" + deployment }
+
+// scalerFor returns the deployment's scaler, made on first use. Callers hold c.mu.
+func (c *Controller) scalerFor(endpointKey, deployment string) *scaler {
+	k := scalerKey(endpointKey, deployment)
+	s := c.scalers[k]
+	if s == nil {
+		s = &scaler{}
+		c.scalers[k] = s
+	}
+	return s
+}
+
+// ruleSettings are a deployment's scale settings as the rule takes them.
+func ruleSettings(spec api.DeploymentSpec) autoscale.Settings {
+	sc := spec.ScaleSettings
+	t := validation.ParseScale(sc)
+	maxConc := int64(api.DefaultMaxConcurrentRequestsPerInstance)
+	if spec.RequestSettings != nil && spec.RequestSettings.MaxConcurrentRequestsPerInstance > 0 {
+		maxConc = spec.RequestSettings.MaxConcurrentRequestsPerInstance
+	}
+	return autoscale.Settings{
+		Min: sc.MinInstances, Max: sc.MaxInstances, TargetUtilizationPercentage: sc.TargetUtilizationPercentage,
+		MaxConcurrentRequestsPerInstance: maxConc,
+		PollingInterval:                  t.PollingInterval, ScaleDownDelay: t.ScaleDownDelay, ScaleToZeroDelay: t.ScaleToZeroDelay,
+	}
+}
+
+// scaleDeployments runs the autoscaler of each autoscaled deployment that is due (its
+// polling interval passed, or the router kicked it) and sets Desired from its decision; it
+// keeps each due time in the timer queue. Callers hold c.mu and commit rec.
+func (c *Controller) scaleDeployments(rec *model.Endpoint, now time.Time) {
+	key := rec.Key()
+	var stats map[string]router.DeploymentStats
+	for dn, d := range rec.Deployments {
+		if !d.Spec.ScaleSettings.Autoscaled() {
+			delete(c.scalers, scalerKey(key, dn))
+			continue
+		}
+		set := ruleSettings(d.Spec)
+		s := c.scalerFor(key, dn)
+		kicked := s.kicked.Swap(false)
+		if !kicked && now.Before(s.next) {
+			c.loop.SetTimer(scaleTimer(key, dn), s.next)
+			continue
+		}
+		if stats == nil {
+			stats = c.router.Stats(rec.Name)
+		}
+		st := stats[dn]
+		arrived := int64(0)
+		if st.Requests >= s.requests {
+			arrived = int64(st.Requests - s.requests)
+		}
+		s.requests = st.Requests
+		sample := autoscale.Sample{At: now, InFlight: st.InFlight + st.Held, Arrived: arrived}
+		var dec autoscale.Decision
+		s.hist, dec = autoscale.Step(set, s.hist, d.Desired, sample)
+		if dec.Changed() {
+			d.Desired = dec.Desired
+			if dec.From == 0 {
+				d.StartError = "" // a new attempt
+			}
+			d.Decisions = append(d.Decisions, api.ScaleDecision{
+				Time: now, From: dec.From, To: dec.Desired, Reason: dec.Reason,
+				Load: dec.Inputs.Load, AverageLoad: dec.Inputs.AverageLoad, PeakNeed: dec.Inputs.PeakNeed,
+			})
+			if n := len(d.Decisions); n > api.MaxScaleDecisions {
+				d.Decisions = append([]api.ScaleDecision(nil), d.Decisions[n-api.MaxScaleDecisions:]...)
+			}
+			rec.Deployments[dn] = d
+			c.log.Info("deployment scaled", "endpoint", key, "deployment", dn, "from", dec.From, "to", dec.Desired,
+				"reason", dec.Reason, "load", dec.Inputs.Load, "average_load", dec.Inputs.AverageLoad,
+				"peak_need", dec.Inputs.PeakNeed, "kicked", kicked)
+			if m := c.metrics; m != nil {
+				m.ScaleDecision(key, dn, dec.From, dec.Desired)
+			}
+		}
+		if !kicked || s.next.IsZero() {
+			s.next = now.Add(set.Normalize().PollingInterval)
+		}
+		c.loop.SetTimer(scaleTimer(key, dn), s.next)
+	}
+	for k := range c.scalers {
+		if endpointOfScaler(k) == key {
+			if _, ok := rec.Deployments[deploymentOfScaler(k)]; !ok {
+				delete(c.scalers, k)
+			}
+		}
+	}
+}
+
+func endpointOfScaler(k string) string {
+	for i := range len(k) {
+		if k[i] == 0 {
+			return k[:i]
+		}
+	}
+	return k
+}
+
+func deploymentOfScaler(k string) string {
+	for i := range len(k) {
+		if k[i] == 0 {
+			return k[i+1:]
+		}
+	}
+	return ""
+}
+
+// initialDesired is the count an autoscaled deployment starts at: its old count, within the
+// new bounds, when it was running already, else min_instances.
+func initialDesired(d api.DeploymentSpec, old *model.Deployment) int64 {
+	sc := d.ScaleSettings
+	cur := sc.MinInstances
+	if old != nil {
+		cur = old.Target()
+	}
+	return min(max(cur, sc.MinInstances), sc.MaxInstances)
+}
+
+// routerHold is the router's Hold for an autoscaled deployment. Callers hold c.mu.
+func (c *Controller) routerHold(key, dn string, d model.Deployment, ready bool) *router.Hold {
+	sc := d.Spec.ScaleSettings
+	rs := d.Spec.RequestSettings
+	maxConc, wait := int64(api.DefaultMaxConcurrentRequestsPerInstance), int64(validation.DefaultMaxQueueWait(sc))
+	if rs != nil {
+		maxConc = max(rs.MaxConcurrentRequestsPerInstance, 1)
+		if rs.MaxQueueWaitMS > 0 {
+			wait = rs.MaxQueueWaitMS
+		}
+	}
+	s := c.scalerFor(key, dn)
+	h := &router.Hold{
+		MaxWait: time.Duration(wait) * time.Millisecond,
+		MaxHeld: 2 * maxConc * sc.MaxInstances,
+		Kick: func() {
+			if !s.kicked.Swap(true) {
+				c.kick(key)
+			}
+		},
+	}
+	if !ready {
+		h.StartError = d.StartError
+	}
+	if m := c.metrics; m != nil {
+		h.ObserveHold = func(wait time.Duration, served bool) { m.HoldTime(key, dn, wait, served) }
+	}
+	return h
+}
+
+// SetMetrics gives the autoscaler's measures to m. Call it before Start.
+func (c *Controller) SetMetrics(m Metrics) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.metrics = m
+}
+
+func scaleTimer(endpointKey, deployment string) runtime.Timer {
+	return runtime.Timer{Kind: runtime.EndpointStep, Object: runtime.EndpointKey(endpointKey), Sub: "scale/" + deployment}
+}

@@ -1,0 +1,45 @@
+// Package autoscale is the endpoint autoscaling rule (scale_settings.type =
+// "target_utilization", DESIGN sections 3 and 4): from the router's own counts of requests in
+// flight to one deployment, its settings, its current instance count and the time, it
+// decides how many instances the deployment should have and why. It is pure: the caller
+// passes the time, and History is a small value the caller keeps between calls (Observe
+// returns the new one); nothing here reads a clock, keeps state or starts a goroutine, so
+// every clause is a table test on a fake clock.
+//
+// # Rules
+//
+//  1. Load is the number of requests in flight to the deployment (held requests included,
+//     mirrored copies excluded), sampled every polling_interval. The need for a load is
+//     ceil(load / (max_concurrent_requests_per_instance × target_utilization_percentage / 100)),
+//     and the desired count is always clamped to [min_instances, max_instances].
+//  2. A count outside [min_instances, max_instances] (the settings changed) goes to the
+//     nearest bound at once.
+//  3. From zero: a request arriving while the count is 0 decides at once (the router kicks
+//     the rule; no polling wait), for the need of what is in flight and at least one.
+//  4. Up: on the average load of the short window (the last UpWindow = 6 samples, never
+//     older than 6 polling intervals and never older than the last scale-down, so a step
+//     down is not undone by the load it just measured): it goes up when the window's
+//     average needs more than the count and either the last two samples both do (then to
+//     the larger of the average's need and the need of the lower of those two samples) or
+//     the average has for UpSustain (3) samples in a row (then to the average's need). So
+//     a step of load is followed in one decision at its second sample, within two polling
+//     intervals, and a square wave moves up once per rise; a single-sample spike moves
+//     nothing unless it keeps the average above the count for three samples.
+//  5. Down: only when the highest need sampled over the last scale_down_delay is below the
+//     current count, and then one step, to that need. Our addition: "below" means more than
+//     DownTolerancePercent (10%) below, the hysteresis band of rule 7 (2 → 1 goes down,
+//     10 → 9 does not). Each sample's need refreshes the time
+//     the deployment last needed that many instances, so demand that comes back restarts
+//     the window. Until the history covers a whole scale_down_delay (after an engine start)
+//     nothing goes down.
+//  6. To zero: only with min_instances = 0 and no request at all (none in flight, none
+//     arrived between samples) for scale_to_zero_delay (default: scale_down_delay); until
+//     then a deployment whose need fell to 0 keeps one instance.
+//  7. Hysteresis: up follows the average of the short window, down the peak of the long one;
+//     a load that stays within its band (constant load with noise) changes nothing once the
+//     count covers the peak, and the 10% tolerance of rule 5 keeps a rare low stretch of
+//     noise (no peak for a whole short scale_down_delay) from stepping down and back up. Up is checked first, so both can never apply at once.
+//
+// Memory is bounded: History keeps UpWindow samples and one time per possible instance
+// (max_instances, itself bounded by validation), whatever the delays.
+package autoscale
