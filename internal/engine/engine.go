@@ -152,7 +152,7 @@ func New(cfg Config) (*Engine, error) {
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),
-		QuotaUsed:   func(workspace, family string) int64 { return core.Quota.Used(workspace, family, "") },
+		QuotaUsed:   func(workspace, family string) int64 { return core.QuotaUsed(workspace, family) },
 	})
 	e.envs = environments.New(environments.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,

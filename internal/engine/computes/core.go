@@ -322,3 +322,9 @@ func (c *Core) Type(workspace, name string) (string, error) {
 	})
 	return typ, err
 }
+
+// QuotaUsed is the vCPUs the workspace's computes hold of family's quota, for a check that
+// also counts what endpoints hold (an autoscaled deployment's max_instances).
+func (c *Core) QuotaUsed(workspace, family string) int64 {
+	return c.quota.Used(workspace, family, "")
+}
