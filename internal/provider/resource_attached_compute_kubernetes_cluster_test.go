@@ -27,6 +27,9 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	kubedriver "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
 )
 
@@ -35,8 +38,11 @@ import (
 // fail, not skip, without them. Each test works in namespaces of its own, removed at its end.
 
 // kubeDriverForTests builds the node driver of an attached cluster's job pods: package
-// kubernetes's driver, as the daemon wires it.
-var kubeDriverForTests attached.NewKubeDriver
+// kubernetes's driver, as the daemon wires it, under an engine id of the test's own.
+var kubeDriverForTests attached.NewKubeDriver = func(ctx context.Context, cfg kubedriver.Config) (driver.Driver, error) {
+	cfg.EngineID = slurm.NewEngineID()
+	return kubedriver.New(ctx, cfg)
+}
 
 type testCluster struct {
 	kubeconfig string // the admin kubeconfig's content
