@@ -455,8 +455,11 @@ node_image() {
 
 # ---- up and down ----------------------------------------------------------------------------
 
-check_host() {
+require_root() {
 	((EUID == 0)) || die "the cluster needs root (it runs containerd and a kubelet, which change cgroups, mounts and sysctls); run as root"
+}
+
+check_host() {
 	[[ -d /sys/fs/cgroup ]] || die "no cgroups mounted at /sys/fs/cgroup"
 	if ip -4 route show 2>/dev/null | grep -v "dev $bridge" | grep -q '^10\.217\.'; then
 		die "the host already routes into 10.217.0.0/16, which the cluster's pods and Services use: $(ip -4 route show | grep '^10\.217\.' | head -1)"
@@ -489,6 +492,7 @@ restore_sysctls() {
 }
 
 up() {
+	require_root
 	exec 9>"$lock_file"
 	flock 9
 	if running; then
@@ -596,6 +600,7 @@ curl_etcd() {
 }
 
 down() {
+	require_root
 	exec 9>"$lock_file"
 	flock 9
 	down_locked
