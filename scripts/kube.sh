@@ -16,12 +16,19 @@
 #   export KUBECONFIG=...  export MLCOMPUTE_KUBE_IMAGE=...  export PATH=<kubectl's dir>:$PATH
 # so `eval "$(make -s kube-up)"` sets a shell up. Logs are in the state dir.
 #
+# The cluster: an admin token in system:masters (KUBECONFIG), RBAC and the Node authorizer,
+# TokenRequest for ServiceAccounts, a scheduler (unschedulable pods say so), pods on a bridge
+# (10.217.0.0/20, reachable from the host) running the node image with
+# `imagePullPolicy: Never`. No controller-manager: pods get no ServiceAccount token, a deleted
+# namespace stays Terminating, nothing garbage-collects by owner. Root only; one cluster per
+# machine (the kubelet changes host-wide settings; ports 12379, 12380, 16443, 11250, 11248).
+#
 # Environment:
 #   MLCOMPUTE_CACHE     the cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/mlcompute-dev); the
 #                       binaries go to $MLCOMPUTE_CACHE/kube/v1.34.4/bin, the node image's
-#                       archive next to them
-#   MLCOMPUTE_KUBE_DIR  the state dir (default /run/mlcompute-kube): configs, data, logs. One
-#                       cluster per machine: the kubelet changes host-wide settings.
+#                       archive to $MLCOMPUTE_CACHE/kube/v1.34.4/images
+#   MLCOMPUTE_KUBE_DIR  the state dir (default /var/lib/mlcompute-kube): keys, configs, data,
+#                       logs; `down` deletes the data and keeps the keys and logs
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
