@@ -16,12 +16,19 @@
 #   export KUBECONFIG=...  export MLCOMPUTE_KUBE_IMAGE=...  export PATH=<kubectl's dir>:$PATH
 # so `eval "$(make -s kube-up)"` sets a shell up. Logs are in the state dir.
 #
+# The cluster: an admin token in system:masters (KUBECONFIG), RBAC and the Node authorizer,
+# TokenRequest for ServiceAccounts, a scheduler (unschedulable pods say so), pods on a bridge
+# (10.217.0.0/20, reachable from the host) running the node image with
+# `imagePullPolicy: Never`. No controller-manager: pods get no ServiceAccount token, a deleted
+# namespace stays Terminating, nothing garbage-collects by owner. Root only; one cluster per
+# machine (the kubelet changes host-wide settings; ports 12379, 12380, 16443, 11250, 11248).
+#
 # Environment:
 #   MLCOMPUTE_CACHE     the cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/mlcompute-dev); the
 #                       binaries go to $MLCOMPUTE_CACHE/kube/v1.34.4/bin, the node image's
-#                       archive next to them
-#   MLCOMPUTE_KUBE_DIR  the state dir (default /run/mlcompute-kube): configs, data, logs. One
-#                       cluster per machine: the kubelet changes host-wide settings.
+#                       archive to $MLCOMPUTE_CACHE/kube/v1.34.4/images
+#   MLCOMPUTE_KUBE_DIR  the state dir (default /var/lib/mlcompute-kube): keys, configs, data,
+#                       logs; `down` deletes the data and keeps the keys and logs
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -455,8 +462,11 @@ node_image() {
 
 # ---- up and down ----------------------------------------------------------------------------
 
-check_host() {
+require_root() {
 	((EUID == 0)) || die "the cluster needs root (it runs containerd and a kubelet, which change cgroups, mounts and sysctls); run as root"
+}
+
+check_host() {
 	[[ -d /sys/fs/cgroup ]] || die "no cgroups mounted at /sys/fs/cgroup"
 	if ip -4 route show 2>/dev/null | grep -v "dev $bridge" | grep -q '^10\.217\.'; then
 		die "the host already routes into 10.217.0.0/16, which the cluster's pods and Services use: $(ip -4 route show | grep '^10\.217\.' | head -1)"
@@ -489,6 +499,7 @@ restore_sysctls() {
 }
 
 up() {
+	require_root
 	exec 9>"$lock_file"
 	flock 9
 	if running; then
@@ -542,7 +553,9 @@ up() {
 	# ServiceAccount admission is off (there is no controller-manager to create each
 	# namespace's default ServiceAccount; pods run without a token). TaintNodesByCondition is
 	# off (no node controller would lift the not-ready taint). TokenRequest works: tests can
-	# create ServiceAccounts with narrow Roles and act as them.
+	# create ServiceAccounts with narrow Roles and act as them. No watch cache: with Debian's
+	# etcd 3.4.23 (no usable progress notifications) a watch without a resourceVersion fails
+	# after 3 s with "Too large resource version" whenever no pod changed in the meantime.
 	start kube-apiserver "$bin_dir/kube-apiserver" \
 		--etcd-servers "http://127.0.0.1:$etcd_port" \
 		--bind-address 127.0.0.1 --secure-port "$apiserver_port" \
@@ -558,6 +571,7 @@ up() {
 		--endpoint-reconciler-type none \
 		--kubelet-preferred-address-types InternalIP \
 		--kubelet-client-certificate "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key" \
+		--watch-cache=false \
 		--allow-privileged=true --profiling=false \
 		--cert-dir "$dir/apiserver-certs"
 	wait_for 90 kube-apiserver kubectl_admin get --raw /readyz
@@ -593,6 +607,7 @@ curl_etcd() {
 }
 
 down() {
+	require_root
 	exec 9>"$lock_file"
 	flock 9
 	down_locked

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -82,6 +83,9 @@ func TestKubeClusterSmoke(t *testing.T) {
 			if !ok {
 				t.Fatalf("the watch of %s ended before the pod ran", pod.Name)
 			}
+			if ev.Type == watch.Error {
+				t.Fatalf("the watch of %s failed: %v", pod.Name, apierrors.FromObject(ev.Object))
+			}
 			if p, isPod := ev.Object.(*corev1.Pod); isPod {
 				pod = p
 			}
@@ -134,6 +138,9 @@ func TestKubeClusterSmoke(t *testing.T) {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				t.Fatalf("the watch of %s ended before the pod was gone", pod.Name)
+			}
+			if ev.Type == watch.Error {
+				t.Fatalf("the watch of %s failed: %v", pod.Name, apierrors.FromObject(ev.Object))
 			}
 			if ev.Type == watch.Deleted {
 				return
