@@ -20,8 +20,8 @@ func TestEngineIDIsMadeOnceAndKept(t *testing.T) {
 }
 
 func TestUnknownNodeDriverIsRefused(t *testing.T) {
-	_, err := nodeDriver(context.Background(), Options{Nodes: "kubernetes", DataDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "local or slurm") {
-		t.Fatalf("nodeDriver(kubernetes): %v", err)
+	_, err := nodeDriver(context.Background(), Options{Nodes: "nomad", DataDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "use local, slurm or kubernetes") {
+		t.Fatalf("nodeDriver(nomad): %v", err)
 	}
 }
