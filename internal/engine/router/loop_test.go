@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
 // The event-loop server (loop.go) through real connections: what it serves itself, what
@@ -306,7 +306,7 @@ func TestLoopShutdownFinishesRequestsInFlightAndClosesIdleConnections(t *testing
 		status               int
 	}
 	seen := make(chan observed, 4)
-	srv := &LoopServer{Router: r, Fallback: &leanhttp.Server{Handler: r}, Loops: 2,
+	srv := &LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r}, Loops: 2,
 		Observe: func(endpoint, deployment string, status int, _ time.Duration) {
 			seen <- observed{endpoint, deployment, status}
 		}}

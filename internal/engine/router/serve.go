@@ -358,7 +358,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // clientGoneNotifier is a response writer whose server tells its handler that the client
 // went away without a registration on the request's context, which costs several
-// allocations per request (the engine's scoring server, internal/engine/leanhttp).
+// allocations per request (the engine's scoring server, internal/engine/router/leanserver).
 type clientGoneNotifier interface {
 	AfterClientGone(f func()) (stop func() bool)
 }
