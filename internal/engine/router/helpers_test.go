@@ -282,3 +282,17 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	}
 	return c, err
 }
+
+// deadAddress is the URL of a loopback port that was just closed.
+func deadAddress(t testing.TB) *url.URL {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &url.URL{Scheme: "http", Host: addr}
+}

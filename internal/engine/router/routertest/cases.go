@@ -549,6 +549,7 @@ func bodies(e *env) {
 		{"large", big, false},
 		{"large chunked", big, true},
 		{"small chunked", `{"x":1}`, true},
+		{"exactly the buffered maximum, chunked", big[:64<<10], true},
 	} {
 		req := e.request(primaryKey, c.body)
 		req.Header.Set(router.RequestIDHeader, "big-1")
