@@ -11,7 +11,8 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 )
 
-// cases is the table Run runs, in this order.
+// cases is the table Run runs, in this order. They were lifted from the router's own tests,
+// which ran each on one serving path (mostly a response recorder).
 var cases = []testCase{
 	{"the usual request reaches its instance", usualRequest},
 	{"request id kept, replaced or made", requestIDs},
@@ -36,7 +37,8 @@ var cases = []testCase{
 	{"pipelined requests answered in order", pipelined},
 }
 
-// From router_test's former TestLoopServesTheUsualRequestItself.
+// The usual request reaches its instance without the credential, with a generated request id
+// and X-Forwarded-For, and comes back with the deployment header and the instance's headers.
 func usualRequest(e *env) {
 	b := newBackend(e.t, "b0")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
@@ -71,7 +73,7 @@ func usualRequest(e *env) {
 	}
 }
 
-// From TestProxy_PathQueryHeadersAndRequestID.
+// A client's request id is kept and forwarded, a malformed one replaced; errors carry it too.
 func requestIDs(e *env) {
 	b := newBackend(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
@@ -101,7 +103,8 @@ func requestIDs(e *env) {
 	}
 }
 
-// From TestProxy_PathQueryHeadersAndRequestID and TestProxy_BasePathWithThePlainScorePath.
+// The instance gets the escaped path and query under its base path, without the hop-by-hop
+// headers, those named in Connection and the credential, with every end-to-end header.
 func pathQueryAndHeaders(e *env) {
 	b := newBackend(e.t, "blue")
 	d := deployment("blue", 1, b)
@@ -158,7 +161,8 @@ func pathQueryAndHeaders(e *env) {
 	}
 }
 
-// From TestAuth_MissingOrWrongCredentialIs401AndNeverReachesABackend.
+// A missing or wrong credential is a 401 with WWW-Authenticate, even for a pinned request,
+// and never reaches an instance; either key works, and the scheme is case-insensitive.
 func unauthorized(e *env) {
 	b := newBackend(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
@@ -203,7 +207,8 @@ func unauthorized(e *env) {
 	}
 }
 
-// From TestAuth_AMLTokenModeUsesTheVerifier and TestAuth_EmptyKeysRejectEverything.
+// In token mode only the verifier's tokens pass (keys do not), a missing verifier fails closed,
+// and an endpoint with empty keys rejects everything.
 func tokenMode(e *env) {
 	b := newBackend(e.t, "blue")
 	ep := keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b))
@@ -230,7 +235,7 @@ func tokenMode(e *env) {
 	e.expectError(e.post("aml-token-1", `{}`), http.StatusUnauthorized, router.CodeUnauthorized)
 }
 
-// From TestRouting_UnknownEndpointOrPathIs404.
+// A path that is not /{endpoint}/score[/...] or names an unknown (or removed) endpoint is a 404.
 func notFound(e *env) {
 	b := newBackend(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
@@ -251,7 +256,7 @@ func notFound(e *env) {
 	}
 }
 
-// From TestTraffic_DeterministicRandPicksByCumulativeShare.
+// Deployments, in name order, cover cumulative shares of Rand's draw.
 func trafficSplit(e *env) {
 	blue, green := newBackend(e.t, "blue"), newBackend(e.t, "green")
 	// Deployments are laid out in name order: blue covers [0, 0.8), green [0.8, 1).
@@ -271,7 +276,8 @@ func trafficSplit(e *env) {
 	}
 }
 
-// From TestPinning_HeaderPinsEvenAZeroTrafficDeployment.
+// The pin header reaches even a zero-traffic deployment without a draw; an unknown one is a
+// 404 listing the endpoint's deployments.
 func pinHeader(e *env) {
 	blue, green := newBackend(e.t, "blue"), newBackend(e.t, "green")
 	e.start(router.Options{Rand: sequence(e.t)}, // pinned requests never draw
@@ -297,7 +303,7 @@ func pinHeader(e *env) {
 	}
 }
 
-// From TestTraffic_AllZeroWithoutPinIs503.
+// Without a pin, an endpoint whose deployments all have zero traffic is a 503.
 func noTraffic(e *env) {
 	blue := newBackend(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 0}, deployment("blue", 1, blue)))
@@ -311,7 +317,7 @@ func noTraffic(e *env) {
 	e.finished(1)
 }
 
-// From TestInstances_NoReadyInstanceIs503AndNotReadyOnesAreSkipped.
+// Instances not ready get nothing; a deployment with none ready is a 503 naming it.
 func noReadyInstance(e *env) {
 	a, b := newBackend(e.t, "a"), newBackend(e.t, "b")
 	d := deployment("blue", 1, a, b)
@@ -335,8 +341,8 @@ func noReadyInstance(e *env) {
 	}
 }
 
-// From TestConcurrency_429WhenEveryInstanceIsFullThenOKAfterRelease and
-// TestLoopAnswers429WhenFullAnd504AfterTheTimeout.
+// Every instance at its limit is a 429 that reaches no instance, also after the endpoint is
+// replaced; the slot, once released, serves again.
 func busy(e *env) {
 	b := newHoldingBackend(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
@@ -364,8 +370,8 @@ func busy(e *env) {
 	}
 }
 
-// From TestTimeout_504AndTheUpstreamRequestIsCancelled and
-// TestLoopAnswers429WhenFullAnd504AfterTheTimeout.
+// The request timeout (on the router's clock) is a 504 that ends the instance's request and
+// frees its slot.
 func timeout(e *env) {
 	b := newHoldingBackend(e.t, "blue")
 	d := deployment("blue", 1, b)
@@ -392,7 +398,7 @@ func timeout(e *env) {
 	e.expectStatus(e.post(primaryKey, `{}`), http.StatusOK)
 }
 
-// From TestTimeout_AfterTheHeadersAbortsTheResponse.
+// A timeout after the response headers went out cuts the response.
 func timeoutAfterHeaders(e *env) {
 	started, canceled := make(chan struct{}, 1), make(chan struct{}, 1)
 	b := newBackendWith(e.t, "blue", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -444,8 +450,7 @@ func timeoutAfterHeaders(e *env) {
 	}
 }
 
-// From TestRetry_DeadInstanceGetsOneRetryOnAnother and
-// TestLoopRetriesOnAnotherInstanceWhenOneCannotBeReached.
+// An instance that cannot be connected to gets the request moved, body and all, to another.
 func retry(e *env) {
 	live := newBackend(e.t, "live")
 	d := &router.Deployment{Name: "blue", MaxConcurrentPerInstance: 1, RequestTimeout: time.Minute, Backends: []router.Backend{
@@ -472,7 +477,7 @@ func retry(e *env) {
 	}
 }
 
-// From TestRetry_OnlyOnceThen502.
+// A request is moved once: when the second instance cannot be reached either, it is a 502.
 func retryOnlyOnce(e *env) {
 	d := &router.Deployment{Name: "blue", RequestTimeout: time.Minute, Backends: []router.Backend{
 		{ID: "dead-1", URL: deadURL(e.t), Ready: true},
@@ -486,7 +491,7 @@ func retryOnlyOnce(e *env) {
 	}
 }
 
-// From TestLoopClientGoneEndsTheInstanceRequest.
+// A client that goes away ends its instance request and frees the slot.
 func clientGone(e *env) {
 	b := newHoldingBackend(e.t, "b0")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
@@ -501,7 +506,8 @@ func clientGone(e *env) {
 	}
 }
 
-// From TestLoopPassesOnEveryResponseFraming and TestProxy_ResponseTrailersAreForwarded.
+// Content-Length, chunked with a trailer, until-close and a 1xx before the answer all come
+// through, twice each (on a kept connection, or a new one).
 func responseFraming(e *env) {
 	framings := []struct {
 		name, response string
@@ -536,7 +542,7 @@ func responseFraming(e *env) {
 	}
 }
 
-// From TestProxy_LargeAndStreamedBodiesArriveWhole and TestLoopHandsOffWhatTheLeanServerAnswers.
+// Large, chunked and exactly-at-the-buffer bodies arrive whole, with the headers.
 func bodies(e *env) {
 	b := newBackend(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
@@ -580,7 +586,7 @@ func bodies(e *env) {
 	}
 }
 
-// From TestProxy_HeadersSurviveExpectContinue.
+// A client sending Expect: 100-continue gets the router's headers once each.
 func expectContinue(e *env) {
 	b := newBackend(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
@@ -604,7 +610,7 @@ func expectContinue(e *env) {
 	}
 }
 
-// From TestUpstream_KeepAliveToTheClientAndTheInstance.
+// Sequential requests take one client connection and one instance connection.
 func keepAlive(e *env) {
 	b := newBackend(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
@@ -624,7 +630,7 @@ func keepAlive(e *env) {
 	}
 }
 
-// From TestLoopAnswersPipelinedRequestsInOrder.
+// Pipelined requests are answered in order.
 func pipelined(e *env) {
 	b := newBackend(e.t, "b0")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
