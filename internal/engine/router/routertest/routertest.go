@@ -215,8 +215,8 @@ func (e *env) expectStatus(res *response, want int) {
 }
 
 // expectError checks that res is the router's error envelope with status and code, and
-// returns it.
-func (e *env) expectError(res *response, status int, code router.ErrorCode) *router.Error {
+// returns it (a value: errcheck would have every caller check a *router.Error).
+func (e *env) expectError(res *response, status int, code router.ErrorCode) router.Error {
 	e.t.Helper()
 	e.expectStatus(res, status)
 	if ct := res.header.Get("Content-Type"); ct != "application/json" {
@@ -229,7 +229,7 @@ func (e *env) expectError(res *response, status int, code router.ErrorCode) *rou
 	if body.Error.Code != code {
 		e.t.Fatalf("error code = %q, want %q (body %q)", body.Error.Code, code, res.body)
 	}
-	return body.Error
+	return *body.Error
 }
 
 // rawScoreRequest is a scoring request for "ep" with the primary key, the header lines
