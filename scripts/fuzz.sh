@@ -24,7 +24,7 @@ targets=(
 	./internal/engine/validation:FuzzNameRules
 	./internal/engine/rules/schedule:FuzzParseCron
 	./internal/engine/snapshot:FuzzUnpack
-	./internal/engine/leanhttp:FuzzParseHead
+	./internal/engine/router/leanserver:FuzzParseHead
 )
 if [[ -n "${FUZZ_TARGETS:-}" ]]; then
 	read -r -a targets <<<"$FUZZ_TARGETS"

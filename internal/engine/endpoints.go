@@ -10,9 +10,9 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
 // The online endpoints' API, served by package controllers/endpoints.
@@ -76,12 +76,12 @@ func (e *Engine) ListenScoring(addr string) (net.Listener, error) {
 
 // ScoringServer is the server of the scoring listener: the router's usual requests on
 // event loops, anything else on the lean HTTP/1.1 server, which hands what it does not
-// serve to net/http (router.LoopServer, internal/engine/leanhttp). Every request it
+// serve to net/http (router.LoopServer, internal/engine/router/leanserver). Every request it
 // answers is counted in m.
 func (e *Engine) ScoringServer(m *metrics.Metrics, logger hclog.Logger) *router.LoopServer {
 	return &router.LoopServer{
 		Router:   e.endpoints.ScoringRouter(),
-		Fallback: &leanhttp.Server{Handler: m.Scoring(e.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second},
+		Fallback: &leanserver.Server{Handler: m.Scoring(e.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second},
 		Observe:  m.ObserveScoring,
 		Logger:   logger,
 	}

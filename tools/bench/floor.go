@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/gnetlog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/gnetlog"
 )
 
 // The floors of the scoring comparison (-mode router). Each is the thinnest HTTP/1.1

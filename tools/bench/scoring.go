@@ -26,8 +26,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
 // The scoring benchmark (-mode router) sends the same wrk load over loopback to one model
@@ -384,7 +384,7 @@ func serveRouterWith(backendAddr, key string, conns int, autoscale bool) (addr s
 		return "", nil, err
 	}
 	// As the engine serves it: on the event loops, with the lean server for the rest.
-	srv := &router.LoopServer{Router: r, Fallback: &leanhttp.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}}
+	srv := &router.LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkRouterAllocs measures the router alone, served as the engine serves it (on
-// leanhttp): the client and the instance are raw HTTP/1.1 over loopback keep-alive
+// leanserver): the client and the instance are raw HTTP/1.1 over loopback keep-alive
 // connections that allocate nothing per request, so allocs/op and B/op are the router's
 // (its HTTP server included), which is what the allocation budget counts. Timing is
 // comparable with BenchmarkRawDirect.
@@ -146,7 +146,7 @@ func rawMessage(br *bufio.Reader, scratch []byte) (bool, error) {
 }
 
 // BenchmarkServerFloor is BenchmarkRouterAllocs's load against a server whose handler
-// only answers, on net/http and on leanhttp: the allocations and time the server alone
+// only answers, on net/http and on leanserver: the allocations and time the server alone
 // costs, which the router's budget includes.
 func BenchmarkServerFloor(b *testing.B) {
 	answer := []byte(`{"predictions":[0.1,0.9]}`)
@@ -165,7 +165,7 @@ func BenchmarkServerFloor(b *testing.B) {
 		b.Cleanup(func() { _ = srv.Close() })
 		rawLoad(b, ln.Addr().String(), "/bench/score", "")
 	})
-	b.Run("server=leanhttp", func(b *testing.B) {
+	b.Run("server=leanserver", func(b *testing.B) {
 		rawLoad(b, newFront(b, h).Listener.Addr().String(), "/bench/score", "")
 	})
 }

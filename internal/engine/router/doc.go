@@ -110,13 +110,13 @@
 //
 // Performance: the engine serves the scoring listener with LoopServer (loop.go). Its
 // event loops (github.com/panjf2000/gnet/v2, one per core) read client and instance
-// connections themselves and serve the usual request (usual for leanhttp, arrived whole,
+// connections themselves and serve the usual request (usual for leanserver, arrived whole,
 // to an endpoint that mirrors nothing and whose instances speak plain HTTP, with a valid
 // credential) without any goroutine: routing, limits, timeout, retry and headers are the
 // ones above, the response is passed on as it arrives (its framing followed only to find
 // its end, a body delimited by the instance's close re-framed as chunked, interim 1xx
 // responses dropped). Anything else is handed off, connection and bytes read, to
-// internal/engine/leanhttp running the router as an http.Handler, which in turn hands what
+// internal/engine/router/leanserver running the router as an http.Handler, which in turn hands what
 // it does not serve to net/http. A Go server on the net package pays a goroutine wake-up
 // each way per request and a read that finds nothing before each wait; tools/bench -mode
 // router prints both I/O models' floors next to nginx and the router.

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
 )
 
 // The router's own forwarding path: the request body in memory, the exchange on the

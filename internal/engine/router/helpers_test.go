@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
 // failsafe bounds every wait in these tests so a bug hangs nothing; no test asserts on
@@ -236,7 +236,7 @@ func sequence(t testing.TB, vals ...float64) func() float64 {
 
 // frontServer serves a router the way the engine does: on the event loops, which hand
 // anything but the usual scoring request to the lean HTTP/1.1 server, which hands unusual
-// requests to net/http (LoopServer, internal/engine/leanhttp). A handler that is not a
+// requests to net/http (LoopServer, internal/engine/router/leanserver). A handler that is not a
 // router gets the lean server alone.
 type frontServer struct {
 	URL      string
@@ -254,7 +254,7 @@ func newFront(t testing.TB, h http.Handler) *frontServer {
 	}
 	f := &frontServer{URL: "http://" + ln.Addr().String()}
 	f.Listener = &countingListener{Listener: ln, accepted: &f.accepted}
-	lean := &leanhttp.Server{Handler: h, ReadHeaderTimeout: failsafe}
+	lean := &leanserver.Server{Handler: h, ReadHeaderTimeout: failsafe}
 	if r, ok := h.(*Router); ok {
 		srv := &LoopServer{Router: r, Fallback: lean, Logger: r.log, Loops: 2}
 		f.close, f.loops = srv.Close, srv
@@ -281,4 +281,18 @@ func (l *countingListener) Accept() (net.Conn, error) {
 		l.accepted.Add(1)
 	}
 	return c, err
+}
+
+// deadAddress is the URL of a loopback port that was just closed.
+func deadAddress(t testing.TB) *url.URL {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &url.URL{Scheme: "http", Host: addr}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/gnetlog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/gnetlog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
 // LoopServer serves the router on event loops (github.com/panjf2000/gnet/v2): each loop
@@ -25,7 +25,7 @@ import (
 // loops passes it (tools/bench -mode router prints both floors).
 //
 // The loops serve a request themselves when it is usual for the lean server
-// (leanhttp.ParseRequest), arrived whole (head and body, at most maxBufferedBody), is
+// (leanserver.ParseRequest), arrived whole (head and body, at most maxBufferedBody), is
 // routed to an endpoint that mirrors nothing and whose instances speak plain HTTP, and
 // carries a valid credential (and a pin, if any, naming a deployment). The routing, the
 // limits, the request timeout, the retry on another instance, the resend of an idempotent
@@ -37,7 +37,7 @@ type LoopServer struct {
 	Router *Router
 	// Fallback serves the connections handed off; its Handler is the router (possibly
 	// wrapped, for metrics).
-	Fallback *leanhttp.Server
+	Fallback *leanserver.Server
 	// Observe, when set, is told of every request the loops answered, as the metrics
 	// middleware around Fallback's handler is told of the others.
 	Observe func(endpoint, deployment string, status int, elapsed time.Duration)
@@ -119,7 +119,7 @@ func (s *LoopServer) Serve(ln net.Listener) error {
 				return net.ErrClosed
 			}
 			var temporary bool
-			if delay, temporary = leanhttp.AcceptRetryDelay(err, delay); temporary {
+			if delay, temporary = leanserver.AcceptRetryDelay(err, delay); temporary {
 				s.log.Warn("accept error, retrying", "error", err, "delay", delay)
 				time.Sleep(delay)
 				continue

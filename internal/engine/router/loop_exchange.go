@@ -9,7 +9,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
 // loopExchange is one request the loops serve, from routing to the end of its response.
@@ -72,7 +72,7 @@ func (s *LoopServer) serveNext(lc *loopClient) gnet.Action {
 		if s.stopping.Load() {
 			return gnet.Close
 		}
-		end := leanhttp.HeadEnd(buf)
+		end := leanserver.HeadEnd(buf)
 		if end < 0 {
 			// A head in pieces: the lean server waits for the rest, under its
 			// ReadHeaderTimeout.
@@ -80,7 +80,7 @@ func (s *LoopServer) serveNext(lc *loopClient) gnet.Action {
 		}
 		x := &loopExchange{lc: lc}
 		req := &x.req
-		if !leanhttp.ParseRequest(buf[:end], lc.remote, req, &x.url) ||
+		if !leanserver.ParseRequest(buf[:end], lc.remote, req, &x.url) ||
 			req.ContentLength > maxBufferedBody || int64(len(buf)-end) < req.ContentLength {
 			return s.handOff(lc)
 		}
@@ -182,7 +182,7 @@ func (s *LoopServer) writeError(x *loopExchange, e *Error) {
 		b = append(b, x.dep.name...)
 	}
 	b = append(b, "\r\nDate: "...)
-	b = leanhttp.AppendDate(b)
+	b = leanserver.AppendDate(b)
 	b = append(b, "\r\nContent-Length: "...)
 	b = appendInt(b, len(body))
 	if lc.closeAfter || s.stopping.Load() {
@@ -282,7 +282,7 @@ func (s *LoopServer) upstreamTraffic(up *loopUpstream) gnet.Action {
 	buf, _ := up.c.Peek(-1)
 	out := lc.out[:0]
 	for !x.headSent {
-		end := leanhttp.HeadEnd(buf)
+		end := leanserver.HeadEnd(buf)
 		if end < 0 {
 			if len(buf) > maxResponseHead {
 				s.detach(x)

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"net/textproto"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -140,7 +140,7 @@ func appendClientHead(dst, head []byte, requestID, deployment string, closeClien
 	dst = append(dst, "\r\n"...)
 	if !hasDate {
 		dst = append(dst, "Date: "...)
-		dst = leanhttp.AppendDate(dst)
+		dst = leanserver.AppendDate(dst)
 		dst = append(dst, "\r\n"...)
 	}
 	switch rh.framing {

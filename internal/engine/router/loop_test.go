@@ -7,12 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/leanhttp"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
 // The event-loop server (loop.go) through real connections: what it serves itself, what
@@ -86,38 +85,18 @@ func waitServed(t *testing.T, f *frontServer, n int64) {
 	}
 }
 
+// The router's behaviour on the loops is routertest's (serving_test.go); this checks that
+// the loops answer the usual request themselves rather than handing it off.
 func TestLoopServesTheUsualRequestItself(t *testing.T) {
 	b := newBackend(t, "b0")
-	r, f := loopRouter(t, time.Minute, 4, b)
+	_, f := loopRouter(t, time.Minute, 4, b)
 	res := loopPost(t, f, testPrimary, `{"x":1}`)
 	if res.StatusCode != http.StatusOK || readAll(t, res) != "b0" {
 		t.Fatalf("status %d, want 200 from b0", res.StatusCode)
 	}
-	if got := res.Header.Get(DeploymentHeader); got != "blue" {
-		t.Errorf("%s = %q, want blue", DeploymentHeader, got)
-	}
-	id := res.Header.Get(RequestIDHeader)
-	if id == "" || id == "backend-must-not-override" {
-		t.Errorf("X-Request-Id = %q, want the router's", id)
-	}
-	if res.Header.Get("X-Backend") != "b0" || res.Header.Get("Date") == "" {
-		t.Errorf("response header %v lacks the instance's X-Backend or a Date", res.Header)
-	}
-	seen := b.requests()
-	if len(seen) != 1 {
-		t.Fatalf("backend got %d requests, want 1", len(seen))
-	}
-	got := seen[0]
-	if got.Path != "/score" || got.Body != `{"x":1}` || got.Header.Get("Authorization") != "" ||
-		got.Header.Get(RequestIDHeader) != id || got.Header.Get("X-Forwarded-For") != "127.0.0.1" {
-		t.Errorf("backend saw %+v", got)
-	}
 	waitServed(t, f, 1)
 	if n := f.loops.handedOff.Load(); n != 0 {
 		t.Errorf("loops handed off %d connections, want 0", n)
-	}
-	if st := r.Stats("ep")["blue"]; st.Requests != 1 || st.Responses2xx != 1 || st.InFlight != 0 {
-		t.Errorf("stats %+v, want one 2xx request and nothing in flight", st)
 	}
 }
 
@@ -144,128 +123,6 @@ func TestLoopHandsOffWhatTheLeanServerAnswers(t *testing.T) {
 	}
 	if f.loops.handedOff.Load() < 1 || f.loops.served.Load() != 0 {
 		t.Errorf("handed off %d, served %d: want hand-offs only", f.loops.handedOff.Load(), f.loops.served.Load())
-	}
-}
-
-func TestLoopAnswers429WhenFullAnd504AfterTheTimeout(t *testing.T) {
-	b := newHoldingBackend(t, "b0")
-	r, f := loopRouter(t, 300*time.Millisecond, 1, b)
-	first := make(chan *http.Response, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, f.URL+ScoringPath("ep"), strings.NewReader("{}"))
-		req.Header.Set("Authorization", "Bearer "+testPrimary)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			close(first)
-			return
-		}
-		first <- res
-	}()
-	wait(t, b.entered, "the first request at the instance")
-	busy := loopPost(t, f, testPrimary, "{}")
-	if busy.StatusCode != http.StatusTooManyRequests || busy.Header.Get(DeploymentHeader) != "blue" {
-		t.Fatalf("second request: status %d (%v), want 429 naming blue", busy.StatusCode, busy.Header)
-	}
-	res := wait(t, first, "the first response")
-	if res == nil {
-		return
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(readAll(t, res), `"timeout"`) {
-		t.Fatalf("held request: status %d, want 504 with code timeout", res.StatusCode)
-	}
-	wait(t, b.canceled, "the instance to see its request end")
-	waitServed(t, f, 2) // the 429 and the 504
-	st := r.Stats("ep")["blue"]
-	if st.Rejected429 != 1 || st.Timeouts != 1 || st.InFlight != 0 {
-		t.Errorf("stats %+v, want one 429, one timeout, nothing in flight", st)
-	}
-}
-
-func TestLoopClientGoneEndsTheInstanceRequest(t *testing.T) {
-	b := newHoldingBackend(t, "b0")
-	r, f := loopRouter(t, time.Minute, 1, b)
-	c := dialLoops(t, f.Listener.Addr().String())
-	_, _ = io.WriteString(c, rawScoreRequest(""))
-	wait(t, b.entered, "the request at the instance")
-	_ = c.Close()
-	wait(t, b.canceled, "the instance to see its request end")
-	waitServed(t, f, 1) // counted when its slot is free
-	if st := r.Stats("ep")["blue"]; st.ClientCanceled != 1 || st.InFlight != 0 {
-		t.Fatalf("stats %+v, want one canceled request and its slot free", st)
-	}
-}
-
-func TestLoopRetriesOnAnotherInstanceWhenOneCannotBeReached(t *testing.T) {
-	live := newBackend(t, "live")
-	dead := newBackend(t, "dead")
-	dead.Close() // its port now refuses connections
-	r := newTestRouter(t, Options{Rand: func() float64 { return 0 }})
-	d := deployment("blue", 4, dead, live)
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
-	f := newFront(t, r)
-	for i := 0; i < 4; i++ {
-		res := loopPost(t, f, testPrimary, "{}")
-		if res.StatusCode != http.StatusOK || readAll(t, res) != "live" {
-			t.Fatalf("request %d: status %d, want 200 from live", i, res.StatusCode)
-		}
-	}
-	waitServed(t, f, 4)
-	if st := r.Stats("ep")["blue"]; st.Retries == 0 || st.Responses2xx != 4 {
-		t.Fatalf("stats %+v, want retries and four 2xx", st)
-	}
-}
-
-func TestLoopPassesOnEveryResponseFraming(t *testing.T) {
-	cases := []struct {
-		name, response string
-		closeAfter     bool
-		body           string
-		trailer        string
-	}{
-		{"length", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello", false, "hello", ""},
-		{"chunked with trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n3;ext=1\r\nhel\r\n2\r\nlo\r\n0\r\nX-Sum: 5\r\n\r\n", false, "hello", "5"},
-		{"until close", "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello", true, "hello", ""},
-		{"interim first", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello", false, "hello", ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newTestRouter(t, Options{})
-			r.SetEndpoint(Endpoint{Name: "ep", AuthMode: AuthModeKey, Keys: [2]string{testPrimary},
-				Traffic: map[string]int{"blue": 100},
-				Deployments: map[string]*Deployment{"blue": {Backends: []Backend{
-					{ID: "raw", URL: &url.URL{Scheme: "http", Host: fixedBackend(t, []byte(tc.response), tc.closeAfter)}, Ready: true}}}}})
-			f := newFront(t, r)
-			for i := 0; i < 2; i++ { // the second request takes the kept connection, or a new one
-				res := loopPost(t, f, testPrimary, "{}")
-				if got := readAll(t, res); got != tc.body {
-					t.Fatalf("request %d: body %q, want %q", i, got, tc.body)
-				}
-				if res.Trailer.Get("X-Sum") != tc.trailer {
-					t.Errorf("trailer X-Sum = %q, want %q", res.Trailer.Get("X-Sum"), tc.trailer)
-				}
-			}
-			waitServed(t, f, 2)
-		})
-	}
-}
-
-func TestLoopAnswersPipelinedRequestsInOrder(t *testing.T) {
-	b := newBackend(t, "b0")
-	_, f := loopRouter(t, time.Minute, 4, b)
-	c := dialLoops(t, f.Listener.Addr().String())
-	_, _ = io.WriteString(c, rawScoreRequest("X-Request-Id: r1\r\n")+rawScoreRequest("X-Request-Id: r2\r\n"))
-	br := bufio.NewReader(c)
-	for _, want := range []string{"r1", "r2"} {
-		res, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := readAll(t, res)
-		if res.StatusCode != http.StatusOK || body != "b0" || res.Header.Get(RequestIDHeader) != want {
-			t.Fatalf("response %s: status %d, body %q, id %q", want, res.StatusCode, body, res.Header.Get(RequestIDHeader))
-		}
 	}
 }
 
@@ -306,7 +163,7 @@ func TestLoopShutdownFinishesRequestsInFlightAndClosesIdleConnections(t *testing
 		status               int
 	}
 	seen := make(chan observed, 4)
-	srv := &LoopServer{Router: r, Fallback: &leanhttp.Server{Handler: r}, Loops: 2,
+	srv := &LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r}, Loops: 2,
 		Observe: func(endpoint, deployment string, status int, _ time.Duration) {
 			seen <- observed{endpoint, deployment, status}
 		}}

@@ -7,7 +7,7 @@ import (
 	"net/textproto"
 	"unsafe"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
 )
 
 // The usual instance response (HTTP/1.1, a final status, a Content-Length, no

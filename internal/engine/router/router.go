@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
 	"k8s.io/utils/clock"
 )
 

@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -12,142 +11,6 @@ import (
 func TestScoringPath(t *testing.T) {
 	if got := ScoringPath("my-endpoint"); got != "/my-endpoint/score" {
 		t.Fatalf("ScoringPath = %q", got)
-	}
-}
-
-func TestAuth_MissingOrWrongCredentialIs401AndNeverReachesABackend(t *testing.T) {
-	b := newBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
-
-	for name, header := range map[string]string{
-		"missing":         "",
-		"wrong key":       "Bearer not-the-key",
-		"empty bearer":    "Bearer ",
-		"no scheme":       testPrimary,
-		"basic scheme":    "Basic " + testPrimary,
-		"key prefix":      "Bearer " + testPrimary[:len(testPrimary)-1],
-		"key with suffix": "Bearer " + testPrimary + "x",
-	} {
-		t.Run(name, func(t *testing.T) {
-			req := scoreRequest("ep", "", `{"x":1}`)
-			if header != "" {
-				req.Header.Set("Authorization", header)
-			}
-			// Even a pinned request must not get through.
-			req.Header.Set(DeploymentHeader, "blue")
-			rec := serve(r, req)
-			expectStatus(t, rec, http.StatusUnauthorized)
-			if e := decodeError(t, rec); e.Code != CodeUnauthorized {
-				t.Fatalf("code = %q, want %q", e.Code, CodeUnauthorized)
-			}
-			if rec.Header().Get("WWW-Authenticate") == "" {
-				t.Fatal("401 without WWW-Authenticate")
-			}
-			if strings.Contains(rec.Body.String(), testPrimary) {
-				t.Fatal("the error body echoes a key")
-			}
-		})
-	}
-	if n := b.hits.Load(); n != 0 {
-		t.Fatalf("backend got %d requests from unauthenticated callers", n)
-	}
-
-	for _, key := range []string{testPrimary, testSecondary} {
-		rec := serve(r, scoreRequest("ep", key, `{"x":1}`))
-		expectStatus(t, rec, http.StatusOK)
-	}
-	// The scheme is case-insensitive (RFC 9110 section 11.1).
-	req := scoreRequest("ep", "", `{}`)
-	req.Header.Set("Authorization", "bearer "+testSecondary)
-	expectStatus(t, serve(r, req), http.StatusOK)
-	if n := b.hits.Load(); n != 3 {
-		t.Fatalf("backend got %d requests, want 3", n)
-	}
-}
-
-func TestAuth_EmptyKeysRejectEverything(t *testing.T) {
-	b := newBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	e := keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b))
-	e.Keys = [2]string{"", ""}
-	r.SetEndpoint(e)
-	req := scoreRequest("ep", "", `{}`)
-	req.Header.Set("Authorization", "Bearer  ")
-	expectStatus(t, serve(r, req), http.StatusUnauthorized)
-	expectStatus(t, serve(r, scoreRequest("ep", "anything", `{}`)), http.StatusUnauthorized)
-	if b.hits.Load() != 0 {
-		t.Fatal("backend reached")
-	}
-}
-
-func TestAuth_AMLTokenModeUsesTheVerifier(t *testing.T) {
-	b := newBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	e := keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b))
-	e.AuthMode = AuthModeAMLToken
-	e.TokenVerifier = func(tok string) bool { return tok == "aml-token-1" }
-	r.SetEndpoint(e)
-
-	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{}`)), http.StatusUnauthorized) // keys do not work in token mode
-	expectStatus(t, serve(r, scoreRequest("ep", "aml-token-2", `{}`)), http.StatusUnauthorized)
-	expectStatus(t, serve(r, scoreRequest("ep", "", `{}`)), http.StatusUnauthorized)
-	if b.hits.Load() != 0 {
-		t.Fatal("backend reached without a valid token")
-	}
-	expectStatus(t, serve(r, scoreRequest("ep", "aml-token-1", `{}`)), http.StatusOK)
-
-	e.TokenVerifier = nil // fails closed
-	r.SetEndpoint(e)
-	expectStatus(t, serve(r, scoreRequest("ep", "aml-token-1", `{}`)), http.StatusUnauthorized)
-}
-
-func TestRouting_UnknownEndpointOrPathIs404(t *testing.T) {
-	b := newBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
-
-	for _, path := range []string{"/", "/ep", "/ep/", "/ep/scores", "/ep/predict", "/other/score", "//score"} {
-		req := scoreRequest("ep", testPrimary, `{}`)
-		req.URL.Path = path
-		rec := serve(r, req)
-		expectStatus(t, rec, http.StatusNotFound)
-		if e := decodeError(t, rec); e.Code != CodeNotFound {
-			t.Fatalf("%s: code %q", path, e.Code)
-		}
-	}
-	r.RemoveEndpoint("ep")
-	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{}`)), http.StatusNotFound)
-	if b.hits.Load() != 0 {
-		t.Fatal("backend reached")
-	}
-	if r.Stats("ep") != nil {
-		t.Fatal("stats of a removed endpoint")
-	}
-}
-
-func TestTraffic_DeterministicRandPicksByCumulativeShare(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newBackend(t, "green")
-	// Deployments are laid out in name order: blue covers [0, 0.8), green [0.8, 1).
-	draws := []float64{0, 0.5, 0.7999, 0.8, 0.95, 0.9999, 0.1}
-	want := []string{"blue", "blue", "blue", "green", "green", "green", "blue"}
-	r := newTestRouter(t, Options{Rand: sequence(t, draws...)})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 80, "green": 20},
-		deployment("blue", 1, blue), deployment("green", 1, green)))
-
-	for i, w := range want {
-		rec := serve(r, scoreRequest("ep", testPrimary, `{}`))
-		expectStatus(t, rec, http.StatusOK)
-		if got := rec.Header().Get(DeploymentHeader); got != w {
-			t.Fatalf("draw %v: served by %q, want %q", draws[i], got, w)
-		}
-		if rec.Body.String() != w {
-			t.Fatalf("draw %v: body %q from the wrong backend", draws[i], rec.Body.String())
-		}
-	}
-	st := r.Stats("ep")
-	if st["blue"].Requests != 4 || st["green"].Requests != 3 || st["blue"].Responses2xx != 4 {
-		t.Fatalf("stats = %+v", st)
 	}
 }
 
@@ -175,74 +38,6 @@ func TestTraffic_SeededSplitIsWithinBinomialTolerance(t *testing.T) {
 	}
 	if int(blue.hits.Load()) != counts["blue"] || int(green.hits.Load()) != counts["green"] {
 		t.Fatalf("backend hits %d/%d disagree with response headers %v", blue.hits.Load(), green.hits.Load(), counts)
-	}
-}
-
-func TestPinning_HeaderPinsEvenAZeroTrafficDeployment(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newBackend(t, "green")
-	r := newTestRouter(t, Options{Rand: sequence(t)}) // pinned requests never draw
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100, "green": 0},
-		deployment("blue", 1, blue), deployment("green", 1, green)))
-
-	req := scoreRequest("ep", testPrimary, `{}`)
-	req.Header.Set(DeploymentHeader, "green")
-	rec := serve(r, req)
-	expectStatus(t, rec, http.StatusOK)
-	if rec.Header().Get(DeploymentHeader) != "green" || rec.Body.String() != "green" {
-		t.Fatalf("pinned to green, served by %q (%q)", rec.Header().Get(DeploymentHeader), rec.Body.String())
-	}
-
-	req = scoreRequest("ep", testPrimary, `{}`)
-	req.Header.Set(DeploymentHeader, "purple")
-	rec = serve(r, req)
-	expectStatus(t, rec, http.StatusNotFound)
-	e := decodeError(t, rec)
-	if e.Code != CodeNotFound || !strings.Contains(e.Message, "purple") ||
-		!strings.Contains(e.Message, "blue, green") || len(e.Deployments) != 2 {
-		t.Fatalf("unknown deployment error = %+v", e)
-	}
-	if blue.hits.Load() != 0 {
-		t.Fatal("blue reached by pinned requests")
-	}
-}
-
-func TestTraffic_AllZeroWithoutPinIs503(t *testing.T) {
-	blue := newBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 0}, deployment("blue", 1, blue)))
-
-	rec := serve(r, scoreRequest("ep", testPrimary, `{}`))
-	expectStatus(t, rec, http.StatusServiceUnavailable)
-	if e := decodeError(t, rec); e.Code != CodeUnavailable || !strings.Contains(e.Message, "no deployment receives traffic") {
-		t.Fatalf("error = %+v", e)
-	}
-	req := scoreRequest("ep", testPrimary, `{}`)
-	req.Header.Set(DeploymentHeader, "blue")
-	expectStatus(t, serve(r, req), http.StatusOK)
-}
-
-func TestInstances_NoReadyInstanceIs503AndNotReadyOnesAreSkipped(t *testing.T) {
-	a, b := newBackend(t, "a"), newBackend(t, "b")
-	r := newTestRouter(t, Options{})
-	d := deployment("blue", 1, a, b)
-	d.Backends[0].Ready = false
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
-	for i := 0; i < 4; i++ {
-		expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{}`)), http.StatusOK)
-	}
-	if a.hits.Load() != 0 || b.hits.Load() != 4 {
-		t.Fatalf("hits a=%d b=%d; the not-ready instance must get none", a.hits.Load(), b.hits.Load())
-	}
-
-	d.Backends[1].Ready = false
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
-	rec := serve(r, scoreRequest("ep", testPrimary, `{}`))
-	expectStatus(t, rec, http.StatusServiceUnavailable)
-	if e := decodeError(t, rec); e.Code != CodeUnavailable || !strings.Contains(e.Message, "no ready instance") {
-		t.Fatalf("error = %+v", e)
-	}
-	if got := rec.Header().Get(DeploymentHeader); got != "blue" {
-		t.Fatalf("503 names deployment %q", got)
 	}
 }
 
@@ -283,42 +78,6 @@ func TestInstances_RoundRobinOnTiesAndLeastLoadedFirst(t *testing.T) {
 	expectStatus(t, wait(t, h1, "held response 1"), http.StatusOK)
 	expectStatus(t, wait(t, h2, "held response 2"), http.StatusOK)
 }
-
-func TestConcurrency_429WhenEveryInstanceIsFullThenOKAfterRelease(t *testing.T) {
-	b := newHoldingBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
-
-	first := serveAsync(r, scoreRequest("ep", testPrimary, `{"n":1}`))
-	wait(t, b.entered, "the first request at the backend")
-
-	rec := serve(r, scoreRequest("ep", testPrimary, `{"n":2}`))
-	expectStatus(t, rec, http.StatusTooManyRequests)
-	if e := decodeError(t, rec); e.Code != CodeTooManyRequests {
-		t.Fatalf("code = %q", e.Code)
-	}
-	if rec.Header().Get(DeploymentHeader) != "blue" {
-		t.Fatal("429 does not name the deployment")
-	}
-	// Replacing the endpoint keeps the in-flight count: still full.
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
-	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{"n":3}`)), http.StatusTooManyRequests)
-	if n := b.hits.Load(); n != 1 {
-		t.Fatalf("backend got %d requests; rejected ones must not reach it", n)
-	}
-
-	b.releaseAll()
-	expectStatus(t, wait(t, first, "the first response"), http.StatusOK)
-	rec = serve(r, scoreRequest("ep", testPrimary, `{"n":4}`))
-	expectStatus(t, rec, http.StatusOK)
-
-	st := r.Stats("ep")["blue"]
-	if st.Requests != 4 || st.Rejected429 != 2 || st.Responses4xx != 2 || st.Responses2xx != 2 || st.InFlight != 0 {
-		t.Fatalf("stats = %+v", st)
-	}
-}
-
-// deadAddress is the URL of a loopback port that was just closed.
 
 func TestSetEndpoint_WhileRequestsAreInFlight(t *testing.T) {
 	blue, green, extra := newBackend(t, "blue"), newBackend(t, "green"), newBackend(t, "extra")

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
 
 	"golang.org/x/sys/unix"
 )

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,39 +53,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-func TestUpstream_KeepAliveToTheClientAndTheInstance(t *testing.T) {
-	b, backendConns := newCountedBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
-	front := newFront(t, r)
-	client := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(client.CloseIdleConnections)
-
-	const n = 20
-	for i := 0; i < n; i++ {
-		req, _ := http.NewRequest(http.MethodPost, front.URL+ScoringPath("ep"), strings.NewReader(`{"i":1}`))
-		req.Header.Set("Authorization", "Bearer "+testPrimary)
-		res, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		_ = res.Body.Close()
-		if res.StatusCode != http.StatusOK || string(body) != "blue" {
-			t.Fatalf("request %d: %d %q", i, res.StatusCode, body)
-		}
-	}
-	if got := front.accepted.Load(); got != 1 {
-		t.Fatalf("the client needed %d connections for %d sequential requests, want 1", got, n)
-	}
-	if got := backendConns.opened.Load(); got != 1 {
-		t.Fatalf("the router opened %d connections to the instance for %d sequential requests, want 1", got, n)
-	}
-	if got := b.hits.Load(); got != n {
-		t.Fatalf("instance got %d requests, want %d", got, n)
 	}
 }
 
@@ -244,51 +210,6 @@ func TestUpstream_IdleConnectionsCloseWhenTheInstanceLeaves(t *testing.T) {
 // bigBody is over maxBufferedBody: such a body streams through httputil.ReverseProxy.
 var bigBody = strings.Repeat("0123456789abcdef", (maxBufferedBody+4096)/16)
 
-func TestProxy_LargeAndStreamedBodiesArriveWhole(t *testing.T) {
-	b := newBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
-
-	cases := map[string]struct {
-		body    string
-		chunked bool
-	}{
-		"large":           {bigBody, false},
-		"large chunked":   {bigBody, true},
-		"small chunked":   {`{"x":1}`, true},
-		"exactly the max": {bigBody[:maxBufferedBody], true},
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			req := scoreRequest("ep", testPrimary, c.body)
-			req.Header.Set(RequestIDHeader, "big-1")
-			req.Header.Set("X-Client-Header", "keep me")
-			if c.chunked {
-				req.Body = readCloser{strings.NewReader(c.body), http.NoBody}
-				req.ContentLength = -1
-			}
-			before := len(b.requests())
-			rec := serve(r, req)
-			expectStatus(t, rec, http.StatusOK)
-			if rec.Header().Get(RequestIDHeader) != "big-1" || rec.Header().Get(DeploymentHeader) != "blue" {
-				t.Fatalf("response headers %v", rec.Header())
-			}
-			seen := b.requests()
-			if len(seen) != before+1 {
-				t.Fatalf("instance saw %d requests", len(seen)-before)
-			}
-			s := seen[len(seen)-1]
-			if s.Body != c.body {
-				t.Fatalf("instance got %d bytes, want %d", len(s.Body), len(c.body))
-			}
-			if s.Header.Get("Authorization") != "" || s.Header.Get(RequestIDHeader) != "big-1" ||
-				s.Header.Get("X-Client-Header") != "keep me" || s.Header.Get("X-Forwarded-For") == "" {
-				t.Fatalf("instance got headers %v", s.Header)
-			}
-		})
-	}
-}
-
 func TestRetry_LargeBodyStreamedToADeadInstanceGetsOneRetry(t *testing.T) {
 	live := newBackend(t, "live")
 	r := newTestRouter(t, Options{})
@@ -344,35 +265,6 @@ func TestProxy_ACallersTransportCarriesEveryRequest(t *testing.T) {
 	}
 }
 
-func TestProxy_ResponseTrailersAreForwarded(t *testing.T) {
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
-		w.Header().Set("Trailer", "X-Checksum")
-		_, _ = io.WriteString(w, "scored")
-		w.(http.Flusher).Flush()
-		w.Header().Set("X-Checksum", "c0ffee")
-	}))
-	t.Cleanup(backend.Close)
-	r := newTestRouter(t, Options{})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, &testBackend{Server: backend})))
-	front := newFront(t, r)
-
-	req, _ := http.NewRequest(http.MethodPost, front.URL+ScoringPath("ep"), strings.NewReader(`{}`))
-	req.Header.Set("Authorization", "Bearer "+testPrimary)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil || string(body) != "scored" {
-		t.Fatalf("body %q, %v", body, err)
-	}
-	if got := res.Trailer.Get("X-Checksum"); got != "c0ffee" {
-		t.Fatalf("trailer X-Checksum = %q, trailers %v", got, res.Trailer)
-	}
-}
-
 func TestTimeout_AClientStillSendingItsBodyGets504(t *testing.T) {
 	b := newBackend(t, "blue")
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
@@ -411,29 +303,5 @@ func TestTimeout_AClientStillSendingItsBodyGets504(t *testing.T) {
 	eventually(t, "the request to be counted", func() bool { return r.Stats("ep")["blue"].Responses5xx == 1 })
 	if st := r.Stats("ep")["blue"]; st.Timeouts != 1 || st.InFlight != 0 {
 		t.Fatalf("stats = %+v", st)
-	}
-}
-
-func TestProxy_BasePathWithThePlainScorePath(t *testing.T) {
-	b := newBackend(t, "blue")
-	r := newTestRouter(t, Options{})
-	d := deployment("blue", 1, b)
-	d.Backends[0].URL.Path = "/v1/"
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
-
-	for _, target := range []string{"/ep/score", "/ep/score?", "/ep/score?x=1", "/ep/score/a!b"} {
-		req := scoreRequest("ep", testPrimary, `{}`)
-		req.URL, _ = url.Parse(target)
-		expectStatus(t, serve(r, req), http.StatusOK)
-	}
-	seen := b.requests()
-	want := []struct{ path, query string }{{"/v1/score", ""}, {"/v1/score", ""}, {"/v1/score", "x=1"}, {"/v1/score/a!b", ""}}
-	if len(seen) != len(want) {
-		t.Fatalf("instance saw %d requests", len(seen))
-	}
-	for i, w := range want {
-		if seen[i].Path != w.path || seen[i].RawQuery != w.query {
-			t.Fatalf("request %d: instance saw path %q query %q, want %q %q", i, seen[i].Path, seen[i].RawQuery, w.path, w.query)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package leanhttp
+package leanserver
 
 import (
 	"bufio"
@@ -46,7 +46,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	if s.ln != nil {
 		s.mu.Unlock()
-		return errors.New("leanhttp: Serve called twice")
+		return errors.New("leanserver: Serve called twice")
 	}
 	s.ln = ln
 	s.conns = map[*conn]struct{}{}
@@ -71,7 +71,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			var temporary bool
 			if delay, temporary = AcceptRetryDelay(err, delay); temporary {
-				s.logf("leanhttp: accept error: %v; retrying in %v", err, delay)
+				s.logf("leanserver: accept error: %v; retrying in %v", err, delay)
 				time.Sleep(delay)
 				continue
 			}

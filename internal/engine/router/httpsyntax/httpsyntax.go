@@ -1,6 +1,6 @@
 // Package httpsyntax holds the few pieces of HTTP/1.1 syntax that the engine's scoring
 // path parses itself, on both sides: the lean server reading requests
-// (internal/engine/leanhttp) and the router's client reading instance responses
+// (internal/engine/router/leanserver) and the router's client reading instance responses
 // (internal/engine/router). Each follows what net/http accepts, so that a message read
 // here means what it would mean to net/http.
 package httpsyntax

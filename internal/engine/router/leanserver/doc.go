@@ -1,4 +1,4 @@
-// Package leanhttp is an HTTP/1.1 server for a listener whose requests are nearly all
+// Package leanserver is an HTTP/1.1 server for a listener whose requests are nearly all
 // alike, such as the engine's scoring listener: it serves the usual request itself, at a
 // fraction of net/http's cost, and hands every connection that sends anything else to a
 // net/http server, which then serves that connection to its end.
@@ -55,4 +55,4 @@
 // Server.IdleTimeout the wait for the next request on a kept-alive connection (zero: no
 // limit, as net/http with neither IdleTimeout nor ReadTimeout). A request's body has no
 // deadline of its own: the handler sets one with http.ResponseController when it wants.
-package leanhttp
+package leanserver

@@ -1,4 +1,4 @@
-package leanhttp
+package leanserver
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
 
 	"golang.org/x/net/http/httpguts"
 )

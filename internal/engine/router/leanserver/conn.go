@@ -1,4 +1,4 @@
-package leanhttp
+package leanserver
 
 import (
 	"bufio"
@@ -247,7 +247,7 @@ func (c *conn) runHandler(w http.ResponseWriter, req *http.Request) (completed b
 			if v != http.ErrAbortHandler {
 				buf := make([]byte, 64<<10)
 				buf = buf[:runtime.Stack(buf, false)]
-				c.s.logf("leanhttp: panic serving %v: %v\n%s", c.remoteAddr, v, buf)
+				c.s.logf("leanserver: panic serving %v: %v\n%s", c.remoteAddr, v, buf)
 			}
 			completed = false
 		}

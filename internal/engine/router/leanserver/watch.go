@@ -1,4 +1,4 @@
-package leanhttp
+package leanserver
 
 import "time"
 

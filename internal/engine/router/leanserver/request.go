@@ -1,4 +1,4 @@
-package leanhttp
+package leanserver
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/httpsyntax"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
 
 	"golang.org/x/net/http/httpguts"
 )
