@@ -221,7 +221,7 @@ func TestEndpointAutoscaleIgnoresMirroredCopies(t *testing.T) {
 	r := newRig(t)
 	p := newProbes(r)
 	r.workspace("wsp", nil)
-	green := autoscaledDeployment(1, 3) // 2 concurrent requests per instance, 70%: 2 in flight need 2
+	green := autoscaledDeployment(1, 3)                              // 2 concurrent requests per instance, 70%: 2 in flight need 2
 	green.RequestSettings.RequestTimeoutMS = api.MaxRequestTimeoutMS // the gated requests outlast the steps below
 	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
 		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": testDeployment(1, "serve"), "green": green},
@@ -288,5 +288,60 @@ func TestEndpointAutoscaleIgnoresMirroredCopies(t *testing.T) {
 		if code := <-codes; code != http.StatusOK {
 			t.Fatalf("pinned request: %d; want 200", code)
 		}
+	}
+}
+
+// DESIGN 4: max_instances counts against the workspace's quota, in the one sum computes use:
+// a compute created after an endpoint sees its holding, other endpoints count, a deployment
+// of a fixed count holds its instance_count, and the sum survives a restart.
+func TestEndpointQuotaIsSharedWithComputes(t *testing.T) {
+	r := newRig(t)
+	newProbes(r)
+	// Standard_DS2_v2 has 2 vCPUs, Standard_DS3_v2 (the rig's clusters) 4, both of the family.
+	r.workspace("wsp", map[string]int64{"standardDSv2Family": 10})
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
+		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": autoscaledDeployment(0, 4)},
+		Traffic: map[string]int64{"blue": 100},
+	}, ""); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	createCluster := func() error {
+		_, err := r.e.CreateCompute(context.Background(), "wsp", api.ComputeSpec{
+			Name: "train", VMSize: "Standard_DS3_v2", ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1},
+		}, "")
+		return err
+	}
+	err := createCluster()
+	if !api.IsQuotaExceeded(err) || !strings.Contains(err.Error(), "endpoint scorer deployment blue (8 vCPUs)") {
+		t.Fatalf("a 4-vCPU cluster next to max_instances 4 x 2 vCPUs in a quota of 10: %v; want a quota error naming the deployment", err)
+	}
+	other := autoscaledDeployment(0, 2)
+	_, err = r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "other", Deployments: map[string]api.DeploymentSpec{"xs": other}}, "")
+	if !api.IsQuotaExceeded(err) || api.FieldOf(err) != "deployments.xs.scale_settings.max_instances" {
+		t.Fatalf("a second endpoint's max_instances 2 x 2 vCPUs over the 2 left: %v", err)
+	}
+	_, err = r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "fixed", Deployments: map[string]api.DeploymentSpec{"xs": testDeployment(2, "serve")}}, "")
+	if !api.IsQuotaExceeded(err) || api.FieldOf(err) != "deployments.xs.instance_count" {
+		t.Fatalf("instance_count 2 x 2 vCPUs over the 2 left: %v", err)
+	}
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "fixed", Deployments: map[string]api.DeploymentSpec{"xs": testDeployment(1, "serve")}}, ""); err != nil {
+		t.Fatalf("instance_count 1 x 2 vCPUs in the 2 left: %v", err)
+	}
+	r.settle()
+
+	// The engine rebuilds the sum from the store when it starts.
+	r.stop()
+	r.start()
+	if err := createCluster(); !api.IsQuotaExceeded(err) {
+		t.Fatalf("after a restart, a cluster over what the endpoints hold: %v", err)
+	}
+	// Lowering max_instances gives the quota back at once.
+	upd := api.EndpointUpdate{Deployments: map[string]api.DeploymentSpec{"blue": autoscaledDeployment(0, 1)}, Traffic: map[string]int64{"blue": 100}}
+	if _, err := r.e.UpdateEndpoint(context.Background(), "wsp", "scorer", upd); err != nil {
+		t.Fatal(err)
+	}
+	if err := createCluster(); err != nil {
+		t.Fatalf("a 4-vCPU cluster next to 2 + 2 vCPUs of endpoints in a quota of 10: %v", err)
 	}
 }

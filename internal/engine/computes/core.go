@@ -323,8 +323,6 @@ func (c *Core) Type(workspace, name string) (string, error) {
 	return typ, err
 }
 
-// QuotaUsed is the vCPUs the workspace's computes hold of family's quota, for a check that
-// also counts what endpoints hold (an autoscaled deployment's max_instances).
-func (c *Core) QuotaUsed(workspace, family string) int64 {
-	return c.quota.Used(workspace, family, "")
-}
+// QuotaIndex is the workspaces' quota sums: the computes' holdings, kept by the core, and
+// the endpoint deployments', kept by the endpoints controller; both check against it.
+func (c *Core) QuotaIndex() *model.QuotaIndex { return c.quota }
