@@ -344,7 +344,7 @@ func scaleSettingsAttribute() schema.SingleNestedAttribute {
 			"`scale_down_delay` is below the count, and to zero (with `min_instances = 0`) after no request at all for " +
 			"`scale_to_zero_delay`. From zero the first request starts an instance at once and is held until it is " +
 			"ready (`request_settings.max_queue_wait_ms`). Changes apply in place, without a rollout. " +
-			"`max_instances` instances count against the workspace's quota.",
+			"`max_instances` instances count against the workspace's quota (a fixed count: `instance_count`), next to its computes and other endpoints.",
 		Optional: true,
 		Computed: true,
 		Default:  objectdefault.StaticValue(defaultScaleSettings()),
