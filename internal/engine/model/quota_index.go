@@ -103,6 +103,14 @@ func (ix *QuotaIndex) setLocked(key string, h Holding) {
 	ix.byFamily[fk] = quota.Used(ix.byFamily[fk], h.VCPUs)
 }
 
+// Get returns the holding under key.
+func (ix *QuotaIndex) Get(key string) (Holding, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	h, ok := ix.byCompute[key]
+	return h, ok
+}
+
 // Delete forgets the compute under key.
 func (ix *QuotaIndex) Delete(key string) {
 	ix.mu.Lock()
