@@ -2,13 +2,16 @@ package engine
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/autoscale"
 )
 
@@ -159,5 +162,186 @@ func TestEndpointAutoscaleSettingsApplyWithoutRollout(t *testing.T) {
 	_, err = r.e.CreateEndpoint(context.Background(), "small", api.EndpointSpec{Name: "tiny", Deployments: map[string]api.DeploymentSpec{"blue": small}}, "")
 	if !api.IsQuotaExceeded(err) || api.FieldOf(err) != "deployments.blue.scale_settings.max_instances" {
 		t.Fatalf("max_instances over the quota: %v", err)
+	}
+}
+
+// serveInstance serves h on an instance's loopback port, as its scoring process would.
+func serveInstance(t *testing.T, in model.EndpointInstance, h http.HandlerFunc) {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(in.Port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// gate is an instance handler that keeps each request until let lets it go.
+type gate struct {
+	arrived chan struct{}
+	tokens  chan struct{}
+}
+
+func newGate(t *testing.T) *gate {
+	g := &gate{arrived: make(chan struct{}, 64), tokens: make(chan struct{}, 64)}
+	t.Cleanup(func() { close(g.tokens) }) // before the instance's server closes (cleanups run in reverse)
+	return g
+}
+
+func (g *gate) serve(w http.ResponseWriter, _ *http.Request) {
+	g.arrived <- struct{}{}
+	<-g.tokens
+	w.WriteHeader(http.StatusOK)
+}
+
+// let lets n requests go.
+func (g *gate) let(n int) {
+	for range n {
+		g.tokens <- struct{}{}
+	}
+}
+
+// wait waits (in real time, bounded) for n more requests to reach the gate.
+func (g *gate) wait(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-g.arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the request never reached the instance")
+		}
+	}
+}
+
+// DESIGN 4: the autoscaler's load leaves mirror copies out. A deployment that only receives
+// mirrored traffic stays at its count however many copies it serves; requests of its own
+// (pinned to it) still scale it.
+func TestEndpointAutoscaleIgnoresMirroredCopies(t *testing.T) {
+	r := newRig(t)
+	p := newProbes(r)
+	r.workspace("wsp", nil)
+	green := autoscaledDeployment(1, 3)                              // 2 concurrent requests per instance, 70%: 2 in flight need 2
+	green.RequestSettings.RequestTimeoutMS = api.MaxRequestTimeoutMS // the gated requests outlast the steps below
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
+		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": testDeployment(1, "serve"), "green": green},
+		Traffic: map[string]int64{"blue": 100}, MirrorTraffic: map[string]int64{"green": 50},
+	}, ""); err != nil {
+		t.Fatal(err)
+	}
+	blue := r.started("wsp", "scorer", "blue", 1, 1)[0]
+	gi := r.started("wsp", "scorer", "green", 1, 1)[0]
+	serveInstance(t, blue, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	g := newGate(t)
+	serveInstance(t, gi, g.serve)
+	for _, port := range []int{blue.Port, gi.Port} {
+		p.set(port, "/ready", true)
+		p.set(port, "/live", true)
+	}
+	stepUntil(r, "both deployments ready", func() bool {
+		ep := r.endpoint("wsp", "scorer")
+		return ep.Deployments["blue"].ReadyInstances == 1 && ep.Deployments["green"].ReadyInstances == 1
+	})
+
+	// Half the requests are copied to green: send until its one instance is full of copies.
+	for i := 0; len(g.arrived) < 2; i++ {
+		if i == 1000 {
+			t.Fatalf("no 2 mirror copies reached green in %d requests", i)
+		}
+		if code := r.score("scorer", ""); code != http.StatusOK {
+			t.Fatalf("request %d: %d; want 200 from blue", i, code)
+		}
+	}
+	g.wait(t, 2)
+	if d := r.endpoint("wsp", "scorer").Deployments["green"]; d.RequestsInFlight != 2 {
+		t.Fatalf("green serves %d requests; want the 2 mirror copies", d.RequestsInFlight)
+	}
+	// Several polling intervals, more than the up window: the copies are no load.
+	for range 8 {
+		r.clk.Step(time.Second)
+		r.settle()
+	}
+	if d := r.endpoint("wsp", "scorer").Deployments["green"]; d.RequestsInFlight != 2 {
+		t.Fatalf("green serves %d requests after the steps; want the 2 mirror copies still", d.RequestsInFlight)
+	}
+	if d := r.endpoint("wsp", "scorer").Deployments["green"]; d.DesiredInstances != 1 || len(d.ScaleDecisions) != 0 {
+		t.Fatalf("green with only mirror copies in flight: desired %d, decisions %+v; want 1 and none", d.DesiredInstances, d.ScaleDecisions)
+	}
+
+	// The same count of green's own requests (pinned to it) is load: it grows to 2.
+	g.let(2)
+	stepUntil(r, "copies done", func() bool { return r.endpoint("wsp", "scorer").Deployments["green"].RequestsInFlight == 0 })
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() { codes <- r.score("scorer", "green") }()
+	}
+	g.wait(t, 2)
+	for range 8 {
+		r.clk.Step(time.Second)
+		r.settle()
+	}
+	if d := r.endpoint("wsp", "scorer").Deployments["green"]; d.DesiredInstances != 2 {
+		t.Fatalf("green with 2 requests of its own in flight: desired %d, decisions %+v; want 2", d.DesiredInstances, d.ScaleDecisions)
+	}
+	g.let(2)
+	for range 2 {
+		if code := <-codes; code != http.StatusOK {
+			t.Fatalf("pinned request: %d; want 200", code)
+		}
+	}
+}
+
+// DESIGN 4: max_instances counts against the workspace's quota, in the one sum computes use:
+// a compute created after an endpoint sees its holding, other endpoints count, a deployment
+// of a fixed count holds its instance_count, and the sum survives a restart.
+func TestEndpointQuotaIsSharedWithComputes(t *testing.T) {
+	r := newRig(t)
+	newProbes(r)
+	// Standard_DS2_v2 has 2 vCPUs, Standard_DS3_v2 (the rig's clusters) 4, both of the family.
+	r.workspace("wsp", map[string]int64{"standardDSv2Family": 10})
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
+		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": autoscaledDeployment(0, 4)},
+		Traffic: map[string]int64{"blue": 100},
+	}, ""); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	createCluster := func() error {
+		_, err := r.e.CreateCompute(context.Background(), "wsp", api.ComputeSpec{
+			Name: "train", VMSize: "Standard_DS3_v2", ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1},
+		}, "")
+		return err
+	}
+	err := createCluster()
+	if !api.IsQuotaExceeded(err) || !strings.Contains(err.Error(), "endpoint scorer deployment blue (8 vCPUs)") {
+		t.Fatalf("a 4-vCPU cluster next to max_instances 4 x 2 vCPUs in a quota of 10: %v; want a quota error naming the deployment", err)
+	}
+	other := autoscaledDeployment(0, 2)
+	_, err = r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "other", Deployments: map[string]api.DeploymentSpec{"xs": other}}, "")
+	if !api.IsQuotaExceeded(err) || api.FieldOf(err) != "deployments.xs.scale_settings.max_instances" {
+		t.Fatalf("a second endpoint's max_instances 2 x 2 vCPUs over the 2 left: %v", err)
+	}
+	_, err = r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "fixed", Deployments: map[string]api.DeploymentSpec{"xs": testDeployment(2, "serve")}}, "")
+	if !api.IsQuotaExceeded(err) || api.FieldOf(err) != "deployments.xs.instance_count" {
+		t.Fatalf("instance_count 2 x 2 vCPUs over the 2 left: %v", err)
+	}
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "fixed", Deployments: map[string]api.DeploymentSpec{"xs": testDeployment(1, "serve")}}, ""); err != nil {
+		t.Fatalf("instance_count 1 x 2 vCPUs in the 2 left: %v", err)
+	}
+	r.settle()
+
+	// The engine rebuilds the sum from the store when it starts.
+	r.stop()
+	r.start()
+	if err := createCluster(); !api.IsQuotaExceeded(err) {
+		t.Fatalf("after a restart, a cluster over what the endpoints hold: %v", err)
+	}
+	// Lowering max_instances gives the quota back at once.
+	upd := api.EndpointUpdate{Deployments: map[string]api.DeploymentSpec{"blue": autoscaledDeployment(0, 1)}, Traffic: map[string]int64{"blue": 100}}
+	if _, err := r.e.UpdateEndpoint(context.Background(), "wsp", "scorer", upd); err != nil {
+		t.Fatal(err)
+	}
+	if err := createCluster(); err != nil {
+		t.Fatalf("a 4-vCPU cluster next to 2 + 2 vCPUs of endpoints in a quota of 10: %v", err)
 	}
 }

@@ -152,8 +152,11 @@ func New(cfg Config) (*Engine, error) {
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),
-		QuotaUsed:   func(workspace, family string) int64 { return core.QuotaUsed(workspace, family) },
+		Quota:       core.QuotaIndex(),
 	})
+	if err := e.endpoints.LoadQuotaIndex(); err != nil {
+		return nil, fmt.Errorf("indexing endpoints' quota: %w", err)
+	}
 	e.envs = environments.New(environments.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
 		CacheDir: envCacheDir(cfg),

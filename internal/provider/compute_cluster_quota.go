@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"sync"
 
@@ -137,21 +136,15 @@ func (r *computeClusterResource) planQuota(ctx context.Context, req resource.Mod
 		tflog.Debug(ctx, "quota not checked at plan time", map[string]any{"workspace": ws, "error": err.Error()})
 		return
 	}
-	// What the workspace's other computes of the family hold, counted as the engine's
-	// quota index counts them (rules/quota).
-	var holders []quota.Holder
-	for _, c := range computes {
-		other, ok := catalog.Lookup(c.VMSize)
-		if c.Name == plan.Name.ValueString() || c.Type == api.TypeAttached || !ok || other.Family != size.Family {
-			continue
-		}
-		nodes := int64(1)
-		if c.ScaleSettings != nil {
-			nodes = c.ScaleSettings.MaxNodeCount
-		}
-		holders = append(holders, quota.Holder{Name: c.Name, VCPUs: quota.Holds(nodes, other.VCPUs)})
+	// What the workspace's other computes and its endpoints' deployments of the family hold,
+	// counted as the engine's quota index counts them (rules/quota).
+	holders := computeHolders(computes, size.Family, plan.Name.ValueString())
+	endpoints, err := endpointHolders(ctx, r.client, ws, size.Family, "")
+	if err != nil {
+		tflog.Debug(ctx, "quota not checked at plan time", map[string]any{"workspace": ws, "error": err.Error()})
+		return
 	}
-	slices.SortFunc(holders, func(a, b quota.Holder) int { return strings.Compare(a.Name, b.Name) })
+	holders = append(holders, endpoints...)
 	used := make([]int64, len(holders))
 	for i, h := range holders {
 		used[i] = h.VCPUs

@@ -62,6 +62,7 @@ func NewOnlineEndpointResource() resource.Resource {
 // traffic between them.
 type onlineEndpointResource struct {
 	client *client.Client
+	quotas *quotaCache
 }
 
 func (r *onlineEndpointResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -343,7 +344,7 @@ func scaleSettingsAttribute() schema.SingleNestedAttribute {
 			"`scale_down_delay` is below the count, and to zero (with `min_instances = 0`) after no request at all for " +
 			"`scale_to_zero_delay`. From zero the first request starts an instance at once and is held until it is " +
 			"ready (`request_settings.max_queue_wait_ms`). Changes apply in place, without a rollout. " +
-			"`max_instances` instances count against the workspace's quota.",
+			"`max_instances` instances count against the workspace's quota (a fixed count: `instance_count`), next to its computes and other endpoints.",
 		Optional: true,
 		Computed: true,
 		Default:  objectdefault.StaticValue(defaultScaleSettings()),
@@ -449,6 +450,7 @@ func checkEnvironmentVariable(name string) error {
 
 func (r *onlineEndpointResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+	r.quotas = quotasFrom(req.ProviderData)
 }
 
 // ValidateConfig applies the engine's traffic rules (validation.Traffic) at plan time:
@@ -573,7 +575,8 @@ func knownInt64Map(m types.Map) (map[string]int64, bool) {
 // ModifyPlan computes each deployment's code_snapshot_id from its code_path, so that a
 // change to the code shows in the plan as a rollout of that deployment, and the default of
 // request_settings.max_queue_wait_ms where it is not configured: it depends on
-// scale_settings (validation.DefaultMaxQueueWait).
+// scale_settings (validation.DefaultMaxQueueWait). It also checks the deployments against
+// the workspace's quota (online_endpoint_quota.go).
 func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return // a destroy
@@ -596,6 +599,7 @@ func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.Mo
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, p.AtName("code_snapshot_id"), id)...)
 		planQueueWait(ctx, req, resp, p, d)
 	}
+	r.planQuota(ctx, req, resp, deployments)
 	keepStateWhenUnchanged(ctx, req, resp)
 }
 

@@ -158,7 +158,7 @@ func holding(rec model.Compute) (model.Holding, bool) {
 	return model.Holding{Workspace: rec.Workspace, Name: rec.Name, Family: size.Family, VCPUs: quota.Holds(rec.MaxNodes(), size.VCPUs)}, true
 }
 
-// indexCompute brings the quota index up to date with a committed compute record.
+// indexCompute brings the quota index up to date with a compute record being stored.
 // Callers hold c.mu.
 func (c *Core) indexCompute(rec model.Compute) {
 	if h, ok := holding(rec); ok {

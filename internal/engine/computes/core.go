@@ -90,6 +90,7 @@ type Core struct {
 	backoff   map[string]backoff // compute key -> no node creation before
 	releasing map[string]bool    // node keys with a Terminate in flight
 	committed []func()           // what the current write does once committed
+	undo      []func()           // what the current write undoes if it does not commit
 }
 
 // The small interfaces the controllers use of the core.
@@ -188,13 +189,17 @@ func (c *Core) View(f func(tx *store.Tx) error) error { return c.store.View(f) }
 func (c *Core) Write(f func(tx *store.Tx) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.committed = nil
+	c.committed, c.undo = nil, nil
 	err := c.store.Update(f)
-	done := c.committed
-	c.committed = nil
+	done, undo := c.committed, c.undo
+	c.committed, c.undo = nil, nil
 	if err == nil {
 		for _, g := range done {
 			g()
+		}
+	} else {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
 		}
 	}
 	return err
@@ -214,13 +219,23 @@ func (c *Core) AddCompute(tx *store.Tx, ws *api.Workspace, rec model.Compute, qu
 	return c.putCompute(tx, rec)
 }
 
-// putCompute stores a compute in a Write's transaction; the quota index follows once
-// committed.
+// putCompute stores a compute in a Write's transaction. The quota index follows inside
+// the transaction, not after it: the store runs one write at a time, so the next quota
+// check, of a compute or of an endpoint (whose writes are not in the core's turn), counts
+// it. A write that does not commit puts the index back.
 func (c *Core) putCompute(tx *store.Tx, rec model.Compute) error {
 	if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
 		return err
 	}
-	c.onCommit(func() { c.indexCompute(rec) })
+	prev, had := c.quota.Get(rec.Key())
+	c.indexCompute(rec)
+	c.undo = append(c.undo, func() {
+		if had {
+			c.quota.Set(rec.Key(), prev)
+		} else {
+			c.quota.Delete(rec.Key())
+		}
+	})
 	return nil
 }
 
@@ -323,8 +338,6 @@ func (c *Core) Type(workspace, name string) (string, error) {
 	return typ, err
 }
 
-// QuotaUsed is the vCPUs the workspace's computes hold of family's quota, for a check that
-// also counts what endpoints hold (an autoscaled deployment's max_instances).
-func (c *Core) QuotaUsed(workspace, family string) int64 {
-	return c.quota.Used(workspace, family, "")
-}
+// QuotaIndex is the workspaces' quota sums: the computes' holdings, kept by the core, and
+// the endpoint deployments', kept by the endpoints controller; both check against it.
+func (c *Core) QuotaIndex() *model.QuotaIndex { return c.quota }

@@ -38,3 +38,34 @@ func TestQuotaIndexSumsPerWorkspaceAndFamily(t *testing.T) {
 		t.Fatalf("Holders(ws, f2) without c = %+v, want [a]", h)
 	}
 }
+
+// Endpoint deployments hold quota in the same sums as computes; an endpoint's holdings are
+// replaced as a whole (a deployment dropped from the spec stops holding).
+func TestQuotaIndexCountsEndpointDeployments(t *testing.T) {
+	ix := NewQuotaIndex()
+	ix.Set("ws/gpu", Holding{Workspace: "ws", Name: "gpu", Family: "f1", VCPUs: 12})
+	ix.SetEndpoint("ws/scorer", map[string]Holding{
+		"blue":  {Workspace: "ws", Name: "endpoint scorer deployment blue", Family: "f1", VCPUs: 8},
+		"green": {Workspace: "ws", Name: "endpoint scorer deployment green", Family: "f1", VCPUs: 4},
+	})
+	if got := ix.Used("ws", "f1"); got != 24 {
+		t.Fatalf("Used(ws, f1) = %d, want the compute's 12 and the deployments' 12", got)
+	}
+	if got := ix.Used("ws", "f1", ix.EndpointKeys("ws/scorer")...); got != 12 {
+		t.Fatalf("Used(ws, f1) without the endpoint = %d, want 12", got)
+	}
+	if h := ix.Holders("ws", "f1", "ws/gpu"); len(h) != 2 || h[0].Name != "endpoint scorer deployment blue" {
+		t.Fatalf("Holders(ws, f1) without gpu = %+v, want the two deployments", h)
+	}
+	ix.SetEndpoint("ws/scorer", map[string]Holding{"green": {Workspace: "ws", Name: "endpoint scorer deployment green", Family: "f1", VCPUs: 6}})
+	if got := ix.Used("ws", "f1"); got != 18 {
+		t.Fatalf("after blue was dropped Used(ws, f1) = %d, want 18", got)
+	}
+	if got := ix.EndpointHoldings("ws/scorer"); len(got) != 1 || got["green"].VCPUs != 6 {
+		t.Fatalf("EndpointHoldings = %+v, want green's 6", got)
+	}
+	ix.SetEndpoint("ws/scorer", nil)
+	if got := ix.Used("ws", "f1"); got != 12 {
+		t.Fatalf("after the endpoint was deleted Used(ws, f1) = %d, want 12", got)
+	}
+}

@@ -84,6 +84,7 @@ func (r *Router) startMirror(m *deploymentState, in *instance, out *http.Request
 		return false
 	}
 	st.mirrored.Add(1)
+	st.mirrorInFlight.Add(1)
 	go r.sendMirror(m, in, out.Method, a.suffix, out.URL.RawQuery, hdr, body)
 	return true
 }
@@ -92,6 +93,7 @@ func (r *Router) startMirror(m *deploymentState, in *instance, out *http.Request
 func (r *Router) sendMirror(m *deploymentState, in *instance, method, suffix, rawQuery string, hdr http.Header, body []byte) {
 	defer r.mirrors.Done()
 	defer in.release()
+	defer m.stats.mirrorInFlight.Add(-1) // before the slot is released
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	timer := r.clock.AfterFunc(m.timeout, func() { cancel(errRequestTimeout) })
 	defer timer.Stop()

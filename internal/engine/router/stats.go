@@ -29,6 +29,11 @@ type DeploymentStats struct {
 	// InFlight is the number of requests (mirror copies included) the deployment's
 	// instances are serving now.
 	InFlight int64
+	// MirrorInFlight is the number of mirror copies among InFlight. The autoscaler's load
+	// leaves them out (DESIGN 4): a deployment that only receives copies never grows.
+	// It is read apart from InFlight, so InFlight - MirrorInFlight may briefly be off by
+	// the copies starting or ending at that moment.
+	MirrorInFlight int64
 	// Held is the number of requests held now, waiting for an instance (Deployment.Hold).
 	Held int64
 }
@@ -37,6 +42,9 @@ type DeploymentStats struct {
 type counters struct {
 	requests, s2xx, s4xx, s5xx, rejected, timeouts, retries, canceled atomic.Uint64
 	mirrored, mirrorDropped, mirrorFailed                             atomic.Uint64
+	// mirrorInFlight counts the copies holding an instance slot now; it is raised after the
+	// slot is taken and lowered before it is given back.
+	mirrorInFlight atomic.Int64
 }
 
 // observe counts one response status.
@@ -64,5 +72,6 @@ func (c *counters) snapshot() DeploymentStats {
 		Mirrored:       c.mirrored.Load(),
 		MirrorDropped:  c.mirrorDropped.Load(),
 		MirrorFailed:   c.mirrorFailed.Load(),
+		MirrorInFlight: c.mirrorInFlight.Load(),
 	}
 }

@@ -104,7 +104,8 @@ func (c *Controller) scaleDeployments(rec *model.Endpoint, now time.Time) {
 			arrived = int64(st.Requests - s.requests)
 		}
 		s.requests = st.Requests
-		sample := autoscale.Sample{At: now, InFlight: st.InFlight + st.Held, Arrived: arrived}
+		// Mirror copies are not the deployment's load (DESIGN 4): they are left out.
+		sample := autoscale.Sample{At: now, InFlight: max(st.InFlight-st.MirrorInFlight, 0) + st.Held, Arrived: arrived}
 		var dec autoscale.Decision
 		s.hist, dec = autoscale.Step(set, s.hist, d.Desired, sample)
 		if dec.Changed() {

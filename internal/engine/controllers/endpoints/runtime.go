@@ -78,9 +78,10 @@ type Config struct {
 	// EnvCacheDir is the environment cache every local node of this machine shares; empty
 	// when nodes keep their own (~/.mlcompute/envs on the node).
 	EnvCacheDir string
-	// QuotaUsed returns the vCPUs the workspace's computes of a VM family may hold, for the
-	// quota check of an autoscaled deployment's max_instances; nil skips the check.
-	QuotaUsed func(workspace, family string) int64
+	// Quota is the workspaces' quota sums the computes share: the deployments' holdings
+	// (max_instances, or instance_count) are kept in it and checked against it; nil skips
+	// the check.
+	Quota *model.QuotaIndex
 	// Metrics receives the autoscaler's measures; nil records nothing.
 	Metrics Metrics
 }
@@ -117,7 +118,7 @@ type Controller struct {
 	scalers map[string]*scaler
 	// coldStarts are the node and process phases of starts whose readiness is awaited.
 	coldStarts map[string]coldStart
-	quotaUsed  func(workspace, family string) int64
+	quota      *model.QuotaIndex
 	metrics    Metrics
 }
 
@@ -138,7 +139,7 @@ func New(cfg Config) *Controller {
 		terminating: map[string]bool{},
 		scalers:     map[string]*scaler{},
 		coldStarts:  map[string]coldStart{},
-		quotaUsed:   cfg.QuotaUsed,
+		quota:       cfg.Quota,
 		metrics:     cfg.Metrics,
 	}
 	c.router = router.New(router.Options{Logger: cfg.Logger, Clock: clockWithAfterFunc(cfg.Clock)})
@@ -209,6 +210,11 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 	}
 	if !exists || gone || rec.Deleting {
 		c.router.RemoveEndpoint(model.NameOf(key))
+		if gone || !exists {
+			if c.quota != nil {
+				c.quota.SetEndpoint(key, nil) // its instances are gone: it holds nothing
+			}
+		}
 		if gone {
 			c.log.Info("online endpoint deleted", "endpoint", key)
 			for k := range c.scalers {
