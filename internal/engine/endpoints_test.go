@@ -677,3 +677,30 @@ func TestEndpointKeepsTheEngineUp(t *testing.T) {
 		t.Fatal("work left after the endpoint was deleted")
 	}
 }
+
+// An endpoint instance whose node is created not ready (a pod being scheduled, a queued
+// Slurm allocation) waits for it: its process starts once the node is ready, and the
+// node's NodeReady event is no failure.
+func TestEndpointInstanceWaitsForItsNodeToBeReady(t *testing.T) {
+	r := newRigWithDriver(t, 0, fake.Options{CreatePending: true})
+	r.workspace("wsp", nil)
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
+		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": testDeployment(1, "serve")},
+		Traffic: map[string]int64{"blue": 100},
+	}, ""); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	ins := r.storedInstances("wsp", "scorer")
+	if len(ins) != 1 || !ins[0].StartedAt.IsZero() {
+		t.Fatalf("instances %+v; want one, not started while its node is not ready", ins)
+	}
+	if _, ok := r.drv.Task(ins[0].ID, ins[0].Task); ok {
+		t.Fatalf("a task was started on a node that is not ready")
+	}
+	r.drv.MakeReady(ins[0].ID)
+	started := r.started("wsp", "scorer", "blue", 1, 1)
+	if started[0].ID != ins[0].ID || started[0].Restarts != 0 {
+		t.Fatalf("instance %+v; want the same instance started with no restart", started[0])
+	}
+}

@@ -23,6 +23,14 @@ func (c *Controller) HandleEvent(ctx context.Context, ev driver.Event) bool {
 	if !ok {
 		return false
 	}
+	if ev.Kind == driver.NodeReady || ev.Kind == driver.NodeGone {
+		c.nodeReadyOrGone(ev.NodeKey)
+	}
+	if ev.Kind == driver.NodeReady {
+		// A node that came up after its Create: the start waiting for it goes on.
+		c.kick(key)
+		return true
+	}
 	why := "its node was lost"
 	if ev.Kind == driver.TaskExited {
 		why = fmt.Sprintf("its command exited with code %d", ev.ExitCode)

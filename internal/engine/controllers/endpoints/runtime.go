@@ -107,10 +107,13 @@ type Controller struct {
 	probe  atomic.Pointer[Prober]
 
 	// mu serialises the endpoints' read-check-write sequences and guards the maps below.
-	mu          sync.Mutex
-	nodes       map[string]string // instance ID -> endpoint key
-	probes      map[string]*probeState
-	starting    map[string]bool
+	mu       sync.Mutex
+	nodes    map[string]string // instance ID -> endpoint key
+	probes   map[string]*probeState
+	starting map[string]bool
+	// unready holds the instances whose node Create returned not ready (a pod still being
+	// scheduled, a queued Slurm allocation): their start goes on at the node's NodeReady.
+	unready     map[string]bool
 	terminating map[string]bool
 	// kills are processes of failed instances, killed once the failure is committed.
 	kills [][2]string
@@ -136,6 +139,7 @@ func New(cfg Config) *Controller {
 		nodes:       map[string]string{},
 		probes:      map[string]*probeState{},
 		starting:    map[string]bool{},
+		unready:     map[string]bool{},
 		terminating: map[string]bool{},
 		scalers:     map[string]*scaler{},
 		coldStarts:  map[string]coldStart{},
@@ -230,7 +234,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 	}
 	for _, in := range toStart {
 		c.nodes[in.ID] = key
-		if !c.starting[in.ID] {
+		if !c.starting[in.ID] && !c.unready[in.ID] {
 			c.starting[in.ID] = true
 			c.loop.Go(func() { c.startInstance(ctx, key, rec, in) })
 		}
@@ -393,6 +397,16 @@ func (c *Controller) startInstance(ctx context.Context, key string, rec model.En
 	size, _ := catalog.Lookup(spec.InstanceType)
 	began := c.clock.Now()
 	info, err := c.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
+	if err == nil && !info.Ready {
+		// The start goes on when the driver reports the node ready (HandleEvent), not
+		// here: a start must not hold the work loop's slow work while a node is queued.
+		c.mu.Lock()
+		delete(c.starting, in.ID)
+		c.unready[in.ID] = true
+		c.mu.Unlock()
+		c.log.Debug("instance waits for its node", "endpoint", key, "instance", in.ID, "reason", info.Reason)
+		return
+	}
 	nodeUp := c.clock.Now()
 	if err == nil {
 		env := maps.Clone(spec.EnvironmentVariables)
@@ -439,6 +453,14 @@ func (c *Controller) startInstance(ctx context.Context, key string, rec model.En
 		}
 	}
 	c.kick(key)
+}
+
+// nodeReadyOrGone ends an instance's wait for its node: its start goes on at the next pass
+// (NodeReady), or its failure is handled as any lost node's (NodeGone).
+func (c *Controller) nodeReadyOrGone(nodeKey string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.unready, nodeKey)
 }
 
 // processCommand is the command of an instance's process: with an environment, one
