@@ -216,7 +216,6 @@ func TestE2E_EndpointAutoscaling(t *testing.T) {
 	// failed request while instances drain.
 	close(stop)
 	pool.wg.Wait()
-	stop = make(chan struct{})
 	base := make(chan struct{})
 	pool.start(1, uri, key, "", 300, base)
 	waveStart := time.Now()

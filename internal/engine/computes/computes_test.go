@@ -60,16 +60,16 @@ func TestInsertChecksTheNameAndTheQuotaInTurn(t *testing.T) {
 		t.Fatalf("retried Insert = %+v, %v; want the first result", again, err)
 	}
 	_, err = env.Core.Insert(context.Background(), cluster("a", 0, 1, api.PriorityDedicated), "", "scale_settings.max_node_count")
-	computestest.WantError(t, err, api.CodeConflict, "name")
+	_ = computestest.WantError(t, err, api.CodeConflict, "name")
 	// 4 of the 8 vCPUs are held by a (its max_node_count of 1); b asks for 8 more.
 	_, err = env.Core.Insert(context.Background(), cluster("b", 0, 2, api.PriorityDedicated), "", "scale_settings.max_node_count")
-	computestest.WantError(t, err, api.CodeQuotaExceeded, "scale_settings.max_node_count")
+	_ = computestest.WantError(t, err, api.CodeQuotaExceeded, "scale_settings.max_node_count")
 	if !strings.Contains(err.Error(), "already used by a (4 vCPUs)") {
 		t.Fatalf("quota error %q does not name what holds the quota", err)
 	}
 	insert(t, env, cluster("c", 0, 1, api.PriorityDedicated))
 	_, err = env.Core.Insert(context.Background(), cluster("d", 0, 1, api.PriorityDedicated), "", "scale_settings.max_node_count")
-	computestest.WantError(t, err, api.CodeQuotaExceeded, "scale_settings.max_node_count")
+	_ = computestest.WantError(t, err, api.CodeQuotaExceeded, "scale_settings.max_node_count")
 }
 
 func TestModifyChecksTheQuotaOnlyWhenWhatItHoldsChanges(t *testing.T) {
@@ -81,7 +81,7 @@ func TestModifyChecksTheQuotaOnlyWhenWhatItHoldsChanges(t *testing.T) {
 		rec.ScaleSettings = &s
 		return nil
 	})
-	computestest.WantError(t, err, api.CodeQuotaExceeded, "scale_settings.max_node_count")
+	_ = computestest.WantError(t, err, api.CodeQuotaExceeded, "scale_settings.max_node_count")
 	got, err := env.Core.Modify(context.Background(), "lab", "a", func(_ *api.Workspace, rec *model.Compute) error {
 		rec.Description = "same size"
 		return nil
@@ -165,7 +165,7 @@ func TestDeleteComputeCancelsItsJobsAndReleasesItsNodes(t *testing.T) {
 	if got := env.Job("lab", j.ID).Status; got != api.JobCanceled {
 		t.Fatalf("job = %s; want canceled", got)
 	}
-	computestest.WantError(t, env.Core.DeleteCompute(context.Background(), "lab", "a"), api.CodeNotFound, "")
+	_ = computestest.WantError(t, env.Core.DeleteCompute(context.Background(), "lab", "a"), api.CodeNotFound, "")
 }
 
 func TestCapacityPreemptsALowPriorityNodeForADedicatedOne(t *testing.T) {

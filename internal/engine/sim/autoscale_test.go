@@ -62,7 +62,6 @@ type heldBackend struct {
 	srv      *httptest.Server
 	node     string
 	inFlight atomic.Int64
-	release  chan struct{}
 }
 
 type loadHarness struct {
@@ -71,15 +70,13 @@ type loadHarness struct {
 	mu       sync.Mutex
 	backends map[int]*heldBackend // by port
 	// open are the requests in flight, each with when the harness ends it.
-	open                 []openRequest
-	sent, ok, busy       atomic.Int64
-	failed               atomic.Int64
-	failures             []string
-	started, terminated  int
-	minI, maxI           int64
-	wg                   sync.WaitGroup
-	settledCount         int64
-	constantPhaseChanges int
+	open                []openRequest
+	sent, ok, busy      atomic.Int64
+	failed              atomic.Int64
+	failures            []string
+	started, terminated int
+	minI, maxI          int64
+	wg                  sync.WaitGroup
 }
 
 type openRequest struct {

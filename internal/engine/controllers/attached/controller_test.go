@@ -31,21 +31,21 @@ func TestCreateRefusesASpecWithoutAMachineOrATakenName(t *testing.T) {
 	_, c := setup(t)
 	ctx := context.Background()
 	_, err := c.Create(ctx, "lab", api.ComputeSpec{Name: "other", Type: api.TypeAttached}, "")
-	computestest.WantError(t, err, api.CodeInvalid, "virtual_machine")
+	_ = computestest.WantError(t, err, api.CodeInvalid, "virtual_machine")
 	vm := &api.VirtualMachine{Address: "10.0.0.6", Username: "ml", Password: "pw"}
 	_, err = c.Create(ctx, "lab", api.ComputeSpec{Name: "box", Type: api.TypeAttached, VirtualMachine: vm}, "")
-	computestest.WantError(t, err, api.CodeConflict, "name")
+	_ = computestest.WantError(t, err, api.CodeConflict, "name")
 }
 
 func TestUpdateKeepsTheMachineAndChangesTheDescription(t *testing.T) {
 	env, c := setup(t)
 	ctx := context.Background()
 	_, err := c.Update(ctx, "lab", "box", api.ComputeUpdate{ScaleSettings: &api.ScaleSettings{MaxNodeCount: 2}})
-	computestest.WantError(t, err, api.CodeInvalid, "scale_settings")
+	_ = computestest.WantError(t, err, api.CodeInvalid, "scale_settings")
 	_, err = c.Update(ctx, "lab", "box", api.ComputeUpdate{VMSize: "Standard_DS3_v2"})
-	computestest.WantError(t, err, api.CodeInvalid, "vm_size")
+	_ = computestest.WantError(t, err, api.CodeInvalid, "vm_size")
 	_, err = c.Update(ctx, "lab", "box", api.ComputeUpdate{VirtualMachine: &api.VirtualMachine{Address: "10.0.0.9", Username: "ml", Password: "secret"}})
-	computestest.WantError(t, err, api.CodeInvalid, "virtual_machine.address")
+	_ = computestest.WantError(t, err, api.CodeInvalid, "virtual_machine.address")
 	got, err := c.Update(ctx, "lab", "box", api.ComputeUpdate{Description: "the lab's box",
 		VirtualMachine: &api.VirtualMachine{Address: "10.0.0.5", Username: "ml", Password: "secret"}})
 	if err != nil || got.Description != "the lab's box" {

@@ -57,7 +57,7 @@ func TestCreateIsIdempotentAndRefusesATakenName(t *testing.T) {
 		t.Fatalf("conflict %q does not say how to import", e.Message)
 	}
 	_, err = c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "far", Location: "mars"}, "")
-	computestest.WantError(t, err, api.CodeInvalid, "location")
+	_ = computestest.WantError(t, err, api.CodeInvalid, "location")
 	list, err := c.ListWorkspaces(ctx)
 	if err != nil || len(list) != 1 {
 		t.Fatalf("ListWorkspaces = %+v, %v; want lab alone", list, err)
@@ -80,7 +80,7 @@ func TestUpdateReplacesQuotasAndChecksThem(t *testing.T) {
 		t.Fatalf("a quota of an unknown family = %v; want invalid", err)
 	}
 	_, err = c.UpdateWorkspace(ctx, "gone", api.WorkspaceUpdate{})
-	computestest.WantError(t, err, api.CodeNotFound, "")
+	_ = computestest.WantError(t, err, api.CodeNotFound, "")
 }
 
 func TestDeleteRefusesWhileItHoldsThingsUnlessForced(t *testing.T) {
@@ -104,6 +104,6 @@ func TestDeleteRefusesWhileItHoldsThingsUnlessForced(t *testing.T) {
 		t.Fatalf("force deleted %v; want %s", *deleted, want)
 	}
 	_, err = c.GetWorkspace(ctx, "lab")
-	computestest.WantError(t, err, api.CodeNotFound, "")
-	computestest.WantError(t, c.DeleteWorkspace(ctx, "lab", false), api.CodeNotFound, "")
+	_ = computestest.WantError(t, err, api.CodeNotFound, "")
+	_ = computestest.WantError(t, c.DeleteWorkspace(ctx, "lab", false), api.CodeNotFound, "")
 }
