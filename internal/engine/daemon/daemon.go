@@ -431,35 +431,36 @@ func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
 		}
 		return d, nil
 	case "slurm":
-		cfg := opts.Slurm
-		id, err := engineID(opts.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
-		startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		d, err := slurm.New(startCtx, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("starting the slurm node driver: %w", err)
-		}
-		return d, nil
+		return remoteDriver(ctx, opts, "slurm", func(ctx context.Context, id string) (*slurm.Driver, error) {
+			cfg := opts.Slurm
+			cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
+			return slurm.New(ctx, cfg)
+		})
 	case "kubernetes":
-		cfg := opts.Kubernetes
-		id, err := engineID(opts.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
-		startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		d, err := kubernetes.New(startCtx, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("starting the kubernetes node driver: %w", err)
-		}
-		return d, nil
+		return remoteDriver(ctx, opts, "kubernetes", func(ctx context.Context, id string) (*kubernetes.Driver, error) {
+			cfg := opts.Kubernetes
+			cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
+			return kubernetes.New(ctx, cfg)
+		})
 	}
 	return nil, fmt.Errorf("unknown node driver %q: use local, slurm or kubernetes", opts.Nodes)
+}
+
+// remoteDriver starts the driver of a cluster manager (Slurm, Kubernetes): its nodes carry
+// this engine's id, so that after a crash the engine finds its own, and it gets 30 s to
+// reach the cluster.
+func remoteDriver[D driver.Driver](ctx context.Context, opts Options, name string, start func(ctx context.Context, engineID string) (D, error)) (driver.Driver, error) {
+	id, err := engineID(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	d, err := start(startCtx, id)
+	if err != nil {
+		return nil, fmt.Errorf("starting the %s node driver: %w", name, err)
+	}
+	return d, nil
 }
 
 // attachedKubeDriver builds the node driver of one attached Kubernetes cluster: its pods

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/keylock"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
@@ -54,8 +55,7 @@ type Driver struct {
 	informer cache.SharedIndexInformer
 	pods     listersv1.PodNamespaceLister
 
-	keyMu sync.Mutex
-	keys  map[string]*keyLock
+	keys keylock.Locks
 
 	mu      sync.Mutex
 	nodes   map[string]*node           // watched nodes by key
@@ -76,11 +76,6 @@ type node struct {
 	adopted     bool
 	// timed says the start timeout is armed.
 	timed bool
-}
-
-type keyLock struct {
-	mu   sync.Mutex
-	refs int
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -134,7 +129,7 @@ func start(ctx context.Context, cfg Config, cs kubernetes.Interface, rc *rest.Co
 			requestScale: cfg.RequestScale, schedulingGates: cfg.schedulingGates,
 		},
 		events: make(chan driver.Event, 256), ctx: wctx, cancel: cancel,
-		keys: map[string]*keyLock{}, nodes: map[string]*node{}, waiters: map[string][]chan struct{}{},
+		nodes: map[string]*node{}, waiters: map[string][]chan struct{}{},
 	}
 	d.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithNamespace(cfg.Namespace),
@@ -203,25 +198,7 @@ func (d *Driver) selector() string { return LabelEngine + "=" + labelValue(d.cfg
 // podName is the pod of a node key.
 func (d *Driver) podName(key string) string { return PodName(d.cfg.EngineID, key) }
 
-func (d *Driver) lockKey(key string) func() {
-	d.keyMu.Lock()
-	l := d.keys[key]
-	if l == nil {
-		l = &keyLock{}
-		d.keys[key] = l
-	}
-	l.refs++
-	d.keyMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		d.keyMu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(d.keys, key)
-		}
-		d.keyMu.Unlock()
-	}
-}
+func (d *Driver) lockKey(key string) func() { return d.keys.Lock(key) }
 
 // ours reports whether a pod is one of this engine's nodes, and its key.
 func (d *Driver) ours(pod *corev1.Pod) (string, bool) {

@@ -39,6 +39,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/keylock"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
@@ -104,8 +105,7 @@ type Driver struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	keyMu sync.Mutex
-	keys  map[string]*keyLock // per node key, so Creates and Terminates of one key take turns
+	keys keylock.Locks // per node key, so Creates and Terminates of one key take turns
 
 	ticks atomic.Int64 // squeues of the watch that answered (tests wait on it)
 
@@ -127,11 +127,6 @@ type node struct {
 	// the node already had (an engine restart) are watched too.
 	watching map[string]bool
 	adopted  bool
-}
-
-type keyLock struct {
-	mu   sync.Mutex
-	refs int
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -172,7 +167,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger.Named("slurm"), sh: sh, events: make(chan driver.Event, 256),
-		ctx: wctx, cancel: cancel, keys: map[string]*keyLock{}, nodes: map[string]*node{}, hosts: map[string]string{},
+		ctx: wctx, cancel: cancel, nodes: map[string]*node{}, hosts: map[string]string{},
 	}
 	if d.cfg.Workdir == "" {
 		home, err := d.command(ctx, "sh", "-c", `printf %s "$HOME"`)
@@ -208,25 +203,7 @@ func (d *Driver) Close() error {
 // jobName is the Slurm job name of a node.
 func (d *Driver) jobName(key string) string { return d.cfg.EngineID + "/" + key }
 
-func (d *Driver) lockKey(key string) func() {
-	d.keyMu.Lock()
-	l := d.keys[key]
-	if l == nil {
-		l = &keyLock{}
-		d.keys[key] = l
-	}
-	l.refs++
-	d.keyMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		d.keyMu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(d.keys, key)
-		}
-		d.keyMu.Unlock()
-	}
-}
+func (d *Driver) lockKey(key string) func() { return d.keys.Lock(key) }
 
 // Create submits the node's job unless a job of that name exists; see the package doc.
 func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeInfo, error) {
