@@ -46,6 +46,12 @@ output "gpu_box_size" {
   value = "${mlcompute_attached_compute.gpu_box.vcpus} vCPUs, ${mlcompute_attached_compute.gpu_box.memory_gb} GiB"
 }
 
+variable "team_a_kubeconfig" {
+  description = "The content of a kubeconfig for the team's cluster, e.g. TF_VAR_team_a_kubeconfig=\"$(cat ~/.kube/mlcompute-team-a.yaml)\"."
+  type        = string
+  sensitive   = true
+}
+
 # A Kubernetes cluster the team already runs (AKS, Arc-enabled, on premises). Jobs on it
 # run as pods of an instance type, one per rank, deleted when the job ends:
 #   mlcompute job submit --workspace team-a --compute k8s --instance-type gpu --instance-count 2 -- python train.py
@@ -54,7 +60,7 @@ resource "mlcompute_attached_compute" "k8s" {
   workspace_id = mlcompute_workspace.example.id
 
   kubernetes = {
-    kubeconfig = file("~/.kube/mlcompute-team-a.yaml")
+    kubeconfig = var.team_a_kubeconfig
     namespace  = "team-a"
     image      = "registry.example.com/ml/train:2024.06"
 
