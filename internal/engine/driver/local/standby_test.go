@@ -70,10 +70,7 @@ func TestAssignedStandbyAgentNamesItsNodeInItsCommandLine(t *testing.T) {
 	d := newDriver(t, "")
 	create(t, d, "n1", "ws/c")
 	pid := standbyPid(t, d)
-	before, err := proc.Cmdline(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := waitCmdline(t, pid)
 	if !strings.Contains(strings.Join(before, " "), nodeagent.StandbyDir) {
 		t.Fatalf("a waiting standby agent's command line %q does not name the standby dir", before)
 	}
@@ -145,5 +142,25 @@ func TestCloseDuringTheStandbyDelayStartsNoAgent(t *testing.T) {
 	defer d.mu.Unlock()
 	if d.standby != nil || d.preparing {
 		t.Fatalf("after Close: standby %v, preparing %v", d.standby != nil, d.preparing)
+	}
+}
+
+// waitCmdline returns pid's command line once it has one: a process just started by the
+// driver shows an empty one until its exec completes (a real process; bounded).
+func waitCmdline(t *testing.T, pid int) []string {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		args, err := proc.Cmdline(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(args) > 0 {
+			return args
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d shows no command line after %s", pid, waitLimit)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
