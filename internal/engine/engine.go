@@ -32,6 +32,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -90,6 +91,7 @@ type Engine struct {
 	driver driver.Driver
 
 	loop       *runtime.Loop
+	nodes      *lifecycle.Nodes
 	core       *computes.Core
 	workspaces *workspaces.Controller
 	clusters   *clusters.Controller
@@ -127,8 +129,9 @@ func New(cfg Config) (*Engine, error) {
 		manual: cfg.Manual, driver: cfg.Driver, minIdleShutdown: cfg.MinIdleShutdown,
 	}
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
+	e.nodes = lifecycle.New(lifecycle.Config{Clock: cfg.Clock, Logger: log, Loop: e.loop})
 	core, err := computes.New(computes.Config{
-		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots,
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Nodes: e.nodes,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
 		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
 	})
@@ -153,6 +156,7 @@ func New(cfg Config) (*Engine, error) {
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),
 		Quota:       core.QuotaIndex(),
+		Nodes:       e.nodes,
 	})
 	if err := e.endpoints.LoadQuotaIndex(); err != nil {
 		return nil, fmt.Errorf("indexing endpoints' quota: %w", err)
@@ -179,15 +183,15 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.driver = e.attached.WrapDriver(ctx, e.driver)
 	e.watchDriver()
+	e.nodes.Start(e.driver)
 	e.core.Start(ctx, e.driver)
 	e.endpoints.Start(ctx, e.driver)
 	if err := e.pruneIdempotency(); err != nil {
 		return err
 	}
-	if err := e.core.Recover(ctx, e.endpoints.NodeIDs()); err != nil {
+	if err := e.nodes.Recover(ctx, e.core, e.endpoints); err != nil {
 		return fmt.Errorf("recovering after restart: %w", err)
 	}
-	e.endpoints.Recover(ctx)
 	e.loop.Go(e.envs.Collect)
 	if !e.manual {
 		go e.loop.Run(ctx)
@@ -211,21 +215,6 @@ func (e *Engine) pruneIdempotency() error {
 		e.log.Info("pruned old idempotency keys", "count", pruned, "older_than", model.IdempotencyTTL)
 	}
 	return nil
-}
-
-// onEvent routes one driver event to the controller it concerns.
-func (e *Engine) onEvent(ctx context.Context, ev driver.Event) {
-	if e.endpoints.HandleEvent(ctx, ev) {
-		return
-	}
-	switch ev.Kind {
-	case driver.TaskExited:
-		e.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
-	case driver.NodeGone:
-		e.core.NodeGone(ev.NodeKey, ev.Reason)
-	case driver.NodeReady:
-		e.core.NodeReady(ev.NodeKey)
-	}
 }
 
 // onTaskExit routes a task's end to the instance's setup or to the job.

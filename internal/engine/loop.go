@@ -20,7 +20,7 @@ func (e *Engine) watchDriver() {
 	} else {
 		events = []<-chan driver.Event{e.driver.Events()}
 	}
-	e.loop.Watch(events, e.onEvent)
+	e.loop.Watch(events, e.nodes.HandleEvent)
 }
 
 // onTimer runs a probe when a probe timer fires, and reconciles the timer's object otherwise.

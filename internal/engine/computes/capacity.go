@@ -123,7 +123,7 @@ func (c *Core) preemptLocked(tx *store.Tx, v model.Node, now time.Time, out *adm
 // act carries out an admission after its commit.
 func (c *Core) act(a admission) {
 	for _, w := range a.create {
-		c.loop.Go(func() { c.createNode(c.ctx, w.node, w.size, w.pod) })
+		c.createNode(c.ctx, w.node, w.size, w.pod)
 	}
 	for _, k := range a.kills {
 		c.loop.Go(func() { _ = c.drv.KillTask(c.ctx, k.Node, k.Task) })
@@ -136,7 +136,9 @@ func (c *Core) act(a admission) {
 // preemptNode terminates a preempted node once; when the driver confirms, the node stops
 // holding capacity and waits for it again.
 func (c *Core) preemptNode(n model.Node) {
-	c.terminateOnce(c.ctx, n, "preempting", func() error {
+	c.nodes.Release(c.ctx, n.ID, nodeRetryTimer(n), func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		return c.updateNode(n.Key(), func(cur *model.Node) bool {
 			cur.Admitted, cur.Preempting = false, false
 			return true

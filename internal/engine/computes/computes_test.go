@@ -211,7 +211,7 @@ func TestRecoverAdoptsReleasesAndRestarts(t *testing.T) {
 	put(model.Node{ID: "a-dead", Compute: "lab/a", State: api.NodeIdle, Admitted: true, IdleSince: computestest.Start})
 	put(model.Node{ID: "a-new", Compute: "lab/a", State: api.NodePreparing, Admitted: true, CreatedOn: computestest.Start})
 	env.Driver.ResetCalls()
-	if err := env.Core.Recover(ctx, nil); err != nil {
+	if err := env.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
 	env.Settle()

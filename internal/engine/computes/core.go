@@ -1,9 +1,10 @@
 // Package computes is the core every compute controller shares (clusters, instances,
-// attached machines and jobs, in package controllers/...): the node lifecycle (create a
-// node under a key persisted first, wait for it to be ready, release it and confirm it
-// gone), capacity admission and preemption, job tasks (start, kill, free their nodes), the
-// quota check over the quota index, and the part of a compute's pass that is the same for
-// every kind (a delete in progress, releases to retry, capacity to hand out). The
+// attached machines and jobs, in package controllers/...): the computes' side of the node
+// lifecycle (package lifecycle creates, readies, releases and recovers every node; the core
+// keeps the node records, commits each outcome and backs off creation after failures),
+// capacity admission and preemption, job tasks (start, kill, free their nodes), the quota
+// check over the quota index, and the part of a compute's pass that is the same for every
+// kind (a delete in progress, releases to retry, capacity to hand out). The
 // kind-specific decisions come from each controller's Pass, which the engine registers.
 //
 // Controllers do not embed the core: each names the small interfaces it uses (Records,
@@ -14,7 +15,7 @@
 // Every pass reads the store, decides, commits, and only then acts; slow work (driver
 // calls) goes through the work loop's Go, so a slow node never blocks another compute.
 // Files: core.go (the core, its interfaces, compute records), computes.go (reads, quota,
-// deletes), pass.go (one pass), nodes.go (the node lifecycle), capacity.go (admission and
+// deletes), pass.go (one pass), nodes.go (node records and their events), capacity.go (admission and
 // preemption), tasks.go and environments.go (jobs' tasks), recovery.go (after a restart).
 package computes
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -49,6 +51,9 @@ type Config struct {
 	CapacityVCPUs int64
 	// NewID makes node IDs ("<prefix>-<unique>").
 	NewID func(prefix string) string
+	// Nodes is the engine's node lifecycle, which creates and releases the computes' nodes
+	// and routes the driver's events about them back (HandleNodeEvent).
+	Nodes *lifecycle.Nodes
 	// OnTaskExit applies a task's end (a job's rank or a setup script); Recover calls it for
 	// tasks that ended while the engine was down.
 	OnTaskExit func(ctx context.Context, node, task string, code int)
@@ -73,6 +78,7 @@ type Core struct {
 	// quota sums the vCPUs computes hold per workspace and family (changed only in turn,
 	// under mu).
 	quota *model.QuotaIndex
+	nodes *lifecycle.Nodes
 	// drv and ctx are set by Start.
 	drv driver.Driver
 	ctx context.Context
@@ -87,10 +93,9 @@ type Core struct {
 	// consistent store and quota index; bbolt already serialises the commits themselves.
 	// The fields below it are guarded by it.
 	mu        sync.Mutex
-	backoff   map[string]backoff // compute key -> no node creation before
-	releasing map[string]bool    // node keys with a Terminate in flight
-	committed []func()           // what the current write does once committed
-	undo      []func()           // what the current write undoes if it does not commit
+	backoff   map[string]createBackoff // compute key -> no node creation before
+	committed []func()                 // what the current write does once committed
+	undo      []func()                 // what the current write undoes if it does not commit
 }
 
 // The small interfaces the controllers use of the core.
@@ -147,7 +152,7 @@ func New(cfg Config) (*Core, error) {
 		snapshots: cfg.Snapshots, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
 		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
 		onTaskExit: cfg.OnTaskExit, onTaskNotStarted: cfg.OnTaskNotStarted,
-		backoff: map[string]backoff{}, releasing: map[string]bool{}, passes: map[string]Pass{},
+		nodes: cfg.Nodes, backoff: map[string]createBackoff{}, passes: map[string]Pass{},
 	}
 	if err := c.loadQuotaIndex(); err != nil {
 		return nil, err

@@ -9,33 +9,32 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/backoff"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// The node lifecycle: create a node under a key persisted first, wait for it to be ready,
-// release it and confirm it gone, and apply what the driver reports (a node ready, a node
-// lost); creation backs off after failures.
+// The computes' side of the node lifecycle (package lifecycle runs it): a pass commits a
+// node's record before the node is created, the outcome and the driver's events (a node
+// ready, a node lost, a task's end) are committed, and released nodes' records go once the
+// driver confirms them gone; creation backs off after failures.
 
-// backoff holds back a compute's node creation after failures: RetryAfter after the first,
-// doubling with each failure in a row up to maxCreateBackoff, and at least a minute after a
-// permanent refusal (a setting to fix), so a refusing cluster manager is not asked again and
-// again. A node that starts, or an update of the compute, ends it.
-type backoff struct {
+// createBackoff holds back a compute's node creation after failures (rules/backoff:
+// RetryAfter after the first, doubling, and at least a minute after a permanent refusal, a
+// setting to fix). A node that starts, or an update of the compute, ends it.
+type createBackoff struct {
 	until time.Time
 	delay time.Duration
 }
 
-// maxCreateBackoff caps the wait between node creations that keep failing.
-const maxCreateBackoff = 5 * time.Minute
-
-// nextBackoff is the back-off after one more failure.
-func nextBackoff(prev backoff, permanent bool, now time.Time) backoff {
-	delay := min(max(2*prev.delay, runtime.RetryAfter), maxCreateBackoff)
+// nextCreateBackoff is the back-off after one more failure.
+func nextCreateBackoff(prev createBackoff, permanent bool, now time.Time) createBackoff {
+	floor := time.Duration(0)
 	if permanent {
-		delay = max(delay, time.Minute)
+		floor = time.Minute
 	}
-	return backoff{until: now.Add(delay), delay: delay}
+	delay := backoff.Next(prev.delay, runtime.RetryAfter, floor)
+	return createBackoff{until: now.Add(delay), delay: delay}
 }
 
 // NewNode is the record of a node a pass creates: preparing until admission gives it
@@ -60,12 +59,13 @@ func NodeIdleTimer(n model.Node) runtime.Timer {
 	return runtime.Timer{Kind: runtime.NodeIdle, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}
 }
 
-// createNode asks the driver for a committed node and records the outcome.
+// createNode asks the lifecycle for a committed node; createdNode records the outcome.
 func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size, pod *driver.PodShape) {
-	info, err := c.drv.Create(ctx, driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, Pod: pod})
-	if ctx.Err() != nil {
-		return
-	}
+	spec := driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, Pod: pod}
+	c.nodes.Create(ctx, c, spec, func(info driver.NodeInfo, err error) { c.createdNode(n, info, err) })
+}
+
+func (c *Core) createdNode(n model.Node, info driver.NodeInfo, err error) {
 	if err != nil {
 		c.log.Error("node failed to start", "node", n.Key(), "error", err)
 	}
@@ -73,7 +73,7 @@ func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size, 
 	_ = c.Write(func(tx *store.Tx) error {
 		now = c.clock.Now().UTC()
 		if err != nil {
-			c.backoff[n.Compute] = nextBackoff(c.backoff[n.Compute], driver.IsPermanent(err), now)
+			c.backoff[n.Compute] = nextCreateBackoff(c.backoff[n.Compute], driver.IsPermanent(err), now)
 		} else {
 			delete(c.backoff, n.Compute)
 		}
@@ -140,9 +140,12 @@ func (c *Core) NodeReady(id string) {
 }
 
 // releaseNode terminates a node the store already marks released, once, and deletes its
-// record when the driver confirms it is gone.
+// record when the driver confirms it is gone. When either fails, the node keeps its mark:
+// every pass releases marked nodes again, and a retry timer brings the next pass.
 func (c *Core) releaseNode(ctx context.Context, n model.Node) {
-	c.terminateOnce(ctx, n, "releasing", func() error {
+	c.nodes.Release(ctx, n.ID, nodeRetryTimer(n), func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		c.loop.RemoveTimer(NodeIdleTimer(n))
 		return c.store.Update(func(tx *store.Tx) error { return tx.Delete(store.Nodes, n.Key()) })
 	}, func() {
@@ -158,32 +161,35 @@ func (c *Core) releaseNode(ctx context.Context, n model.Node) {
 	})
 }
 
-// terminateOnce asks the driver to terminate a node, one call at a time per node. When the
-// driver confirms, gone records it (under c.mu) and then after runs. On failure the node
-// keeps its mark in the store (released or preempting): every pass terminates marked nodes
-// again, and a back-off timer brings the next pass. Callers hold c.mu.
-func (c *Core) terminateOnce(ctx context.Context, n model.Node, doing string, gone func() error, after func()) {
-	if c.releasing[n.Key()] {
-		return
+// nodeRetryTimer brings a compute's next pass after releasing one of its nodes failed.
+func nodeRetryTimer(n model.Node) runtime.Timer {
+	return runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}
+}
+
+// HandleNodeEvent applies a driver event about a compute's node (lifecycle.Owner).
+func (c *Core) HandleNodeEvent(ctx context.Context, ev driver.Event) {
+	switch ev.Kind {
+	case driver.TaskExited:
+		c.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
+	case driver.NodeGone:
+		c.NodeGone(ev.NodeKey, ev.Reason)
+	case driver.NodeReady:
+		c.NodeReady(ev.NodeKey)
 	}
-	c.releasing[n.Key()] = true
-	c.loop.Go(func() {
-		err := c.drv.Terminate(ctx, n.ID)
-		c.mu.Lock()
-		delete(c.releasing, n.Key())
-		if err == nil {
-			err = gone()
+}
+
+// NodeKeys lists the driver keys of every node the store records, for the lifecycle to
+// route their events from the engine's start on.
+func (c *Core) NodeKeys() ([]string, error) {
+	var keys []string
+	err := c.store.View(func(tx *store.Tx) error {
+		nodes, err := store.List[model.Node](tx, store.Nodes, "")
+		for _, n := range nodes {
+			keys = append(keys, n.ID)
 		}
-		c.mu.Unlock()
-		if err != nil {
-			if ctx.Err() == nil {
-				c.log.Error(doing+" node failed; will retry", "node", n.Key(), "error", err)
-				c.loop.SetTimer(runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}, c.clock.Now().Add(runtime.RetryAfter))
-			}
-			return
-		}
-		after()
+		return err
 	})
+	return keys, err
 }
 
 // updateNode applies f to a stored node and commits when f reports a change. Callers hold c.mu.

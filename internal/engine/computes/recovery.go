@@ -12,12 +12,11 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// Recover runs once at start: nodes the store records are adopted when alive, restarted
-// when they were still being created, and marked unusable when dead; nodes the driver has
-// that the store does not know are released; jobs are resumed or finished from what the
-// nodes recorded. otherNodes are live driver nodes that other controllers own (endpoint
-// instances), so they are not taken for orphans.
-func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
+// Recover runs once at start, after the lifecycle registered the nodes the store records
+// (NodeKeys): they are adopted when alive, created again when they were still being
+// created, and marked unusable when dead; jobs are resumed or finished from what the nodes
+// recorded. The engine then has the lifecycle release the nodes no controller records.
+func (c *Core) Recover(ctx context.Context) error {
 	var nodes []model.Node
 	var computes []model.Compute
 	err := c.store.View(func(tx *store.Tx) error {
@@ -31,9 +30,7 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 	if err != nil {
 		return err
 	}
-	known := map[string]bool{}
 	for _, n := range nodes {
-		known[n.ID] = true
 		if !n.Admitted {
 			continue // waiting for capacity: no driver node exists
 		}
@@ -50,12 +47,12 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 			// describes every node the store holds, created or not).
 			rec := computeOf(computes, n.Compute)
 			size, _ := catalog.Lookup(rec.VMSize)
-			c.loop.Go(func() { c.createNode(ctx, n, size, PodShape(rec)) })
+			c.createNode(ctx, n, size, PodShape(rec))
 			continue
 		}
-		_, err := c.drv.Describe(ctx, n.ID)
+		gone, err := c.nodes.Adopt(ctx, n.ID)
 		switch {
-		case driver.IsNotFound(err):
+		case gone:
 			c.NodeGone(n.ID, "the node was gone when the engine started again")
 		case err != nil:
 			return fmt.Errorf("describing node %s: %w", n.ID, err)
@@ -64,30 +61,15 @@ func (c *Core) Recover(ctx context.Context, otherNodes []string) error {
 			// (nor the other nodes). A driver whose machines may be unreachable delivers the
 			// exit itself once they answer (the ssh driver watches the tasks the store records).
 			c.loop.Go(func() {
-				st, err := c.drv.TaskStatus(ctx, n.ID, n.Task)
+				st, err := c.nodes.Task(ctx, n.ID, n.Task)
 				switch {
-				case err == nil && !st.Running:
+				case err != nil, st.Running:
+				case st.NeverStarted:
+					if c.onTaskNotStarted != nil {
+						c.onTaskNotStarted(n.ID, n.Task)
+					}
+				default:
 					c.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
-				case driver.IsNotFound(err) && c.onTaskNotStarted != nil:
-					c.onTaskNotStarted(n.ID, n.Task)
-				}
-			})
-		}
-	}
-	for _, id := range otherNodes {
-		known[id] = true
-	}
-	orphans, err := c.drv.List(ctx, "")
-	if err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
-	}
-	for _, o := range orphans {
-		if !known[o.Key] {
-			// Each in the background: a cluster manager may take seconds per allocation.
-			c.log.Warn("releasing orphaned node", "node", o.Key, "owner", o.Owner)
-			c.loop.Go(func() {
-				if err := c.drv.Terminate(ctx, o.Key); err != nil {
-					c.log.Error("releasing orphaned node failed", "node", o.Key, "error", err)
 				}
 			})
 		}

@@ -10,10 +10,10 @@
 // and the node lifecycle calls
 //
 //   - NodeCreated(compute key, now - node.CreatedOn) where a preparing node becomes idle:
-//     computes.Core.createNode when the driver returns a ready node, and
+//     computes.Core.createdNode when the driver returns a ready node, and
 //     computes.Core.NodeReady on a NodeReady event;
 //   - NodeReleased(compute key, now - release decision) where the driver confirms a released
-//     node gone (the callback that computes.Core.releaseNode gives terminateOnce); the node
+//     node gone (the callback that computes.Core.releaseNode gives lifecycle.Release); the node
 //     record needs the time it was marked Released;
 //   - IdleReleaseLateness(now - (node.IdleSince + scale_down_nodes_after_idle_duration))
 //     for each node the cluster rule releases for idleness (plan.Release in

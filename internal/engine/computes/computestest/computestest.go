@@ -19,6 +19,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -37,13 +38,14 @@ type Options struct {
 
 // Env is a compute core on a manual loop and a fake driver.
 type Env struct {
-	t       testing.TB
-	Store   *store.Store
-	Clock   *clocktesting.FakeClock
-	Loop    *runtime.Loop
-	Driver  *fake.Driver
-	Core    *computes.Core
-	DataDir string
+	t         testing.TB
+	Store     *store.Store
+	Clock     *clocktesting.FakeClock
+	Loop      *runtime.Loop
+	Driver    *fake.Driver
+	Lifecycle *lifecycle.Nodes
+	Core      *computes.Core
+	DataDir   string
 	// OnTaskExit applies a task's end (a driver event, or one Recover finds); a test sets
 	// it to its controller's (jobs' TaskExited, instances' SetupExited). Nil drops it.
 	OnTaskExit func(ctx context.Context, node, task string, code int)
@@ -63,9 +65,10 @@ func New(t testing.TB, opts Options) *Env {
 	e.Driver = fake.NewWithOptions(e.Clock, opts.Fake)
 	t.Cleanup(func() { _ = e.Driver.Close() })
 	e.Loop = runtime.New(runtime.Config{Clock: e.Clock, Manual: true})
+	e.Lifecycle = lifecycle.New(lifecycle.Config{Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop})
 	var seq int
 	e.Core, err = computes.New(computes.Config{
-		Store: st, Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop, DataDir: dir,
+		Store: st, Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop, DataDir: dir, Nodes: e.Lifecycle,
 		CapacityVCPUs: opts.CapacityVCPUs,
 		NewID:         func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
 		OnTaskExit:    e.taskExited,
@@ -74,26 +77,18 @@ func New(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	e.Loop.Handle(runtime.Compute, e.Core.Reconcile)
-	e.Loop.Watch([]<-chan driver.Event{e.Driver.Events()}, e.onEvent)
+	e.Loop.Watch([]<-chan driver.Event{e.Driver.Events()}, e.Lifecycle.HandleEvent)
+	e.Lifecycle.Start(e.Driver)
 	e.Core.Start(context.Background(), e.Driver)
 	return e
 }
 
+// Recover finds the nodes again as the engine does after a restart (lifecycle.Recover).
+func (e *Env) Recover(ctx context.Context) error { return e.Lifecycle.Recover(ctx, e.Core) }
+
 func (e *Env) taskExited(ctx context.Context, node, task string, code int) {
 	if e.OnTaskExit != nil {
 		e.OnTaskExit(ctx, node, task, code)
-	}
-}
-
-// onEvent applies a driver event as the engine does.
-func (e *Env) onEvent(ctx context.Context, ev driver.Event) {
-	switch ev.Kind {
-	case driver.TaskExited:
-		e.taskExited(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
-	case driver.NodeGone:
-		e.Core.NodeGone(ev.NodeKey, ev.Reason)
-	case driver.NodeReady:
-		e.Core.NodeReady(ev.NodeKey)
 	}
 }
 

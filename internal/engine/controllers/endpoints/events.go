@@ -14,22 +14,19 @@ import (
 // Endpoint instances and the world outside the engine: driver events about their
 // processes and nodes, and adoption after an engine restart.
 
-// endpointEvent applies a driver event about an endpoint instance's node; false when the
-// node is not an endpoint instance.
-func (c *Controller) HandleEvent(ctx context.Context, ev driver.Event) bool {
+// HandleNodeEvent applies a driver event about an endpoint instance's node
+// (lifecycle.Owner).
+func (c *Controller) HandleNodeEvent(ctx context.Context, ev driver.Event) {
 	c.mu.Lock()
 	key, ok := c.nodes[ev.NodeKey]
 	c.mu.Unlock()
 	if !ok {
-		return false
-	}
-	if ev.Kind == driver.NodeReady || ev.Kind == driver.NodeGone {
-		c.nodeReadyOrGone(ev.NodeKey)
+		return // terminated meanwhile
 	}
 	if ev.Kind == driver.NodeReady {
 		// A node that came up after its Create: the start waiting for it goes on.
 		c.kick(key)
-		return true
+		return
 	}
 	why := "its node was lost"
 	if ev.Kind == driver.TaskExited {
@@ -54,7 +51,6 @@ func (c *Controller) HandleEvent(ctx context.Context, ev driver.Event) bool {
 	})
 	c.mu.Unlock()
 	c.kick(key)
-	return true
 }
 
 func tail(s string, n int) string {
@@ -65,11 +61,11 @@ func tail(s string, n int) string {
 	return s
 }
 
-// endpointNodeIDs lists the nodes endpoint instances hold, so recovery does not take them
-// for orphans.
-func (c *Controller) NodeIDs() []string {
+// NodeKeys lists the nodes endpoint instances hold, for the lifecycle to route their events
+// from the engine's start on (and not take them for orphans).
+func (c *Controller) NodeKeys() ([]string, error) {
 	var ids []string
-	_ = c.store.View(func(tx *store.Tx) error {
+	err := c.store.View(func(tx *store.Tx) error {
 		recs, err := store.List[model.Endpoint](tx, store.Endpoints, "")
 		for _, rec := range recs {
 			for _, in := range rec.Instances {
@@ -78,7 +74,7 @@ func (c *Controller) NodeIDs() []string {
 		}
 		return err
 	})
-	return ids
+	return ids, err
 }
 
 // recoverEndpoints adopts the instances a previous run left: a live process keeps its state
@@ -86,13 +82,16 @@ func (c *Controller) NodeIDs() []string {
 // Start returns, because the stored state still says Succeeded: a scoring request that
 // arrives before the first pass must reach the adopted instances, not find no endpoint.
 // Then every endpoint gets a pass.
-func (c *Controller) Recover(ctx context.Context) {
+func (c *Controller) Recover(ctx context.Context) error {
 	var recs []model.Endpoint
-	_ = c.store.View(func(tx *store.Tx) error {
+	err := c.store.View(func(tx *store.Tx) error {
 		var err error
 		recs, err = store.List[model.Endpoint](tx, store.Endpoints, "")
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("reading online endpoints: %w", err)
+	}
 	for _, rec := range recs {
 		for _, in := range rec.Instances {
 			c.mu.Lock()
@@ -102,8 +101,8 @@ func (c *Controller) Recover(ctx context.Context) {
 				continue // the pass terminates, starts or restarts it
 			}
 			alive := false
-			if _, err := c.driver.Describe(ctx, in.ID); err == nil {
-				st, err := c.driver.TaskStatus(ctx, in.ID, in.Task)
+			if gone, err := c.lifecycle.Adopt(ctx, in.ID); err == nil && !gone {
+				st, err := c.lifecycle.Task(ctx, in.ID, in.Task)
 				alive = err == nil && st.Running
 			}
 			c.mu.Lock()
@@ -124,4 +123,5 @@ func (c *Controller) Recover(ctx context.Context) {
 		c.mu.Unlock()
 		c.kick(rec.Key())
 	}
+	return nil
 }

@@ -21,8 +21,10 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/backoff"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -35,8 +37,8 @@ import (
 //   - An instance takes traffic once its readiness probe passed success_threshold times in
 //     a row, and stops taking it after failure_threshold failures in a row.
 //   - failure_threshold liveness failures in a row, or the process exiting, restart the
-//     process on its node after a back-off (1 s doubling per consecutive failure, at most
-//     5 minutes); a lost node is created again under the same key.
+//     process on its node after a back-off (1 s doubling per consecutive failed start, at
+//     most 5 minutes: rules/backoff); a lost node is created again under the same key.
 //   - A process that never becomes ready within initial_delay + period * failure_threshold
 //     counts as a failed start. failedStartsBeforeError failed starts in a row set the
 //     deployment's Error, so the endpoint reads Failed; starts go on with the back-off, and
@@ -54,8 +56,9 @@ import (
 // failedStartsBeforeError is how many failed starts in a row mark a deployment failed.
 const failedStartsBeforeError = 3
 
-// maxRestartBackoff caps the wait before a failed instance starts again.
-const maxRestartBackoff = 5 * time.Minute
+// restartBackoffBase is the wait before a failed instance starts again, doubled for each
+// failed start in a row (rules/backoff).
+const restartBackoffBase = time.Second
 
 // drainGrace is added to the request timeout before a draining instance is terminated.
 const drainGrace = time.Second
@@ -84,6 +87,9 @@ type Config struct {
 	Quota *model.QuotaIndex
 	// Metrics receives the autoscaler's measures; nil records nothing.
 	Metrics Metrics
+	// Nodes is the engine's node lifecycle, which creates and releases the instances' nodes
+	// and routes the driver's events about them back (HandleNodeEvent).
+	Nodes *lifecycle.Nodes
 }
 
 // Controller runs online endpoints: it reconciles each endpoint's instances against its
@@ -97,6 +103,7 @@ type Controller struct {
 	snapshots model.SnapshotStore
 	newID     func(prefix string) string
 	envCache  string
+	lifecycle *lifecycle.Nodes
 	// driver and ctx are set by Start.
 	driver driver.Driver
 	ctx    context.Context
@@ -107,14 +114,9 @@ type Controller struct {
 	probe  atomic.Pointer[Prober]
 
 	// mu serialises the endpoints' read-check-write sequences and guards the maps below.
-	mu       sync.Mutex
-	nodes    map[string]string // instance ID -> endpoint key
-	probes   map[string]*probeState
-	starting map[string]bool
-	// unready holds the instances whose node Create returned not ready (a pod still being
-	// scheduled, a queued Slurm allocation): their start goes on at the node's NodeReady.
-	unready     map[string]bool
-	terminating map[string]bool
+	mu     sync.Mutex
+	nodes  map[string]string // instance ID -> endpoint key
+	probes map[string]*probeState
 	// kills are processes of failed instances, killed once the failure is committed.
 	kills [][2]string
 	// scalers are the autoscaled deployments' autoscalers (autoscale.go).
@@ -136,15 +138,13 @@ func New(cfg Config) *Controller {
 	c := &Controller{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("endpoints"), loop: cfg.Loop,
 		snapshots: cfg.Snapshots, newID: cfg.NewID, envCache: cfg.EnvCacheDir, ctx: context.Background(),
-		nodes:       map[string]string{},
-		probes:      map[string]*probeState{},
-		starting:    map[string]bool{},
-		unready:     map[string]bool{},
-		terminating: map[string]bool{},
-		scalers:     map[string]*scaler{},
-		coldStarts:  map[string]coldStart{},
-		quota:       cfg.Quota,
-		metrics:     cfg.Metrics,
+		lifecycle:  cfg.Nodes,
+		nodes:      map[string]string{},
+		probes:     map[string]*probeState{},
+		scalers:    map[string]*scaler{},
+		coldStarts: map[string]coldStart{},
+		quota:      cfg.Quota,
+		metrics:    cfg.Metrics,
 	}
 	c.router = router.New(router.Options{Logger: cfg.Logger, Clock: clockWithAfterFunc(cfg.Clock)})
 	c.probe.Store(ptr(Prober(httpProbe)))
@@ -232,20 +232,15 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 			c.loop.Deleted(runtime.EndpointKey(key))
 		}
 	}
+	// The lifecycle starts each node once (a node being created, or waiting for the driver
+	// to report it ready, is left alone) and releases it once its start is done: the
+	// start kicks the endpoint, and the next pass terminates the node it made.
 	for _, in := range toStart {
 		c.nodes[in.ID] = key
-		if !c.starting[in.ID] && !c.unready[in.ID] {
-			c.starting[in.ID] = true
-			c.loop.Go(func() { c.startInstance(ctx, key, rec, in) })
-		}
+		c.startInstance(ctx, key, rec, in)
 	}
 	for _, in := range toTerminate {
-		// A start in flight finishes first; it kicks the endpoint, and the next pass
-		// terminates the node it made.
-		if !c.starting[in.ID] && !c.terminating[in.ID] {
-			c.terminating[in.ID] = true
-			c.loop.Go(func() { c.terminateInstance(ctx, key, in) })
-		}
+		c.terminateInstance(ctx, key, in)
 	}
 }
 
@@ -390,23 +385,27 @@ func (c *Controller) freePort(taken []model.EndpointInstance) int {
 	return 0
 }
 
-// startInstance creates the instance's node (idempotent under its key) and starts its
-// current process, then schedules its probes.
+// startInstance has the lifecycle create the instance's node (idempotent under its key),
+// then starts its current process and schedules its probes. A node created not ready (a
+// pod being scheduled, a queued Slurm allocation) waits: the driver's NodeReady kicks the
+// endpoint, and the next pass starts it again.
 func (c *Controller) startInstance(ctx context.Context, key string, rec model.Endpoint, in model.EndpointInstance) {
-	spec := in.Process
-	size, _ := catalog.Lookup(spec.InstanceType)
+	size, _ := catalog.Lookup(in.Process.InstanceType)
 	began := c.clock.Now()
-	info, err := c.driver.Create(ctx, driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB})
-	if err == nil && !info.Ready {
-		// The start goes on when the driver reports the node ready (HandleEvent), not
-		// here: a start must not hold the work loop's slow work while a node is queued.
-		c.mu.Lock()
-		delete(c.starting, in.ID)
-		c.unready[in.ID] = true
-		c.mu.Unlock()
-		c.log.Debug("instance waits for its node", "endpoint", key, "instance", in.ID, "reason", info.Reason)
-		return
-	}
+	spec := driver.NodeSpec{Key: in.ID, Owner: api.EndpointID(rec.Workspace, rec.Name), VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB}
+	c.lifecycle.Create(ctx, c, spec, func(info driver.NodeInfo, err error) {
+		if err == nil && !info.Ready {
+			c.log.Debug("instance waits for its node", "endpoint", key, "instance", in.ID, "reason", info.Reason)
+			return
+		}
+		c.startProcess(ctx, key, in, info, err, began)
+	})
+}
+
+// startProcess starts an instance's process on its new node (or records why the node could
+// not be made) and schedules its probes.
+func (c *Controller) startProcess(ctx context.Context, key string, in model.EndpointInstance, info driver.NodeInfo, err error, began time.Time) {
+	spec := in.Process
 	nodeUp := c.clock.Now()
 	if err == nil {
 		env := maps.Clone(spec.EnvironmentVariables)
@@ -424,7 +423,6 @@ func (c *Controller) startInstance(ctx context.Context, key string, rec model.En
 		return
 	}
 	c.mu.Lock()
-	delete(c.starting, in.ID)
 	now := c.clock.Now().UTC()
 	_ = c.updateEndpointInstance(key, in.ID, func(rec *model.Endpoint, cur *model.EndpointInstance) {
 		if cur.Task != in.Task || cur.Terminating || cur.State != api.EndpointInstanceStarting {
@@ -447,20 +445,12 @@ func (c *Controller) startInstance(ctx context.Context, key string, rec model.En
 	})
 	c.mu.Unlock()
 	if err == nil {
-		// An exit before the start was recorded was ignored by endpointEvent: look now.
+		// An exit before the start was recorded was ignored by HandleNodeEvent: look now.
 		if st, serr := c.driver.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
-			c.HandleEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
+			c.HandleNodeEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
 		}
 	}
 	c.kick(key)
-}
-
-// nodeReadyOrGone ends an instance's wait for its node: its start goes on at the next pass
-// (NodeReady), or its failure is handled as any lost node's (NodeGone).
-func (c *Controller) nodeReadyOrGone(nodeKey string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.unready, nodeKey)
 }
 
 // processCommand is the command of an instance's process: with an environment, one
@@ -481,11 +471,8 @@ func (c *Controller) instanceFailed(rec *model.Endpoint, in *model.EndpointInsta
 	if !in.EverReady {
 		in.Failures++
 	}
-	backoff := time.Second << min(in.Failures, 9)
-	if backoff > maxRestartBackoff {
-		backoff = maxRestartBackoff
-	}
-	in.State, in.RestartAt = api.EndpointInstanceFailed, now.Add(backoff)
+	wait := backoff.After(in.Failures, restartBackoffBase)
+	in.State, in.RestartAt = api.EndpointInstanceFailed, now.Add(wait)
 	delete(c.probes, in.ID)
 	c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
 	c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
@@ -499,7 +486,7 @@ func (c *Controller) instanceFailed(rec *model.Endpoint, in *model.EndpointInsta
 		d.StartError = fmt.Sprintf("instance %s: %s", in.ID, why)
 		rec.Deployments[in.Deployment] = d
 	}
-	c.log.Warn("endpoint instance failed; restarting", "endpoint", rec.Key(), "instance", in.ID, "reason", why, "restart_in", backoff)
+	c.log.Warn("endpoint instance failed; restarting", "endpoint", rec.Key(), "instance", in.ID, "reason", why, "restart_in", wait)
 	// Killed after the commit, by updateEndpointInstance.
 	c.kills = append(c.kills, [2]string{in.ID, in.Task})
 }
@@ -543,13 +530,13 @@ func (c *Controller) updateEndpointInstance(key, id string, f func(*model.Endpoi
 	return err
 }
 
-// terminateInstance terminates an instance's node and, once the driver confirms, removes it.
+// terminateInstance has the lifecycle terminate an instance's node and, once the driver
+// confirms, removes the instance; on a failure the next pass terminates it again.
 func (c *Controller) terminateInstance(ctx context.Context, key string, in model.EndpointInstance) {
-	err := c.driver.Terminate(ctx, in.ID)
-	c.mu.Lock()
-	delete(c.terminating, in.ID)
-	if err == nil {
-		err = c.store.Update(func(tx *store.Tx) error {
+	c.lifecycle.Release(ctx, in.ID, endpointStepTimer(key, in.ID), func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		err := c.store.Update(func(tx *store.Tx) error {
 			var rec model.Endpoint
 			ok, err := tx.Get(store.Endpoints, key, &rec)
 			if err != nil || !ok {
@@ -558,25 +545,19 @@ func (c *Controller) terminateInstance(ctx context.Context, key string, in model
 			rec.Instances = slices.DeleteFunc(rec.Instances, func(x model.EndpointInstance) bool { return x.ID == in.ID })
 			return tx.Put(store.Endpoints, key, rec)
 		})
-	}
-	if err == nil {
-		delete(c.nodes, in.ID)
-		delete(c.probes, in.ID)
-		delete(c.coldStarts, in.ID)
-		c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
-		c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
-		c.loop.RemoveTimer(endpointStepTimer(key, in.ID))
-	}
-	c.mu.Unlock()
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Error("terminating endpoint instance failed; will retry", "endpoint", key, "instance", in.ID, "error", err)
-			c.loop.SetTimer(endpointStepTimer(key, in.ID), c.clock.Now().Add(runtime.RetryAfter))
+		if err == nil {
+			delete(c.nodes, in.ID)
+			delete(c.probes, in.ID)
+			delete(c.coldStarts, in.ID)
+			c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
+			c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
+			c.loop.RemoveTimer(endpointStepTimer(key, in.ID))
 		}
-		return
-	}
-	c.log.Info("endpoint instance terminated", "endpoint", key, "instance", in.ID)
-	c.kick(key)
+		return err
+	}, func() {
+		c.log.Info("endpoint instance terminated", "endpoint", key, "instance", in.ID)
+		c.kick(key)
+	})
 }
 
 // syncRouter gives the router the endpoint's stored table: after a write that pushed its
