@@ -453,7 +453,7 @@ func (s *LoopServer) finish(x *loopExchange) {
 	}
 	st.observe(status)
 	s.observe(x)
-	s.active.Add(-1)
+	s.exchangeEnded()
 	lc := x.lc
 	if lc.x != x {
 		return
