@@ -60,6 +60,8 @@ type LoopServer struct {
 	// served and handedOff count the requests the loops answered and the connections
 	// they handed off.
 	served, handedOff atomic.Int64
+	// onHandOff, set by tests, is called once a connection was handed to the lean server.
+	onHandOff func()
 
 	mu    sync.Mutex
 	loops map[gnet.EventLoop]*loopState
@@ -385,6 +387,9 @@ func (s *LoopServer) handOff(lc *loopClient) gnet.Action {
 	}
 	s.handedOff.Add(1)
 	s.handoff.push(&prefixedConn{Conn: nc, pending: pending})
+	if s.onHandOff != nil {
+		s.onHandOff()
+	}
 	return gnet.Close
 }
 
