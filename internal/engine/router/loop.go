@@ -36,7 +36,7 @@ import (
 type LoopServer struct {
 	Router *Router
 	// Fallback serves the connections handed off; its Handler is the router (possibly
-	// wrapped, for metrics).
+	// wrapped, for metrics). Without a Clock of its own it gets the router's.
 	Fallback *leanserver.Server
 	// Observe, when set, is told of every request the loops answered, as the metrics
 	// middleware around Fallback's handler is told of the others.
@@ -169,6 +169,9 @@ func (s *LoopServer) start(ln net.Listener) error {
 		return err
 	}
 	s.cli = cli
+	if s.Fallback.Clock == nil {
+		s.Fallback.Clock = s.Router.clock
+	}
 	go func() { _ = s.Fallback.Serve(s.handoff) }()
 	return nil
 }
