@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -227,8 +226,9 @@ func (c *tally) await(t testing.TB, n int64, what string) {
 	}
 }
 
-// armingClock is a fake clock that tells the test each timer armed on it, so that the
-// test steps it only once the code under test waits on it.
+// armingClock is a fake clock that tells the test each timer armed on it (made by
+// AfterFunc or NewTimer: a timer's own Reset is not seen), so that the test steps it only
+// once the code under test waits on it.
 type armingClock struct {
 	*testclock.FakeClock
 	mu    sync.Mutex
@@ -278,18 +278,4 @@ func (l *countingListener) Accept() (net.Conn, error) {
 		l.accepted.Add(1)
 	}
 	return c, err
-}
-
-// deadAddress is the URL of a loopback port that was just closed.
-func deadAddress(t testing.TB) *url.URL {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return &url.URL{Scheme: "http", Host: addr}
 }

@@ -166,7 +166,7 @@ func TestRetry_LargeBodyStreamedToADeadInstanceGetsOneRetry(t *testing.T) {
 	live := testbackend.New(t, "live")
 	r := newTestRouter(t, Options{})
 	d := &Deployment{Name: "blue", MaxConcurrentPerInstance: 1, Backends: []Backend{
-		{ID: "dead", URL: deadAddress(t), Ready: true},
+		{ID: "dead", URL: testbackend.Dead(t), Ready: true},
 		backendOf(live, "live"),
 	}}
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))

@@ -455,7 +455,7 @@ func timeoutAfterHeaders(e *env) {
 func retry(e *env) {
 	live := testbackend.New(e.t, "live")
 	d := &router.Deployment{Name: "blue", MaxConcurrentPerInstance: 1, RequestTimeout: time.Minute, Backends: []router.Backend{
-		{ID: "dead", URL: deadURL(e.t), Ready: true},
+		{ID: "dead", URL: testbackend.Dead(e.t), Ready: true},
 		instance(live, "live"),
 	}}
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, d))
@@ -481,9 +481,9 @@ func retry(e *env) {
 // A request is moved once: when the second instance cannot be reached either, it is a 502.
 func retryOnlyOnce(e *env) {
 	d := &router.Deployment{Name: "blue", RequestTimeout: time.Minute, Backends: []router.Backend{
-		{ID: "dead-1", URL: deadURL(e.t), Ready: true},
-		{ID: "dead-2", URL: deadURL(e.t), Ready: true},
-		{ID: "dead-3", URL: deadURL(e.t), Ready: true},
+		{ID: "dead-1", URL: testbackend.Dead(e.t), Ready: true},
+		{ID: "dead-2", URL: testbackend.Dead(e.t), Ready: true},
+		{ID: "dead-3", URL: testbackend.Dead(e.t), Ready: true},
 	}}
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, d))
 	e.expectError(e.post(primaryKey, `{}`), http.StatusBadGateway, router.CodeBadGateway)

@@ -21,7 +21,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -327,18 +326,4 @@ func deployment(name string, maxConc int, bs ...*testbackend.Backend) *router.De
 // instance is b as a ready instance of a deployment, named id.
 func instance(b *testbackend.Backend, id string) router.Backend {
 	return router.Backend{ID: id, URL: b.Address(), Ready: true}
-}
-
-// deadURL is the URL of a loopback port that was just closed.
-func deadURL(t testing.TB) *url.URL {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return &url.URL{Scheme: "http", Host: addr}
 }

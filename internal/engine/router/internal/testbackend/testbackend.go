@@ -195,3 +195,18 @@ func Fixed(t testing.TB, res []byte, closeAfter bool) string {
 		}
 	})
 }
+
+// Dead is the URL of a loopback port that was just closed: an instance that cannot be
+// connected to.
+func Dead(t testing.TB) *url.URL {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &url.URL{Scheme: "http", Host: addr}
+}
