@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
+
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -83,33 +85,19 @@ func rawBackend(b *testing.B) string {
 // bytes, reusing its buffers, and closes each connection after its first answer when
 // closeAfter is set. It returns its address.
 func fixedBackend(tb testing.TB, res []byte, closeAfter bool) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
+	return testbackend.ServeConns(tb, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReaderSize(c, 16<<10)
+		body := make([]byte, 64<<10)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := rawMessage(br, body); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReaderSize(c, 16<<10)
-				body := make([]byte, 64<<10)
-				for {
-					if _, err := rawMessage(br, body); err != nil {
-						return
-					}
-					if _, err := c.Write(res); err != nil || closeAfter {
-						return
-					}
-				}
-			}()
+			if _, err := c.Write(res); err != nil || closeAfter {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // rawMessage reads one HTTP/1.1 message with a Content-Length body (into scratch, or

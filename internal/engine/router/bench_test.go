@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
+
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -70,7 +72,7 @@ func BenchmarkRouterProxy(b *testing.B) {
 	backend := benchBackend(b)
 	r := New(Options{Logger: hclog.NewNullLogger()})
 	b.Cleanup(r.Close)
-	u := (&testBackend{Server: backend}).backend("b-0")
+	u := backendOf(&testbackend.Backend{Server: backend}, "b-0")
 	r.SetEndpoint(Endpoint{
 		Name:     "bench",
 		AuthMode: AuthModeKey,

@@ -2,11 +2,10 @@ package router
 
 import (
 	"encoding/json"
-	"io"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/utils/clock"
+	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
@@ -27,107 +29,16 @@ const (
 	testSecondary = "secondary-key-9876543210"
 )
 
-// seenRequest is what a test backend received.
-type seenRequest struct {
-	Method   string
-	Path     string
-	RawPath  string
-	RawQuery string
-	Header   http.Header
-	Body     string
-}
-
-// testBackend is an instance: it answers 200 with its name and records what it got.
-// When hold is set, each request signals entered and then waits for release (or for its
-// own context to end, which it reports on canceled).
-type testBackend struct {
-	*httptest.Server
-	name     string
-	hits     atomic.Int64
-	mu       sync.Mutex
-	seen     []seenRequest
-	hold     bool
-	entered  chan string
-	release  chan struct{}
-	canceled chan struct{}
-}
-
-func newBackend(t testing.TB, name string) *testBackend {
-	t.Helper()
-	b := &testBackend{
-		name:     name,
-		entered:  make(chan string, 64),
-		release:  make(chan struct{}),
-		canceled: make(chan struct{}, 64),
-	}
-	b.Server = httptest.NewServer(http.HandlerFunc(b.serve))
-	t.Cleanup(b.Close)
-	return b
-}
-
-// newHoldingBackend is a backend whose requests wait for release.
-func newHoldingBackend(t testing.TB, name string) *testBackend {
-	b := newBackend(t, name)
-	b.hold = true
-	// Unblock held requests before the server's Close waits for them.
-	t.Cleanup(b.releaseAll)
-	return b
-}
-
-func (b *testBackend) releaseAll() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	select {
-	case <-b.release:
-	default:
-		close(b.release)
-	}
-}
-
-func (b *testBackend) serve(w http.ResponseWriter, r *http.Request) {
-	b.hits.Add(1)
-	// Reading the whole body lets the server notice a closed connection (and cancel the
-	// request context) while the handler waits.
-	body, _ := io.ReadAll(r.Body)
-	b.mu.Lock()
-	b.seen = append(b.seen, seenRequest{
-		Method: r.Method, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery,
-		Header: r.Header.Clone(), Body: string(body),
-	})
-	b.mu.Unlock()
-	if b.hold {
-		b.entered <- r.Header.Get(RequestIDHeader)
-		select {
-		case <-b.release:
-		case <-r.Context().Done():
-			b.canceled <- struct{}{}
-			return
-		}
-	}
-	w.Header().Set("X-Backend", b.name)
-	w.Header().Set(RequestIDHeader, "backend-must-not-override")
-	_, _ = io.WriteString(w, b.name)
-}
-
-func (b *testBackend) requests() []seenRequest {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]seenRequest(nil), b.seen...)
-}
-
-func (b *testBackend) backend(id string) Backend {
-	u, err := url.Parse(b.URL)
-	if err != nil {
-		panic(err)
-	}
-	return Backend{ID: id, URL: u, Ready: true}
+// backendOf is b as a ready instance of a deployment, named id.
+func backendOf(b *testbackend.Backend, id string) Backend {
+	return Backend{ID: id, URL: b.Address(), Ready: true}
 }
 
 // deployment is a deployment with one instance per backend.
-func deployment(name string, maxConc int, bs ...*testBackend) *Deployment {
+func deployment(name string, maxConc int, bs ...*testbackend.Backend) *Deployment {
 	d := &Deployment{Name: name, MaxConcurrentPerInstance: maxConc, RequestTimeout: time.Minute}
 	for i, b := range bs {
-		d.Backends = append(d.Backends, b.backend(name+"-"+string(rune('0'+i))))
+		d.Backends = append(d.Backends, backendOf(b, name+"-"+string(rune('0'+i))))
 	}
 	return d
 }
@@ -242,8 +153,13 @@ type frontServer struct {
 	URL      string
 	Listener net.Listener
 	accepted atomic.Int64 // client connections accepted
-	close    func() error
-	loops    *LoopServer // nil for a handler that is not a router
+	// over counts the requests that are over on the server's side, their slots released
+	// and their statistics counted: those the loops answered (Observe) and those the
+	// handler returned from.
+	over      tally
+	handedOff tally // connections the loops handed to the lean server
+	close     func() error
+	loops     *LoopServer // nil for a handler that is not a router
 }
 
 func newFront(t testing.TB, h http.Handler) *frontServer {
@@ -254,9 +170,15 @@ func newFront(t testing.TB, h http.Handler) *frontServer {
 	}
 	f := &frontServer{URL: "http://" + ln.Addr().String()}
 	f.Listener = &countingListener{Listener: ln, accepted: &f.accepted}
-	lean := &leanserver.Server{Handler: h, ReadHeaderTimeout: failsafe}
+	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		defer f.over.add()
+		h.ServeHTTP(w, req)
+	})
+	lean := &leanserver.Server{Handler: counted, ReadHeaderTimeout: failsafe}
 	if r, ok := h.(*Router); ok {
-		srv := &LoopServer{Router: r, Fallback: lean, Logger: r.log, Loops: 2}
+		srv := &LoopServer{Router: r, Fallback: lean, Logger: r.log, Loops: 2,
+			Observe:   func(string, string, int, time.Duration) { f.over.add() },
+			onHandOff: f.handedOff.add}
 		f.close, f.loops = srv.Close, srv
 		go func() { _ = srv.Serve(f.Listener) }()
 	} else {
@@ -268,6 +190,81 @@ func newFront(t testing.TB, h http.Handler) *frontServer {
 }
 
 func (f *frontServer) Close() { _ = f.close() }
+
+// tally counts events; a test waits for a count instead of polling for it.
+type tally struct {
+	mu   sync.Mutex
+	n    int64
+	wake chan struct{} // closed by the next add
+}
+
+func (c *tally) add() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if c.wake != nil {
+		close(c.wake)
+		c.wake = nil
+	}
+}
+
+// await waits until the count is at least n.
+func (c *tally) await(t testing.TB, n int64, what string) {
+	t.Helper()
+	for {
+		c.mu.Lock()
+		if c.n >= n {
+			c.mu.Unlock()
+			return
+		}
+		if c.wake == nil {
+			c.wake = make(chan struct{})
+		}
+		wake := c.wake
+		c.mu.Unlock()
+		wait(t, wake, what)
+	}
+}
+
+// armingClock is a fake clock that tells the test each timer armed on it (made by
+// AfterFunc or NewTimer: a timer's own Reset is not seen), so that the test steps it only
+// once the code under test waits on it.
+type armingClock struct {
+	*testclock.FakeClock
+	mu    sync.Mutex
+	armed map[time.Duration]*tally
+}
+
+func newArmingClock() *armingClock {
+	return &armingClock{FakeClock: testclock.NewFakeClock(time.Unix(1_700_000_000, 0)), armed: map[time.Duration]*tally{}}
+}
+
+func (c *armingClock) tallyOf(d time.Duration) *tally {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.armed[d] == nil {
+		c.armed[d] = &tally{}
+	}
+	return c.armed[d]
+}
+
+func (c *armingClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := c.FakeClock.AfterFunc(d, f)
+	c.tallyOf(d).add()
+	return t
+}
+
+func (c *armingClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.FakeClock.NewTimer(d)
+	c.tallyOf(d).add()
+	return t
+}
+
+// awaitTimer waits until n timers of length d were armed.
+func (c *armingClock) awaitTimer(t testing.TB, d time.Duration, n int64) {
+	t.Helper()
+	c.tallyOf(d).await(t, n, fmt.Sprintf("a %v timer to be armed", d))
+}
 
 // countingListener counts the connections it accepts.
 type countingListener struct {
@@ -281,18 +278,4 @@ func (l *countingListener) Accept() (net.Conn, error) {
 		l.accepted.Add(1)
 	}
 	return c, err
-}
-
-// deadAddress is the URL of a loopback port that was just closed.
-func deadAddress(t testing.TB) *url.URL {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return &url.URL{Scheme: "http", Host: addr}
 }

@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
+
 	testingclock "k8s.io/utils/clock/testing"
 )
 
 // holdDeployment is an autoscaled deployment with the given backends whose Kick reports on
 // kicks; max_queue_wait 10 s, request timeout 1 s.
-func holdDeployment(kicks chan struct{}, maxHeld int64, bs ...*testBackend) *Deployment {
+func holdDeployment(kicks chan struct{}, maxHeld int64, bs ...*testbackend.Backend) *Deployment {
 	d := deployment("blue", 1, bs...)
 	d.RequestTimeout = time.Second
 	d.Hold = &Hold{MaxWait: 10 * time.Second, MaxHeld: maxHeld, Kick: func() { kicks <- struct{}{} }}
@@ -36,7 +38,7 @@ func TestHoldFromZeroServesOnceAnInstanceIsReady(t *testing.T) {
 		t.Fatalf("held = %d; want 1", held)
 	}
 	clk.Step(5 * time.Second) // past the 1 s request timeout, within the 10 s wait
-	b := newBackend(t, "b0")
+	b := testbackend.New(t, "b0")
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, holdDeployment(kicks, 2, b)))
 	rec := wait(t, res, "the held request's answer")
 	expectStatus(t, rec, http.StatusOK)
@@ -83,7 +85,7 @@ func TestHoldBoundAnswers429AtOnce(t *testing.T) {
 	if e := decodeError(t, rec); !strings.Contains(e.Message, "2 requests are already held") {
 		t.Fatalf("message %q", e.Message)
 	}
-	b := newBackend(t, "b0")
+	b := testbackend.New(t, "b0")
 	d := holdDeployment(kicks, 2, b)
 	d.MaxConcurrentPerInstance = 2
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
@@ -115,16 +117,16 @@ func TestHoldStartErrorAnswers503AtOnce(t *testing.T) {
 func TestHoldTakesAReleasedSlot(t *testing.T) {
 	r, _ := newHoldRouter(t)
 	kicks := make(chan struct{}, 8)
-	b := newHoldingBackend(t, "b0")
+	b := testbackend.NewHolding(t, "b0")
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, holdDeployment(kicks, 2, b)))
 	first := serveAsync(r, scoreRequest("ep", testPrimary, "{}"))
-	wait(t, b.entered, "the first request at the instance")
+	wait(t, b.Entered, "the first request at the instance")
 	second := serveAsync(r, scoreRequest("ep", testPrimary, "{}"))
 	wait(t, kicks, "the second request's kick")
-	b.releaseAll()
+	b.ReleaseAll()
 	expectStatus(t, wait(t, first, "the first answer"), http.StatusOK)
 	expectStatus(t, wait(t, second, "the second answer"), http.StatusOK)
-	if n := b.hits.Load(); n != 2 {
+	if n := b.Hits.Load(); n != 2 {
 		t.Fatalf("instance got %d requests; want 2", n)
 	}
 }
@@ -155,7 +157,7 @@ func TestLoopHandsHeldRequestsToTheLeanServer(t *testing.T) {
 		res <- resp.StatusCode
 	}()
 	wait(t, kicks, "the kick")
-	b := newBackend(t, "b0")
+	b := testbackend.New(t, "b0")
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, holdDeployment(kicks, 2, b)))
 	if code := wait(t, res, "the answer"); code != http.StatusOK {
 		t.Fatalf("status %d; want 200", code)

@@ -36,7 +36,7 @@ import (
 type LoopServer struct {
 	Router *Router
 	// Fallback serves the connections handed off; its Handler is the router (possibly
-	// wrapped, for metrics).
+	// wrapped, for metrics). Without a Clock of its own it gets the router's.
 	Fallback *leanserver.Server
 	// Observe, when set, is told of every request the loops answered, as the metrics
 	// middleware around Fallback's handler is told of the others.
@@ -52,10 +52,16 @@ type LoopServer struct {
 	cancel   context.CancelFunc
 	ln       net.Listener
 	stopping atomic.Bool
-	active   atomic.Int64 // exchanges in flight on the loops
+	stopped  chan struct{} // closed when stopping begins: ends a pause between accepts
+	active   atomic.Int64  // exchanges in flight on the loops
+	// drained gets a token when the last exchange in flight ends while stopping, for
+	// Shutdown to look at active again.
+	drained chan struct{}
 	// served and handedOff count the requests the loops answered and the connections
 	// they handed off.
 	served, handedOff atomic.Int64
+	// onHandOff, set by tests, is called once a connection was handed to the lean server.
+	onHandOff func()
 
 	mu    sync.Mutex
 	loops map[gnet.EventLoop]*loopState
@@ -121,7 +127,7 @@ func (s *LoopServer) Serve(ln net.Listener) error {
 			var temporary bool
 			if delay, temporary = leanserver.AcceptRetryDelay(err, delay); temporary {
 				s.log.Warn("accept error, retrying", "error", err, "delay", delay)
-				time.Sleep(delay)
+				s.pause(delay)
 				continue
 			}
 			return err
@@ -150,6 +156,8 @@ func (s *LoopServer) start(ln net.Listener) error {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
+	s.stopped = make(chan struct{})
+	s.drained = make(chan struct{}, 1)
 	s.ln = ln
 	s.handoff = newHandoffListener(ln.Addr())
 	cli, err := gnet.NewClient(s, gnet.WithMulticore(true), gnet.WithNumEventLoop(loops),
@@ -161,6 +169,9 @@ func (s *LoopServer) start(ln net.Listener) error {
 		return err
 	}
 	s.cli = cli
+	if s.Fallback.Clock == nil {
+		s.Fallback.Clock = s.Router.clock
+	}
 	go func() { _ = s.Fallback.Serve(s.handoff) }()
 	return nil
 }
@@ -183,14 +194,12 @@ func (s *LoopServer) Shutdown(ctx context.Context) error {
 	})
 	fallbackDone := make(chan error, 1)
 	go func() { fallbackDone <- s.Fallback.Shutdown(ctx) }()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
 	var err error
 	for s.active.Load() > 0 && err == nil {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
-		case <-tick.C:
+		case <-s.drained: // finish saw the last exchange end: look again
 		}
 	}
 	s.stopLoops()
@@ -214,7 +223,32 @@ func (s *LoopServer) Close() error {
 func (s *LoopServer) beginStop() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stopping.CompareAndSwap(false, true) && s.cli != nil
+	if !s.stopping.CompareAndSwap(false, true) || s.cli == nil {
+		return false
+	}
+	close(s.stopped)
+	return true
+}
+
+// pause waits d on the router's clock, or until the server is stopping.
+func (s *LoopServer) pause(d time.Duration) {
+	t := s.Router.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-s.stopped:
+	}
+}
+
+// exchangeEnded counts an exchange out of active; the last one to end while the server
+// is stopping tells Shutdown.
+func (s *LoopServer) exchangeEnded() {
+	if s.active.Add(-1) == 0 && s.stopping.Load() {
+		select {
+		case s.drained <- struct{}{}:
+		default: // a token is already waiting
+		}
+	}
 }
 
 func (s *LoopServer) stopLoops() {
@@ -334,8 +368,10 @@ func (s *LoopServer) OnClose(c gnet.Conn, _ error) gnet.Action {
 func (s *LoopServer) handOff(lc *loopClient) gnet.Action {
 	if lc.c.OutboundBuffered() > 0 {
 		// The last response is still going out, and a descriptor closed now would drop
-		// the rest of it: look again shortly.
-		time.AfterFunc(time.Millisecond, func() { _ = lc.c.Wake(nil) })
+		// the rest of it: look again shortly. gnet says nothing when its outbound buffer
+		// drains, so this polls, on the router's clock like every other wait here (a
+		// fake clock holds the hand-off until it is stepped).
+		s.Router.clock.AfterFunc(time.Millisecond, func() { _ = lc.c.Wake(nil) })
 		return gnet.None
 	}
 	buf, _ := lc.c.Peek(-1)
@@ -354,6 +390,9 @@ func (s *LoopServer) handOff(lc *loopClient) gnet.Action {
 	}
 	s.handedOff.Add(1)
 	s.handoff.push(&prefixedConn{Conn: nc, pending: pending})
+	if s.onHandOff != nil {
+		s.onHandOff()
+	}
 	return gnet.Close
 }
 

@@ -182,7 +182,7 @@ func (s *LoopServer) writeError(x *loopExchange, e *Error) {
 		b = append(b, x.dep.name...)
 	}
 	b = append(b, "\r\nDate: "...)
-	b = leanserver.AppendDate(b)
+	b = leanserver.AppendDate(b, s.Router.clock.Now())
 	b = append(b, "\r\nContent-Length: "...)
 	b = appendInt(b, len(body))
 	if lc.closeAfter || s.stopping.Load() {
@@ -292,7 +292,7 @@ func (s *LoopServer) upstreamTraffic(up *loopUpstream) gnet.Action {
 			return gnet.None
 		}
 		var ok bool
-		out, x.head, ok = appendClientHead(out, buf[:end], x.requestID, x.dep.name, lc.closeAfter || s.stopping.Load())
+		out, x.head, ok = appendClientHead(out, buf[:end], x.requestID, x.dep.name, lc.closeAfter || s.stopping.Load(), s.Router.clock.Now())
 		_, _ = up.c.Discard(end)
 		buf = buf[end:]
 		if !ok {
@@ -453,7 +453,7 @@ func (s *LoopServer) finish(x *loopExchange) {
 	}
 	st.observe(status)
 	s.observe(x)
-	s.active.Add(-1)
+	s.exchangeEnded()
 	lc := x.lc
 	if lc.x != x {
 		return

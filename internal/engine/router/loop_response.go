@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
@@ -38,11 +39,11 @@ type responseHead struct {
 // appends the head the client gets to dst: the same status, the instance's end-to-end
 // headers under their canonical names (hop-by-hop ones, those named in Connection, and
 // the two the router sets dropped), X-Request-Id and azureml-model-deployment, a Date
-// when the instance sent none, the body's framing, and Connection: close when closeClient.
+// (now) when the instance sent none, the body's framing, and Connection: close when closeClient.
 // An informational (1xx) response is parsed but nothing is appended: it is not passed on.
 // ok is false for a head the router cannot pass on (malformed, or framed by a transfer
 // coding other than chunked alone, which Go's client refuses too).
-func appendClientHead(dst, head []byte, requestID, deployment string, closeClient bool) (out []byte, rh responseHead, ok bool) {
+func appendClientHead(dst, head []byte, requestID, deployment string, closeClient bool, now time.Time) (out []byte, rh responseHead, ok bool) {
 	lineEnd := bytes.IndexByte(head, '\n')
 	if lineEnd < 0 {
 		return dst, rh, false
@@ -140,7 +141,7 @@ func appendClientHead(dst, head []byte, requestID, deployment string, closeClien
 	dst = append(dst, "\r\n"...)
 	if !hasDate {
 		dst = append(dst, "Date: "...)
-		dst = leanserver.AppendDate(dst)
+		dst = leanserver.AppendDate(dst, now)
 		dst = append(dst, "\r\n"...)
 	}
 	switch rh.framing {

@@ -3,12 +3,13 @@ package router
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAppendClientHeadRewritesTheInstanceHead(t *testing.T) {
 	in := "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n" +
 		"X-Request-Id: theirs\r\nAzureml-Model-Deployment: theirs\r\nKeep-Alive: timeout=5\r\nDate: Mon, 01 Jan 2024 00:00:00 GMT\r\nContent-Length: 7\r\n\r\n"
-	out, rh, ok := appendClientHead(nil, []byte(in), "id-1", "blue", true)
+	out, rh, ok := appendClientHead(nil, []byte(in), "id-1", "blue", true, time.Unix(1_700_000_000, 0))
 	if !ok || rh.status != 200 || rh.framing != framingLength || rh.length != 7 || !rh.keepAlive {
 		t.Fatalf("ok %v, head %+v", ok, rh)
 	}
@@ -41,7 +42,7 @@ func TestAppendClientHeadFraming(t *testing.T) {
 		{"HTTP/1.1 101 Switching Protocols\r\n\r\n", false, 0, false},
 	}
 	for _, tc := range cases {
-		_, rh, ok := appendClientHead(nil, []byte(tc.head), "id", "blue", false)
+		_, rh, ok := appendClientHead(nil, []byte(tc.head), "id", "blue", false, time.Unix(1_700_000_000, 0))
 		if ok != tc.ok || ok && (rh.framing != tc.framing || rh.keepAlive != tc.keepAlive) {
 			t.Errorf("%q: ok %v framing %v keepAlive %v, want ok %v framing %v keepAlive %v",
 				tc.head, ok, rh.framing, rh.keepAlive, tc.ok, tc.framing, tc.keepAlive)

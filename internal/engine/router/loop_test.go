@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
 
 // The event-loop server (loop.go) through real connections: what it serves itself, what
 // it hands to the lean server, and the router's rules on its path.
 
-func loopRouter(t *testing.T, timeout time.Duration, maxConc int, bs ...*testBackend) (*Router, *frontServer) {
+func loopRouter(t *testing.T, timeout time.Duration, maxConc int, bs ...*testbackend.Backend) (*Router, *frontServer) {
 	t.Helper()
 	r := newTestRouter(t, Options{})
 	d := deployment("blue", maxConc, bs...)
@@ -72,36 +74,24 @@ func dialLoops(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// waitServed waits until the loops counted n requests: a client can read the end of a
-// response before the loop that sent it counted it.
-func waitServed(t *testing.T, f *frontServer, n int64) {
-	t.Helper()
-	deadline := time.Now().Add(failsafe)
-	for f.loops.served.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if got := f.loops.served.Load(); got != n {
-		t.Fatalf("loops served %d requests, want %d", got, n)
-	}
-}
-
 // The router's behaviour on the loops is routertest's (serving_test.go); this checks that
 // the loops answer the usual request themselves rather than handing it off.
 func TestLoopServesTheUsualRequestItself(t *testing.T) {
-	b := newBackend(t, "b0")
+	b := testbackend.New(t, "b0")
 	_, f := loopRouter(t, time.Minute, 4, b)
 	res := loopPost(t, f, testPrimary, `{"x":1}`)
 	if res.StatusCode != http.StatusOK || readAll(t, res) != "b0" {
 		t.Fatalf("status %d, want 200 from b0", res.StatusCode)
 	}
-	waitServed(t, f, 1)
-	if n := f.loops.handedOff.Load(); n != 0 {
-		t.Errorf("loops handed off %d connections, want 0", n)
+	// A client can read the end of a response before the server counted it.
+	f.over.await(t, 1, "the request to be over")
+	if served, handedOff := f.loops.served.Load(), f.loops.handedOff.Load(); served != 1 || handedOff != 0 {
+		t.Errorf("loops served %d requests and handed off %d connections, want 1 and 0", served, handedOff)
 	}
 }
 
 func TestLoopHandsOffWhatTheLeanServerAnswers(t *testing.T) {
-	b := newBackend(t, "b0")
+	b := testbackend.New(t, "b0")
 	_, f := loopRouter(t, time.Minute, 4, b)
 	res := loopPost(t, f, "wrong-key", "{}")
 	if res.StatusCode != http.StatusUnauthorized {
@@ -118,7 +108,7 @@ func TestLoopHandsOffWhatTheLeanServerAnswers(t *testing.T) {
 	if res.StatusCode != http.StatusOK || readAll(t, res) != "b0" {
 		t.Fatalf("chunked upload: status %d, want 200 from b0", res.StatusCode)
 	}
-	if reqs := b.requests(); len(reqs) != 1 || reqs[0].Body != "abcd" {
+	if reqs := b.Requests(); len(reqs) != 1 || reqs[0].Body != "abcd" {
 		t.Fatalf("backend saw %+v, want one request with body abcd", reqs)
 	}
 	if f.loops.handedOff.Load() < 1 || f.loops.served.Load() != 0 {
@@ -127,16 +117,14 @@ func TestLoopHandsOffWhatTheLeanServerAnswers(t *testing.T) {
 }
 
 func TestLoopHandsOffAHeadThatArrivesInPieces(t *testing.T) {
-	b := newBackend(t, "b0")
+	b := testbackend.New(t, "b0")
 	_, f := loopRouter(t, time.Minute, 4, b)
 	c := dialLoops(t, f.Listener.Addr().String())
 	req := rawScoreRequest("")
 	firstLines := len("POST /ep/score HTTP/1.1\r\nHost: x\r\n")
 	_, _ = io.WriteString(c, req[:firstLines])
-	deadline := time.Now().Add(failsafe)
-	for f.loops.handedOff.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	// The loops see a head in pieces and hand the connection off before the rest comes.
+	f.handedOff.await(t, 1, "the connection to be handed off")
 	_, _ = io.WriteString(c, req[firstLines:])
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -151,7 +139,7 @@ func TestLoopHandsOffAHeadThatArrivesInPieces(t *testing.T) {
 }
 
 func TestLoopShutdownFinishesRequestsInFlightAndClosesIdleConnections(t *testing.T) {
-	b := newHoldingBackend(t, "b0")
+	b := testbackend.NewHolding(t, "b0")
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -174,7 +162,7 @@ func TestLoopShutdownFinishesRequestsInFlightAndClosesIdleConnections(t *testing
 	idle := dialLoops(t, ln.Addr().String())
 	busy := dialLoops(t, ln.Addr().String())
 	_, _ = io.WriteString(busy, rawScoreRequest(""))
-	wait(t, b.entered, "the request at the instance")
+	wait(t, b.Entered, "the request at the instance")
 
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(context.Background()) }()
@@ -182,7 +170,7 @@ func TestLoopShutdownFinishesRequestsInFlightAndClosesIdleConnections(t *testing
 	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("idle connection: read %d bytes, %v; want it closed", n, err)
 	}
-	b.releaseAll()
+	b.ReleaseAll()
 	res, err := http.ReadResponse(bufio.NewReader(busy), nil)
 	if err != nil {
 		t.Fatal(err)

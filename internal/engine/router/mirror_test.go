@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
 )
 
-func mirrorEndpoint(blue, green *testBackend, greenMax int) Endpoint {
+func mirrorEndpoint(blue, green *testbackend.Backend, greenMax int) Endpoint {
 	e := keyEndpoint("ep", map[string]int{"blue": 100, "green": 0},
 		deployment("blue", 4, blue), deployment("green", greenMax, green))
 	e.Mirror = map[string]int{"green": 10}
@@ -14,7 +16,7 @@ func mirrorEndpoint(blue, green *testBackend, greenMax int) Endpoint {
 }
 
 func TestMirror_CopyArrivesAndNeverDelaysTheClient(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newHoldingBackend(t, "green")
+	blue, green := testbackend.New(t, "blue"), testbackend.NewHolding(t, "green")
 	// Each request draws twice: 0 picks blue, 0.05 < 10% mirrors.
 	r := newTestRouter(t, Options{Rand: sequence(t, 0, 0.05)})
 	r.SetEndpoint(mirrorEndpoint(blue, green, 1))
@@ -30,13 +32,13 @@ func TestMirror_CopyArrivesAndNeverDelaysTheClient(t *testing.T) {
 		t.Fatalf("client got %q from %q, want the primary's answer", rec.Body.String(), rec.Header().Get(DeploymentHeader))
 	}
 
-	if id := wait(t, green.entered, "the mirror copy"); id != "mirror-req-1" {
+	if id := wait(t, green.Entered, "the mirror copy"); id != "mirror-req-1" {
 		t.Fatalf("mirror copy carries request id %q", id)
 	}
-	green.releaseAll()
+	green.ReleaseAll()
 	r.Close() // waits for the mirror goroutine to finish
 
-	copies := green.requests()
+	copies := green.Requests()
 	if len(copies) != 1 {
 		t.Fatalf("mirror got %d copies, want 1", len(copies))
 	}
@@ -47,7 +49,7 @@ func TestMirror_CopyArrivesAndNeverDelaysTheClient(t *testing.T) {
 	if c.Header.Get("Authorization") != "" || c.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("mirror copy headers %v", c.Header)
 	}
-	if b := blue.requests(); len(b) != 1 || b[0].Body != `{"input":[[1,2],[3,4]]}` {
+	if b := blue.Requests(); len(b) != 1 || b[0].Body != `{"input":[[1,2],[3,4]]}` {
 		t.Fatalf("primary got %+v", b)
 	}
 	st := r.Stats("ep")
@@ -57,7 +59,7 @@ func TestMirror_CopyArrivesAndNeverDelaysTheClient(t *testing.T) {
 }
 
 func TestMirror_DroppedWhenTheMirrorIsFullAndNotCountedAgainstThePrimary(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newHoldingBackend(t, "green")
+	blue, green := testbackend.New(t, "blue"), testbackend.NewHolding(t, "green")
 	r := newTestRouter(t, Options{Rand: sequence(t, 0, 0, 0, 0, 0, 0)})
 	e := mirrorEndpoint(blue, green, 1)
 	e.Deployments["blue"].MaxConcurrentPerInstance = 1
@@ -65,7 +67,7 @@ func TestMirror_DroppedWhenTheMirrorIsFullAndNotCountedAgainstThePrimary(t *test
 
 	// First request: its copy occupies green's only slot.
 	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{"n":1}`)), http.StatusOK)
-	wait(t, green.entered, "the first copy")
+	wait(t, green.Entered, "the first copy")
 	// Later requests: green is full, so their copies are dropped, not queued; and blue,
 	// with a limit of one, still serves them (the copy holds no slot of blue's).
 	for i := 0; i < 2; i++ {
@@ -75,15 +77,15 @@ func TestMirror_DroppedWhenTheMirrorIsFullAndNotCountedAgainstThePrimary(t *test
 	if st.Mirrored != 1 || st.MirrorDropped != 2 || st.InFlight != 1 {
 		t.Fatalf("green stats = %+v", st)
 	}
-	green.releaseAll()
+	green.ReleaseAll()
 	r.Close()
-	if n := green.hits.Load(); n != 1 {
+	if n := green.Hits.Load(); n != 1 {
 		t.Fatalf("mirror got %d copies, want 1", n)
 	}
 }
 
 func TestMirror_NotForPinnedRequestsNorAboveThePercent(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newBackend(t, "green")
+	blue, green := testbackend.New(t, "blue"), testbackend.New(t, "green")
 	// Unpinned: 0 picks blue, 0.1 is not below 10%: no copy. Pinned requests draw nothing.
 	r := newTestRouter(t, Options{Rand: sequence(t, 0, 0.1)})
 	r.SetEndpoint(mirrorEndpoint(blue, green, 1))
@@ -93,13 +95,13 @@ func TestMirror_NotForPinnedRequestsNorAboveThePercent(t *testing.T) {
 	req.Header.Set(DeploymentHeader, "blue")
 	expectStatus(t, serve(r, req), http.StatusOK)
 	r.Close()
-	if green.hits.Load() != 0 {
-		t.Fatalf("mirror got %d copies, want 0", green.hits.Load())
+	if green.Hits.Load() != 0 {
+		t.Fatalf("mirror got %d copies, want 0", green.Hits.Load())
 	}
 }
 
 func TestMirror_BodyOverTheLimitIsNotMirroredButReachesThePrimary(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newBackend(t, "green")
+	blue, green := testbackend.New(t, "blue"), testbackend.New(t, "green")
 	r := newTestRouter(t, Options{Rand: sequence(t, 0, 0, 0, 0), MaxMirrorBodyBytes: 16})
 	r.SetEndpoint(mirrorEndpoint(blue, green, 4))
 
@@ -113,10 +115,10 @@ func TestMirror_BodyOverTheLimitIsNotMirroredButReachesThePrimary(t *testing.T) 
 	expectStatus(t, serve(r, req), http.StatusOK)
 	r.Close()
 
-	if green.hits.Load() != 0 {
+	if green.Hits.Load() != 0 {
 		t.Fatal("an oversized body was mirrored")
 	}
-	for _, s := range blue.requests() {
+	for _, s := range blue.Requests() {
 		if s.Body != big {
 			t.Fatalf("primary got %d bytes, want %d", len(s.Body), len(big))
 		}

@@ -6,14 +6,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
 )
 
 // A client that goes away while its instance works ends the instance's request too, and
 // frees the slot; the next request, which may reuse the pooled per-request state, is
 // served normally.
 func TestClientGone_AbandonsTheUpstreamRequest(t *testing.T) {
-	b := newHoldingBackend(t, "blue")
+	b := testbackend.NewHolding(t, "blue")
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 	front := newFront(t, r)
@@ -30,26 +31,19 @@ func TestClientGone_AbandonsTheUpstreamRequest(t *testing.T) {
 		}
 		done <- err
 	}()
-	wait(t, b.entered, "the request at the backend")
+	wait(t, b.Entered, "the request at the backend")
 	cancel()
 	if err := wait(t, done, "the client's request to end"); err == nil {
 		t.Fatal("the cancelled client request succeeded")
 	}
-	wait(t, b.canceled, "the backend to observe its request context done")
+	wait(t, b.Canceled, "the backend to observe its request context done")
 
-	deadline := time.Now().Add(failsafe)
-	for {
-		st := r.Stats("ep")["blue"]
-		if st.InFlight == 0 && st.ClientCanceled == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats = %+v; want the slot free and one canceled request", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+	front.over.await(t, 1, "the canceled request to be over")
+	if st := r.Stats("ep")["blue"]; st.InFlight != 0 || st.ClientCanceled != 1 {
+		t.Fatalf("stats = %+v; want the slot free and one canceled request", st)
 	}
 
-	b.releaseAll()
+	b.ReleaseAll()
 	res, err := http.DefaultClient.Do(scoreRequestTo(t, front.URL, "ep", "after"))
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +58,7 @@ func TestClientGone_AbandonsTheUpstreamRequest(t *testing.T) {
 // Requests served one after another reuse pooled per-request state: each must carry its
 // own request id to the instance and back, its own deployment header and its own answer.
 func TestPooledState_EveryRequestKeepsItsOwnIDsAndHeaders(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newBackend(t, "green")
+	blue, green := testbackend.New(t, "blue"), testbackend.New(t, "green")
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 50, "green": 50},
 		deployment("blue", 4, blue), deployment("green", 4, green)))
@@ -96,8 +90,8 @@ func TestPooledState_EveryRequestKeepsItsOwnIDsAndHeaders(t *testing.T) {
 	}
 	// Every id the clients got is one an instance got.
 	forwarded := map[string]bool{}
-	for _, b := range []*testBackend{blue, green} {
-		for _, s := range b.requests() {
+	for _, b := range []*testbackend.Backend{blue, green} {
+		for _, s := range b.Requests() {
 			forwarded[s.Header.Get(RequestIDHeader)] = true
 		}
 	}

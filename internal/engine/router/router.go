@@ -92,7 +92,10 @@ type Options struct {
 	Rand func() float64
 	// Transport carries requests to instances. It defaults to NewTransport().
 	Transport http.RoundTripper
-	// Clock times request timeouts; it defaults to the real clock.
+	// Clock times everything the router waits for or dates: request and mirror timeouts,
+	// the hold queue's wait, idle connections' age, the Date header, and a LoopServer's
+	// pauses (and its fallback lean server's, unless that has a Clock of its own). It
+	// defaults to the real clock. Socket deadlines stay on the wall clock.
 	Clock clock.WithDelayedExecution
 	// MaxMirrorBodyBytes bounds the body buffered for a mirror copy (default 10 MiB).
 	MaxMirrorBodyBytes int64

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
 )
 
 func TestScoringPath(t *testing.T) {
@@ -15,7 +17,7 @@ func TestScoringPath(t *testing.T) {
 }
 
 func TestTraffic_SeededSplitIsWithinBinomialTolerance(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newBackend(t, "green")
+	blue, green := testbackend.New(t, "blue"), testbackend.New(t, "green")
 	src := rand.New(rand.NewPCG(20240601, 7))
 	var mu sync.Mutex
 	r := newTestRouter(t, Options{Rand: func() float64 { mu.Lock(); defer mu.Unlock(); return src.Float64() }})
@@ -36,13 +38,13 @@ func TestTraffic_SeededSplitIsWithinBinomialTolerance(t *testing.T) {
 	if counts["blue"]+counts["green"] != n {
 		t.Fatalf("counts = %v", counts)
 	}
-	if int(blue.hits.Load()) != counts["blue"] || int(green.hits.Load()) != counts["green"] {
-		t.Fatalf("backend hits %d/%d disagree with response headers %v", blue.hits.Load(), green.hits.Load(), counts)
+	if int(blue.Hits.Load()) != counts["blue"] || int(green.Hits.Load()) != counts["green"] {
+		t.Fatalf("backend hits %d/%d disagree with response headers %v", blue.Hits.Load(), green.Hits.Load(), counts)
 	}
 }
 
 func TestInstances_RoundRobinOnTiesAndLeastLoadedFirst(t *testing.T) {
-	bs := []*testBackend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	bs := []*testbackend.Backend{testbackend.New(t, "a"), testbackend.New(t, "b"), testbackend.New(t, "c")}
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 2, bs...)))
 	// Sequential requests always find every instance idle: a tie, so round-robin.
@@ -50,20 +52,20 @@ func TestInstances_RoundRobinOnTiesAndLeastLoadedFirst(t *testing.T) {
 		expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{}`)), http.StatusOK)
 	}
 	for _, b := range bs {
-		if b.hits.Load() != 3 {
-			t.Fatalf("instance %s got %d of 9 sequential requests, want 3", b.name, b.hits.Load())
+		if b.Hits.Load() != 3 {
+			t.Fatalf("instance %s got %d of 9 sequential requests, want 3", b.Name, b.Hits.Load())
 		}
 	}
 
 	// With one request held on each of two instances, the idle one gets the next requests.
-	held := newHoldingBackend(t, "held")
-	idle := newBackend(t, "idle")
+	held := testbackend.NewHolding(t, "held")
+	idle := testbackend.New(t, "idle")
 	r.SetEndpoint(keyEndpoint("ep2", map[string]int{"d": 100}, deployment("d", 2, held, held, idle)))
 	// Instances 0 and 1 share a URL, so they are two instances of one server.
 	h1 := serveAsync(r, scoreRequest("ep2", testPrimary, `{}`))
-	wait(t, held.entered, "first held request")
+	wait(t, held.Entered, "first held request")
 	h2 := serveAsync(r, scoreRequest("ep2", testPrimary, `{}`))
-	wait(t, held.entered, "second held request")
+	wait(t, held.Entered, "second held request")
 	for i := 0; i < 3; i++ {
 		rec := serve(r, scoreRequest("ep2", testPrimary, `{}`))
 		expectStatus(t, rec, http.StatusOK)
@@ -74,13 +76,13 @@ func TestInstances_RoundRobinOnTiesAndLeastLoadedFirst(t *testing.T) {
 	if st := r.Stats("ep2")["d"]; st.InFlight != 2 {
 		t.Fatalf("InFlight = %d, want 2", st.InFlight)
 	}
-	held.releaseAll()
+	held.ReleaseAll()
 	expectStatus(t, wait(t, h1, "held response 1"), http.StatusOK)
 	expectStatus(t, wait(t, h2, "held response 2"), http.StatusOK)
 }
 
 func TestSetEndpoint_WhileRequestsAreInFlight(t *testing.T) {
-	blue, green, extra := newBackend(t, "blue"), newBackend(t, "green"), newBackend(t, "extra")
+	blue, green, extra := testbackend.New(t, "blue"), testbackend.New(t, "green"), testbackend.New(t, "extra")
 	r := newTestRouter(t, Options{})
 	configs := []Endpoint{
 		keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 64, blue), deployment("green", 64, green)),
@@ -133,7 +135,7 @@ func TestSetEndpoint_WhileRequestsAreInFlight(t *testing.T) {
 }
 
 func TestSetEndpoint_CopiesItsInput(t *testing.T) {
-	blue, green := newBackend(t, "blue"), newBackend(t, "green")
+	blue, green := testbackend.New(t, "blue"), testbackend.New(t, "green")
 	r := newTestRouter(t, Options{})
 	e := keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, blue), deployment("green", 1, green))
 	r.SetEndpoint(e)

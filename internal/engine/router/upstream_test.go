@@ -11,53 +11,11 @@ import (
 	"testing"
 	"time"
 
-	testclock "k8s.io/utils/clock/testing"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
 )
 
-// connCounter counts the connections a server accepted and reports each one it closed.
-type connCounter struct {
-	opened atomic.Int64
-	closed chan struct{}
-}
-
-func countConns(s *httptest.Server) *connCounter {
-	c := &connCounter{closed: make(chan struct{}, 64)}
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		switch st {
-		case http.StateNew:
-			c.opened.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			c.closed <- struct{}{}
-		}
-	}
-	return c
-}
-
-// newCountedBackend is a test backend whose connections are counted.
-func newCountedBackend(t *testing.T, name string) (*testBackend, *connCounter) {
-	t.Helper()
-	b := &testBackend{name: name, entered: make(chan string, 64), release: make(chan struct{}), canceled: make(chan struct{}, 64)}
-	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
-	c := countConns(b.Server)
-	b.Start()
-	t.Cleanup(b.Close)
-	return b, c
-}
-
-// eventually waits for cond, polling, and fails the test after the failsafe.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(failsafe)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestUpstream_AConnectionTheInstanceClosedIsReplaced(t *testing.T) {
-	b, conns := newCountedBackend(t, "blue")
+	b := testbackend.New(t, "blue")
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 
@@ -65,16 +23,16 @@ func TestUpstream_AConnectionTheInstanceClosedIsReplaced(t *testing.T) {
 	// The instance drops the idle connection the router keeps (as after a restart or its
 	// own idle timeout); the next request must not fail because of it.
 	b.CloseClientConnections()
-	wait(t, conns.closed, "the instance to close the idle connection")
+	wait(t, b.Closed, "the instance to close the idle connection")
 	rec := serve(r, scoreRequest("ep", testPrimary, `{"n":2}`))
 	expectStatus(t, rec, http.StatusOK)
 	if rec.Body.String() != "blue" {
 		t.Fatalf("body %q", rec.Body.String())
 	}
-	if got := conns.opened.Load(); got != 2 {
+	if got := b.Opened.Load(); got != 2 {
 		t.Fatalf("instance saw %d connections, want 2", got)
 	}
-	seen := b.requests()
+	seen := b.Requests()
 	if len(seen) != 2 || seen[1].Body != `{"n":2}` {
 		t.Fatalf("instance saw %+v", seen)
 	}
@@ -85,7 +43,7 @@ func TestUpstream_AConnectionTheInstanceClosedIsReplaced(t *testing.T) {
 
 // crashingBackend answers "ok", except that on its crashOn-th request it reads the request
 // and drops the connection without an answer, as a model that crashes on it would.
-func crashingBackend(t *testing.T, crashOn int64) (*testBackend, *atomic.Int64) {
+func crashingBackend(t *testing.T, crashOn int64) (*testbackend.Backend, *atomic.Int64) {
 	t.Helper()
 	var hits atomic.Int64
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +60,7 @@ func crashingBackend(t *testing.T, crashOn int64) (*testBackend, *atomic.Int64) 
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(backend.Close)
-	return &testBackend{Server: backend, name: "blue"}, &hits
+	return &testbackend.Backend{Server: backend, Name: "blue"}, &hits
 }
 
 func TestUpstream_APostTheInstanceReadIsNeverSentAgain(t *testing.T) {
@@ -157,18 +115,13 @@ func TestUpstream_AnIdempotentRequestTheInstanceDroppedIsSentAgain(t *testing.T)
 }
 
 func TestUpstream_ConnectionCloseFromTheInstanceIsHonoured(t *testing.T) {
-	var hits atomic.Int64
-	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
+	b := testbackend.NewWith(t, "blue", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		w.Header().Set("Connection", "close")
 		_, _ = io.WriteString(w, "closing")
 	}))
-	conns := countConns(backend)
-	backend.Start()
-	t.Cleanup(backend.Close)
 	r := newTestRouter(t, Options{})
-	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, &testBackend{Server: backend})))
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 
 	for i := 0; i < 3; i++ {
 		rec := serve(r, scoreRequest("ep", testPrimary, `{}`))
@@ -177,7 +130,7 @@ func TestUpstream_ConnectionCloseFromTheInstanceIsHonoured(t *testing.T) {
 			t.Fatalf("got %q with Connection %q", rec.Body.String(), rec.Header().Get("Connection"))
 		}
 	}
-	if got := conns.opened.Load(); got != 3 {
+	if got := b.Opened.Load(); got != 3 {
 		t.Fatalf("instance saw %d connections for 3 requests answered with Connection: close, want 3", got)
 	}
 	if st := r.Stats("ep")["blue"]; st.Retries != 0 || st.Responses2xx != 3 {
@@ -186,8 +139,7 @@ func TestUpstream_ConnectionCloseFromTheInstanceIsHonoured(t *testing.T) {
 }
 
 func TestUpstream_IdleConnectionsCloseWhenTheInstanceLeaves(t *testing.T) {
-	blue, blueConns := newCountedBackend(t, "blue")
-	green, greenConns := newCountedBackend(t, "green")
+	blue, green := testbackend.New(t, "blue"), testbackend.New(t, "green")
 	r := newTestRouter(t, Options{})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, blue), deployment("green", 1, green)))
 	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{}`)), http.StatusOK)
@@ -197,32 +149,32 @@ func TestUpstream_IdleConnectionsCloseWhenTheInstanceLeaves(t *testing.T) {
 
 	// green leaves the endpoint: its idle connection is closed, blue's is kept.
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, blue)))
-	wait(t, greenConns.closed, "green's idle connection to close")
+	wait(t, green.Closed, "green's idle connection to close")
 	expectStatus(t, serve(r, scoreRequest("ep", testPrimary, `{}`)), http.StatusOK)
-	if got := blueConns.opened.Load(); got != 1 {
+	if got := blue.Opened.Load(); got != 1 {
 		t.Fatalf("blue saw %d connections, want 1 (kept across the update)", got)
 	}
 	// The endpoint goes: blue's connection is closed too.
 	r.RemoveEndpoint("ep")
-	wait(t, blueConns.closed, "blue's idle connection to close")
+	wait(t, blue.Closed, "blue's idle connection to close")
 }
 
 // bigBody is over maxBufferedBody: such a body streams through httputil.ReverseProxy.
 var bigBody = strings.Repeat("0123456789abcdef", (maxBufferedBody+4096)/16)
 
 func TestRetry_LargeBodyStreamedToADeadInstanceGetsOneRetry(t *testing.T) {
-	live := newBackend(t, "live")
+	live := testbackend.New(t, "live")
 	r := newTestRouter(t, Options{})
 	d := &Deployment{Name: "blue", MaxConcurrentPerInstance: 1, Backends: []Backend{
-		{ID: "dead", URL: deadAddress(t), Ready: true},
-		live.backend("live"),
+		{ID: "dead", URL: testbackend.Dead(t), Ready: true},
+		backendOf(live, "live"),
 	}}
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
 	for i := 0; i < 2; i++ {
 		rec := serve(r, scoreRequest("ep", testPrimary, bigBody))
 		expectStatus(t, rec, http.StatusOK)
 	}
-	for _, s := range live.requests() {
+	for _, s := range live.Requests() {
 		if s.Body != bigBody {
 			t.Fatalf("retried request lost its body: %d bytes", len(s.Body))
 		}
@@ -244,7 +196,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 }
 
 func TestProxy_ACallersTransportCarriesEveryRequest(t *testing.T) {
-	b := newBackend(t, "blue")
+	b := testbackend.New(t, "blue")
 	tr := &recordingTransport{RoundTripper: NewTransport()}
 	r := newTestRouter(t, Options{Transport: tr})
 	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
@@ -259,15 +211,15 @@ func TestProxy_ACallersTransportCarriesEveryRequest(t *testing.T) {
 	if got := rec.Header().Values(RequestIDHeader); len(got) != 1 || got[0] != "own-transport-1" || rec.Header().Get(DeploymentHeader) != "blue" {
 		t.Fatalf("response headers %v", rec.Header())
 	}
-	s := b.requests()
+	s := b.Requests()
 	if len(s) != 1 || s[0].Header.Get("Authorization") != "" || s[0].Body != `{"small":true}` {
 		t.Fatalf("instance saw %+v", s)
 	}
 }
 
 func TestTimeout_AClientStillSendingItsBodyGets504(t *testing.T) {
-	b := newBackend(t, "blue")
-	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	b := testbackend.New(t, "blue")
+	clk := newArmingClock()
 	r := newTestRouter(t, Options{Clock: clk})
 	d := deployment("blue", 1, b)
 	d.RequestTimeout = 2 * time.Second
@@ -285,7 +237,9 @@ func TestTimeout_AClientStillSendingItsBodyGets504(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the request's timer", clk.HasWaiters)
+	// The loops hand the request off, its body incomplete; the router, on the lean
+	// server, starts its timeout and waits for the rest.
+	clk.awaitTimer(t, 2*time.Second, 1)
 	clk.Step(2 * time.Second)
 
 	_ = conn.SetReadDeadline(time.Now().Add(failsafe))
@@ -297,11 +251,11 @@ func TestTimeout_AClientStillSendingItsBodyGets504(t *testing.T) {
 	if res.StatusCode != http.StatusGatewayTimeout {
 		t.Fatalf("status = %d, want 504", res.StatusCode)
 	}
-	if b.hits.Load() != 0 {
+	if b.Hits.Load() != 0 {
 		t.Fatal("a request without its whole body reached the instance")
 	}
-	eventually(t, "the request to be counted", func() bool { return r.Stats("ep")["blue"].Responses5xx == 1 })
-	if st := r.Stats("ep")["blue"]; st.Timeouts != 1 || st.InFlight != 0 {
+	front.over.await(t, 1, "the request to be over")
+	if st := r.Stats("ep")["blue"]; st.Timeouts != 1 || st.Responses5xx != 1 || st.InFlight != 0 {
 		t.Fatalf("stats = %+v", st)
 	}
 }

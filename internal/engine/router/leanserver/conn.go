@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -70,7 +72,7 @@ type conn struct {
 
 	// The watch of a request whose handler runs for watchDelay (watch.go).
 	watchMu    sync.Mutex
-	watchTimer *time.Timer
+	watchTimer clock.Timer
 	watched    *exchange // the request the timer is for; nil between requests
 	watching   bool
 	watchDone  chan struct{}
@@ -171,6 +173,8 @@ func (c *conn) awaitRequest() bool {
 		return false
 	}
 	if c.s.IdleTimeout > 0 {
+		// Socket deadlines are on the wall clock, not the server's Clock: the kernel
+		// times them, and a fake clock's time means nothing to it (so here and below).
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.IdleTimeout))
 	}
 	if _, err := c.br.Peek(1); err != nil {

@@ -47,7 +47,8 @@
 // costs no second goroutine, and one that runs longer is watched as net/http would, so
 // its client's going away (the connection closed or reset) cancels the request's context
 // at most watchDelay late. Like net/http, the connection is watched only after the
-// handler has read the whole body.
+// handler has read the whole body. watchDelay runs on Server.Clock, so a test on a fake
+// clock steps it to start the watch.
 //
 // # Timeouts
 //

@@ -217,7 +217,7 @@ func (w *response) commit(first []byte) {
 	b = append(b, c.headBuf...)
 	if !w.hasDate {
 		b = append(b, "Date: "...)
-		b = appendDate(b)
+		b = AppendDate(b, c.s.clock.Now())
 		b = append(b, "\r\n"...)
 	}
 	if !w.hasType && !w.noBody && w.written > 0 {
@@ -369,12 +369,9 @@ type dateValue struct {
 
 var dateCache atomic.Pointer[dateValue]
 
-// AppendDate appends the current time as a Date header value (http.TimeFormat), from a
-// value cached for the second.
-func AppendDate(b []byte) []byte { return appendDate(b) }
-
-func appendDate(b []byte) []byte {
-	now := time.Now()
+// AppendDate appends now as a Date header value (http.TimeFormat), from a value cached
+// for the second.
+func AppendDate(b []byte, now time.Time) []byte {
 	d := dateCache.Load()
 	if d == nil || d.sec != now.Unix() {
 		d = &dateValue{sec: now.Unix(), b: now.UTC().AppendFormat(nil, http.TimeFormat)}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Server serves HTTP/1.1 on a listener: the usual request itself, every other connection
@@ -24,6 +26,11 @@ type Server struct {
 	IdleTimeout time.Duration
 	// ErrorLog receives handler panics and accept errors; nil is the log package's.
 	ErrorLog *log.Logger
+	// Clock times the watch of a running request for its client going away, the pause
+	// after a failed accept and the Date header; nil is the real clock. The read
+	// deadlines (ReadHeaderTimeout, IdleTimeout) are the socket's and run on the wall
+	// clock: the kernel knows no other.
+	Clock clock.WithDelayedExecution
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -33,6 +40,13 @@ type Server struct {
 	closing  atomic.Bool
 	handoffs atomic.Int64   // connections handed to the fallback, for tests
 	served   sync.WaitGroup // the fallback's Serve
+	clock    clock.WithDelayedExecution
+	// onWatch, set by tests, is called each time the watch of a request has looked at
+	// its connection (watch.go).
+	onWatch func()
+	// connGone gets a token when a connection ends while the server is closing, for
+	// Shutdown to look again.
+	connGone chan struct{}
 }
 
 // Serve accepts connections on ln until Shutdown or Close, and returns
@@ -50,6 +64,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.conns = map[*conn]struct{}{}
+	s.clock = s.Clock
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
+	s.connGone = make(chan struct{}, 1)
 	s.handoff = &handoffListener{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
 	s.fallback = &http.Server{
 		Handler: s.Handler, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout, ErrorLog: s.ErrorLog,
@@ -72,7 +91,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			var temporary bool
 			if delay, temporary = AcceptRetryDelay(err, delay); temporary {
 				s.logf("leanserver: accept error: %v; retrying in %v", err, delay)
-				time.Sleep(delay)
+				s.pause(delay)
 				continue
 			}
 			return err
@@ -98,6 +117,16 @@ func AcceptRetryDelay(err error, delay time.Duration) (time.Duration, bool) {
 	return min(max(2*delay, 5*time.Millisecond), time.Second), true
 }
 
+// pause waits d on the server's clock, or until the server is closing.
+func (s *Server) pause(d time.Duration) {
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-s.handoff.done:
+	}
+}
+
 // track adds or removes c from the connections Shutdown and Close see; adding fails once
 // the server is closing.
 func (s *Server) track(c *conn, add bool) bool {
@@ -105,6 +134,12 @@ func (s *Server) track(c *conn, add bool) bool {
 	defer s.mu.Unlock()
 	if !add {
 		delete(s.conns, c)
+		if s.closing.Load() {
+			select {
+			case s.connGone <- struct{}{}:
+			default: // a token is already waiting
+			}
+		}
 		return true
 	}
 	if s.closing.Load() {
@@ -140,13 +175,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		fallbackDone <- s.fallback.Shutdown(ctx)
 	}()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
+	// A connection busy now closes itself once its request is answered (the server is
+	// closing); each that ends sends Shutdown to look again.
 	for !s.closeIdle() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-s.connGone:
 		}
 	}
 	return <-fallbackDone

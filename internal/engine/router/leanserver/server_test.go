@@ -14,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
+	testclock "k8s.io/utils/clock/testing"
 )
 
 // served runs h on a lean server and on a plain net/http server, both on loopback.
@@ -22,9 +25,12 @@ type served struct {
 	srv         *Server
 }
 
-func serve(t *testing.T, h http.Handler) *served {
+func serve(t *testing.T, h http.Handler) *served { t.Helper(); return serveOn(t, h, nil) }
+
+// serveOn is serve with the lean server on clk (nil: the real clock).
+func serveOn(t *testing.T, h http.Handler, clk clock.WithDelayedExecution) *served {
 	t.Helper()
-	s := &Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s := &Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, Clock: clk}
 	ln := listen(t)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
@@ -350,18 +356,18 @@ func TestResponsesMatchNetHTTP(t *testing.T) {
 }
 
 func TestDateHeader(t *testing.T) {
-	s := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	res, err := http.Get("http://" + s.lean + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	d, err := http.ParseTime(res.Header.Get("Date"))
-	if err != nil {
-		t.Fatalf("Date %q: %v", res.Header.Get("Date"), err)
-	}
-	if since := time.Since(d); since < -2*time.Second || since > time.Minute {
-		t.Errorf("Date %v is %v away from now", d, since)
+	clk := testclock.NewFakeClock(time.Date(2025, 1, 13, 12, 0, 0, 0, time.UTC))
+	s := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), clk)
+	for _, want := range []string{"Mon, 13 Jan 2025 12:00:00 GMT", "Mon, 13 Jan 2025 12:00:01 GMT"} {
+		res, err := http.Get("http://" + s.lean + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if got := res.Header.Get("Date"); got != want {
+			t.Errorf("Date %q, want the server clock's %q", got, want)
+		}
+		clk.Step(time.Second)
 	}
 }
 
@@ -392,42 +398,67 @@ func TestInformationalResponses(t *testing.T) {
 	}
 }
 
+// watchClock is a fake clock for the watch of a running request.
+func watchClock() *testclock.FakeClock {
+	return testclock.NewFakeClock(time.Date(2025, 1, 13, 12, 0, 0, 0, time.UTC))
+}
+
+// watched is told each time the watch of a request has looked at its connection.
+func watched(s *served) <-chan struct{} {
+	ch := make(chan struct{}, 16)
+	s.srv.onWatch = func() { ch <- struct{}{} }
+	return ch
+}
+
 func TestClientGoingAwayCancelsTheRequest(t *testing.T) {
 	started, canceled := make(chan struct{}), make(chan struct{})
-	s := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	clk := watchClock()
+	s := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		close(started)
-		select {
-		case <-r.Context().Done():
-			close(canceled)
-		case <-time.After(20 * time.Second):
-		}
-	}))
+		<-r.Context().Done()
+		close(canceled)
+	}), clk)
 	c := dialRaw(t, s.lean)
 	c.send("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
-	<-started
+	await(t, started, "the handler to run")
 	_ = c.nc.Close()
+	clk.Step(watchDelay) // the handler has run for watchDelay: its connection is watched
+	await(t, canceled, "the request's context to be canceled after its client went away")
+}
+
+// await waits for ch to close or send, failing the test after a failsafe that only
+// keeps a bug from hanging the run.
+func await[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
 	select {
-	case <-canceled:
+	case <-ch:
 	case <-time.After(15 * time.Second):
-		t.Fatal("the request's context was not canceled after its client went away")
+		t.Fatalf("gave up waiting for %s", what)
 	}
 }
 
 func TestSlowRequestWithPipelinedNextIsNotCanceled(t *testing.T) {
-	s := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	clk := watchClock()
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	s := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
-			select {
-			case <-r.Context().Done():
+			close(entered)
+			<-proceed // the watch has looked at the connection
+			if r.Context().Err() != nil {
 				http.Error(w, "canceled", http.StatusInternalServerError)
 				return
-			case <-time.After(4 * watchDelay):
 			}
 		}
 		_, _ = io.WriteString(w, r.URL.Path)
-	}))
+	}), clk)
+	looked := watched(s)
 	c := dialRaw(t, s.lean)
 	c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	await(t, entered, "the slow handler to run")
+	clk.Step(watchDelay)
+	await(t, looked, "the watch of the slow request")
+	close(proceed)
 	for _, want := range []string{"/slow", "/next"} {
 		if res, body := c.response("GET"); res.StatusCode != 200 || body != want {
 			t.Fatalf("got %s %q, want 200 %q", res.Status, body, want)
@@ -524,16 +555,18 @@ func TestAfterClientGone(t *testing.T) {
 	type notifier interface {
 		AfterClientGone(f func()) (stop func() bool)
 	}
-	ran, stopped := make(chan struct{}), make(chan bool, 1)
-	s := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ran, stopped, gone := make(chan struct{}), make(chan bool, 1), make(chan struct{})
+	clk := watchClock()
+	s := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stopped" {
 			stop := w.(notifier).AfterClientGone(func() { t.Error("a stopped callback ran") })
 			stopped <- stop()
 			return
 		}
 		w.(notifier).AfterClientGone(func() { close(ran) })
+		close(gone)
 		<-r.Context().Done()
-	}))
+	}), clk)
 
 	c := dialRaw(t, s.lean)
 	c.send("GET /stopped HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -545,11 +578,8 @@ func TestAfterClientGone(t *testing.T) {
 	}
 
 	c.send("GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(2 * watchDelay) // the handler is running
+	await(t, gone, "the handler to run")
+	clk.Step(watchDelay) // the handler has run for watchDelay: its connection is watched
 	_ = c.nc.Close()
-	select {
-	case <-ran:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the callback did not run after the client went away")
-	}
+	await(t, ran, "the callback to run after the client went away")
 }

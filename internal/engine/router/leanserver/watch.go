@@ -14,7 +14,9 @@ func (c *conn) watch(x *exchange) {
 	c.watchMu.Lock()
 	c.watched = x
 	if c.watchTimer == nil {
-		c.watchTimer = time.AfterFunc(watchDelay, c.watchFired)
+		// On a goroutine of its own: a fake clock runs the callback in its Step, and
+		// watchFired may read the connection until the client goes away.
+		c.watchTimer = c.s.clock.AfterFunc(watchDelay, func() { go c.watchFired() })
 	} else {
 		c.watchTimer.Reset(watchDelay)
 	}
@@ -43,6 +45,9 @@ func (c *conn) unwatch() {
 // watchFired runs on the timer's goroutine: it reads the connection until the client
 // goes away, sends bytes, or unwatch interrupts it.
 func (c *conn) watchFired() {
+	if c.s.onWatch != nil {
+		defer c.s.onWatch()
+	}
 	c.watchMu.Lock()
 	x := c.watched
 	if x == nil || c.watching {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
 )
 
 // cases is the table Run runs, in this order. They were lifted from the router's own tests,
@@ -40,7 +41,7 @@ var cases = []testCase{
 // The usual request reaches its instance without the credential, with a generated request id
 // and X-Forwarded-For, and comes back with the deployment header and the instance's headers.
 func usualRequest(e *env) {
-	b := newBackend(e.t, "b0")
+	b := testbackend.New(e.t, "b0")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
 	res := e.post(primaryKey, `{"x":1}`)
 	e.expectStatus(res, http.StatusOK)
@@ -57,7 +58,7 @@ func usualRequest(e *env) {
 	if res.header.Get("X-Backend") != "b0" || res.header.Get("Date") == "" {
 		e.t.Errorf("response header %v lacks the instance's X-Backend or a Date", res.header)
 	}
-	seen := b.requests()
+	seen := b.Requests()
 	if len(seen) != 1 {
 		e.t.Fatalf("backend got %d requests, want 1", len(seen))
 	}
@@ -75,7 +76,7 @@ func usualRequest(e *env) {
 
 // A client's request id is kept and forwarded, a malformed one replaced; errors carry it too.
 func requestIDs(e *env) {
-	b := newBackend(e.t, "blue")
+	b := testbackend.New(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 	withID := func(key, id string) *response {
 		req := e.request(key, `{}`)
@@ -88,7 +89,7 @@ func requestIDs(e *env) {
 	if res := withID(primaryKey, "client-id-42"); res.header.Get(router.RequestIDHeader) != "client-id-42" {
 		e.t.Fatalf("client request id replaced by %q", res.header.Get(router.RequestIDHeader))
 	}
-	if s := b.requests(); len(s) != 1 || s[0].Header.Get(router.RequestIDHeader) != "client-id-42" {
+	if s := b.Requests(); len(s) != 1 || s[0].Header.Get(router.RequestIDHeader) != "client-id-42" {
 		e.t.Fatalf("instance saw %+v", s)
 	}
 	// A malformed one is replaced.
@@ -106,7 +107,7 @@ func requestIDs(e *env) {
 // The instance gets the escaped path and query under its base path, without the hop-by-hop
 // headers, those named in Connection and the credential, with every end-to-end header.
 func pathQueryAndHeaders(e *env) {
-	b := newBackend(e.t, "blue")
+	b := testbackend.New(e.t, "blue")
 	d := deployment("blue", 1, b)
 	d.Backends[0].URL.Path = "/v1/" // a base path, trailing slash and all
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, d))
@@ -121,7 +122,7 @@ func pathQueryAndHeaders(e *env) {
 	res := e.do(req)
 	e.finished(1)
 	e.expectStatus(res, http.StatusOK)
-	seen := b.requests()
+	seen := b.Requests()
 	if len(seen) != 1 {
 		e.t.Fatalf("backend saw %d requests", len(seen))
 	}
@@ -149,7 +150,7 @@ func pathQueryAndHeaders(e *env) {
 		e.expectStatus(e.do(req), http.StatusOK)
 		e.finished(1)
 	}
-	seen = b.requests()[1:]
+	seen = b.Requests()[1:]
 	want := []struct{ path, query string }{{"/v1/score", ""}, {"/v1/score", ""}, {"/v1/score", "x=1"}, {"/v1/score/a!b", ""}}
 	if len(seen) != len(want) {
 		e.t.Fatalf("instance saw %d requests, want %d", len(seen), len(want))
@@ -164,7 +165,7 @@ func pathQueryAndHeaders(e *env) {
 // A missing or wrong credential is a 401 with WWW-Authenticate, even for a pinned request,
 // and never reaches an instance; either key works, and the scheme is case-insensitive.
 func unauthorized(e *env) {
-	b := newBackend(e.t, "blue")
+	b := testbackend.New(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
 	for _, header := range []string{
 		"",                    // missing
@@ -191,7 +192,7 @@ func unauthorized(e *env) {
 			e.t.Fatal("the error body echoes a key")
 		}
 	}
-	if n := b.hits.Load(); n != 0 {
+	if n := b.Hits.Load(); n != 0 {
 		e.t.Fatalf("backend got %d requests from unauthenticated callers", n)
 	}
 	for _, key := range []string{primaryKey, secondaryKey} {
@@ -202,7 +203,7 @@ func unauthorized(e *env) {
 	req.Header.Set("Authorization", "bearer "+secondaryKey)
 	e.expectStatus(e.do(req), http.StatusOK)
 	e.finished(1)
-	if n := b.hits.Load(); n != 3 {
+	if n := b.Hits.Load(); n != 3 {
 		e.t.Fatalf("backend got %d requests, want 3", n)
 	}
 }
@@ -210,7 +211,7 @@ func unauthorized(e *env) {
 // In token mode only the verifier's tokens pass (keys do not), a missing verifier fails closed,
 // and an endpoint with empty keys rejects everything.
 func tokenMode(e *env) {
-	b := newBackend(e.t, "blue")
+	b := testbackend.New(e.t, "blue")
 	ep := keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b))
 	ep.AuthMode = router.AuthModeAMLToken
 	ep.TokenVerifier = func(tok string) bool { return tok == "aml-token-1" }
@@ -225,7 +226,7 @@ func tokenMode(e *env) {
 	req.URL.Path = router.ScoringPath("nokeys")
 	e.expectError(e.do(req), http.StatusUnauthorized, router.CodeUnauthorized)
 	e.finished(1)
-	if b.hits.Load() != 0 {
+	if b.Hits.Load() != 0 {
 		e.t.Fatal("backend reached without a valid token")
 	}
 	e.expectStatus(e.post("aml-token-1", `{}`), http.StatusOK)
@@ -237,7 +238,7 @@ func tokenMode(e *env) {
 
 // A path that is not /{endpoint}/score[/...] or names an unknown (or removed) endpoint is a 404.
 func notFound(e *env) {
-	b := newBackend(e.t, "blue")
+	b := testbackend.New(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 	for _, path := range []string{"/", "/ep", "/ep/", "/ep/scores", "/ep/predict", "/other/score", "//score"} {
 		req := e.request(primaryKey, `{}`)
@@ -248,7 +249,7 @@ func notFound(e *env) {
 	}
 	e.r.RemoveEndpoint("ep")
 	e.expectError(e.post(primaryKey, `{}`), http.StatusNotFound, router.CodeNotFound)
-	if b.hits.Load() != 0 {
+	if b.Hits.Load() != 0 {
 		e.t.Fatal("backend reached")
 	}
 	if e.r.Stats("ep") != nil {
@@ -258,7 +259,7 @@ func notFound(e *env) {
 
 // Deployments, in name order, cover cumulative shares of Rand's draw.
 func trafficSplit(e *env) {
-	blue, green := newBackend(e.t, "blue"), newBackend(e.t, "green")
+	blue, green := testbackend.New(e.t, "blue"), testbackend.New(e.t, "green")
 	// Deployments are laid out in name order: blue covers [0, 0.8), green [0.8, 1).
 	draws := []float64{0, 0.5, 0.7999, 0.8, 0.95, 0.9999, 0.1}
 	want := []string{"blue", "blue", "blue", "green", "green", "green", "blue"}
@@ -279,7 +280,7 @@ func trafficSplit(e *env) {
 // The pin header reaches even a zero-traffic deployment without a draw; an unknown one is a
 // 404 listing the endpoint's deployments.
 func pinHeader(e *env) {
-	blue, green := newBackend(e.t, "blue"), newBackend(e.t, "green")
+	blue, green := testbackend.New(e.t, "blue"), testbackend.New(e.t, "green")
 	e.start(router.Options{Rand: sequence(e.t)}, // pinned requests never draw
 		keyEndpoint("ep", map[string]int{"blue": 100, "green": 0}, deployment("blue", 1, blue), deployment("green", 1, green)))
 	pinned := func(dep string) *response {
@@ -298,14 +299,14 @@ func pinHeader(e *env) {
 	if !strings.Contains(er.Message, "purple") || !strings.Contains(er.Message, "blue, green") || len(er.Deployments) != 2 {
 		e.t.Fatalf("unknown deployment error = %+v", er)
 	}
-	if blue.hits.Load() != 0 {
+	if blue.Hits.Load() != 0 {
 		e.t.Fatal("blue reached by pinned requests")
 	}
 }
 
 // Without a pin, an endpoint whose deployments all have zero traffic is a 503.
 func noTraffic(e *env) {
-	blue := newBackend(e.t, "blue")
+	blue := testbackend.New(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 0}, deployment("blue", 1, blue)))
 	er := e.expectError(e.post(primaryKey, `{}`), http.StatusServiceUnavailable, router.CodeUnavailable)
 	if !strings.Contains(er.Message, "no deployment receives traffic") {
@@ -319,15 +320,15 @@ func noTraffic(e *env) {
 
 // Instances not ready get nothing; a deployment with none ready is a 503 naming it.
 func noReadyInstance(e *env) {
-	a, b := newBackend(e.t, "a"), newBackend(e.t, "b")
+	a, b := testbackend.New(e.t, "a"), testbackend.New(e.t, "b")
 	d := deployment("blue", 1, a, b)
 	d.Backends[0].Ready = false
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, d))
 	for i := 0; i < 4; i++ {
 		e.expectStatus(e.post(primaryKey, `{}`), http.StatusOK)
 	}
-	if a.hits.Load() != 0 || b.hits.Load() != 4 {
-		e.t.Fatalf("hits a=%d b=%d; the not-ready instance must get none", a.hits.Load(), b.hits.Load())
+	if a.Hits.Load() != 0 || b.Hits.Load() != 4 {
+		e.t.Fatalf("hits a=%d b=%d; the not-ready instance must get none", a.Hits.Load(), b.Hits.Load())
 	}
 	d.Backends[1].Ready = false
 	e.r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, d))
@@ -344,10 +345,10 @@ func noReadyInstance(e *env) {
 // Every instance at its limit is a 429 that reaches no instance, also after the endpoint is
 // replaced; the slot, once released, serves again.
 func busy(e *env) {
-	b := newHoldingBackend(e.t, "blue")
+	b := testbackend.NewHolding(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 	first := e.doAsync(e.request(primaryKey, `{"n":1}`))
-	wait(e.t, b.entered, "the first request at the backend")
+	wait(e.t, b.Entered, "the first request at the backend")
 
 	res := e.post(primaryKey, `{"n":2}`)
 	e.expectError(res, http.StatusTooManyRequests, router.CodeTooManyRequests)
@@ -357,10 +358,10 @@ func busy(e *env) {
 	// Replacing the endpoint keeps the in-flight count: still full.
 	e.r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 	e.expectError(e.post(primaryKey, `{"n":3}`), http.StatusTooManyRequests, router.CodeTooManyRequests)
-	if n := b.hits.Load(); n != 1 {
+	if n := b.Hits.Load(); n != 1 {
 		e.t.Fatalf("backend got %d requests; rejected ones must not reach it", n)
 	}
-	b.releaseAll()
+	b.ReleaseAll()
 	e.expectStatus(wait(e.t, first, "the first response"), http.StatusOK)
 	e.finished(1)
 	e.expectStatus(e.post(primaryKey, `{"n":4}`), http.StatusOK)
@@ -373,13 +374,13 @@ func busy(e *env) {
 // The request timeout (on the router's clock) is a 504 that ends the instance's request and
 // frees its slot.
 func timeout(e *env) {
-	b := newHoldingBackend(e.t, "blue")
+	b := testbackend.NewHolding(e.t, "blue")
 	d := deployment("blue", 1, b)
 	d.RequestTimeout = 3 * time.Second
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, d))
 
 	res := e.doAsync(e.request(primaryKey, `{"slow":true}`))
-	wait(e.t, b.entered, "the request at the backend")
+	wait(e.t, b.Entered, "the request at the backend")
 	e.clk.Step(2999 * time.Millisecond)
 	select {
 	case r := <-res:
@@ -388,20 +389,20 @@ func timeout(e *env) {
 	}
 	e.clk.Step(time.Millisecond)
 	e.expectError(wait(e.t, res, "the 504"), http.StatusGatewayTimeout, router.CodeTimeout)
-	wait(e.t, b.canceled, "the backend to see its request end")
+	wait(e.t, b.Canceled, "the backend to see its request end")
 	e.finished(1)
 	if st := e.stats("blue"); st.Timeouts != 1 || st.Responses5xx != 1 || st.InFlight != 0 {
 		e.t.Fatalf("stats = %+v", st)
 	}
 	// The slot is free again.
-	b.releaseAll()
+	b.ReleaseAll()
 	e.expectStatus(e.post(primaryKey, `{}`), http.StatusOK)
 }
 
 // A timeout after the response headers went out cuts the response.
 func timeoutAfterHeaders(e *env) {
 	started, canceled := make(chan struct{}, 1), make(chan struct{}, 1)
-	b := newBackendWith(e.t, "blue", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b := testbackend.NewWith(e.t, "blue", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		_, _ = io.WriteString(w, "partial")
 		w.(http.Flusher).Flush()
@@ -452,10 +453,10 @@ func timeoutAfterHeaders(e *env) {
 
 // An instance that cannot be connected to gets the request moved, body and all, to another.
 func retry(e *env) {
-	live := newBackend(e.t, "live")
+	live := testbackend.New(e.t, "live")
 	d := &router.Deployment{Name: "blue", MaxConcurrentPerInstance: 1, RequestTimeout: time.Minute, Backends: []router.Backend{
-		{ID: "dead", URL: deadURL(e.t), Ready: true},
-		live.instance("live"),
+		{ID: "dead", URL: testbackend.Dead(e.t), Ready: true},
+		instance(live, "live"),
 	}}
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, d))
 	// Two sequential requests start round-robin at each instance once, so exactly one of
@@ -467,7 +468,7 @@ func retry(e *env) {
 			e.t.Fatalf("body %q, want live", res.body)
 		}
 	}
-	for _, s := range live.requests() {
+	for _, s := range live.Requests() {
 		if s.Body != `{"payload":"kept"}` {
 			e.t.Fatalf("retried request lost its body: %q", s.Body)
 		}
@@ -480,9 +481,9 @@ func retry(e *env) {
 // A request is moved once: when the second instance cannot be reached either, it is a 502.
 func retryOnlyOnce(e *env) {
 	d := &router.Deployment{Name: "blue", RequestTimeout: time.Minute, Backends: []router.Backend{
-		{ID: "dead-1", URL: deadURL(e.t), Ready: true},
-		{ID: "dead-2", URL: deadURL(e.t), Ready: true},
-		{ID: "dead-3", URL: deadURL(e.t), Ready: true},
+		{ID: "dead-1", URL: testbackend.Dead(e.t), Ready: true},
+		{ID: "dead-2", URL: testbackend.Dead(e.t), Ready: true},
+		{ID: "dead-3", URL: testbackend.Dead(e.t), Ready: true},
 	}}
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, d))
 	e.expectError(e.post(primaryKey, `{}`), http.StatusBadGateway, router.CodeBadGateway)
@@ -493,13 +494,13 @@ func retryOnlyOnce(e *env) {
 
 // A client that goes away ends its instance request and frees the slot.
 func clientGone(e *env) {
-	b := newHoldingBackend(e.t, "b0")
+	b := testbackend.NewHolding(e.t, "b0")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 	c := e.dial()
 	_, _ = io.WriteString(c, rawScoreRequest(""))
-	wait(e.t, b.entered, "the request at the instance")
+	wait(e.t, b.Entered, "the request at the instance")
 	_ = c.Close()
-	wait(e.t, b.canceled, "the instance to see its request end")
+	wait(e.t, b.Canceled, "the instance to see its request end")
 	e.finished(1)
 	if st := e.stats("blue"); st.ClientCanceled != 1 || st.InFlight != 0 {
 		e.t.Fatalf("stats %+v, want one canceled request and its slot free", st)
@@ -522,7 +523,7 @@ func responseFraming(e *env) {
 	deps := map[string]*router.Deployment{}
 	for _, f := range framings {
 		deps[f.name] = &router.Deployment{Name: f.name, RequestTimeout: time.Minute, Backends: []router.Backend{
-			{ID: "raw", URL: &url.URL{Scheme: "http", Host: fixedBackend(e.t, []byte(f.response), f.closeAfter)}, Ready: true}}}
+			{ID: "raw", URL: &url.URL{Scheme: "http", Host: testbackend.Fixed(e.t, []byte(f.response), f.closeAfter)}, Ready: true}}}
 	}
 	e.start(router.Options{}, router.Endpoint{Name: "ep", AuthMode: router.AuthModeKey, Keys: [2]string{primaryKey},
 		Traffic: map[string]int{}, Deployments: deps})
@@ -544,7 +545,7 @@ func responseFraming(e *env) {
 
 // Large, chunked and exactly-at-the-buffer bodies arrive whole, with the headers.
 func bodies(e *env) {
-	b := newBackend(e.t, "blue")
+	b := testbackend.New(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 	// Over the body the router buffers (64 KiB): such a body streams.
 	big := strings.Repeat("0123456789abcdef", (256<<10)/16)
@@ -564,14 +565,14 @@ func bodies(e *env) {
 			req.Body = io.NopCloser(io.MultiReader(strings.NewReader(c.body[:len(c.body)/2]), strings.NewReader(c.body[len(c.body)/2:])))
 			req.ContentLength = -1
 		}
-		before := len(b.requests())
+		before := len(b.Requests())
 		res := e.do(req)
 		e.finished(1)
 		e.expectStatus(res, http.StatusOK)
 		if res.header.Get(router.RequestIDHeader) != "big-1" || res.header.Get(router.DeploymentHeader) != "blue" {
 			e.t.Fatalf("%s: response headers %v", c.name, res.header)
 		}
-		seen := b.requests()
+		seen := b.Requests()
 		if len(seen) != before+1 {
 			e.t.Fatalf("%s: instance saw %d requests", c.name, len(seen)-before)
 		}
@@ -588,7 +589,7 @@ func bodies(e *env) {
 
 // A client sending Expect: 100-continue gets the router's headers once each.
 func expectContinue(e *env) {
-	b := newBackend(e.t, "blue")
+	b := testbackend.New(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 1, b)))
 	req := e.request(primaryKey, strings.Repeat("x", 4096))
 	req.Header.Set("Expect", "100-continue")
@@ -605,14 +606,14 @@ func expectContinue(e *env) {
 	if got := res.header.Values(router.DeploymentHeader); len(got) != 1 || got[0] != "blue" {
 		e.t.Fatalf("%s = %v", router.DeploymentHeader, got)
 	}
-	if s := b.requests(); len(s) != 1 || len(s[0].Body) != 4096 {
+	if s := b.Requests(); len(s) != 1 || len(s[0].Body) != 4096 {
 		e.t.Fatal("body did not arrive")
 	}
 }
 
 // Sequential requests take one client connection and one instance connection.
 func keepAlive(e *env) {
-	b := newBackend(e.t, "blue")
+	b := testbackend.New(e.t, "blue")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
 	const n = 20
 	for i := 0; i < n; i++ {
@@ -622,17 +623,17 @@ func keepAlive(e *env) {
 	if got := e.accepted.Load(); got != 1 {
 		e.t.Fatalf("the client needed %d connections for %d sequential requests, want 1", got, n)
 	}
-	if got := b.opened.Load(); got != 1 {
+	if got := b.Opened.Load(); got != 1 {
 		e.t.Fatalf("the router opened %d connections to the instance for %d sequential requests, want 1", got, n)
 	}
-	if got := b.hits.Load(); got != n {
+	if got := b.Hits.Load(); got != n {
 		e.t.Fatalf("instance got %d requests, want %d", got, n)
 	}
 }
 
 // Pipelined requests are answered in order.
 func pipelined(e *env) {
-	b := newBackend(e.t, "b0")
+	b := testbackend.New(e.t, "b0")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
 	c := e.dial()
 	_, _ = io.WriteString(c, rawScoreRequest("X-Request-Id: r1\r\n")+rawScoreRequest("X-Request-Id: r2\r\n"))

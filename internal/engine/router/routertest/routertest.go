@@ -21,7 +21,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +31,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
 )
 
 // failsafe bounds every wait so a bug hangs nothing; no case asserts on how long anything
@@ -315,24 +315,15 @@ func keyEndpoint(name string, traffic map[string]int, deps ...*router.Deployment
 }
 
 // deployment is a deployment with one instance per backend.
-func deployment(name string, maxConc int, bs ...*backend) *router.Deployment {
+func deployment(name string, maxConc int, bs ...*testbackend.Backend) *router.Deployment {
 	d := &router.Deployment{Name: name, MaxConcurrentPerInstance: maxConc, RequestTimeout: time.Minute}
 	for i, b := range bs {
-		d.Backends = append(d.Backends, b.instance(name+"-"+string(rune('0'+i))))
+		d.Backends = append(d.Backends, instance(b, name+"-"+string(rune('0'+i))))
 	}
 	return d
 }
 
-// deadURL is the URL of a loopback port that was just closed.
-func deadURL(t testing.TB) *url.URL {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return &url.URL{Scheme: "http", Host: addr}
+// instance is b as a ready instance of a deployment, named id.
+func instance(b *testbackend.Backend, id string) router.Backend {
+	return router.Backend{ID: id, URL: b.Address(), Ready: true}
 }
