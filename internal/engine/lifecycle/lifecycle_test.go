@@ -149,11 +149,13 @@ func TestAnEventDuringCreateReachesTheOwnerAfterTheOutcome(t *testing.T) {
 	}
 }
 
+// retry is the timer a failed release of n1 sets.
+var retry = runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey("lab/c"), Sub: "n1"}
+
 func TestReleaseWaitsForCreateAndRetriesAfterAFailure(t *testing.T) {
 	e := newEnv(t, fake.Options{})
 	o := &owner{}
 	ctx := context.Background()
-	retry := runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey("lab/c"), Sub: "n1"}
 	var gone, after int
 	release := func() bool {
 		return e.nodes.Release(ctx, "n1", retry, func() error { gone++; return nil }, func() { after++ })
@@ -196,13 +198,12 @@ func TestReleaseWaitsForCreateAndRetriesAfterAFailure(t *testing.T) {
 
 func TestAFailedGoneKeepsTheNodeForTheNextRelease(t *testing.T) {
 	e := newEnv(t, fake.Options{})
-	o := &owner{}
-	ctx := context.Background()
-	retry := runtime.Timer{Kind: runtime.Retry, Object: runtime.ComputeKey("lab/c"), Sub: "n1"}
-	e.nodes.Create(ctx, o, driver.NodeSpec{Key: "n1"}, o.done("n1"))
-	e.settle()
+	if _, err := e.fake.Create(context.Background(), driver.NodeSpec{Key: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	e.nodes.Register(&owner{}, "n1")
 	after := 0
-	e.nodes.Release(ctx, "n1", retry, func() error { return errors.New("store closed") }, func() { after++ })
+	e.nodes.Release(context.Background(), "n1", retry, func() error { return errors.New("store closed") }, func() { after++ })
 	e.settle()
 	if after != 0 || !e.nodes.Owns("n1") {
 		t.Fatalf("after ran %d times, owned %v: a node whose record could not be updated must stay its owner's", after, e.nodes.Owns("n1"))
