@@ -192,6 +192,32 @@ func TestEndpointFirstStartErrorNamesTheOutput(t *testing.T) {
 	}
 }
 
+// A process that never became ready and exits waits before its next start: 2 s after the
+// first failed start, doubling with each failed start in a row (rules/backoff), and not a
+// moment less.
+func TestEndpointRestartBackOffDoublesPerFailedStart(t *testing.T) {
+	env := setup(t)
+	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for i, wait := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		in := env.Started("wsp", "scorer", "blue", 1, 1)[0]
+		if in.Restarts != int64(i) || in.Task != "serve-"+strconv.Itoa(i) {
+			t.Fatalf("start %d: restarts %d, task %s; want %d, serve-%d", i+1, in.Restarts, in.Task, i, i)
+		}
+		env.Driver.FinishTask(in.ID, in.Task, 1)
+		env.SettlesTo("failed", func() bool { return env.Instances("wsp", "scorer")[0].State == api.EndpointInstanceFailed })
+		env.Step(wait - time.Millisecond)
+		if got := env.Instances("wsp", "scorer")[0]; got.State != api.EndpointInstanceFailed || got.Restarts != int64(i) {
+			t.Fatalf("failed start %d, %s later: %s with %d restarts; want Failed until %s have passed", i+1, wait-time.Millisecond, got.State, got.Restarts, wait)
+		}
+		env.Step(time.Millisecond)
+	}
+	if in := env.Started("wsp", "scorer", "blue", 1, 1)[0]; in.Restarts != 3 {
+		t.Fatalf("restarts %d; want 3", in.Restarts)
+	}
+}
+
 func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 	env := setup(t)
 	p := env.Probes
