@@ -22,6 +22,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime/runtimetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -38,10 +39,10 @@ type Options struct {
 
 // Env is a compute core on a manual loop and a fake driver.
 type Env struct {
+	// Manual is the loop (Settle, Step) and its fake clock.
+	runtimetest.Manual
 	t         testing.TB
 	Store     *store.Store
-	Clock     *clocktesting.FakeClock
-	Loop      *runtime.Loop
 	Driver    *fake.Driver
 	Lifecycle *lifecycle.Nodes
 	Core      *computes.Core
@@ -61,7 +62,7 @@ func New(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	e := &Env{t: t, Store: st, Clock: clocktesting.NewFakeClock(Start), DataDir: dir}
+	e := &Env{Manual: runtimetest.Manual{T: t, Clock: clocktesting.NewFakeClock(Start)}, t: t, Store: st, DataDir: dir}
 	e.Driver = fake.NewWithOptions(e.Clock, opts.Fake)
 	t.Cleanup(func() { _ = e.Driver.Close() })
 	e.Loop = runtime.New(runtime.Config{Clock: e.Clock, Manual: true})
@@ -90,21 +91,6 @@ func (e *Env) taskExited(ctx context.Context, node, task string, code int) {
 	if e.OnTaskExit != nil {
 		e.OnTaskExit(ctx, node, task, code)
 	}
-}
-
-// Settle runs the pending work (passes, driver calls, events, due timers) until none is left.
-func (e *Env) Settle() {
-	e.t.Helper()
-	if err := e.Loop.Settle(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// Step moves the fake clock on by d and settles.
-func (e *Env) Step(d time.Duration) {
-	e.t.Helper()
-	e.Clock.Step(d)
-	e.Settle()
 }
 
 // Workspace stores a workspace with the given quotas (vCPUs per family).

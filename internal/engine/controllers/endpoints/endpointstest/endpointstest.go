@@ -31,6 +31,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime/runtimetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -47,12 +48,12 @@ type Options struct {
 // Loop, Lifecycle, Quota, Controller and Probes are replaced by Restart; the clock and the
 // driver (its nodes and tasks) outlive it.
 type Env struct {
+	// Manual is the loop (Settle, Step) and its fake clock.
+	runtimetest.Manual
 	t          testing.TB
 	path       string
-	Clock      *clocktesting.FakeClock
 	Driver     *fake.Driver
 	Store      *store.Store
-	Loop       *runtime.Loop
 	Lifecycle  *lifecycle.Nodes
 	Quota      *model.QuotaIndex
 	Controller *endpoints.Controller
@@ -66,7 +67,7 @@ type Env struct {
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(Start)
-	e := &Env{t: t, path: filepath.Join(t.TempDir(), "state.db"), Clock: clk, Driver: fake.NewWithOptions(clk, opts.Fake)}
+	e := &Env{Manual: runtimetest.Manual{T: t, Clock: clk}, t: t, path: filepath.Join(t.TempDir(), "state.db"), Driver: fake.NewWithOptions(clk, opts.Fake)}
 	e.start()
 	t.Cleanup(func() {
 		e.stop()
@@ -143,22 +144,6 @@ func (e *Env) Restart() {
 	_ = e.Driver.Close()
 	e.Driver.Reopen()
 	e.start()
-}
-
-// Settle runs the pending work (passes, driver calls, events, due timers, probes) until
-// none is left.
-func (e *Env) Settle() {
-	e.t.Helper()
-	if err := e.Loop.Settle(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// Step moves the fake clock on by d and settles.
-func (e *Env) Step(d time.Duration) {
-	e.t.Helper()
-	e.Clock.Step(d)
-	e.Settle()
 }
 
 // SettlesTo settles and checks that cond holds: the manual loop has then done all it will
