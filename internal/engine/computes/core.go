@@ -217,13 +217,21 @@ func (c *Core) writeGrouped(f func(tx *store.Tx) error) error {
 	c.groupMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w.done { // a call that had the turn before wrote it with its own group
-		return w.err
+	if !w.done { // else a call that had the turn before wrote it with its own group
+		c.groupMu.Lock()
+		group := c.grouped // w among them
+		c.grouped = nil
+		c.groupMu.Unlock()
+		c.writeGroup(group)
 	}
-	c.groupMu.Lock()
-	group := c.grouped // w among them
-	c.grouped = nil
-	c.groupMu.Unlock()
+	return w.err
+}
+
+// writeGroup writes a group of writeGrouped calls in one transaction, in turn (under mu),
+// and sets each call's outcome. When the transaction fails, nothing of it stays (the
+// store rolls back, the calls' in-memory changes are undone) and each call runs again
+// alone.
+func (c *Core) writeGroup(group []*groupedWrite) {
 	if len(group) > 1 {
 		c.committed, c.undo = nil, nil
 		err := c.store.Update(func(tx *store.Tx) error {
@@ -234,19 +242,17 @@ func (c *Core) writeGrouped(f func(tx *store.Tx) error) error {
 			}
 			return nil
 		})
-		if err == nil {
-			c.finishWrite(nil)
-			for _, g := range group {
-				g.done = true
-			}
-			return nil
-		}
 		c.finishWrite(err)
+		if err == nil {
+			for _, g := range group {
+				g.err, g.done = nil, true
+			}
+			return
+		}
 	}
 	for _, g := range group {
 		g.err, g.done = c.writeLocked(g.f), true
 	}
-	return w.err
 }
 
 // writeLocked is Write for a caller in turn (holding mu).

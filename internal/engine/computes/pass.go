@@ -152,8 +152,15 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 		}
 		return nil
 	})
-	if err != nil || !exists {
+	if err != nil {
 		return err
+	}
+	if !exists {
+		// Whoever waits for it to go registered before the pass it asked for (AwaitDeleted):
+		// a record that an earlier pass, or the write that marked it, already removed must
+		// not leave them waiting.
+		c.loop.Deleted(runtime.ComputeKey(key))
+		return nil
 	}
 	if gone {
 		c.deleted(rec)
