@@ -44,7 +44,10 @@ func TestWriteGroupCommitsTogetherOrEachAlone(t *testing.T) {
 	}
 	stored := func(name string) bool {
 		var ok bool
-		if err := st.View(func(tx *store.Tx) (err error) { ok, err = tx.Get(store.Computes, "lab/"+name, &model.Compute{}); return err }); err != nil {
+		if err := st.View(func(tx *store.Tx) (err error) {
+			ok, err = tx.Get(store.Computes, "lab/"+name, &model.Compute{})
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		_, indexed := c.quota.Get("lab/" + name)
