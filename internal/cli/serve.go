@@ -91,6 +91,8 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	daemon.SetGCPace()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopProfile := startEngineProfile(os.Getenv(engineProfileEnv))
+	defer stopProfile()
 	err = daemon.Run(ctx, daemon.Options{
 		AgentArgv:       agentArgv,
 		CapacityVCPUs:   f.capacityVCPUs,

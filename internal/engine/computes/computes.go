@@ -190,13 +190,29 @@ func (c *Core) loadQuotaIndex() error {
 
 // DeleteCompute cancels a compute's jobs, releases its nodes and deletes it. It returns
 // once every node is confirmed released, or with an unavailable error when ctx ends first
-// (the delete goes on and resumes after an engine restart).
+// (the delete goes on and resumes after an engine restart). A compute with no node and no
+// job left (a cluster at zero nodes) has nothing to wait for: its record goes in the same
+// write that would mark it, as its delete pass would remove it, and it is not waited for.
 func (c *Core) DeleteCompute(ctx context.Context, workspace, name string) error {
 	key := workspace + "/" + name
-	err := c.Write(func(tx *store.Tx) error {
+	var gone bool
+	err := c.writeGrouped(func(tx *store.Tx) error {
+		gone = false
 		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
 			return model.NotFoundCompute(workspace, name)
+		}
+		if rec.Kubernetes == nil {
+			nodes := tx.Keys(store.Nodes, key+"/")
+			jobs, err := model.ActiveJobs(tx, rec)
+			if err != nil {
+				return err
+			}
+			if len(nodes) == 0 && len(jobs) == 0 {
+				gone = true
+				c.onCommit(func() { c.deleted(rec) })
+				return tx.Delete(store.Computes, key)
+			}
 		}
 		if rec.Deleting {
 			return nil
@@ -204,7 +220,7 @@ func (c *Core) DeleteCompute(ctx context.Context, workspace, name string) error 
 		rec.Deleting = true
 		return tx.Put(store.Computes, key, rec)
 	})
-	if err != nil {
+	if err != nil || gone {
 		return err
 	}
 	c.log.Info("compute deleting", "compute", key)

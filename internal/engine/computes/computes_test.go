@@ -3,8 +3,10 @@ package computes_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -233,5 +235,71 @@ func TestRecoverAdoptsReleasesAndRestarts(t *testing.T) {
 	}
 	if !env.Core.HasWork() {
 		t.Fatal("HasWork = false with nodes up")
+	}
+}
+
+// Creates that come at once (terraform's parallelism) share commits; each still gets its
+// own outcome, and what the quota allows is what is stored, whatever the grouping.
+func TestConcurrentInsertsAndDeletesEachGetTheirOwnOutcome(t *testing.T) {
+	env := setup(t, computestest.Options{}) // 8 vCPUs: two clusters of one DS3_v2 node
+	const callers = 12
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = env.Core.Insert(context.Background(), cluster(fmt.Sprintf("c%02d", i), 0, 1, api.PriorityDedicated), "", "scale_settings.max_node_count")
+		}()
+	}
+	wg.Wait()
+	var created []string
+	for i, err := range errs {
+		name := fmt.Sprintf("c%02d", i)
+		switch {
+		case err == nil:
+			created = append(created, name)
+		case api.IsQuotaExceeded(err):
+			if !env.Gone("lab/" + name) {
+				t.Errorf("%s was refused (%v) but is stored", name, err)
+			}
+		default:
+			t.Errorf("Insert %s: %v", name, err)
+		}
+	}
+	if len(created) != 2 {
+		t.Fatalf("created %v; want exactly the two the quota allows", created)
+	}
+	// Deleting them at once (they have no node) removes them, and frees the quota.
+	for _, name := range created {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := env.Core.DeleteCompute(context.Background(), "lab", name); err != nil {
+				t.Errorf("DeleteCompute %s: %v", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, name := range created {
+		if !env.Gone("lab/" + name) {
+			t.Errorf("%s is still stored after its delete returned", name)
+		}
+	}
+	insert(t, env, cluster("after", 0, 2, api.PriorityDedicated))
+}
+
+// A pass over a compute that is no longer stored tells whoever waits for it to go: a
+// delete that committed, then registered to wait after an earlier pass had already
+// removed the record, must not wait until its timeout.
+func TestAwaitingTheDeletionOfAComputeAlreadyGoneReturns(t *testing.T) {
+	env := setup(t, computestest.Options{})
+	insert(t, env, cluster("a", 0, 1, api.PriorityDedicated))
+	env.Settle()
+	if err := env.Store.Update(func(tx *store.Tx) error { return tx.Delete(store.Computes, "lab/a") }); err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := env.Loop.AwaitDeleted(context.Background(), []runtime.Key{runtime.ComputeKey("lab/a")}); !ok {
+		t.Fatalf("AwaitDeleted did not return for %v, whose record is gone", k)
 	}
 }

@@ -96,6 +96,18 @@ type Core struct {
 	backoff   map[string]createBackoff // compute key -> no node creation before
 	committed []func()                 // what the current write does once committed
 	undo      []func()                 // what the current write undoes if it does not commit
+
+	// grouped are the writeGrouped calls waiting for their turn (guarded by groupMu, not
+	// mu, so that callers can join while a write holds mu).
+	groupMu sync.Mutex
+	grouped []*groupedWrite
+}
+
+// groupedWrite is one writeGrouped call; err and done are set in turn (under mu).
+type groupedWrite struct {
+	f    func(tx *store.Tx) error
+	err  error
+	done bool
 }
 
 // The small interfaces the controllers use of the core.
@@ -194,8 +206,71 @@ func (c *Core) View(f func(tx *store.Tx) error) error { return c.store.View(f) }
 func (c *Core) Write(f func(tx *store.Tx) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.writeLocked(f)
+}
+
+// writeGrouped is Write for the API's creates and deletes, which come many at a time (a
+// terraform apply runs ten at once): the calls that wait for their turn share one
+// transaction, so one commit and its fsyncs make them all durable, instead of queueing one
+// commit each behind the others. Each call still returns only once its write is committed.
+// f must give the same outcome when it runs again: when one call of a group fails, the
+// group is rolled back and each of its calls runs again alone, so each gets its own error.
+func (c *Core) writeGrouped(f func(tx *store.Tx) error) error {
+	w := &groupedWrite{f: f}
+	c.groupMu.Lock()
+	c.grouped = append(c.grouped, w)
+	c.groupMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !w.done { // else a call that had the turn before wrote it with its own group
+		c.groupMu.Lock()
+		group := c.grouped // w among them
+		c.grouped = nil
+		c.groupMu.Unlock()
+		c.writeGroup(group)
+	}
+	return w.err
+}
+
+// writeGroup writes a group of writeGrouped calls in one transaction, in turn (under mu),
+// and sets each call's outcome. When the transaction fails, nothing of it stays (the
+// store rolls back, the calls' in-memory changes are undone) and each call runs again
+// alone.
+func (c *Core) writeGroup(group []*groupedWrite) {
+	if len(group) > 1 {
+		c.committed, c.undo = nil, nil
+		err := c.store.Update(func(tx *store.Tx) error {
+			for _, g := range group {
+				if err := g.f(tx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		c.finishWrite(err)
+		if err == nil {
+			for _, g := range group {
+				g.err, g.done = nil, true
+			}
+			return
+		}
+	}
+	for _, g := range group {
+		g.err, g.done = c.writeLocked(g.f), true
+	}
+}
+
+// writeLocked is Write for a caller in turn (holding mu).
+func (c *Core) writeLocked(f func(tx *store.Tx) error) error {
 	c.committed, c.undo = nil, nil
 	err := c.store.Update(f)
+	c.finishWrite(err)
+	return err
+}
+
+// finishWrite runs what the write that just ended asked to do once committed, or, when its
+// transaction failed (err), undoes what it changed in memory, latest first.
+func (c *Core) finishWrite(err error) {
 	done, undo := c.committed, c.undo
 	c.committed, c.undo = nil, nil
 	if err == nil {
@@ -207,7 +282,6 @@ func (c *Core) Write(f func(tx *store.Tx) error) error {
 			undo[i]()
 		}
 	}
-	return err
 }
 
 // onCommit runs g once the current Write commits. Callers are inside Write.
@@ -251,7 +325,8 @@ func (c *Core) Insert(ctx context.Context, rec model.Compute, idempotencyKey, qu
 	id := api.ComputeID(rec.Workspace, rec.Name)
 	rec.ParseDurations()
 	var out *api.Compute // read in the same turn as the write, as every pass after it sees it
-	err := c.Write(func(tx *store.Tx) error {
+	err := c.writeGrouped(func(tx *store.Tx) error {
+		out = nil
 		ws, err := model.GetWorkspace(tx, rec.Workspace)
 		if err != nil {
 			return err

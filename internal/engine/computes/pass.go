@@ -152,16 +152,18 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 		}
 		return nil
 	})
-	if err != nil || !exists {
+	if err != nil {
 		return err
 	}
-	if gone {
-		c.quota.Delete(key)
-		c.log.Info("compute deleted", "compute", key)
+	if !exists {
+		// Whoever waits for it to go registered before the pass it asked for (AwaitDeleted):
+		// a record that an earlier pass, or the write that marked it, already removed must
+		// not leave them waiting.
 		c.loop.Deleted(runtime.ComputeKey(key))
-		if rec.KubeJob != nil {
-			c.Kick(rec.Workspace + "/" + rec.KubeJob.Parent) // it may wait for this one to go
-		}
+		return nil
+	}
+	if gone {
+		c.deleted(rec)
 		return nil
 	}
 	c.act(adm)
@@ -228,6 +230,18 @@ func (c *Core) deletePass(tx *store.Tx, rec model.Compute, nodes []model.Node, j
 		}
 	}
 	return true, tx.Delete(store.Computes, rec.Key())
+}
+
+// deleted follows the commit that deleted a compute's record, in turn: the quota index
+// lets its holding go, and whoever waits for it to go is told.
+func (c *Core) deleted(rec model.Compute) {
+	key := rec.Key()
+	c.quota.Delete(key)
+	c.log.Info("compute deleted", "compute", key)
+	c.loop.Deleted(runtime.ComputeKey(key))
+	if rec.KubeJob != nil {
+		c.Kick(rec.Workspace + "/" + rec.KubeJob.Parent) // it may wait for this one to go
+	}
 }
 
 func (a *Actions) merge(b Actions) {

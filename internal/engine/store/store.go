@@ -202,11 +202,14 @@ func (s *Store) Backup(fn func(size int64, copyTo func(io.Writer) (int64, error)
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Update runs fn in a read-write transaction, committed (and fsynced) when fn returns nil.
-// Watchers of the buckets it wrote (Changed) are woken once it is committed.
+// Update runs fn in a read-write transaction, committed (and fsynced) when fn returns nil
+// and wrote something; one that wrote nothing has nothing to make durable and is rolled
+// back, which spares the two fsyncs of a commit (a pass that decides nothing is the
+// commonest write of all). Watchers of the buckets it wrote (Changed) are woken once it is
+// committed.
 func (s *Store) Update(fn func(*Tx) error) error {
 	t := &Tx{}
-	err := s.db.Update(func(tx *bolt.Tx) error { t.tx = tx; return fn(t) })
+	err := s.update(t, fn)
 	if err == nil && len(t.wrote) > 0 {
 		s.changedMu.Lock()
 		for b := range t.wrote {
@@ -218,6 +221,25 @@ func (s *Store) Update(fn func(*Tx) error) error {
 		s.changedMu.Unlock()
 	}
 	return err
+}
+
+// update is bbolt's DB.Update, but for the commit of a transaction that wrote nothing.
+func (s *Store) update(t *Tx, fn func(*Tx) error) error {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	t.tx = tx
+	// Rolled back on every path but a commit (a panic in fn included); after a commit the
+	// rollback does nothing.
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(t); err != nil {
+		return err
+	}
+	if !t.dirty {
+		return nil
+	}
+	return tx.Commit()
 }
 
 // Changed returns a channel that is closed once an Update that writes bucket b (a Put or
@@ -247,9 +269,11 @@ func (s *Store) View(fn func(*Tx) error) error {
 type Tx struct {
 	tx    *bolt.Tx
 	wrote map[Bucket]bool // the buckets written, for Store.Changed
+	dirty bool            // anything written, a bucket's sequence included: Update commits
 }
 
 func (t *Tx) markWritten(b Bucket) {
+	t.dirty = true
 	if t.wrote == nil {
 		t.wrote = map[Bucket]bool{}
 	}
@@ -315,5 +339,6 @@ func List[T any](t *Tx, b Bucket, prefix string) ([]T, error) {
 // NextSequence returns the next number of a bucket's counter (1, 2, ...), committed with
 // the transaction: IDs made from it sort in creation order, even with equal timestamps.
 func (t *Tx) NextSequence(b Bucket) (uint64, error) {
+	t.dirty = true
 	return t.tx.Bucket([]byte(b)).NextSequence()
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 type record struct {
@@ -123,5 +125,78 @@ func TestSecondOpenIsLocked(t *testing.T) {
 	_, err = Open(path, 50*time.Millisecond)
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open error = %v; want ErrLocked", err)
+	}
+}
+
+// commits is the number of the database's last committed transaction.
+func commits(t *testing.T, s *Store) int {
+	t.Helper()
+	var id int
+	if err := s.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// An Update that writes nothing commits nothing (no fsync); any write, a bucket's sequence
+// included, is committed and survives a reopen.
+func TestUpdateCommitsOnlyWhatWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := commits(t, s)
+	if err := s.Update(func(tx *Tx) error { _, err := tx.Get(Computes, "ws/a", new(record)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got := commits(t, s); got != before {
+		t.Fatalf("an Update that only read committed: transaction %d, want still %d", got, before)
+	}
+	if err := s.Update(func(tx *Tx) error { return tx.Put(Computes, "ws/a", record{Name: "ws/a"}) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := commits(t, s); got != before+1 {
+		t.Fatalf("a Put committed as transaction %d, want %d", got, before+1)
+	}
+	var seq uint64
+	if err := s.Update(func(tx *Tx) error { seq, err = tx.NextSequence(Jobs); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got := commits(t, s); got != before+2 {
+		t.Fatalf("a NextSequence committed as transaction %d, want %d", got, before+2)
+	}
+	// A panic in fn rolls back and leaves the store usable.
+	func() {
+		defer func() { _ = recover() }()
+		_ = s.Update(func(tx *Tx) error {
+			_ = tx.Put(Computes, "ws/b", record{Name: "ws/b"})
+			panic("boom")
+		})
+	}()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Update(func(tx *Tx) error {
+		if ok, err := tx.Get(Computes, "ws/a", new(record)); !ok || err != nil {
+			t.Errorf("ws/a after a reopen: found %v, %v", ok, err)
+		}
+		if ok, _ := tx.Get(Computes, "ws/b", new(record)); ok {
+			t.Error("ws/b, written by an Update that panicked, is stored")
+		}
+		next, err := tx.NextSequence(Jobs)
+		if next != seq+1 {
+			t.Errorf("the sequence after a reopen is %d, want %d", next, seq+1)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
