@@ -5,7 +5,8 @@
 #
 # Environment (set by the GNUmakefile, all optional):
 #   TESTACC_RUN       go test -run pattern (default ^Test(Acc|E2E): acceptance and end-to-end tests)
-#   TESTACC_PKGS      packages (default ./...)
+#   TESTACC_PKGS      packages (default: those with a test named TestAcc* or TestE2E*; ./...
+#                     when TESTACC_RUN is another pattern)
 #   TESTACC_TIMEOUT   go test -timeout (default 20m)
 #   TESTACC_PARALLEL  go test -parallel (default 4: terraform processes on 2 cores)
 #   TESTACC_P         go test -p (default 2)
@@ -40,9 +41,21 @@ if [[ "$kind" == tofu ]]; then
 	export TF_ACC_PROVIDER_HOST=registry.opentofu.org
 fi
 
+# The packages to test. Only those that hold an acceptance or end-to-end test: `go test ./...`
+# would build and link a test binary for each of the other packages to run nothing in it.
+pkgs="${TESTACC_PKGS:-}"
+if [[ -z "$pkgs" ]]; then
+	pkgs=./...
+	if [[ "${TESTACC_RUN:-^Test(Acc|E2E)}" == '^Test(Acc|E2E)' ]]; then
+		pkgs="$(find . \( -path ./.git -o -path ./.cache -o -path ./.demo -o -path ./bin -o -path ./tools/kube \) -prune -o \
+			-name '*_test.go' -print0 | xargs -0 grep -lE '^func Test(Acc|E2E)' | xargs -r -n1 dirname | sort -u | tr '\n' ' ')"
+		[[ -n "$pkgs" ]] || { echo "no package holds a test named TestAcc* or TestE2E*" >&2; exit 1; }
+	fi
+fi
+
 version="$("$tf" version)"
 echo "acceptance tests with ${version%%$'\n'*} ($tf)"
 set -x
-# shellcheck disable=SC2086 # TESTACC_PKGS and TESTARGS are lists of arguments
-go test ${TESTACC_PKGS:-./...} -run "${TESTACC_RUN:-^Test(Acc|E2E)}" -count=1 \
+# shellcheck disable=SC2086 # pkgs and TESTARGS are lists of arguments
+go test $pkgs -run "${TESTACC_RUN:-^Test(Acc|E2E)}" -count=1 \
 	-p "${TESTACC_P:-2}" -parallel "${TESTACC_PARALLEL:-4}" -timeout "${TESTACC_TIMEOUT:-20m}" ${TESTARGS:-}

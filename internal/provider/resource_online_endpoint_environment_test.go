@@ -31,7 +31,9 @@ func testAccEndpointEnvironmentConfig(endpoint, wheels, code, env string) string
       code_path       = %q
       command         = ["python", "serve.py"]
       environment_id  = mlcompute_environment.%s.id
-      readiness_probe = { initial_delay = "PT0S", period = "PT1S" }
+      # The instance builds its environment before it listens: up to 180 checks (one a second)
+      # leave that build time on a loaded machine; it is ready at its first good check.
+      readiness_probe = { initial_delay = "PT0S", period = "PT1S", failure_threshold = 180 }
     }
   }
   traffic = { blue = 100 }

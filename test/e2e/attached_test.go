@@ -18,6 +18,7 @@ import (
 // a second job runs there: after the restart the job ends with its true exit code and
 // full output. Destroy detaches the machine.
 func TestE2E_AttachedMachine(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	h := sshtest.Start(t)
 	key := h.KeyFile(t)

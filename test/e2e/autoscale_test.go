@@ -125,6 +125,7 @@ func (p *clientPool) record(s string) {
 // fails no request, a square wave moves once up and once down per period, a start failure
 // from zero answers 503 at once, and the hold queue's bound answers 429.
 func TestE2E_EndpointAutoscaling(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	u.writeConfig(requiredProviders + "provider \"mlcompute\" {}\nresource \"mlcompute_workspace\" \"ws\" {\n  name = \"e2e-auto\"\n}\n")
 	u.mustTerraform("apply", "-auto-approve")

@@ -57,6 +57,7 @@ func (u *user) waitFor(what string, limit time.Duration, cond func() bool) {
 // job is submitted, runs it for real, and goes back to 0 after its idle time; the runtime
 // changes never show as a Terraform diff.
 func TestE2E_ClusterScalesForRealJobs(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	u.writeConfig(clusterConfig)
 	u.mustTerraform("apply", "-auto-approve")
@@ -102,6 +103,7 @@ func TestE2E_ClusterScalesForRealJobs(t *testing.T) {
 // TestE2E_EngineKilledWhileJobsRun: SIGKILL the engine while two jobs run. After a restart
 // each job ends with its true exit code and full output, and no process is left behind.
 func TestE2E_EngineKilledWhileJobsRun(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	u.writeConfig(clusterConfig)
 	u.mustTerraform("apply", "-auto-approve")

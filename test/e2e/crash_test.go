@@ -59,6 +59,7 @@ var crashScenarios = []crashScenario{
 }
 
 func TestE2E_CrashRounds(t *testing.T) {
+	t.Parallel()
 	requireAcc(t)
 	rounds := 10
 	if s := os.Getenv("MLCOMPUTE_CRASH_ROUNDS"); s != "" {

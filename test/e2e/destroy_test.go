@@ -23,6 +23,7 @@ resource "mlcompute_workspace" "ws" {
 // source look-ups, misspelled object keys) is tried here: a plan still reports its error, and the destroy then
 // removes the workspace.
 func TestE2E_DestroyWhateverPlanChecksSay(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// applied first, when set; the bad configuration is then destroyBase + bad

@@ -23,6 +23,7 @@ func workspacesConfig(n int) string {
 // starts the engine from its own binary, the CLI sees the same engine, a re-plan is empty,
 // and deleting the data dir stops the engine.
 func TestE2E_ApplyStartsEmbeddedEngine(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	if out, code := u.cli("status"); code != 1 || !strings.Contains(out, "no engine answers") {
 		t.Fatalf("status before apply: exit %d, %q; want exit 1 (status never starts an engine)", code, out)
@@ -72,6 +73,7 @@ func TestE2E_ApplyStartsEmbeddedEngine(t *testing.T) {
 // apply. Running the apply again must converge: every workspace exists exactly once in the
 // engine and in the state, and a re-plan is empty.
 func TestE2E_EngineKilledDuringApplyConverges(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	const n = 60
 	u.writeConfig(workspacesConfig(n))
@@ -141,6 +143,7 @@ func TestE2E_EngineKilledDuringApplyConverges(t *testing.T) {
 // TestE2E_ServeIdleExitAndShutdown: `mlcompute serve` exits by itself once idle, and
 // `mlcompute shutdown` stops a running engine.
 func TestE2E_ServeIdleExitAndShutdown(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	serve := exec.Command(binDir+"/mlcompute", "serve", "--idle-exit", "2s")
 	serve.Env = u.env

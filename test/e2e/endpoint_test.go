@@ -123,6 +123,7 @@ func (u *user) waitEndpoint(ws, name, state string) *api.Endpoint {
 // 401, 429, the request timeout, the CLI, and an engine restart that keeps scoring_uri and
 // adopts the running instances.
 func TestE2E_EndpointRouting(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	u.writeConfig(requiredProviders + "provider \"mlcompute\" {}\nresource \"mlcompute_workspace\" \"ws\" {\n  name = \"e2e-serving\"\n}\n")
 	u.mustTerraform("apply", "-auto-approve")

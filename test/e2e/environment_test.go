@@ -122,6 +122,7 @@ const importMLCTest = `import mlctest, sys; print(mlctest.HELLO, "in", sys.prefi
 // build; two jobs at once with a new environment build it once; a bad requirement fails
 // its job with pip's message; a user-managed interpreter comes first on PATH.
 func TestE2E_Environments(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	needVenv(t)
 	wheels := wheelDir(t)
@@ -266,6 +267,7 @@ func killBuild(t *testing.T, name string) int {
 // was never published and is never used: a later job builds it properly and imports the
 // package.
 func TestE2E_EnvironmentBuildKilledWithTheEngine(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	needVenv(t)
 	wheels := wheelDir(t)
@@ -341,6 +343,7 @@ resource "mlcompute_environment" "slow" {
 // an attached machine (a real sshd test host) builds the environment there, in the remote
 // user's ~/.mlcompute/envs, not in the engine's cache.
 func TestE2E_AttachedMachineBuildsItsOwnEnvironment(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	needVenv(t)
 	wheels := wheelDir(t)

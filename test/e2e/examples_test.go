@@ -50,6 +50,7 @@ func (u *user) mustTerraformIn(dir string, args ...string) string {
 // provider: terraform validates each directory (and the modules they call) against the
 // provider's schema and its plan-time checks.
 func TestE2E_ExamplesAreValid(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	root := u.copyExamples()
 	var dirs []string
@@ -102,6 +103,7 @@ func requireSource(t *testing.T, dir string) {
 // Python scorer, then a green version takes half the traffic through the blue/green
 // module, and the CLI invokes each.
 func TestE2E_OnlineEndpointExample(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 not found: the example's scorer needs it (make test installs it: scripts/test-deps.sh)")

@@ -30,7 +30,7 @@ const requiredProviders = `terraform {
 `
 
 var (
-	binDir    string // holds terraform-provider-mlcompute, mlcompute and the test scorer, built once
+	binDir    string // holds terraform-provider-mlcompute, mlcompute and the test scorer, built once (TestMain)
 	terraform string
 )
 
@@ -63,11 +63,16 @@ func setup() error {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	for out, pkg := range map[string]string{"terraform-provider-mlcompute": ".", "mlcompute": "./cmd/mlcompute", "scorer": "./test/e2e/scorer"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, out), pkg)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", pkg, err, b)
+	// One go build for the three (it links them at the same time): terraform-provider-mlcompute,
+	// mlcompute and scorer, each named after its package's directory.
+	cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), ".", "./cmd/mlcompute", "./test/e2e/scorer")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the provider, the CLI and the test scorer: %v\n%s", err, b)
+	}
+	for _, name := range []string{"terraform-provider-mlcompute", "mlcompute", "scorer"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			return fmt.Errorf("go build made no %s: %v", name, err)
 		}
 	}
 	return nil

@@ -43,6 +43,7 @@ func (u *user) startServe(flags ...string) {
 // TestE2E_InstanceIdleShutdown: with the engine's policy lowered to seconds, an instance
 // stays up while a job runs on it, stops by itself once idle, and the stop is no drift.
 func TestE2E_InstanceIdleShutdown(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	u.startServe("--min-idle-shutdown", "1s")
 	u.writeConfig(instanceConfig)
@@ -97,6 +98,7 @@ func TestE2E_InstanceIdleShutdown(t *testing.T) {
 // instance that ran an 8 s job stops about 3 s after the job ends (never before), and a
 // user's start of the running instance restarts its idle clock instead of stopping it.
 func TestE2E_InstanceStopsIdleTimeAfterALongJob(t *testing.T) {
+	t.Parallel()
 	u := newUser(t)
 	u.startServe("--min-idle-shutdown", "1s")
 	u.writeConfig(strings.Replace(instanceConfig, `  setup_scripts = {

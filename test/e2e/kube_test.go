@@ -128,6 +128,7 @@ resource "mlcompute_compute_cluster" "steady" {
 // one pod across an engine SIGKILL (an orphan pod is deleted, none is duplicated); a pod
 // deleted by hand is replaced; destroy leaves no pod.
 func TestE2E_KubeCluster(t *testing.T) {
+	t.Parallel()
 	cs := requireKube(t)
 	u := kubeUser(t)
 	u.startServe("--nodes", "kubernetes")
@@ -277,6 +278,7 @@ resource "mlcompute_compute_cluster" "huge" {
 // scheduler's reason, and after --kube-start-timeout its pod is deleted and the compute's
 // errors say why.
 func TestE2E_KubeUnschedulable(t *testing.T) {
+	t.Parallel()
 	cs := requireKube(t)
 	u := newUser(t) // no request scale: the size asks for 72 vCPUs
 	u.startServe("--nodes", "kubernetes", "--kube-start-timeout", "15s")
@@ -296,6 +298,7 @@ func TestE2E_KubeUnschedulable(t *testing.T) {
 
 // TestE2E_KubeBadInput: serve refuses a cluster it cannot use with an error that says why.
 func TestE2E_KubeBadInput(t *testing.T) {
+	t.Parallel()
 	requireKube(t)
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -392,6 +395,7 @@ http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_f
 // TestE2E_KubeEndpoint: an endpoint with two deployments whose instances are pods serves
 // its traffic split, reached at the pods' IPs; deleting it leaves no pod.
 func TestE2E_KubeEndpoint(t *testing.T) {
+	t.Parallel()
 	cs := requireKube(t)
 	u := kubeUser(t)
 	u.startServe("--nodes", "kubernetes")
@@ -448,6 +452,7 @@ func TestE2E_KubeEndpoint(t *testing.T) {
 // package index to reach, and pip trusts plain HTTP only from loopback) builds inside the
 // pod, in its /mlcompute/envs, and the job runs in it.
 func TestE2E_KubeEnvironment(t *testing.T) {
+	t.Parallel()
 	cs := requireKube(t)
 	u := kubeUser(t)
 	u.startServe("--nodes", "kubernetes")

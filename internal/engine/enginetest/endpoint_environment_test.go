@@ -23,6 +23,7 @@ var envServer = enginetest.PythonScorer("mlctest", `{"python": shutil.which("pyt
 // served process finds the environment's python first on PATH, and an update of the
 // environment (a new content hash) rolls the deployment out onto the new build.
 func TestEndpointRunsInItsEnvironment(t *testing.T) {
+	t.Parallel()
 	e, c := localEngine(t)
 	ctx := context.Background()
 	wheels := wheelDir(t, "0.1", "0.2")

@@ -16,6 +16,7 @@ import (
 // old build: the old build stays until that job ends (and the job, importing its package
 // at the very end, proves it was intact), then the engine removes it; the new build stays.
 func TestOldEnvironmentBuildsAreRemoved(t *testing.T) {
+	t.Parallel()
 	e, c := localEngine(t)
 	ctx := context.Background()
 	wheels := wheelDir(t, "0.1", "0.2")

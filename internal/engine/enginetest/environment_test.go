@@ -65,6 +65,7 @@ func jobLog(t *testing.T, c *client.Client, ws, id string) string {
 // requirement fails its job with pip's words, a half-built leftover is never used, and a
 // user-managed interpreter comes first on PATH.
 func TestLocalEnvironmentBuildsOnceAndIsReused(t *testing.T) {
+	t.Parallel()
 	e, c := localEngine(t)
 	ctx := context.Background()
 	wheels := t.TempDir()

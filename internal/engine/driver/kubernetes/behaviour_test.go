@@ -76,6 +76,7 @@ func enginePods(t *testing.T, d *Driver) []corev1.Pod {
 // An engine that restarts (a new driver with the same engine id) adopts its pods and
 // their tasks: the task's output and its end are not lost.
 func TestClusterAdoptionAfterRestart(t *testing.T) {
+	t.Parallel()
 	cfg := clusterConfig(t)
 	cfg.EngineID = newEngineID()
 	t.Cleanup(func() { deleteEnginePods(t, cfg) })
@@ -122,6 +123,7 @@ func TestClusterAdoptionAfterRestart(t *testing.T) {
 
 // A pod deleted by someone else is NodeGone with that reason.
 func TestClusterPodDeletedByHand(t *testing.T) {
+	t.Parallel()
 	d := newClusterDriver(t, clusterConfig(t))
 	readyNode(t, d, driver.NodeSpec{Key: "n1", Owner: "ws/cpu", VCPUs: 1, MemoryGB: 1})
 	if err := clientset(t).CoreV1().Pods(d.cfg.Namespace).Delete(context.Background(), d.podName("n1"), metav1.DeleteOptions{}); err != nil {
@@ -138,6 +140,7 @@ func TestClusterPodDeletedByHand(t *testing.T) {
 
 // A VM size bigger than the cluster's node is pending with the scheduler's reason.
 func TestClusterUnschedulableReason(t *testing.T) {
+	t.Parallel()
 	cfg := clusterConfig(t)
 	cfg.RequestScale = 1
 	d := newClusterDriver(t, cfg)
@@ -170,6 +173,7 @@ func TestClusterUnschedulableReason(t *testing.T) {
 // A pod not running within the start timeout (on the driver's clock) is deleted and
 // NodeGone with a reason that says so.
 func TestClusterStartTimeout(t *testing.T) {
+	t.Parallel()
 	cfg := clusterConfig(t)
 	clock := clocktesting.NewFakeClock(time.Now())
 	cfg.Clock, cfg.StartTimeout, cfg.schedulingGates = clock, 10*time.Minute, []string{testHold}
@@ -196,6 +200,7 @@ func TestClusterStartTimeout(t *testing.T) {
 // bare pod's create-to-Running on the same cluster. make test runs 20 cycles (about a
 // minute); MLCOMPUTE_KUBE_CYCLES=100 runs the hundred.
 func TestClusterCreateReleaseCycles(t *testing.T) {
+	t.Parallel()
 	d := newClusterDriver(t, clusterConfig(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

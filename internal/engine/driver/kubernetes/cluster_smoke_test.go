@@ -36,6 +36,7 @@ func smokeConfig(t *testing.T) Config {
 // TestKubeClusterSmoke checks that the cluster runs a pod of the node image: it gets to
 // Running (seen by a watch), python3 runs in it through pods/exec, and it is deleted.
 func TestKubeClusterSmoke(t *testing.T) {
+	t.Parallel()
 	cfg := smokeConfig(t)
 	cs, rc, err := cfg.Clientset()
 	if err != nil {

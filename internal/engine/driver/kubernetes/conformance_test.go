@@ -17,6 +17,7 @@ import (
 // scheduling gate, so a node stays pending until the suite makes it ready from outside by
 // removing the gate; a node dies from outside when someone deletes its pod.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	cs := clientset(t)
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver {
