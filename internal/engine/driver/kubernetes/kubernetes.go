@@ -471,12 +471,24 @@ func (d *Driver) List(_ context.Context, owner string) ([]driver.NodeInfo, error
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	var out []driver.NodeInfo
+	listed := map[string]bool{}
 	for _, pod := range pods {
-		if _, ok := d.ours(pod); !ok || (owner != "" && pod.Annotations[AnnotationOwner] != owner) {
+		key, ok := d.ours(pod)
+		if !ok || (owner != "" && pod.Annotations[AnnotationOwner] != owner) {
 			continue
 		}
+		listed[key] = true
 		if info, gone, _ := d.adopt(pod, true); !gone {
 			out = append(out, info)
+		}
+	}
+	// The informer's cache lags the API by a watch event: a pod this driver has just
+	// created may not be in it yet, and it is a node all the same.
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for key, n := range d.nodes {
+		if !listed[key] && !n.terminating && (owner == "" || n.info.Owner == owner) {
+			out = append(out, n.info)
 		}
 	}
 	return out, nil
