@@ -17,11 +17,16 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
 // MaxOutputChunk is the most output one read returns; callers read again from the new
 // offset.
 const MaxOutputChunk = 1 << 20
+
+// taskKillTimeout bounds the wait for an ended task's processes to exit after SIGKILL.
+const taskKillTimeout = 10 * time.Second
 
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -266,8 +271,15 @@ func (a *agent) reap(t *task, cmd *exec.Cmd) {
 	}
 	t.killMu.Lock()
 	// The leader is a zombie, so its pgid cannot have been reused: take the rest of the
-	// group down with it, so a task leaves nothing behind.
+	// group down with it, so a task leaves nothing behind. A SIGKILL is delivered when its
+	// target next runs, so the end is recorded only once every process of the task (its
+	// marker is in their environment, also of those that left the group) has exited.
 	_ = unix.Kill(-pid, unix.SIGKILL)
+	ctx, cancel := context.WithTimeout(context.Background(), taskKillTimeout)
+	if _, err := proc.KillByEnv(ctx, TaskMarkerEnv, t.dir); err != nil {
+		a.log.Warn("processes of an ended task did not exit", "task", t.key, "error", err)
+	}
+	cancel()
 	_ = cmd.Wait()
 	t.reaped = true
 	t.killMu.Unlock()

@@ -9,20 +9,22 @@ import (
 func TestLocksSerialisePerKeyAndForget(t *testing.T) {
 	var l Locks
 	var wg sync.WaitGroup
-	counts := map[string]int{}
+	// One counter per key, each written only by that key's holders; the map itself is
+	// only read, so holders of different keys may run at once.
+	counts := map[string]*int{"a": new(int), "b": new(int)}
 	for i := range 200 {
 		key := []string{"a", "b"}[i%2]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			unlock := l.Lock(key)
-			counts[key]++ // a data race (and a wrong count) if two holders of a key overlapped
+			*counts[key]++ // a data race (and a wrong count) if two holders of a key overlapped
 			unlock()
 		}()
 	}
 	wg.Wait()
-	if counts["a"] != 100 || counts["b"] != 100 {
-		t.Fatalf("counts %v; want 100 each", counts)
+	if *counts["a"] != 100 || *counts["b"] != 100 {
+		t.Fatalf("counts a=%d b=%d; want 100 each", *counts["a"], *counts["b"])
 	}
 	if n := l.Len(); n != 0 {
 		t.Fatalf("%d keys left after every holder unlocked; want 0", n)
