@@ -24,17 +24,12 @@ import (
 func BenchmarkCreateCompute(b *testing.B) {
 	for _, existing := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("computes=%d", existing), func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "state.db")
-			st, err := store.Open(path, time.Second)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
+			st := benchStore(b)
 			clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			ws := api.Workspace{Name: "bench", Location: api.DefaultLocation, Quotas: map[string]int64{"standardDSv2Family": 1 << 40}}
 			// The existing computes go in with one transaction, as records: creating them
 			// through the API would time the set-up's fsyncs, not the engine.
-			err = st.Update(func(tx *store.Tx) error {
+			err := st.Update(func(tx *store.Tx) error {
 				if err := tx.Put(store.Workspaces, ws.Name, ws); err != nil {
 					return err
 				}
@@ -51,15 +46,7 @@ func BenchmarkCreateCompute(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			e, err := New(Config{Store: st, Clock: clk, Driver: fake.New(clk), DataDir: b.TempDir(), Manual: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if err := e.Start(ctx); err != nil {
-				b.Fatal(err)
-			}
+			e, ctx := benchEngine(b, st, clk, true)
 			b.ResetTimer()
 			for i := range b.N {
 				spec := api.ComputeSpec{Name: fmt.Sprintf("new%07d", i), VMSize: "Standard_DS3_v2", ScaleSettings: &api.ScaleSettings{MaxNodeCount: 4}}
@@ -80,21 +67,7 @@ func BenchmarkCreateCompute(b *testing.B) {
 func BenchmarkCreateDeleteConcurrent(b *testing.B) {
 	for _, callers := range []int{1, 10} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			st, err := store.Open(filepath.Join(b.TempDir(), "state.db"), time.Second)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			clk := clock.RealClock{}
-			e, err := New(Config{Store: st, Clock: clk, Driver: fake.New(clk), DataDir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if err := e.Start(ctx); err != nil {
-				b.Fatal(err)
-			}
+			e, ctx := benchEngine(b, benchStore(b), clock.RealClock{}, false)
 			ws := api.WorkspaceSpec{Name: "bench", Location: api.DefaultLocation, Quotas: map[string]int64{"standardDSv2Family": 1 << 40}}
 			if _, err := e.CreateWorkspace(ctx, ws, ""); err != nil {
 				b.Fatal(err)
@@ -133,4 +106,31 @@ func BenchmarkCreateDeleteConcurrent(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchStore opens a store on disk (fsync and all) for a benchmark.
+func benchStore(b *testing.B) *store.Store {
+	b.Helper()
+	st, err := store.Open(filepath.Join(b.TempDir(), "state.db"), time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// benchEngine starts an engine on st with the fake driver, in manual mode or running; it
+// stops when the benchmark ends.
+func benchEngine(b *testing.B, st *store.Store, clk clock.WithTicker, manual bool) (*Engine, context.Context) {
+	b.Helper()
+	e, err := New(Config{Store: st, Clock: clk, Driver: fake.New(clk), DataDir: b.TempDir(), Manual: manual})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	if err := e.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return e, ctx
 }

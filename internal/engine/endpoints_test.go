@@ -11,7 +11,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/endpointstest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 // The engine's wiring of online endpoints: what the workspaces' controller, the computes'
@@ -38,16 +37,7 @@ func (r *rig) endpoint(ws, name string) *api.Endpoint {
 // storedInstances reads the endpoint's instances as stored (with their ports).
 func (r *rig) storedInstances(ws, name string) []model.EndpointInstance {
 	r.t.Helper()
-	var out []model.EndpointInstance
-	err := r.st.View(func(tx *store.Tx) error {
-		rec, err := model.GetEndpoint(tx, ws, name)
-		out = rec.Instances
-		return err
-	})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return out
+	return endpointstest.StoredInstances(r.t, r.st, ws, name)
 }
 
 // started settles and checks that n instances of the deployment and generation have a

@@ -192,14 +192,21 @@ func (e *Env) Endpoint(workspace, name string) *api.Endpoint {
 // Instances returns the endpoint's instances as stored (with their ports and tasks).
 func (e *Env) Instances(workspace, name string) []model.EndpointInstance {
 	e.t.Helper()
+	return StoredInstances(e.t, e.Store, workspace, name)
+}
+
+// StoredInstances reads an endpoint's instances from a store (with their ports and
+// tasks); the test fails when the endpoint is gone.
+func StoredInstances(t testing.TB, st *store.Store, workspace, name string) []model.EndpointInstance {
+	t.Helper()
 	var out []model.EndpointInstance
-	err := e.Store.View(func(tx *store.Tx) error {
+	err := st.View(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		out = rec.Instances
 		return err
 	})
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return out
 }
