@@ -94,25 +94,28 @@ func TestE2E_InstanceIdleShutdown(t *testing.T) {
 	u.mustTerraform("destroy", "-auto-approve")
 }
 
-// TestE2E_InstanceStopsIdleTimeAfterALongJob: with idle_time_before_shutdown = PT3S, an
-// instance that ran an 8 s job stops about 3 s after the job ends (never before), and a
+// TestE2E_InstanceStopsIdleTimeAfterALongJob: with idle_time_before_shutdown = PT16S, an
+// instance that ran an 8 s job stops about 16 s after the job ends (never before), and a
 // user's start of the running instance restarts its idle clock instead of stopping it.
 func TestE2E_InstanceStopsIdleTimeAfterALongJob(t *testing.T) {
 	t.Parallel()
 	u := newUser(t)
 	u.startServe("--min-idle-shutdown", "1s")
-	u.writeConfig(strings.Replace(instanceConfig, `  setup_scripts = {
+	// 16 s of idle time, not the other tests' 3: each step below must land inside a window,
+	// and a CLI call can take seconds on a loaded machine, so each window is 6 s or more.
+	cfg := strings.Replace(instanceConfig, `  setup_scripts = {
     startup_script = { inline = "echo started" }
   }
-`, "", 1))
+`, "", 1)
+	u.writeConfig(strings.Replace(cfg, `idle_time_before_shutdown = "PT3S"`, `idle_time_before_shutdown = "PT16S"`, 1))
 	u.mustTerraform("apply", "-auto-approve")
 
 	// start on the running instance: it stays Running and its idle clock starts again.
-	time.Sleep(2 * time.Second) // 2 of the 3 idle seconds pass before the user's start
+	time.Sleep(8 * time.Second) // 8 of the 16 idle seconds pass before the user's start
 	if out, code := u.cli("compute", "start", "--workspace", "e2e-team", "dev-box"); code != 0 {
 		t.Fatalf("compute start of a running instance: %s", out)
 	}
-	time.Sleep(1500 * time.Millisecond) // past the first deadline, before the second
+	time.Sleep(10 * time.Second) // 2 s past the first deadline, 6 s before the second
 	if c := u.compute("dev-box"); c.State != api.InstanceRunning {
 		t.Fatalf("instance %s (%+v) after a start of the running instance; want Running", c.State, c.LastOperation)
 	}
@@ -141,9 +144,9 @@ func TestE2E_InstanceStopsIdleTimeAfterALongJob(t *testing.T) {
 	}
 	// The rule, not the timing: the stop is never before the job's end plus the idle time.
 	stoppedAfter := c.LastOperation.Time.Sub(*job.EndedAt)
-	if stoppedAfter < 3*time.Second {
-		t.Fatalf("stopped %s after the job ended; idle_time_before_shutdown is 3s", stoppedAfter)
+	if stoppedAfter < 16*time.Second {
+		t.Fatalf("stopped %s after the job ended; idle_time_before_shutdown is 16s", stoppedAfter)
 	}
-	t.Logf("stopped %s after the 8 s job ended (idle time 3 s)", stoppedAfter)
+	t.Logf("stopped %s after the 8 s job ended (idle time 16 s)", stoppedAfter)
 	u.mustTerraform("destroy", "-auto-approve")
 }
