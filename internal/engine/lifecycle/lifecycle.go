@@ -168,15 +168,6 @@ func (n *Nodes) Release(ctx context.Context, key string, retry runtime.Timer, go
 	return true
 }
 
-// Forget drops a node its owner no longer records without a release (a node that was
-// never created).
-func (n *Nodes) Forget(key string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.owners, key)
-	delete(n.waiting, key)
-}
-
 // HandleEvent routes a driver event to the owner of its node, after ending the node's wait
 // to be ready when the event ends it; an event about a node being created is held until
 // its owner recorded the outcome (Create). An event about a node no owner holds is

@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/keylock"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
 )
 
@@ -79,7 +80,7 @@ type Driver struct {
 	ctx    context.Context // ends with Close; every watcher runs under it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	keys   keyedMutex // serializes Create, Describe, Terminate and recovery per node
+	keys   keylock.Locks // serializes Create, Describe, Terminate and recovery per node
 
 	mu      sync.Mutex
 	watches map[string]*watch
@@ -510,39 +511,4 @@ func (d *Driver) withTimeout(ctx context.Context, dur time.Duration) (context.Co
 		}
 	}()
 	return ctx, cancel
-}
-
-// keyedMutex is a mutex per key.
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]*keyLock
-}
-
-type keyLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-// Lock locks key and returns its unlock.
-func (k *keyedMutex) Lock(key string) func() {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyLock{}
-	}
-	l := k.m[key]
-	if l == nil {
-		l = &keyLock{}
-		k.m[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
 }
