@@ -24,6 +24,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,6 +55,37 @@ type benchCase struct {
 // I/O (tools/bench/nullprovider), the floor any plugin provider stands on.
 const nullCase = "benchnull_resource"
 
+// The do-nothing provider's resource with the cluster's schema (tools/bench/nullprovider,
+// shaped.go): what terraform and the framework cost for that schema, without the
+// provider's code.
+const shapedCase = "benchnull_shaped"
+
+// shapedConfig is the cluster configuration with resource names and types swapped: one
+// resource in the workspace's place and n of another type in the clusters'. Both the
+// cluster case and the shaped floor use it, so they differ only in those names.
+func shapedConfig(provider, workspace, workspaceConfig, cluster string, n int) string {
+	return fmt.Sprintf(`terraform {
+  required_providers {
+    %[1]s = { source = "mlcompute/%[1]s" }
+  }
+}
+
+resource %[2]q "bench" {
+%[3]s}
+
+resource %[4]q "bench" {
+  count        = %[5]d
+  name         = format("cpu%%03d", count.index)
+  workspace_id = %[2]s.bench.id
+  vm_size      = "Standard_DS1_v2"
+  scale_settings = {
+    min_node_count = 0
+    max_node_count = 1
+  }
+}
+`, provider, workspace, workspaceConfig, cluster, n)
+}
+
 var cases = []benchCase{
 	{
 		Name: "terraform_data",
@@ -83,32 +115,22 @@ resource "benchnull_resource" "bench" {
 		},
 	},
 	{
+		// The same configuration as the clusters', on benchnull_shaped. Its one resource in
+		// the workspace's place is a benchnull_resource.
+		Name:      shapedCase,
+		Baselines: []string{nullCase},
+		Config: func(n int) string {
+			return shapedConfig("benchnull", "benchnull_resource", "  input = \"bench-clusters\"\n", shapedCase, n)
+		},
+	},
+	{
 		// One workspace holds the clusters, so this case manages n+1 resources.
 		Name:      "mlcompute_compute_cluster",
-		Baselines: []string{nullCase, "terraform_data"},
+		Baselines: []string{nullCase, shapedCase, "terraform_data"},
 		Config: func(n int) string {
-			return fmt.Sprintf(`terraform {
-  required_providers {
-    mlcompute = { source = "mlcompute/mlcompute" }
-  }
-}
-
-resource "mlcompute_workspace" "bench" {
-  name   = "bench-clusters"
-  quotas = { standardDSv2Family = %d }
-}
-
-resource "mlcompute_compute_cluster" "bench" {
-  count        = %d
-  name         = format("cpu%%03d", count.index)
-  workspace_id = mlcompute_workspace.bench.id
-  vm_size      = "Standard_DS1_v2"
-  scale_settings = {
-    min_node_count = 0
-    max_node_count = 1
-  }
-}
-`, n, n)
+			return shapedConfig("mlcompute", "mlcompute_workspace",
+				fmt.Sprintf("  name   = \"bench-clusters\"\n  quotas = { standardDSv2Family = %d }\n", n),
+				"mlcompute_compute_cluster", n)
 		},
 	},
 }
@@ -281,6 +303,11 @@ func run(ctx context.Context, o options) (err error) {
 		"MLCOMPUTE_HOME="+filepath.Join(b.dir, "home"),
 		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
 	)
+	shapedSchema, err := b.writeResourceSchema(ctx, "mlcompute_compute_cluster")
+	if err != nil {
+		return err
+	}
+	b.env = append(b.env, "BENCHNULL_SHAPED_SCHEMA="+shapedSchema)
 
 	version, _ := b.output(ctx, "", b.terraform, "version")
 	fmt.Printf("%s, %d CPUs; medians of %d interleaved runs per size\n",
@@ -292,6 +319,43 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	return nil
+}
+
+// writeResourceSchema writes the schema of one of the provider's resources, as `terraform
+// providers schema -json` prints it, to a file for the do-nothing provider's
+// benchnull_shaped, and returns the file's path.
+func (b *bench) writeResourceSchema(ctx context.Context, resourceType string) (string, error) {
+	dir := filepath.Join(b.dir, "schema")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	config := "terraform {\n  required_providers {\n    mlcompute = { source = \"mlcompute/mlcompute\" }\n  }\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(config), 0o644); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, b.terraform, "providers", "schema", "-json")
+	cmd.Dir, cmd.Env = dir, b.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr // terraform warns there about dev_overrides
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("terraform providers schema -json: %w\n%s", err, tail(stderr.String(), 20))
+	}
+	var schemas struct {
+		ProviderSchemas map[string]struct {
+			ResourceSchemas map[string]json.RawMessage `json:"resource_schemas"`
+		} `json:"provider_schemas"`
+	}
+	if err := json.Unmarshal(out, &schemas); err != nil {
+		return "", fmt.Errorf("terraform providers schema -json: %w", err)
+	}
+	for _, p := range schemas.ProviderSchemas {
+		if s, ok := p.ResourceSchemas[resourceType]; ok {
+			file := filepath.Join(dir, resourceType+".json")
+			return file, os.WriteFile(file, s, 0o644)
+		}
+	}
+	return "", fmt.Errorf("terraform providers schema -json: no schema of %s", resourceType)
 }
 
 // caseDir is the working directory of one case at one size.

@@ -1,8 +1,10 @@
 // Command nullprovider is the floor that `make bench` measures the mlcompute provider
-// against: a terraform-plugin-framework provider with one resource that does nothing (no
-// I/O, no engine), served exactly as the scaffolding template serves a provider. What it
-// costs is what terraform, the plugin protocol and the framework cost, so the mlcompute
-// provider's ratio to it is the share of the project's own code and schema.
+// against: a terraform-plugin-framework provider whose resources do nothing (no I/O, no
+// engine), served exactly as the scaffolding template serves a provider. What it costs is
+// what terraform, the plugin protocol and the framework cost. benchnull_resource has two
+// attributes, so the mlcompute provider's ratio to it is the share of the project's code
+// and schema; benchnull_shaped (shaped.go) has the schema of an mlcompute resource, so the
+// ratio to it is the share of the project's code alone.
 //
 // Its address is mlcompute/benchnull and its binary terraform-provider-benchnull; the
 // benchmark builds it and reaches it through dev_overrides. Nothing else uses it.
@@ -23,7 +25,15 @@ import (
 )
 
 func main() {
-	err := providerserver.Serve(context.Background(), func() provider.Provider { return nullProvider{} }, providerserver.ServeOpts{
+	var p nullProvider
+	shaped, ok, err := loadShapedSchema()
+	if err != nil {
+		log.Fatal(err.Error())
+	}
+	if ok {
+		p.shaped = &shaped
+	}
+	err = providerserver.Serve(context.Background(), func() provider.Provider { return p }, providerserver.ServeOpts{
 		Address:         "registry.terraform.io/mlcompute/benchnull",
 		ProtocolVersion: 6,
 	})
@@ -32,7 +42,10 @@ func main() {
 	}
 }
 
-type nullProvider struct{}
+// nullProvider serves benchnull_resource, and benchnull_shaped when it has a schema for it.
+type nullProvider struct {
+	shaped *schema.Schema
+}
 
 func (nullProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
 	resp.TypeName = "benchnull"
@@ -44,8 +57,12 @@ func (nullProvider) Schema(context.Context, provider.SchemaRequest, *provider.Sc
 func (nullProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
 }
 
-func (nullProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{func() resource.Resource { return nullResource{} }}
+func (p nullProvider) Resources(context.Context) []func() resource.Resource {
+	resources := []func() resource.Resource{func() resource.Resource { return nullResource{} }}
+	if p.shaped != nil {
+		resources = append(resources, func() resource.Resource { return shapedResource{schema: *p.shaped} })
+	}
+	return resources
 }
 
 func (nullProvider) DataSources(context.Context) []func() datasource.DataSource { return nil }
