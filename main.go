@@ -17,6 +17,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/cli"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/provider"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/sdklog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/version"
 )
 
@@ -39,7 +40,7 @@ func main() {
 
 	// The SDK logs every call at trace level, which terraform discards unless the user
 	// asked for logs: say nothing unless they did.
-	if err := provider.QuietLogsUnlessAsked(os.Environ(), os.Setenv); err != nil {
+	if err := sdklog.QuietUnlessAsked(os.Environ(), os.Setenv, "TF_LOG_PROVIDER_MLCOMPUTE"); err != nil {
 		log.Fatal(err.Error())
 	}
 	// A provider process lives for one terraform command and keeps a few megabytes: the

@@ -1,7 +1,8 @@
 // Command nullprovider is the floor that `make bench` measures the mlcompute provider
 // against: a terraform-plugin-framework provider whose resources do nothing (no I/O, no
-// engine), served exactly as the scaffolding template serves a provider. What it costs is
-// what terraform, the plugin protocol and the framework cost. benchnull_resource has two
+// engine), served as the scaffolding template serves a provider but with the SDK's logging
+// off, as the provider under test has it. What it costs is what terraform, the plugin
+// protocol and the framework cost. benchnull_resource has two
 // attributes, so the mlcompute provider's ratio to it is the share of the project's code
 // and schema; benchnull_shaped (shaped.go) has the schema of an mlcompute resource, so the
 // ratio to it is the share of the project's code alone.
@@ -13,6 +14,7 @@ package main
 import (
 	"context"
 	"log"
+	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
@@ -22,9 +24,17 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/sdklog"
 )
 
 func main() {
+	// The provider under test logs nothing unless the user asks terraform for logs, and
+	// neither does its floor: the SDK's trace lines would cost terraform and the floor
+	// more for a wider schema, and make the floor slower than the provider it bounds.
+	if err := sdklog.QuietUnlessAsked(os.Environ(), os.Setenv, "TF_LOG_PROVIDER_BENCHNULL"); err != nil {
+		log.Fatal(err.Error())
+	}
 	var p nullProvider
 	shaped, ok, err := loadShapedSchema()
 	if err != nil {

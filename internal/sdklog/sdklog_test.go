@@ -1,4 +1,4 @@
-package provider
+package sdklog
 
 import (
 	"maps"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-func TestQuietLogsUnlessAsked(t *testing.T) {
-	allOff := map[string]string{}
-	for _, name := range quietLogEnv {
+func TestQuietUnlessAsked(t *testing.T) {
+	allOff := map[string]string{"TF_LOG_PROVIDER_MLCOMPUTE": "OFF"}
+	for _, name := range sdkLogEnv {
 		allOff[name] = "OFF"
 	}
 	for _, tc := range []struct {
@@ -27,7 +27,7 @@ func TestQuietLogsUnlessAsked(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[string]string{}
-			if err := QuietLogsUnlessAsked(tc.environ, func(k, v string) error { got[k] = v; return nil }); err != nil {
+			if err := QuietUnlessAsked(tc.environ, func(k, v string) error { got[k] = v; return nil }, "TF_LOG_PROVIDER_MLCOMPUTE"); err != nil {
 				t.Fatal(err)
 			}
 			if !maps.Equal(got, tc.want) {
@@ -35,7 +35,7 @@ func TestQuietLogsUnlessAsked(t *testing.T) {
 			}
 		})
 	}
-	if !slices.Contains(quietLogEnv, "TF_LOG_SDK_FRAMEWORK") {
+	if !slices.Contains(sdkLogEnv, "TF_LOG_SDK_FRAMEWORK") {
 		t.Error("the framework's subsystem logger is not silenced")
 	}
 }
