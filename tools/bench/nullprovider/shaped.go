@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
@@ -124,28 +126,28 @@ func (r shapedResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 }
 
 func (shapedResource) Create(_ context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	state, err := knownZeros(req.Plan.Raw)
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot Create", err.Error())
-		return
-	}
-	resp.State.Raw = state
+	keepPlan(req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 // Read keeps the state as it is: there is nothing outside it to read.
 func (shapedResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
 
 func (shapedResource) Update(_ context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	state, err := knownZeros(req.Plan.Raw)
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot Update", err.Error())
-		return
-	}
-	resp.State.Raw = state
+	keepPlan(req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 // Delete does nothing: the framework drops the state.
 func (shapedResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+
+// keepPlan makes the plan, with its unknowns made zero, the new state.
+func keepPlan(plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
+	raw, err := knownZeros(plan.Raw)
+	if err != nil {
+		diags.AddError("Cannot Keep the Plan", err.Error())
+		return
+	}
+	state.Raw = raw
+}
 
 // knownZeros returns v with every unknown value replaced by its type's zero value, as the
 // state after an apply must be wholly known.
