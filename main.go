@@ -5,17 +5,15 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"log"
 	"os"
-	"path/filepath"
-	"runtime/pprof"
 
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/cli"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/profiling"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/provider"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/sdklog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/version"
@@ -55,7 +53,12 @@ func main() {
 	if debugMode {
 		opts = append(opts, tf6server.WithManagedDebug())
 	}
-	stopProfile := startCPUProfile(os.Getenv(cpuProfileEnv))
+	stopProfile := profiling.Start(profiling.Config{
+		Dir: os.Getenv(cpuProfileEnv),
+		Warn: func(what string, err error) {
+			log.Printf("[WARN] %s: not writing the %s: %v", cpuProfileEnv, what, err)
+		},
+	})
 	err = tf6server.Serve("registry.terraform.io/mlcompute/mlcompute", func() tfprotov6.ProviderServer { return server }, opts...)
 	stopProfile()
 	if err != nil {
@@ -68,22 +71,3 @@ func main() {
 // provider several times per command, hence one file per process; a profile is complete
 // when terraform shuts the provider down gracefully, as it does at the end of a command.
 const cpuProfileEnv = "MLCOMPUTE_PROVIDER_CPUPROFILE_DIR"
-
-// startCPUProfile starts profiling into dir, if set, and returns what stops it.
-func startCPUProfile(dir string) (stop func()) {
-	if dir == "" {
-		return func() {}
-	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d.pprof", os.Getpid())))
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		log.Printf("[WARN] %s: not profiling: %v", cpuProfileEnv, err)
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}
-}

@@ -23,6 +23,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh/sshtest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 // These tests run the engine (fake clock, fake driver for cluster nodes) with the real ssh
@@ -329,9 +330,7 @@ func must(t *testing.T, err error) {
 func TestAttachedSecretsNeverLogged(t *testing.T) {
 	h := sshtest.Start(t)
 	var logs syncBuffer
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
-	must(t, err)
-	defer st.Close()
+	st := storetest.Open(t, t.TempDir())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	e, err := New(Config{Store: st, Clock: clk, Driver: fake.New(clk), DataDir: t.TempDir(),
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logs})})

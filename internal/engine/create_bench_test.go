@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 // BenchmarkCreateCompute measures creating one more cluster in a workspace that already
@@ -111,11 +111,7 @@ func BenchmarkCreateDeleteConcurrent(b *testing.B) {
 // benchStore opens a store on disk (fsync and all) for a benchmark.
 func benchStore(b *testing.B) *store.Store {
 	b.Helper()
-	st, err := store.Open(filepath.Join(b.TempDir(), "state.db"), time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(b, b.TempDir())
 	return st
 }
 

@@ -2,7 +2,6 @@ package computes
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,17 +12,14 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 // A group of writes commits in one transaction when every write succeeds; when one fails,
 // nothing of the group's transaction stays (records, quota index, commit hooks) and each
 // write runs again alone, so the others commit and the failed one gets its own error.
 func TestWriteGroupCommitsTogetherOrEachAlone(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, t.TempDir())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
 	c, err := New(Config{Store: st, Clock: clk, Logger: hclog.NewNullLogger(), Loop: runtime.New(runtime.Config{Clock: clk, Manual: true})})
 	if err != nil {

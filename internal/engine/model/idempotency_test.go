@@ -1,23 +1,19 @@
 package model
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 // Create keys are remembered for IdempotencyTTL, then pruned: a retry within the TTL is
 // replayed, and the records do not pile up for the store's lifetime.
 func TestPruneIdempotencyForgetsKeysOlderThanTheTTL(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, t.TempDir())
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	err = st.Update(func(tx *store.Tx) error {
+	err := st.Update(func(tx *store.Tx) error {
 		if err := Remember(tx, "old", "/workspaces/a", t0); err != nil {
 			return err
 		}

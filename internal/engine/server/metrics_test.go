@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 // metricsRig is a manual engine (it acts only when the test settles it) over the fake
@@ -37,11 +36,7 @@ type metricsRig struct {
 
 func newMetricsRig(t *testing.T) *metricsRig {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t, t.TempDir())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	drv := fake.New(clk)
 	eng, err := engine.New(engine.Config{Store: st, Clock: clk, Driver: drv, Manual: true, Version: "test", DataDir: t.TempDir()})

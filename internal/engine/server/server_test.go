@@ -17,16 +17,12 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 func newServer(t *testing.T, opts server.Options) *httptest.Server {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t, t.TempDir())
 	eng, err := engine.New(engine.Config{Store: st, Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Version: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -140,11 +136,7 @@ func TestSizesFilterOverHTTP(t *testing.T) {
 // committed a create, as an engine crash right after the commit would. The client retries
 // with the same idempotency key and gets the workspace back; nothing is made twice.
 func TestCreateRetriedAfterCrashIsNotDuplicated(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, t.TempDir())
 	eng, _ := engine.New(engine.Config{Store: st, Clock: clocktesting.NewFakeClock(time.Unix(0, 0))})
 	api0 := server.New(server.Options{Engine: eng})
 	var dropped atomic.Bool
@@ -175,11 +167,7 @@ func TestCreateRetriedAfterCrashIsNotDuplicated(t *testing.T) {
 }
 
 func TestClientOverUnixSocket(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, t.TempDir())
 	eng, _ := engine.New(engine.Config{Store: st, Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Version: "v-test"})
 	sock := filepath.Join(shortTempDir(t), "e.sock")
 	ln, err := net.Listen("unix", sock)

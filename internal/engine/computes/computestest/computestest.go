@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime/runtimetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 // Start is the fake clock's time when a test begins.
@@ -57,17 +57,14 @@ type Env struct {
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(filepath.Join(dir, "state.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t, dir)
 	e := &Env{Manual: runtimetest.Manual{T: t, Clock: clocktesting.NewFakeClock(Start)}, t: t, Store: st, DataDir: dir}
 	e.Driver = fake.NewWithOptions(e.Clock, opts.Fake)
 	t.Cleanup(func() { _ = e.Driver.Close() })
 	e.Loop = runtime.New(runtime.Config{Clock: e.Clock, Manual: true})
 	e.Lifecycle = lifecycle.New(lifecycle.Config{Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop})
 	var seq int
+	var err error
 	e.Core, err = computes.New(computes.Config{
 		Store: st, Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop, DataDir: dir, Nodes: e.Lifecycle,
 		CapacityVCPUs: opts.CapacityVCPUs,
@@ -96,10 +93,7 @@ func (e *Env) taskExited(ctx context.Context, node, task string, code int) {
 // Workspace stores a workspace with the given quotas (vCPUs per family).
 func (e *Env) Workspace(name string, quotas map[string]int64) {
 	e.t.Helper()
-	ws := api.Workspace{ID: api.WorkspaceID(name), Name: name, Location: "local", Quotas: quotas, CreatedOn: Start}
-	if err := e.Store.Update(func(tx *store.Tx) error { return tx.Put(store.Workspaces, name, ws) }); err != nil {
-		e.t.Fatal(err)
-	}
+	storetest.PutWorkspace(e.t, e.Store, name, quotas, Start)
 }
 
 // Compute returns a stored compute ("<workspace>/<name>"); the test fails when it is gone.

@@ -3,7 +3,6 @@ package environments_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,22 +11,15 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/environments"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 // setup builds the controller on a real store and a fake clock, with a workspace "lab". Its
 // cache directory is empty, so nothing is collected; changes of a content hash are recorded.
 func setup(t *testing.T) (*environments.Controller, *clocktesting.FakeClock, *[]string) {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	ws := api.Workspace{ID: api.WorkspaceID("lab"), Name: "lab", Location: "local"}
-	if err := st.Update(func(tx *store.Tx) error { return tx.Put(store.Workspaces, "lab", ws) }); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t, t.TempDir())
+	storetest.PutWorkspace(t, st, "lab", nil, time.Time{})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
 	var changed []string
 	c := environments.New(environments.Config{Store: st, Clock: clk, Logger: hclog.NewNullLogger(),

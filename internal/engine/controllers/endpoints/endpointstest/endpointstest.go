@@ -33,6 +33,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime/runtimetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
 
 // Start is the fake clock's time when a test begins.
@@ -173,10 +174,7 @@ func (e *Env) StepUntil(what string, cond func() bool) {
 // workspaces' controller would.
 func (e *Env) Workspace(name string, quotas map[string]int64) {
 	e.t.Helper()
-	ws := api.Workspace{ID: api.WorkspaceID(name), Name: name, Location: api.DefaultLocation, Quotas: quotas, CreatedOn: Start}
-	if err := e.Store.Update(func(tx *store.Tx) error { return tx.Put(store.Workspaces, name, ws) }); err != nil {
-		e.t.Fatal(err)
-	}
+	storetest.PutWorkspace(e.t, e.Store, name, quotas, Start)
 }
 
 // Endpoint returns an endpoint as the API shows it; the test fails when it is gone.
