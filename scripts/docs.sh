@@ -3,7 +3,10 @@
 #
 #   scripts/docs.sh generate   render templates/ + examples/ + the provider schema into docs/
 #   scripts/docs.sh check      regenerate, then fail if docs/ changed (stale docs) or, on CI
-#                              (CI set) or with DOCS_CHECK_GIT=1, if docs/ differs from git
+#                              (CI set) or with DOCS_CHECK_GIT=1, if docs/ differs from git;
+#                              then hold the docs to the code (tools/docscheck): command lines
+#                              that parse, every command, flag, MLCOMPUTE_ variable and metric
+#                              family documented, each finding as file:line: what is missing
 #
 # tfplugindocs builds the provider, reads its schema with `terraform providers schema -json`
 # (init with -plugin-dir, offline) using the first terraform on PATH, and only downloads one
@@ -72,6 +75,10 @@ check)
 	fi
 	if [[ $failed == 0 ]]; then
 		echo "docs-check: docs/ is up to date"
+	fi
+	if ! go run ./tools/docscheck; then
+		echo "docs-check: the docs do not match the code (findings above); fix templates/, README.md or examples/, then make docs" >&2
+		failed=1
 	fi
 	exit $failed
 	;;

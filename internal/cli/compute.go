@@ -40,7 +40,7 @@ func newComputeCommand(g *globals) *cobra.Command {
 		newInstanceActionCommand(g, api.ActionStart, "Start a compute instance (its startup script runs)"),
 		newInstanceActionCommand(g, api.ActionStop, "Stop a compute instance (its jobs are canceled)"),
 		newInstanceActionCommand(g, api.ActionRestart, "Restart a compute instance on a fresh node"),
-		newComputeExecCommand(g))
+		newComputeExecCommand(g), newReportActivityCommand(g))
 	return compute
 }
 
@@ -197,6 +197,43 @@ func newComputeExecCommand(g *globals) *cobra.Command {
 			if code != 0 {
 				return exitCode(code)
 			}
+			return nil
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	return cmd
+}
+
+// computeEnv names the compute instance a session or a setup script runs on: the engine
+// sets it, with MLCOMPUTE_WORKSPACE, in their environment.
+const computeEnv = "MLCOMPUTE_COMPUTE"
+
+func newReportActivityCommand(g *globals) *cobra.Command {
+	var ws string
+	cmd := &cobra.Command{
+		Use:   "report-activity [NAME]",
+		Short: "Tell the engine a compute instance is in use, which restarts its idle-shutdown countdown",
+		Long: "Report activity on a compute instance: its idle_time_before_shutdown counts again " +
+			"from now. An application on the instance (a notebook server, a long interactive " +
+			"tool) calls it while it is in use. NAME defaults to " + computeEnv + ", which the " +
+			"engine sets, with MLCOMPUTE_WORKSPACE, for sessions (compute exec) and setup scripts.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := os.Getenv(computeEnv)
+			if len(args) == 1 {
+				name = args[0]
+			}
+			if name == "" {
+				return fmt.Errorf("name the compute instance (NAME, or set %s)", computeEnv)
+			}
+			c, err := g.workspaceClient(cmd.Context(), ws, "")
+			if err != nil {
+				return err
+			}
+			if err := c.ReportActivity(cmd.Context(), ws, name); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "activity reported on %s/%s\n", ws, name)
 			return nil
 		},
 	}

@@ -15,13 +15,16 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest/scorer"
 )
 
-// The test binary is also the node agent (through the CLI's own hidden command) and the
-// deployments' model server.
+// The test binary is also the node agent (through the CLI's own hidden command), the
+// engine started as a separate process ("serve") and the deployments' model server.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "node-agent":
 			os.Exit(Main(Config{Use: "cli.test"}, os.Args[1:]))
+		case "serve":
+			exe, _ := os.Executable()
+			os.Exit(Main(Config{Use: "cli.test", Version: "test", Self: func() ([]string, error) { return []string{exe}, nil }}, os.Args[1:]))
 		case "scorer":
 			if err := scorer.Serve(context.Background()); err != nil {
 				fmt.Fprintln(os.Stderr, "scorer:", err)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -59,9 +60,9 @@ func NewRootCommand(cfg Config) *cobra.Command {
 
 // Main runs the command tree with args and returns the process exit code.
 func Main(cfg Config, args []string) int {
-	root := NewRootCommand(cfg)
-	root.SetArgs(args)
-	if err := root.ExecuteContext(context.Background()); err != nil {
+	top, args := withProgram(NewRootCommand(cfg), args)
+	top.SetArgs(args)
+	if err := top.ExecuteContext(context.Background()); err != nil {
 		var exit exitCode
 		if asExit(err, &exit) {
 			return int(exit)
@@ -70,6 +71,21 @@ func Main(cfg Config, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// withProgram hangs a tree whose Use has two words ("terraform-provider-mlcompute engine")
+// under a parent named by the first, and returns the command to execute with its args:
+// cobra names a command by the first word of its Use, so the usage lines would otherwise
+// leave out "engine".
+func withProgram(root *cobra.Command, args []string) (*cobra.Command, []string) {
+	program, sub, ok := strings.Cut(root.Use, " ")
+	if !ok {
+		return root, args
+	}
+	root.Use = sub
+	top := &cobra.Command{Use: program, SilenceUsage: true, SilenceErrors: true}
+	top.AddCommand(root)
+	return top, append([]string{sub}, args...)
 }
 
 func envOr(name, fallback string) string {

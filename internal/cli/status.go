@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 )
 
 func newStatusCommand(g *globals) *cobra.Command {
@@ -49,18 +53,27 @@ func newStatusCommand(g *globals) *cobra.Command {
 }
 
 func newShutdownCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var noWait bool
+	cmd := &cobra.Command{
 		Use:   "shutdown",
-		Short: "Stop the engine serving this data dir or endpoint",
+		Short: "Stop the engine serving this data dir or endpoint, and wait until it has exited",
 		Long: "Stop the engine serving this data dir or endpoint. Running jobs and nodes are " +
-			"adopted when it starts again.",
+			"adopted when it starts again.\n\n" +
+			"It returns once the engine has exited and released its store (up to about 10 s, " +
+			"while in-flight requests finish), so state.db may be copied over at once. For an " +
+			"engine on another machine it returns once the engine no longer answers. " +
+			"--no-wait returns as soon as the engine has accepted the request.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
 			c, where, err := g.existing()
 			if err != nil {
 				return err
 			}
-			err = c.Shutdown(cmd.Context())
+			st, err := c.Status(ctx)
+			if err == nil {
+				err = c.Shutdown(ctx)
+			}
 			if client.IsUnreachable(err) {
 				fmt.Fprintf(cmd.OutOrStdout(), "no engine running at %s\n", where)
 				return nil
@@ -68,8 +81,45 @@ func newShutdownCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "engine at %s is shutting down\n", where)
+			if noWait {
+				fmt.Fprintf(cmd.OutOrStdout(), "engine at %s is shutting down\n", where)
+				return nil
+			}
+			if err := waitStopped(ctx, c, where, st.PID); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "engine at %s has stopped\n", where)
 			return nil
 		},
+	}
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the engine has accepted the request, without waiting for it to exit")
+	return cmd
+}
+
+// shutdownWait bounds the wait for an engine to exit: it gives in-flight API and scoring
+// requests 5 s each, then closes its store.
+const shutdownWait = 30 * time.Second
+
+// waitStopped waits until the engine that answered at where has stopped: on this machine
+// (a unix socket or a loopback address) until its process pid has exited, and so released
+// its store; elsewhere until it no longer answers.
+func waitStopped(ctx context.Context, c *client.Client, where string, pid int) error {
+	ctx, cancel := context.WithTimeout(ctx, shutdownWait)
+	defer cancel()
+	if u, err := url.Parse(where); err == nil && pid > 0 && (u.Scheme == "unix" || daemon.IsLoopbackHost(u.Hostname())) {
+		if err := daemon.WaitExited(ctx, pid); err != nil {
+			return fmt.Errorf("the engine at %s (pid %d) has not exited after %s: %w", where, pid, shutdownWait, err)
+		}
+		return nil
+	}
+	for {
+		if _, err := c.Status(ctx); client.IsUnreachable(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the engine at %s still answers %s after it was asked to shut down", where, shutdownWait)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

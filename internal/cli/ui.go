@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 )
 
@@ -47,8 +48,11 @@ func newUICommand(g *globals) *cobra.Command {
 			if u.Scheme == "http" || u.Scheme == "https" {
 				base := u.Scheme + "://" + u.Host
 				fmt.Fprintf(w, "status page: %s/ui/\n", base)
-				if g.resolvedToken() == "" {
-					return nil
+				// The token the connection used: the flag, the variable, or for an engine
+				// on this machine its data dir's api.token.
+				token, err := daemon.EndpointToken(g.endpoint, g.resolvedToken(), g.tokenDataDir())
+				if err != nil || token == "" {
+					return err
 				}
 				login, err := c.CreateUILogin(cmd.Context())
 				if err != nil {

@@ -98,6 +98,7 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 			"virtual_machine": schema.SingleNestedAttribute{
 				MarkdownDescription: "The machine and how to log in to it over SSH, for example " +
 					"`{ address = \"10.0.0.5\", username = \"ml\", private_key = file(\"~/.ssh/id_ed25519\") }`. " +
+					"The machine needs `/bin/sh`, `setsid` (util-linux) and `tar`, and `python3` for environments. " +
 					"Set exactly one of `password` and `private_key`; either can be changed in place (the engine " +
 					"checks the new one against the machine first). Changing `address`, `ssh_port`, `username` or " +
 					"`host_key_fingerprint` attaches another machine or login, so it replaces the attached compute.",

@@ -100,7 +100,8 @@ func kubernetesSchema() schema.SingleNestedAttribute {
 				Default:             stringdefault.StaticString(api.DefaultKubeNamespace),
 			},
 			"image": schema.StringAttribute{
-				MarkdownDescription: "The image job pods run; it needs `/bin/sh` (and `python3` for environments). When " +
+				MarkdownDescription: "The image job pods run; it needs `/bin/sh`, `setsid` (util-linux) and `tar` (and `python3` for " +
+					"environments). When " +
 					"not set, the engine's default image (`MLCOMPUTE_KUBE_IMAGE` in the engine's environment) is used, " +
 					"and the attach fails if the engine has none.",
 				Optional: true,

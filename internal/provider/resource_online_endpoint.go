@@ -87,8 +87,8 @@ func (r *onlineEndpointResource) Schema(ctx context.Context, _ resource.SchemaRe
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": nameAttribute(validation.EndpointName, "Invalid Online Endpoint Name", "The endpoint's name, unique in its workspace",
-				"It is part of `scoring_uri`. Changing it replaces the endpoint."),
+			"name": nameAttribute(validation.EndpointName, "Invalid Online Endpoint Name", "The endpoint's name, unique across the engine, not only in its workspace",
+				"It is part of `scoring_uri`, which is why another workspace cannot use it too. Changing it replaces the endpoint."),
 			"workspace_id": workspaceIDAttribute("endpoint"),
 			"auth_mode": schema.StringAttribute{
 				MarkdownDescription: "How scoring requests authenticate, as `Authorization: Bearer <credential>`: `" +
@@ -284,10 +284,12 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 				},
 				"max_queue_wait_ms": schema.Int64Attribute{
 					MarkdownDescription: fmt.Sprintf("How long a request may wait for an instance, in milliseconds, from 1 to %d. "+
-						"A deployment autoscaled down to zero holds its first requests while an instance starts, up to this "+
-						"wait; past it they get 429 (default: `%d`, Azure's, or `%d` for a deployment with "+
+						"It applies only to autoscaled deployments (`scale_settings.type = \"%s\"`): one holds requests while "+
+						"every instance is busy or while an instance starts (from zero too), up to this wait, and past it "+
+						"they get 429. A deployment with a fixed `instance_count` holds nothing: a request that finds "+
+						"every instance busy gets 429 at once (default: `%d`, Azure's, or `%d` for a deployment with "+
 						"`scale_settings.type = \"%s\"` and `min_instances = 0`).", api.MaxMaxQueueWaitMS,
-						api.DefaultMaxQueueWaitMS, api.DefaultMaxQueueWaitFromZeroMS, api.ScaleTypeTargetUtilization),
+						api.ScaleTypeTargetUtilization, api.DefaultMaxQueueWaitMS, api.DefaultMaxQueueWaitFromZeroMS, api.ScaleTypeTargetUtilization),
 					Optional:   true,
 					Computed:   true,
 					Validators: []validator.Int64{int64validator.Between(1, api.MaxMaxQueueWaitMS)},
@@ -341,7 +343,7 @@ func scaleSettingsAttribute() schema.SingleNestedAttribute {
 			"\"` keeps `instance_count` instances; `type = \"" + api.ScaleTypeTargetUtilization + "\"` scales between " +
 			"`min_instances` and `max_instances` from the router's own count of requests in flight, sampled every " +
 			"`polling_interval`: up on the average of the last 6 samples, down only once the highest need over " +
-			"`scale_down_delay` is below the count, and to zero (with `min_instances = 0`) after no request at all for " +
+			"`scale_down_delay` is more than 10% below the count (so 2 goes down to 1, but 10 does not go down to 9), one step to that need, and to zero (with `min_instances = 0`) after no request at all for " +
 			"`scale_to_zero_delay`. From zero the first request starts an instance at once and is held until it is " +
 			"ready (`request_settings.max_queue_wait_ms`). Changes apply in place, without a rollout. " +
 			"`max_instances` instances count against the workspace's quota (a fixed count: `instance_count`), next to its computes and other endpoints.",
@@ -369,7 +371,7 @@ func scaleSettingsAttribute() schema.SingleNestedAttribute {
 			},
 			"polling_interval": scaleDuration("How often the router's count is sampled and a decision made", api.DefaultEndpointPollingInterval,
 				validation.MinEndpointPollingInterval, validation.MaxEndpointPollingInterval, func(v *api.EndpointScaleSettings, s string) { v.PollingInterval = s }),
-			"scale_down_delay": scaleDuration("How long the need must stay below the count before it goes down", api.DefaultEndpointScaleDownDelay,
+			"scale_down_delay": scaleDuration("How long the need must stay more than 10% below the count before it goes down", api.DefaultEndpointScaleDownDelay,
 				validation.MinScaleDelay, validation.MaxScaleDelay, func(v *api.EndpointScaleSettings, s string) { v.ScaleDownDelay = s }),
 			"scale_to_zero_delay": scaleDuration("How long without any request before the last instance stops, with `min_instances = 0`", "",
 				validation.MinScaleDelay, validation.MaxScaleDelay, func(v *api.EndpointScaleSettings, s string) { v.ScaleToZeroDelay = s }),

@@ -141,7 +141,7 @@ func TestE2E_EngineKilledDuringApplyConverges(t *testing.T) {
 }
 
 // TestE2E_ServeIdleExitAndShutdown: `mlcompute serve` exits by itself once idle, and
-// `mlcompute shutdown` stops a running engine.
+// `mlcompute shutdown` stops a running engine and returns once it has stopped.
 func TestE2E_ServeIdleExitAndShutdown(t *testing.T) {
 	t.Parallel()
 	u := newUser(t)
@@ -166,7 +166,7 @@ func TestE2E_ServeIdleExitAndShutdown(t *testing.T) {
 		t.Fatalf("auto-start via CLI: %s", out)
 	}
 	pid := u.enginePID()
-	if out, code := u.cli("shutdown"); code != 0 || !strings.Contains(out, "shutting down") {
+	if out, code := u.cli("shutdown"); code != 0 || !strings.Contains(out, "has stopped") {
 		t.Fatalf("shutdown: exit %d %q", code, out)
 	}
 	if !u.waitGone(pid, 15*time.Second) {

@@ -349,6 +349,20 @@ func processRunning(pid int) bool {
 	return !killPending(pid)
 }
 
+// WaitExited waits until the process pid on this machine has exited (or is a zombie, or
+// is exiting: it runs no more of its own code, so it commits nothing more to its store),
+// or ctx ends.
+func WaitExited(ctx context.Context, pid int) error {
+	for processRunning(pid) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // killPending reports whether SIGKILL is pending for pid (/proc/PID/status SigPnd or
 // ShdPnd, hex masks where signal n is bit n-1).
 func killPending(pid int) bool {

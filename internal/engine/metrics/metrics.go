@@ -46,6 +46,8 @@ type Metrics struct {
 	apiLatency  *prometheus.HistogramVec
 	scoring     *prometheus.HistogramVec
 	endpoint    endpointFamilies
+	// own are the engine's collectors (not the Go runtime's and the process's).
+	own []prometheus.Collector
 }
 
 var _ Recorder = (*Metrics)(nil)
@@ -94,19 +96,32 @@ func New(opts Options) *Metrics {
 		}, []string{"endpoint", "deployment", "code"}),
 		endpoint: newEndpointFamilies(),
 	}
-	m.registry.MustRegister(m.endpoint.collectors()...)
+	m.register(m.endpoint.collectors()...)
+	m.register(m.nodeCreate, m.nodeRelease, m.lateness, m.apiLatency, m.scoring)
 	m.registry.MustRegister(
-		m.nodeCreate, m.nodeRelease, m.lateness, m.apiLatency, m.scoring,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	if opts.Source != nil {
-		m.registry.MustRegister(&stateCollector{src: opts.Source})
+		m.register(&stateCollector{src: opts.Source})
 		if eps, ok := opts.Source.(EndpointSource); ok {
-			m.registry.MustRegister(&endpointCollector{workspaces: opts.Source.ListWorkspaces, src: eps})
+			m.register(&endpointCollector{workspaces: opts.Source.ListWorkspaces, src: eps})
 		}
 	}
 	return m
+}
+
+func (m *Metrics) register(cs ...prometheus.Collector) {
+	m.registry.MustRegister(cs...)
+	m.own = append(m.own, cs...)
+}
+
+// Describe sends the descriptor of every metric family of the engine's own, without the Go
+// runtime's and the process's (the docs check lists them against the engine guide).
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.own {
+		c.Describe(ch)
+	}
 }
 
 // Handler serves the registry in the Prometheus text format (GET /metrics).

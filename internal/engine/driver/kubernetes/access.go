@@ -98,6 +98,13 @@ func checkAccess(ctx context.Context, cs kubernetes.Interface, server, namespace
 	if nsErr != nil {
 		return nsErr
 	}
+	return checkPermissions(ctx, cs, server, namespace)
+}
+
+// checkPermissions asks the cluster, with one SelfSubjectAccessReview per permission,
+// whether the credentials have every one of NeededPermissions in the namespace. A denied
+// one is an *AccessError naming every verb missing.
+func checkPermissions(ctx context.Context, cs kubernetes.Interface, server, namespace string) error {
 	var denied []string
 	for _, p := range NeededPermissions {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{

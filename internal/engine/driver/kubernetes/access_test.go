@@ -13,7 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
 // fakeCluster is a client-go fake that answers access reviews from a set of denied
@@ -107,4 +110,26 @@ current-context: c
 func TestCheckAccessBadKubeconfig(t *testing.T) {
 	err := CheckAccess(context.Background(), Config{Kubeconfig: []byte("clusters: [")})
 	wantAccessError(t, err, SettingKubeconfig, "the kubeconfig cannot be used")
+}
+
+// The driver of --nodes kubernetes runs the attached clusters' access review when it
+// starts, and refuses to start with every missing verb named, rather than failing at the
+// first node.
+func TestStartCheckNamesMissingVerbs(t *testing.T) {
+	ctx := context.Background()
+	rc := &rest.Config{Host: "https://k8s:6443"}
+	cfg := Config{Namespace: "ml"}
+	if err := check(ctx, accessCluster(nil, accessNamespace("ml")), rc, cfg); err != nil {
+		t.Fatalf("all permissions granted: %v", err)
+	}
+	err := check(ctx, accessCluster(map[string]bool{"create pods": true, "create pods/exec": true}, accessNamespace("ml")), rc, cfg)
+	if err == nil {
+		t.Fatal("the check passed without create pods and create pods/exec")
+	}
+	if !strings.Contains(err.Error(), `may not create pods, create pods/exec in namespace "ml"`) {
+		t.Errorf("error %q does not name the missing verbs", err)
+	}
+	if !driver.IsPermanent(err) {
+		t.Errorf("error %v is not permanent: a restart cannot grant a permission", err)
+	}
 }

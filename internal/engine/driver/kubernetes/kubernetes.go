@@ -83,7 +83,7 @@ var _ driver.Driver = (*Driver)(nil)
 var idRE = lazyregexp.New(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
 // New connects to the cluster, checks that it answers, that the namespace exists and that
-// the engine may list pods there, and starts the watch of the engine's pods (one shared
+// the engine may do there what it needs with pods (check), and starts the watch of the engine's pods (one shared
 // informer, selected by the engine id's label). Close stops the watch, leaving pods and
 // tasks running.
 func New(ctx context.Context, cfg Config) (*Driver, error) {
@@ -155,7 +155,8 @@ func start(ctx context.Context, cfg Config, cs kubernetes.Interface, rc *rest.Co
 }
 
 // check says, in a message that names what is wrong, whether the cluster answers, the
-// namespace exists and the engine may list pods in it.
+// namespace exists, the engine may list pods in it, and a SelfSubjectAccessReview allows
+// every one of NeededPermissions there (as attached clusters are checked).
 func check(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, cfg Config) error {
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
@@ -174,6 +175,10 @@ func check(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, cfg Co
 	}
 	if _, err := cs.CoreV1().Pods(cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("listing pods in namespace %q: %w", cfg.Namespace, classify(err))
+	}
+	// The check attached clusters get: a node fails at its first pod or exec otherwise.
+	if err := checkPermissions(ctx, cs, rc.Host, cfg.Namespace); err != nil {
+		return driver.Permanent(err)
 	}
 	return nil
 }
