@@ -366,3 +366,25 @@ func unsatisfiableJobsRefused(c *client.Client) resource.TestCheckFunc {
 		return nil
 	}
 }
+
+// TestKubeNodesDriverChecksPermissionsAtStart: the driver of `mlcompute serve --nodes
+// kubernetes` makes the attached clusters' access review when it starts, on a real
+// cluster: credentials bound to a Role without pods/exec are refused with the verb named,
+// before any node is made; the admin's are accepted. (Here because this file has the
+// helpers that make a service account with a Role and a kubeconfig for it.)
+func TestKubeNodesDriverChecksPermissionsAtStart(t *testing.T) {
+	tc := realCluster(t)
+	ns := tc.namespace(t, "mlc-start")
+	podRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}}}
+	noExec := writeFile(t, tc.withToken(t, tc.serviceAccountToken(t, ns, "no-exec", podRules)))
+	ctx := context.Background()
+	_, err := kubedriver.New(ctx, kubedriver.Config{KubeconfigPath: noExec, Namespace: ns, Image: tc.image, EngineID: slurm.NewEngineID()})
+	if want := fmt.Sprintf("may not create pods/exec in namespace %q", ns); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("starting with credentials without pods/exec: %v; want an error containing %s", err, want)
+	}
+	d, err := kubedriver.New(ctx, kubedriver.Config{KubeconfigPath: writeFile(t, tc.kubeconfig), Namespace: ns, Image: tc.image, EngineID: slurm.NewEngineID()})
+	if err != nil {
+		t.Fatalf("starting with the admin's credentials: %v", err)
+	}
+	d.Close()
+}
