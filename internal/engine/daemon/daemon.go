@@ -328,39 +328,51 @@ func lockHolder(path string) int {
 // exiting (PF_EXITING: closing its files, about to drop its locks) nor about to (SIGKILL
 // pending: kill has returned but the process has not run since).
 func processRunning(pid int) bool {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The command name (field 2) is in parentheses and may hold anything: parse after it.
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 7 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+	state, flags, ok := procStat(pid)
+	if !ok || state == "Z" || state == "X" || state == "x" {
 		return false
 	}
 	const pfExiting = 0x4
-	flags, err := strconv.ParseUint(f[6], 10, 64)
-	if err != nil || flags&pfExiting != 0 {
+	if flags&pfExiting != 0 {
 		return false
 	}
 	return !killPending(pid)
 }
 
-// WaitExited waits until the process pid on this machine has exited (or is a zombie, or
-// is exiting: it runs no more of its own code, so it commits nothing more to its store),
-// or ctx ends.
+// procStat reads a process's state letter and flags from /proc/PID/stat; ok is false when
+// there is no such process.
+func procStat(pid int) (state string, flags uint64, ok bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	// The command name (field 2) is in parentheses and may hold anything: parse after it.
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return "", 0, false
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 7 {
+		return "", 0, false
+	}
+	flags, err = strconv.ParseUint(f[6], 10, 64)
+	return f[0], flags, err == nil
+}
+
+// WaitExited waits until the process pid on this machine has exited: gone, or a zombie
+// (whose files, and so its locks and its store, are closed; this machine's init may never
+// reap it), or until ctx ends. A process that is only exiting may still hold its files.
 func WaitExited(ctx context.Context, pid int) error {
-	for processRunning(pid) {
+	for {
+		if state, _, ok := procStat(pid); !ok || state == "Z" || state == "X" || state == "x" {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // killPending reports whether SIGKILL is pending for pid (/proc/PID/status SigPnd or
