@@ -166,11 +166,7 @@ func main() {
 }
 `)
 	write("main_test.go", "package main\n\nimport \"os\"\n\nvar _ = os.Getenv(\"MLCOMPUTE_IN_A_TEST\")\n")
-	wd, _ := os.Getwd()
-	if err := os.Chdir(dir); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Chdir(wd)
+	t.Chdir(dir)
 	reads, err := findEnvReads("example.com/m")
 	if err != nil {
 		t.Fatal(err)
