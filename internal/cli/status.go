@@ -2,10 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 )
 
@@ -41,6 +43,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "nodes:     %s\n", st.NodesDriver)
 			fmt.Fprintf(w, "locations: %s\n", strings.Join(st.Locations, ", "))
 			fmt.Fprintf(w, "started:   %s\n", st.StartedAt.Format("2006-01-02 15:04:05 MST"))
+			printGPUs(w, st.GPUs)
 			return nil
 		},
 	}
@@ -71,5 +74,21 @@ func newShutdownCommand(g *globals) *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "engine at %s is shutting down\n", where)
 			return nil
 		},
+	}
+}
+
+// printGPUs prints the machine's GPUs and the node holding each, one a line.
+func printGPUs(w io.Writer, gpus []api.GPU) {
+	if len(gpus) == 0 {
+		fmt.Fprintf(w, "gpus:      none\n")
+		return
+	}
+	fmt.Fprintf(w, "gpus:      %d\n", len(gpus))
+	for _, g := range gpus {
+		holder := "free"
+		if g.Node != "" {
+			holder = g.Node + " (" + g.Compute + ")"
+		}
+		fmt.Fprintf(w, "  gpu %s: %s\n", g.ID, holder)
 	}
 }

@@ -105,6 +105,11 @@ type NodeSpec struct {
 	// VCPUs and MemoryGB: an attached Kubernetes compute's instance type. Other drivers
 	// ignore it.
 	Pod *PodShape
+	// GPUs are the machine's GPUs the engine gave a local node, for it alone; the local
+	// driver shows them, and only them, to every task on the node (CUDA_VISIBLE_DEVICES
+	// and NVIDIA_VISIBLE_DEVICES). Nil leaves the machine's devices as they are; empty
+	// (a machine with GPUs, a size without) hides them all. Other drivers ignore it.
+	GPUs []string
 }
 
 // PodShape is an instance type of an attached Kubernetes compute: where its pods may run
