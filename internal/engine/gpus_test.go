@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 )
 
 // gpuRig is an engine whose local nodes share a machine of four GPUs.
@@ -184,4 +185,30 @@ func TestIsolatedSizeRunsAlone(t *testing.T) {
 		c := r.compute("lab", "other")
 		return countState(c, api.NodePreparing) == 1 && strings.Contains(c.Nodes[0].Reason, "of an isolated size holds this machine alone")
 	})
+}
+
+// TestUnschedulableNodeSaysWhy: a driver's scheduler message about a created node that
+// cannot be placed reaches the node's reason, the job's reason and the compute's errors
+// at once, not only "Pending".
+func TestUnschedulableNodeSaysWhy(t *testing.T) {
+	r := newRigWithDriver(t, 0, fake.Options{CreatePending: true})
+	r.workspace("lab", nil)
+	r.cluster("lab", "cpu", 0, 1, "")
+	j := r.submit("lab", "cpu", 1)
+	r.settlesTo("node created, pending", func() bool { return countState(r.compute("lab", "cpu"), api.NodePreparing) == 1 })
+	const why = "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+	node := r.compute("lab", "cpu").Nodes[0].ID
+	r.drv.Unschedulable(node, why)
+	r.settlesTo("the node says why", func() bool { return r.compute("lab", "cpu").Nodes[0].Reason == why })
+	if errs := r.compute("lab", "cpu").Errors; len(errs) == 0 || !strings.Contains(errs[0].Message, why) {
+		t.Fatalf("compute errors %+v; want one with %q", errs, why)
+	}
+	if got := r.job("lab", j.ID).Reason; !strings.Contains(got, why) {
+		t.Fatalf("job reason %q; want it to carry %q", got, why)
+	}
+	r.drv.MakeReady(node)
+	r.settlesTo("the job runs once the node is placed", r.status("lab", j.ID, api.JobRunning))
+	if errs := r.compute("lab", "cpu").Errors; len(errs) != 0 {
+		t.Fatalf("compute errors %+v stay once the node is up", errs)
+	}
 }

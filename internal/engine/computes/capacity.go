@@ -66,7 +66,8 @@ func (c *Core) admit(tx *store.Tx, computeKey string, now time.Time) (admission,
 	}
 	d := capacity.Admit(capacity.Limits{VCPUs: c.capacity, GPUs: c.gpus}, views)
 	for id, why := range d.Waits {
-		if err := c.waitFor(tx, byID[id], why, now); err != nil {
+		// Reported when the node first waits, not at every change of a count.
+		if err := c.waitFor(tx, byID[id], why, now, byID[id].Reason == ""); err != nil {
 			return out, err
 		}
 	}
@@ -138,18 +139,17 @@ func (c *Core) checkGPUs(rec model.Compute, quotaField string) error {
 		size.Name, size.GPUs, len(c.gpus), len(c.gpus))
 }
 
-// waitFor records why a waiting node was not admitted; the first time it waits for a
-// reason, its compute's errors say so too (the node's and its job's reason follow it).
-func (c *Core) waitFor(tx *store.Tx, n model.Node, why string, now time.Time) error {
+// waitFor records why a node waits (the node's and its job's reason follow it); report
+// says the compute's errors say so too.
+func (c *Core) waitFor(tx *store.Tx, n model.Node, why string, now time.Time, report bool) error {
 	if n.Reason == why {
 		return nil
 	}
-	first := n.Reason == ""
 	n.Reason = why
 	if err := tx.Put(store.Nodes, n.Key(), n); err != nil {
 		return err
 	}
-	if !first {
+	if !report {
 		return nil
 	}
 	c.log.Warn("node waits for capacity", "node", n.Key(), "reason", why)

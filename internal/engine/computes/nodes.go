@@ -143,6 +143,23 @@ func (c *Core) NodeReady(id string) {
 	}
 }
 
+// NodeWaiting records the driver's new reason why a created node is not ready yet (a
+// scheduler's message), on the node and in its compute's errors.
+func (c *Core) NodeWaiting(id, reason string) {
+	var compute string
+	_ = c.Write(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, id)
+		if !ok || n.Released || n.State != api.NodePreparing || !n.Admitted || n.Reason == reason {
+			return nil
+		}
+		compute = n.Compute
+		return c.waitFor(tx, n, reason, c.clock.Now().UTC(), true)
+	})
+	if compute != "" {
+		c.Kick(compute) // the job's reason follows
+	}
+}
+
 // releaseNode terminates a node the store already marks released, once, and deletes its
 // record when the driver confirms it is gone. When either fails, the node keeps its mark:
 // every pass releases marked nodes again, and a retry timer brings the next pass.
@@ -179,6 +196,8 @@ func (c *Core) HandleNodeEvent(ctx context.Context, ev driver.Event) {
 		c.NodeGone(ev.NodeKey, ev.Reason)
 	case driver.NodeReady:
 		c.NodeReady(ev.NodeKey)
+	case driver.NodeWaiting:
+		c.NodeWaiting(ev.NodeKey, ev.Reason)
 	}
 }
 

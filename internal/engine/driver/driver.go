@@ -175,6 +175,10 @@ const (
 	TaskExited
 	// NodeReady: a node that Create returned not ready is now usable.
 	NodeReady
+	// NodeWaiting: a node that is not ready yet waits for a new reason (Reason), such as
+	// a scheduler's "0/1 nodes are available: 1 Insufficient cpu."; drivers that cannot
+	// tell never send it.
+	NodeWaiting
 )
 
 // String names the kind, for logs and test failures.
@@ -186,6 +190,8 @@ func (k EventKind) String() string {
 		return "TaskExited"
 	case NodeReady:
 		return "NodeReady"
+	case NodeWaiting:
+		return "NodeWaiting"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
