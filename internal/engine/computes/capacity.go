@@ -2,6 +2,8 @@ package computes
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -65,9 +67,9 @@ func (c *Core) admit(tx *store.Tx, computeKey string, now time.Time) (admission,
 		})
 	}
 	d := capacity.Admit(capacity.Limits{VCPUs: c.capacity, GPUs: c.gpus}, views)
-	for id, why := range d.Waits {
+	for _, id := range slices.Sorted(maps.Keys(d.Waits)) { // in order: a seed replays exactly
 		// Reported when the node first waits, not at every change of a count.
-		if err := c.waitFor(tx, byID[id], why, now, byID[id].Reason == ""); err != nil {
+		if err := c.waitFor(tx, byID[id], d.Waits[id], now, byID[id].Reason == ""); err != nil {
 			return out, err
 		}
 	}

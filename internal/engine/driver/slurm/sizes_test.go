@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm/slurmtest"
@@ -82,8 +81,8 @@ func testGPUSize(t *testing.T, c *slurmtest.Cluster) {
 }
 
 // testSizeTooBig: with the size's CPUs and memory asked for, a size larger than every node
-// stays pending, and the node says why in Slurm's words (squeue's reason); Terminate
-// leaves no job.
+// stays pending, and the node says why in Slurm's words (squeue's reason), from Create or
+// a NodeWaiting event; Terminate leaves no job.
 func testSizeTooBig(t *testing.T, c *slurmtest.Cluster) {
 	d := newTestDriver(t, Config{Resources: ResourcesSize})
 	ctx := ctxT(t)
@@ -91,15 +90,15 @@ func testSizeTooBig(t *testing.T, c *slurmtest.Cluster) {
 	if err != nil || info.Ready {
 		t.Fatalf("Create of a 4-vCPU size on 1-CPU nodes: %+v, %v; want a node that is not ready", info, err)
 	}
-	deadline := time.Now().Add(waitLimit)
-	for info.Reason != "PartitionConfig" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the node's reason is %q; want Slurm's PartitionConfig", info.Reason)
+	// Create returns the reason when squeue already had it; else NodeWaiting brings it.
+	if info.Reason != "PartitionConfig" {
+		ev := waitEvent(t, d, "NodeWaiting of big", func(ev driver.Event) bool { return ev.Kind == driver.NodeWaiting && ev.NodeKey == "big" })
+		if ev.Reason != "PartitionConfig" {
+			t.Fatalf("NodeWaiting reason %q; want Slurm's PartitionConfig", ev.Reason)
 		}
-		time.Sleep(50 * time.Millisecond)
-		if info, err = d.Describe(ctx, "big"); err != nil {
-			t.Fatal(err)
-		}
+	}
+	if info, err = d.Describe(ctx, "big"); err != nil || info.Reason != "PartitionConfig" {
+		t.Fatalf("Describe(big) = %+v, %v; want reason PartitionConfig", info, err)
 	}
 	if err := d.Terminate(ctx, "big"); err != nil {
 		t.Fatal(err)

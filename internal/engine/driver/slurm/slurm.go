@@ -593,6 +593,7 @@ func (d *Driver) tick(ctx context.Context) {
 		ready   bool
 		timeout string // job id to cancel
 		why     string
+		waiting string // a pending job's new reason
 	}
 	var changes []change
 	d.mu.Lock()
@@ -615,13 +616,21 @@ func (d *Driver) tick(ctx context.Context) {
 			n.job = j
 			changes = append(changes, change{n: n, key: key, ready: true})
 		default:
+			before := n.info.Reason
 			n.job = j
 			d.update(n, "")
+			if !n.info.Ready && n.info.Reason != before && j.Reason != "" && j.Reason != "None" {
+				changes = append(changes, change{n: n, key: key, waiting: n.info.Reason})
+			}
 		}
 	}
 	d.mu.Unlock()
 	for _, c := range changes {
 		switch {
+		case c.waiting != "":
+			// squeue's pending reason (Resources, PartitionConfig, QOSMaxJobsPerUserLimit):
+			// the node says why within a tick, not only when it was created.
+			d.emit(driver.Event{Kind: driver.NodeWaiting, NodeKey: c.key, Reason: c.waiting})
 		case c.ready:
 			n := c.n
 			d.mu.Lock()
