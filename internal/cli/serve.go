@@ -25,6 +25,8 @@ type serveFlags struct {
 	kube            kubeFlags
 	locations       []string
 	capacityVCPUs   int64
+	gpus            string
+	fakeGPUs        int
 	scoringListen   string
 	idleExit        time.Duration
 }
@@ -51,6 +53,8 @@ func newServeCommand(g *globals) *cobra.Command {
 	f.kube.register(fl)
 	fl.StringArrayVar(&f.locations, "location", []string{api.DefaultLocation}, "a location this engine serves (repeatable)")
 	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
+	fl.StringVar(&f.gpus, "gpus", "", "the GPUs local nodes get, as indices or UUIDs (e.g. 0,1); default: those nvidia-smi -L lists, else /dev/nvidia<N>")
+	fl.IntVar(&f.fakeGPUs, "fake-gpus", 0, "give local nodes N fake GPUs numbered from 0, for tests (instead of --gpus)")
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
 	fl.DurationVar(&f.idleExit, "idle-exit", daemon.DefaultIdleExit, "exit after this long with nothing to manage and no API calls (0: never)")
 	return cmd
@@ -65,6 +69,23 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	if f.nodes != "local" && f.nodes != "slurm" && f.nodes != "kubernetes" {
 		return fmt.Errorf("--nodes %s is not supported; use local, slurm or kubernetes", f.nodes)
+	}
+	var gpus []string
+	switch {
+	case f.gpus != "" && f.fakeGPUs != 0:
+		return errors.New("--gpus and --fake-gpus cannot be used together; give one")
+	case f.gpus != "":
+		var err error
+		if gpus, err = daemon.ParseGPUs(f.gpus); err != nil {
+			return err
+		}
+	case f.fakeGPUs != 0:
+		if _, err := daemon.FakeGPUs(f.fakeGPUs); err != nil {
+			return err
+		}
+	}
+	if (f.gpus != "" || f.fakeGPUs != 0) && f.nodes != "local" {
+		return fmt.Errorf("--gpus and --fake-gpus are for local nodes; with --nodes %s the %s gives nodes their GPUs", f.nodes, f.nodes)
 	}
 	slurmCfg, err := f.slurm.config(f.nodes == "slurm")
 	if err != nil {
@@ -96,6 +117,8 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	err = daemon.Run(ctx, daemon.Options{
 		AgentArgv:       agentArgv,
 		CapacityVCPUs:   f.capacityVCPUs,
+		GPUs:            gpus,
+		FakeGPUs:        f.fakeGPUs,
 		MinIdleShutdown: f.minIdleShutdown,
 		DataDir:         dir,
 		Listen:          f.listen,

@@ -11,6 +11,7 @@ import (
 
 // slurmFlags are serve's --slurm-* flags, which configure --nodes slurm.
 type slurmFlags struct {
+	resources                                 string
 	partition, account, qos, time, constraint string
 	login, workdir                            string
 	startTimeout                              time.Duration
@@ -24,21 +25,28 @@ func (f *slurmFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.constraint, "slurm-constraint", "", "node features a node's job requires, in sbatch's --constraint format")
 	fl.StringVar(&f.login, "slurm-login", "", "run Slurm's commands on this login node over SSH (user@host[:port]); default: on this machine")
 	fl.StringVar(&f.workdir, "slurm-workdir", "", "a directory the login and every node share, for the tasks' files (default: the submitting user's home)")
+	fl.StringVar(&f.resources, "slurm-resources", slurm.ResourcesSize, "what of a node's size its job asks for: size (--gres=gpu:N, --cpus-per-task and --mem from the size) or gpus (--gres=gpu:N only, CPUs and memory as the partition gives them, for clusters whose nodes are smaller than the sizes); an isolated size always gets --exclusive")
 	fl.DurationVar(&f.startTimeout, "slurm-start-timeout", slurm.DefaultStartTimeout, "cancel a node's job that is not running this long after its submission; the node becomes unusable")
 }
 
 // config returns the slurm driver's configuration; the flags are refused without
 // --nodes slurm, where they would do nothing.
 func (f *slurmFlags) config(enabled bool) (slurm.Config, error) {
+	if f.resources == "" {
+		f.resources = slurm.ResourcesSize
+	}
 	cfg := slurm.Config{
 		Partition: f.partition, Account: f.account, QOS: f.qos, Time: f.time, Constraint: f.constraint,
-		Login: f.login, Workdir: f.workdir, StartTimeout: f.startTimeout,
+		Login: f.login, Workdir: f.workdir, StartTimeout: f.startTimeout, Resources: f.resources,
+	}
+	if f.resources != slurm.ResourcesSize && f.resources != slurm.ResourcesGPUs {
+		return cfg, fmt.Errorf("--slurm-resources %q is not supported; use %s or %s", f.resources, slurm.ResourcesSize, slurm.ResourcesGPUs)
 	}
 	if f.startTimeout <= 0 {
 		return cfg, fmt.Errorf("--slurm-start-timeout must be positive, got %s", f.startTimeout)
 	}
 	set := f.partition != "" || f.account != "" || f.qos != "" || f.time != "" || f.constraint != "" ||
-		f.login != "" || f.workdir != "" || f.startTimeout != slurm.DefaultStartTimeout
+		f.login != "" || f.workdir != "" || f.startTimeout != slurm.DefaultStartTimeout || f.resources != slurm.ResourcesSize
 	if set && !enabled {
 		return cfg, fmt.Errorf("the --slurm-* flags configure --nodes slurm; add --nodes slurm or remove them")
 	}

@@ -35,3 +35,17 @@ func TestSlurmFlagsMakeTheDriverConfig(t *testing.T) {
 		t.Fatalf("config = %+v, want %+v", cfg, want)
 	}
 }
+
+func TestSlurmResourcesFlag(t *testing.T) {
+	f := slurmFlags{startTimeout: time.Minute, resources: "gpus"}
+	if cfg, err := f.config(true); err != nil || cfg.Resources != slurm.ResourcesGPUs {
+		t.Fatalf("--slurm-resources gpus: %+v, %v", cfg.Resources, err)
+	}
+	if _, err := f.config(false); err == nil {
+		t.Fatal("--slurm-resources gpus was accepted without --nodes slurm")
+	}
+	f.resources = "all"
+	if _, err := f.config(true); err == nil || !strings.Contains(err.Error(), `--slurm-resources "all" is not supported; use size or gpus`) {
+		t.Fatalf("--slurm-resources all: %v", err)
+	}
+}

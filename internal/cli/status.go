@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 )
@@ -45,6 +47,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "nodes:     %s\n", st.NodesDriver)
 			fmt.Fprintf(w, "locations: %s\n", strings.Join(st.Locations, ", "))
 			fmt.Fprintf(w, "started:   %s\n", st.StartedAt.Format("2006-01-02 15:04:05 MST"))
+			printGPUs(w, st.GPUs)
 			return nil
 		},
 	}
@@ -121,5 +124,21 @@ func waitStopped(ctx context.Context, c *client.Client, where string, pid int) e
 			return fmt.Errorf("the engine at %s still answers %s after it was asked to shut down", where, shutdownWait)
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// printGPUs prints the machine's GPUs and the node holding each, one a line.
+func printGPUs(w io.Writer, gpus []api.GPU) {
+	if len(gpus) == 0 {
+		fmt.Fprintf(w, "gpus:      none\n")
+		return
+	}
+	fmt.Fprintf(w, "gpus:      %d\n", len(gpus))
+	for _, g := range gpus {
+		holder := "free"
+		if g.Node != "" {
+			holder = g.Node + " (" + g.Compute + ")"
+		}
+		fmt.Fprintf(w, "  gpu %s: %s\n", g.ID, holder)
 	}
 }

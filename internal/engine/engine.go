@@ -55,6 +55,9 @@ type Config struct {
 	Snapshots model.SnapshotStore
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
+	// GPUs are this machine's GPUs (mlcompute serve --gpus, --fake-gpus, or found), handed
+	// out to local nodes of GPU sizes (NodesDriver "local"); empty: none.
+	GPUs []string
 	// NewID makes node and instance IDs ("<prefix>-<unique>"); the default draws them from
 	// crypto/rand. The simulation gives a seeded source, so a seed replays exactly.
 	NewID func(prefix string) string
@@ -133,6 +136,7 @@ func New(cfg Config) (*Engine, error) {
 	core, err := computes.New(computes.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Nodes: e.nodes,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
+		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg),
 		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
 	})
 	if err != nil {
@@ -250,6 +254,14 @@ func envCacheDir(cfg Config) string {
 	return filepath.Join(cfg.DataDir, "envs")
 }
 
+// gpusOf is the machine's GPUs that local nodes get: none when nodes are not local.
+func gpusOf(cfg Config) []string {
+	if cfg.NodesDriver != "local" {
+		return nil
+	}
+	return cfg.GPUs
+}
+
 // randomID is the default ID source: 10 hex digits from crypto/rand.
 func randomID(prefix string) string {
 	b := make([]byte, 5)
@@ -267,7 +279,12 @@ func (e *Engine) SetEndpointMetrics(m endpoints.Metrics) { e.endpoints.SetMetric
 
 // Status describes the engine.
 func (e *Engine) Status() api.Status {
+	gpus, err := e.core.GPUs()
+	if err != nil {
+		e.log.Warn("listing the nodes holding GPUs failed", "error", err)
+	}
 	return api.Status{
+		GPUs:        gpus,
 		Version:     e.version,
 		PID:         os.Getpid(),
 		NodesDriver: e.nodesDriver,

@@ -68,7 +68,7 @@ func TestE2E_SlurmCluster(t *testing.T) {
 	c := slurmtest.Start(t) // sets SLURM_CONF, which the user's environment inherits
 	u := newUser(t)
 	workdir := t.TempDir()
-	serveFlags := []string{"--nodes", "slurm", "--slurm-workdir", workdir, "--slurm-partition", slurmtest.Partition}
+	serveFlags := []string{"--nodes", "slurm", "--slurm-resources", "gpus", "--slurm-workdir", workdir, "--slurm-partition", slurmtest.Partition}
 	u.startServe(serveFlags...)
 	u.writeConfig(slurmClusterConfig)
 	u.mustTerraform("apply", "-auto-approve")
@@ -235,7 +235,7 @@ func TestE2E_SlurmNodeFailureAndInstance(t *testing.T) {
 	requireAcc(t)
 	c := slurmtest.Start(t)
 	u := newUser(t)
-	u.startServe("--nodes", "slurm", "--slurm-workdir", t.TempDir(), "--min-idle-shutdown", "1s")
+	u.startServe("--nodes", "slurm", "--slurm-resources", "gpus", "--slurm-workdir", t.TempDir(), "--min-idle-shutdown", "1s")
 	u.writeConfig(slurmFailuresConfig)
 	u.mustTerraform("apply", "-auto-approve")
 	raw, _ := os.ReadFile(filepath.Join(u.home, "engine-id"))
@@ -326,7 +326,7 @@ func TestE2E_SlurmEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(workdir) })
-	u.startServe("--nodes", "slurm", "--slurm-workdir", workdir, "--slurm-partition", slurmtest.Partition)
+	u.startServe("--nodes", "slurm", "--slurm-resources", "gpus", "--slurm-workdir", workdir, "--slurm-partition", slurmtest.Partition)
 	u.writeConfig(trainConfig(wheelDir(t)))
 	u.mustTerraform("apply", "-auto-approve")
 

@@ -53,7 +53,7 @@ func main() {
 	fmt.Printf("A Slurm cluster of 3 nodes on loopback is up in %s (SLURM_CONF=%s)\n", c.StartedIn.Round(1e6), c.Conf)
 	cmd := exec.Command(os.Args[1], os.Args[2:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "DEMO_SERVE_FLAGS=--nodes slurm --slurm-workdir "+workdir)
+	cmd.Env = append(os.Environ(), "DEMO_SERVE_FLAGS=--nodes slurm --slurm-resources gpus --slurm-workdir "+workdir)
 	// An interrupt reaches the command (same process group); the cluster stops after it.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
 	err = cmd.Run()

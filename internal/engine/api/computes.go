@@ -106,9 +106,12 @@ type Node struct {
 	CreatedOn time.Time `json:"created_on"`
 	// IdleSince is when the node last became idle (zero when it is not idle).
 	IdleSince time.Time `json:"idle_since,omitempty"`
-	// Reason says why a preparing node is not usable yet, in its driver's words (a cluster
-	// manager's pending reason, such as "Resources").
+	// Reason says why a preparing node is not usable yet: the vCPUs, GPUs or machine it
+	// waits for, or its driver's words (a cluster manager's pending reason, such as
+	// "Resources").
 	Reason string `json:"reason,omitempty"`
+	// GPUs are the machine's GPUs the node holds (a local node of a GPU size).
+	GPUs []string `json:"gpus,omitempty"`
 }
 
 // Compute is a compute as the engine holds it, with its runtime state.

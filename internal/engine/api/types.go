@@ -30,6 +30,18 @@ type Status struct {
 	// idle_time_before_shutdown a compute instance may ask for, in ISO 8601 ('mlcompute
 	// serve --min-idle-shutdown'). The provider checks it at plan time.
 	MinIdleTimeBeforeShutdown string `json:"min_idle_time_before_shutdown,omitempty"`
+	// GPUs are the machine's GPUs local nodes get (mlcompute serve --gpus, --fake-gpus, or
+	// found on the machine), each with the node that holds it.
+	GPUs []GPU `json:"gpus,omitempty"`
+}
+
+// GPU is one of the machine's GPUs and the node that holds it, if any.
+type GPU struct {
+	ID string `json:"id"`
+	// Node is the ID of the node that holds the GPU, and Compute its compute
+	// ("<workspace>/<compute>"); both empty when the GPU is free.
+	Node    string `json:"node,omitempty"`
+	Compute string `json:"compute,omitempty"`
 }
 
 // DefaultLocation is the location an engine serves when its operator names none, and a

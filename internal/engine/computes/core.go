@@ -21,6 +21,7 @@ package computes
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,11 @@ type Config struct {
 	EnvCacheDir string
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
+	// Local says the engine's own nodes run on this machine (mlcompute serve --nodes
+	// local): isolated sizes run alone on it, and GPUs are handed out to them.
+	Local bool
+	// GPUs are this machine's GPUs, handed to local nodes of GPU sizes; empty: none.
+	GPUs []string
 	// NewID makes node IDs ("<prefix>-<unique>").
 	NewID func(prefix string) string
 	// Nodes is the engine's node lifecycle, which creates and releases the computes' nodes
@@ -73,6 +79,8 @@ type Core struct {
 	dataDir     string
 	envCacheDir string // see Config
 	capacity    int64
+	local       bool     // see Config
+	gpus        []string // see Config
 	newID       func(prefix string) string
 	snapshots   model.SnapshotStore
 	// quota sums the vCPUs computes hold per workspace and family (changed only in turn,
@@ -162,6 +170,7 @@ func New(cfg Config) (*Core, error) {
 	c := &Core{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("computes"), loop: cfg.Loop,
 		snapshots: cfg.Snapshots, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
+		local: cfg.Local, gpus: slices.Clone(cfg.GPUs),
 		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
 		onTaskExit: cfg.OnTaskExit, onTaskNotStarted: cfg.OnTaskNotStarted,
 		nodes: cfg.Nodes, backoff: map[string]createBackoff{}, passes: map[string]Pass{},
@@ -290,6 +299,9 @@ func (c *Core) onCommit(g func()) { c.committed = append(c.committed, g) }
 // AddCompute stores a new compute in a Write's transaction, after checking that its quota
 // fits (on quotaField; no check when it is empty); the quota index counts it once committed.
 func (c *Core) AddCompute(tx *store.Tx, ws *api.Workspace, rec model.Compute, quotaField string) error {
+	if err := c.checkGPUs(rec, quotaField); err != nil {
+		return err
+	}
 	if quotaField != "" {
 		if err := c.checkQuota(ws, rec, quotaField); err != nil {
 			return err

@@ -59,9 +59,13 @@ func NodeIdleTimer(n model.Node) runtime.Timer {
 	return runtime.Timer{Kind: runtime.NodeIdle, Object: runtime.ComputeKey(n.Compute), Sub: n.ID}
 }
 
-// createNode asks the lifecycle for a committed node; createdNode records the outcome.
-func (c *Core) createNode(ctx context.Context, n model.Node, size catalog.Size, pod *driver.PodShape) {
-	spec := driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, Pod: pod}
+// createNode asks the lifecycle for a committed node of rec; createdNode records the outcome.
+func (c *Core) createNode(ctx context.Context, n model.Node, rec model.Compute) {
+	size, _ := catalog.Lookup(rec.VMSize)
+	spec := driver.NodeSpec{Key: n.ID, Owner: n.Compute, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, Pod: PodShape(rec), GPUs: n.GPUs}
+	if spec.GPUs == nil && len(c.gpus) > 0 && c.onMachine(rec) {
+		spec.GPUs = []string{} // a machine with GPUs: a node given none sees none
+	}
 	c.nodes.Create(ctx, c, spec, func(info driver.NodeInfo, err error) { c.createdNode(n, info, err) })
 }
 
@@ -139,6 +143,23 @@ func (c *Core) NodeReady(id string) {
 	}
 }
 
+// NodeWaiting records the driver's new reason why a created node is not ready yet (a
+// scheduler's message), on the node and in its compute's errors.
+func (c *Core) NodeWaiting(id, reason string) {
+	var compute string
+	_ = c.Write(func(tx *store.Tx) error {
+		n, ok := c.NodeByID(tx, id)
+		if !ok || n.Released || n.State != api.NodePreparing || !n.Admitted || n.Reason == reason {
+			return nil
+		}
+		compute = n.Compute
+		return c.waitFor(tx, n, reason, c.clock.Now().UTC(), true)
+	})
+	if compute != "" {
+		c.Kick(compute) // the job's reason follows
+	}
+}
+
 // releaseNode terminates a node the store already marks released, once, and deletes its
 // record when the driver confirms it is gone. When either fails, the node keeps its mark:
 // every pass releases marked nodes again, and a retry timer brings the next pass.
@@ -153,8 +174,8 @@ func (c *Core) releaseNode(ctx context.Context, n model.Node) {
 			c.recorder.NodeReleased(n.Compute, c.clock.Since(n.ReleasedAt))
 		}
 		c.log.Info("node released", "node", n.Key())
-		if c.capacity > 0 {
-			c.kickAll() // the freed capacity may admit nodes of other computes
+		if c.machineWide() {
+			c.kickAll() // the freed capacity, GPUs or machine may admit nodes of other computes
 		} else {
 			c.Kick(n.Compute)
 		}
@@ -175,6 +196,8 @@ func (c *Core) HandleNodeEvent(ctx context.Context, ev driver.Event) {
 		c.NodeGone(ev.NodeKey, ev.Reason)
 	case driver.NodeReady:
 		c.NodeReady(ev.NodeKey)
+	case driver.NodeWaiting:
+		c.NodeWaiting(ev.NodeKey, ev.Reason)
 	}
 }
 

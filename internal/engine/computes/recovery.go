@@ -6,7 +6,6 @@ import (
 	"maps"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -46,8 +45,7 @@ func (c *Core) Recover(ctx context.Context) error {
 			// that is already live, so it runs whatever Describe would say (the ssh driver
 			// describes every node the store holds, created or not).
 			rec := computeOf(computes, n.Compute)
-			size, _ := catalog.Lookup(rec.VMSize)
-			c.createNode(ctx, n, size, PodShape(rec))
+			c.createNode(ctx, n, rec)
 			continue
 		}
 		gone, err := c.nodes.Adopt(ctx, n.ID)

@@ -86,6 +86,10 @@ type Options struct {
 	AgentArgv []string
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
+	// GPUs are the machine's GPUs local nodes get (serve --gpus); nil means FakeGPUs fake
+	// ones when set, else those found on the machine (nvidia-smi -L, /dev/nvidia<N>).
+	GPUs     []string
+	FakeGPUs int
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for.
 	MinIdleShutdown time.Duration
 	// IdleExit is how long to stay up with nothing to manage and no API calls; 0 means never.
@@ -147,6 +151,13 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("creating %s: %w", sub, err)
 		}
 	}
+	gpus, err := machineGPUs(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if len(gpus) > 0 {
+		log.Info("local nodes get this machine's GPUs", "gpus", strings.Join(gpus, ","))
+	}
 	nodes, err := nodeDriver(ctx, opts)
 	if err != nil {
 		return err
@@ -157,7 +168,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
 		Driver: nodes, Snapshots: snapshots,
-		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
+		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown, GPUs: gpus,
 		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image,
 	})
 	if err != nil {

@@ -105,6 +105,11 @@ type NodeSpec struct {
 	// VCPUs and MemoryGB: an attached Kubernetes compute's instance type. Other drivers
 	// ignore it.
 	Pod *PodShape
+	// GPUs are the machine's GPUs the engine gave a local node, for it alone; the local
+	// driver shows them, and only them, to every task on the node (CUDA_VISIBLE_DEVICES
+	// and NVIDIA_VISIBLE_DEVICES). Nil leaves the machine's devices as they are; empty
+	// (a machine with GPUs, a size without) hides them all. Other drivers ignore it.
+	GPUs []string
 }
 
 // PodShape is an instance type of an attached Kubernetes compute: where its pods may run
@@ -170,6 +175,10 @@ const (
 	TaskExited
 	// NodeReady: a node that Create returned not ready is now usable.
 	NodeReady
+	// NodeWaiting: a node that is not ready yet waits for a new reason (Reason), such as
+	// a scheduler's "0/1 nodes are available: 1 Insufficient cpu."; drivers that cannot
+	// tell never send it.
+	NodeWaiting
 )
 
 // String names the kind, for logs and test failures.
@@ -181,6 +190,8 @@ func (k EventKind) String() string {
 		return "TaskExited"
 	case NodeReady:
 		return "NodeReady"
+	case NodeWaiting:
+		return "NodeWaiting"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }

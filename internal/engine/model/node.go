@@ -20,6 +20,9 @@ type Node struct {
 	// Admitted means the node holds capacity: the driver was (or is being) asked for it, and
 	// it holds the capacity until the driver confirms it gone.
 	Admitted bool `json:"admitted,omitempty"`
+	// GPUs are the machine's GPUs admission gave the node (a local node of a GPU size); it
+	// holds them, for itself alone, until the driver confirms it gone.
+	GPUs []string `json:"gpus,omitempty"`
 	// Preempting is set while a preempted node's driver node is being terminated.
 	Preempting bool      `json:"preempting,omitempty"`
 	CreatedOn  time.Time `json:"created_on"`
@@ -37,7 +40,7 @@ type Node struct {
 func (n Node) Key() string { return n.Compute + "/" + n.ID }
 
 func (n Node) API() api.Node {
-	out := api.Node{ID: n.ID, State: n.State, JobID: n.JobID, CreatedOn: n.CreatedOn}
+	out := api.Node{ID: n.ID, State: n.State, JobID: n.JobID, CreatedOn: n.CreatedOn, GPUs: n.GPUs}
 	if n.State == api.NodeIdle {
 		out.IdleSince = n.IdleSince
 	}

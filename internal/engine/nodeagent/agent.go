@@ -19,6 +19,7 @@ package nodeagent
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,7 +105,11 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 	if err := writeLiveInt(pidPath, os.Getpid()); err != nil {
 		return err
 	}
-	a := &agent{dir: dir, log: log, clk: clk, startedAt: clk.Now(), tasks: map[string]*task{}}
+	nodeEnv, err := readNodeEnv(dir)
+	if err != nil {
+		return err
+	}
+	a := &agent{dir: dir, log: log, clk: clk, startedAt: clk.Now(), tasks: map[string]*task{}, nodeEnv: nodeEnv}
 	if err := a.load(ctx); err != nil {
 		return err
 	}
@@ -282,6 +287,8 @@ type agent struct {
 	log       hclog.Logger
 	clk       clock.WithTicker
 	startedAt time.Time
+	// nodeEnv is NodeFile's env: set in every task, over the task's own variables.
+	nodeEnv map[string]string
 
 	mu       sync.Mutex
 	tasks    map[string]*task
@@ -387,4 +394,20 @@ func (a *agent) info() Info {
 	}
 	sort.Slice(out.Tasks, func(i, j int) bool { return out.Tasks[i].Key < out.Tasks[j].Key })
 	return out
+}
+
+// readNodeEnv reads NodeFile's env; a node directory without NodeFile has none.
+func readNodeEnv(dir string) (map[string]string, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, NodeFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", NodeFile, err)
+	}
+	var n NodeEnv
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", NodeFile, err)
+	}
+	return n.Env, nil
 }

@@ -20,6 +20,12 @@ const (
 	TasksDir   = "tasks"
 )
 
+// NodeEnv is the part of NodeFile the agent reads: variables set in every task of the node,
+// over the task's own (a local node's GPUs: CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES).
+type NodeEnv struct {
+	Env map[string]string `json:"env,omitempty"`
+}
+
 // Files of a task directory, <node dir>/tasks/<task dir name>/.
 const (
 	TaskFile     = "task.json"  // key, command and start time (never the environment)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,7 +202,7 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 	}
 	defer out.Close() // the child has its own copy
 
-	env := taskEnv(req.Env, work, t.dir)
+	env := taskEnv(withEnv(req.Env, a.nodeEnv), work, t.dir)
 	t.stateMu.Lock()
 	t.startedAt = now
 	t.stateMu.Unlock()
@@ -334,6 +335,19 @@ func taskEnv(extra map[string]string, work, taskDir string) []string {
 	}
 	sort.Strings(env)
 	return env
+}
+
+// withEnv is task's variables with node's over them (task itself is not changed).
+func withEnv(task, node map[string]string) map[string]string {
+	if len(node) == 0 {
+		return task
+	}
+	out := maps.Clone(task)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, node)
+	return out
 }
 
 func envValue(env []string, name string) string {

@@ -111,7 +111,37 @@ func (w *world) check() error {
 			}
 		}
 		if used > ws.quota || used < 0 {
-			return w.fail("quotas held", "workspace %s uses %d vCPUs of %s, quota %d", ws.name, used, family, ws.quota)
+			return w.fail("quotas held", "workspace %s uses %d vCPUs of %s, quota %d", ws.name, used, w.family, ws.quota)
+		}
+	}
+
+	// GPUs (DESIGN 4): no GPU is held by two nodes or lies outside the machine; a node that
+	// is up holds its size's one GPU; no node waits for a GPU while one is free.
+	if len(w.gpus) > 0 {
+		w.checks++
+		holder := map[string]string{}
+		var waiting []string
+		for _, k := range sortedKeys(computes) {
+			for _, n := range computes[k].Nodes {
+				for _, g := range n.GPUs {
+					if !slices.Contains(w.gpus, g) {
+						return w.fail("GPUs held by one node", "node %s holds %s, not a GPU of the machine %v", n.ID, g, w.gpus)
+					}
+					if other, held := holder[g]; held {
+						return w.fail("GPUs held by one node", "GPU %s is held by nodes %s and %s", g, other, n.ID)
+					}
+					holder[g] = n.ID
+				}
+				switch {
+				case (n.State == api.NodeIdle || n.State == api.NodeRunning) && len(n.GPUs) != 1:
+					return w.fail("GPUs held by one node", "node %s is %s with GPUs %v; its size has one", n.ID, n.State, n.GPUs)
+				case n.State == api.NodePreparing && len(n.GPUs) == 0:
+					waiting = append(waiting, n.ID)
+				}
+			}
+		}
+		if len(waiting) > 0 && len(holder) < len(w.gpus) {
+			return w.fail("a waiting node gets a freed GPU", "nodes %v wait while %d of %d GPUs are free", waiting, len(w.gpus)-len(holder), len(w.gpus))
 		}
 	}
 

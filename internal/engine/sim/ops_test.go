@@ -108,7 +108,7 @@ func (w *world) createCluster() error {
 		prio = api.PriorityLowPriority
 	}
 	_, err := w.e.CreateCompute(context.Background(), ws, api.ComputeSpec{
-		Name: name, VMSize: vmSize, VMPriority: prio,
+		Name: name, VMSize: w.vmSize, VMPriority: prio,
 		ScaleSettings: &api.ScaleSettings{MinNodeCount: min, MaxNodeCount: max, ScaleDownNodesAfterIdleDuration: idle},
 	}, "")
 	w.logf("create cluster %s/%s min=%d max=%d idle=%s %s: %v", ws, name, min, max, idle, prio, err)
@@ -175,7 +175,7 @@ func (w *world) badScaleSettings() error {
 	} else {
 		ws := w.pickWS()
 		target = "create " + ws + "/huge"
-		_, err = w.e.CreateCompute(context.Background(), ws, api.ComputeSpec{Name: "huge", VMSize: vmSize, ScaleSettings: ss}, "")
+		_, err = w.e.CreateCompute(context.Background(), ws, api.ComputeSpec{Name: "huge", VMSize: w.vmSize, ScaleSettings: ss}, "")
 	}
 	w.logf("%s with out-of-range min=%d max=%d: %v", target, min, max, err)
 	if !api.IsInvalid(err) {
@@ -189,7 +189,7 @@ func (w *world) createInstance() error {
 	ws, name := w.pickWS(), pick(w, instanceNames)
 	idle := pick(w, instanceIdle)
 	_, err := w.e.CreateCompute(context.Background(), ws, api.ComputeSpec{
-		Name: name, Type: api.TypeComputeInstance, VMSize: vmSize,
+		Name: name, Type: api.TypeComputeInstance, VMSize: w.vmSize,
 		Instance: &api.InstanceSettings{IdleTimeBeforeShutdown: idle},
 	}, "")
 	w.logf("create instance %s/%s idle=%q: %v", ws, name, idle, err)

@@ -18,9 +18,13 @@ import (
 )
 
 const (
-	vmSize = "Standard_DS3_v2" // 4 vCPUs, standardDSv2Family
-	vCPUs  = 4
-	family = "standardDSv2Family"
+	// Every seed's computes have one size of 4 vCPUs: a CPU size, or on the seeds whose
+	// machine has GPUs, a size with one.
+	cpuSize   = "Standard_DS3_v2" // standardDSv2Family
+	gpuSize   = "Standard_NC4as_T4_v3"
+	cpuFamily = "standardDSv2Family"
+	gpuFamily = "standardNCASv3_T4Family"
+	vCPUs     = 4
 	// minIdle is the engine's idle-shutdown minimum, small so that short idle times are allowed.
 	minIdle = time.Second
 	// settleLimit bounds one Settle in wall time: a wedged engine is a failure, not a hang.
@@ -79,6 +83,10 @@ type world struct {
 	// capacity is the engine's vCPU capacity (0: unlimited); some seeds set one, so that
 	// Dedicated nodes preempt LowPriority ones.
 	capacity int64
+	// gpus are the machine's GPUs (none on most seeds); with some, computes have a GPU
+	// size (vmSize, family) and nodes share the GPUs.
+	gpus           []string
+	vmSize, family string
 
 	step   int
 	ops    []string
@@ -97,15 +105,22 @@ func newWorld(seed uint64, dir string) (*world, error) {
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		clk: clk, drv: fake.New(clk), path: filepath.Join(dir, "state.db"),
 		computes: map[string]*computeModel{}, jobs: map[string]*jobModel{}, tasks: map[string]*taskPlan{},
+		vmSize: cpuSize, family: cpuFamily,
 	}
-	if seed%3 == 0 {
+	switch seed % 3 {
+	case 0:
 		w.capacity = 24 + 4*w.rng.Int64N(6) // 6 to 11 nodes of 4 vCPUs
+	case 1:
+		w.vmSize, w.family = gpuSize, gpuFamily
+		for i := range 3 + w.rng.IntN(6) { // 3 to 8 GPUs, fewer than the nodes wanted
+			w.gpus = append(w.gpus, fmt.Sprintf("gpu%d", i))
+		}
 	}
 	if err := w.start(); err != nil {
 		return nil, err
 	}
 	for _, ws := range workspaces {
-		if _, err := w.e.CreateWorkspace(context.Background(), api.WorkspaceSpec{Name: ws.name, Quotas: map[string]int64{family: ws.quota}}, ""); err != nil {
+		if _, err := w.e.CreateWorkspace(context.Background(), api.WorkspaceSpec{Name: ws.name, Quotas: map[string]int64{w.family: ws.quota}}, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -127,7 +142,7 @@ func (w *world) start() error {
 	}
 	e, err := engine.New(engine.Config{
 		Store: st, Clock: w.clk, Driver: w.drv, DataDir: filepath.Dir(w.path),
-		CapacityVCPUs: w.capacity, MinIdleShutdown: minIdle, Manual: true,
+		CapacityVCPUs: w.capacity, GPUs: w.gpus, MinIdleShutdown: minIdle, Manual: true,
 		NewID: w.newID,
 	})
 	if err != nil {

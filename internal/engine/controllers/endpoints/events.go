@@ -23,6 +23,9 @@ func (c *Controller) HandleNodeEvent(ctx context.Context, ev driver.Event) {
 	if !ok {
 		return // terminated meanwhile
 	}
+	if ev.Kind == driver.NodeWaiting {
+		return // a start waiting for the node goes on waiting
+	}
 	if ev.Kind == driver.NodeReady {
 		// A node that came up after its Create: the start waiting for it goes on.
 		c.kick(key)

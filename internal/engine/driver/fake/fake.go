@@ -383,6 +383,17 @@ func (d *Driver) SetPendingReason(key, reason string) {
 	n.info.Reason = reason
 }
 
+// Unschedulable is SetPendingReason with a NodeWaiting event, as a cluster manager's
+// scheduler refusing to place the node ("0/1 nodes are available: 1 Insufficient cpu.").
+func (d *Driver) Unschedulable(key, reason string) {
+	d.SetPendingReason(key, reason)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.watched[key] {
+		d.emit(driver.Event{Kind: driver.NodeWaiting, NodeKey: key, Reason: reason})
+	}
+}
+
 // KillNode makes a node die on its own, or its allocation end by itself (a time limit,
 // preemption, a failed machine): it disappears with its tasks and NodeGone is emitted if
 // it was watched. It works on pending nodes too. Killing an unknown node does nothing.

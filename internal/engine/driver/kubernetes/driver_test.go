@@ -152,6 +152,10 @@ func TestFakeReadinessAndPendingReason(t *testing.T) {
 	if info.Ready || info.Reason != "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu." {
 		t.Fatalf("Describe of an unschedulable pod: %+v", info)
 	}
+	// The engine hears of it at once: NodeWaiting with the scheduler's message.
+	if ev := e.event(); ev.Kind != driver.NodeWaiting || ev.NodeKey != "n1" || ev.Reason != info.Reason {
+		t.Fatalf("event %+v, want NodeWaiting of n1 with %q", ev, info.Reason)
+	}
 	err := e.d.StartTask(e.ctx, "n1", driver.TaskSpec{Key: "t", Command: []string{"true"}})
 	if !driver.IsTransient(err) || !strings.Contains(err.Error(), "Unschedulable") {
 		t.Fatalf("StartTask on a pending node: %v, want a transient error with the reason", err)

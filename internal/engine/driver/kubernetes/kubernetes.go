@@ -391,8 +391,14 @@ func (d *Driver) onPod(obj any) {
 		d.log.Debug("node ready", "node", key, "pod", pod.Name, "address", pod.Status.PodIP)
 		d.emit(driver.Event{Kind: driver.NodeReady, NodeKey: key})
 	default:
+		before := n.info.Reason
 		d.update(n, pod, st)
+		after := n.info.Reason
 		d.mu.Unlock()
+		if !n.info.Ready && after != before && unschedulable(after) {
+			// The scheduler's message: the node says why within seconds, not "Pending".
+			d.emit(driver.Event{Kind: driver.NodeWaiting, NodeKey: key, Reason: after})
+		}
 	}
 }
 

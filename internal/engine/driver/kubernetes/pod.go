@@ -198,10 +198,25 @@ func buildPod(ps podSpec, spec driver.NodeSpec) (*corev1.Pod, error) {
 	if spec.Pod != nil && spec.Pod.InstanceType != "" {
 		pod.Annotations["mlcompute.dev/instance-type"] = spec.Pod.InstanceType
 	}
+	if size, ok := catalog.Lookup(spec.VMSize); ok && size.Isolated && spec.Pod == nil {
+		pod.Spec.Affinity = isolatedAffinity(ps.engineID)
+	}
 	for _, g := range ps.schedulingGates {
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
 	}
 	return pod, nil
+}
+
+// isolatedAffinity keeps an isolated size's pod alone on its machine: no other node pod of
+// the engine on the same host, either way (the scheduler honours a placed pod's required
+// anti-affinity too).
+func isolatedAffinity(engineID string) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelEngine: labelValue(engineID)}},
+			TopologyKey:   "kubernetes.io/hostname",
+		}},
+	}}
 }
 
 // resources are a node pod's requests, limits and node selector: an attached compute's
@@ -329,6 +344,13 @@ func pendingReason(pod *corev1.Pod) string {
 		return "Pending"
 	}
 	return string(pod.Status.Phase)
+}
+
+// unschedulable reports whether a pending reason is the scheduler's refusal to place the
+// pod ("Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."), which the engine
+// shows on the node's compute as an error.
+func unschedulable(reason string) bool {
+	return strings.HasPrefix(reason, "Unschedulable")
 }
 
 // endReason says why a pod ended: the kubelet's reason (Evicted, with its message), else

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -113,6 +114,23 @@ type nodeRecord struct {
 	VCPUs    int64     `json:"vcpus"`
 	MemoryGB float64   `json:"memory_gb"`
 	Created  time.Time `json:"created"`
+	// GPUs are the machine's GPUs the node holds; Env shows them to its tasks (the
+	// agent reads it, see nodeagent.NodeEnv).
+	GPUs []string          `json:"gpus,omitempty"`
+	Env  map[string]string `json:"env,omitempty"`
+}
+
+// gpuEnv is what shows a node its GPUs, and only those: nil GPUs leave the machine's
+// devices as they are, an empty list hides them all.
+func gpuEnv(gpus []string) map[string]string {
+	if gpus == nil {
+		return nil
+	}
+	if len(gpus) == 0 {
+		return map[string]string{"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}
+	}
+	list := strings.Join(gpus, ",")
+	return map[string]string{"CUDA_VISIBLE_DEVICES": list, "NVIDIA_VISIBLE_DEVICES": list}
 }
 
 // New returns a driver over cfg.Dir, creating it if needed.
@@ -188,7 +206,8 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 	if err := privateDir(dir); err != nil {
 		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))
 	}
-	rec := nodeRecord{Key: spec.Key, Owner: spec.Owner, VMSize: spec.VMSize, VCPUs: spec.VCPUs, MemoryGB: spec.MemoryGB, Created: d.clk.Now().UTC()}
+	rec := nodeRecord{Key: spec.Key, Owner: spec.Owner, VMSize: spec.VMSize, VCPUs: spec.VCPUs, MemoryGB: spec.MemoryGB, Created: d.clk.Now().UTC(),
+		GPUs: spec.GPUs, Env: gpuEnv(spec.GPUs)}
 	raw, _ := json.MarshalIndent(rec, "", "  ")
 	if err := nodeagent.WriteLiveFile(filepath.Join(dir, nodeagent.NodeFile), append(raw, '\n'), 0o600); err != nil {
 		return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, classify(err))

@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,10 +39,20 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/keylock"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
+)
+
+// Values of Config.Resources.
+const (
+	// ResourcesSize: --gres=gpu:N, --cpus-per-task and --mem from the size.
+	ResourcesSize = "size"
+	// ResourcesGPUs: --gres=gpu:N only; CPUs and memory are the partition's defaults (a
+	// cluster whose nodes are smaller than the catalog's sizes, such as a test cluster).
+	ResourcesGPUs = "gpus"
 )
 
 // Defaults of Config.
@@ -61,6 +72,10 @@ type Config struct {
 	Partition, Account, QOS, Time, Constraint string
 	// SbatchArgs are more sbatch arguments (tests submit held jobs with --hold).
 	SbatchArgs []string
+	// Resources says what of a node's size its job asks for: ResourcesSize (the default)
+	// its GPUs, vCPUs and memory; ResourcesGPUs its GPUs only. Either way an isolated size
+	// gets the node alone (--exclusive).
+	Resources string
 	// Workdir is a directory the machine running the commands and every node share;
 	// tasks keep their files in Workdir/.mlcompute/tasks. Empty means the home directory
 	// of the user running the commands.
@@ -136,6 +151,13 @@ var _ driver.Driver = (*Driver)(nil)
 func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if !idRE.MatchString(cfg.EngineID) {
 		return nil, fmt.Errorf("slurm driver: invalid engine id %q", cfg.EngineID)
+	}
+	switch cfg.Resources {
+	case "":
+		cfg.Resources = ResourcesSize
+	case ResourcesSize, ResourcesGPUs:
+	default:
+		return nil, fmt.Errorf("slurm driver: resources %q is not one of %s, %s", cfg.Resources, ResourcesSize, ResourcesGPUs)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
@@ -242,6 +264,7 @@ func (d *Driver) sbatch(ctx context.Context, spec driver.NodeSpec) (string, erro
 			args = append(args, o.flag+"="+o.value)
 		}
 	}
+	args = append(args, sizeArgs(spec, d.cfg.Resources)...)
 	args = append(args, d.cfg.SbatchArgs...)
 	// The holder: the batch step sleeps until the job is cancelled.
 	args = append(args, "--wrap", "exec sleep 2147483647")
@@ -254,6 +277,30 @@ func (d *Driver) sbatch(ctx context.Context, spec driver.NodeSpec) (string, erro
 		return "", fmt.Errorf("sbatch printed no job id")
 	}
 	return id, nil
+}
+
+// sizeArgs are the sbatch flags that make a node's job its size (DESIGN 5): its GPUs as
+// GRES (Slurm then sets the job's CUDA_VISIBLE_DEVICES, which the driver leaves alone), its
+// vCPUs and memory unless resources is ResourcesGPUs, and the node alone for an isolated
+// size. A size the catalog does not know asks for what the spec says.
+func sizeArgs(spec driver.NodeSpec, resources string) []string {
+	size, known := catalog.Lookup(spec.VMSize)
+	var args []string
+	if known && size.GPUs > 0 {
+		args = append(args, fmt.Sprintf("--gres=gpu:%d", size.GPUs))
+	}
+	if resources != ResourcesGPUs {
+		if spec.VCPUs > 0 {
+			args = append(args, fmt.Sprintf("--cpus-per-task=%d", spec.VCPUs))
+		}
+		if spec.MemoryGB > 0 {
+			args = append(args, fmt.Sprintf("--mem=%dM", int64(math.Ceil(spec.MemoryGB*1024))))
+		}
+	}
+	if known && size.Isolated {
+		args = append(args, "--exclusive")
+	}
+	return args
 }
 
 // findJob returns the live job of a node key, if any. Of several (which only a crash
@@ -546,6 +593,7 @@ func (d *Driver) tick(ctx context.Context) {
 		ready   bool
 		timeout string // job id to cancel
 		why     string
+		waiting string // a pending job's new reason
 	}
 	var changes []change
 	d.mu.Lock()
@@ -568,13 +616,21 @@ func (d *Driver) tick(ctx context.Context) {
 			n.job = j
 			changes = append(changes, change{n: n, key: key, ready: true})
 		default:
+			before := n.info.Reason
 			n.job = j
 			d.update(n, "")
+			if !n.info.Ready && n.info.Reason != before && j.Reason != "" && j.Reason != "None" {
+				changes = append(changes, change{n: n, key: key, waiting: n.info.Reason})
+			}
 		}
 	}
 	d.mu.Unlock()
 	for _, c := range changes {
 		switch {
+		case c.waiting != "":
+			// squeue's pending reason (Resources, PartitionConfig, QOSMaxJobsPerUserLimit):
+			// the node says why within a tick, not only when it was created.
+			d.emit(driver.Event{Kind: driver.NodeWaiting, NodeKey: c.key, Reason: c.waiting})
 		case c.ready:
 			n := c.n
 			d.mu.Lock()

@@ -30,6 +30,9 @@ func newTestDriver(t *testing.T, cfg Config) *Driver {
 	if cfg.Workdir == "" {
 		cfg.Workdir = t.TempDir()
 	}
+	if cfg.Resources == "" {
+		cfg.Resources = ResourcesGPUs // the test cluster's nodes have 1 CPU and 500 MB
+	}
 	if testing.Verbose() {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}})
 	}

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TB is what Start needs of a test: testing.TB has it all, and a program (a demo) can
@@ -45,6 +47,11 @@ var Packages = []string{"munge", "slurmctld", "slurmd", "slurm-client"}
 
 // binaries are what the packages install, checked before anything starts.
 var binaries = []string{"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/bin/squeue"}
+
+// GPUsPerNode is how many fake GPUs each node has: GRES gpu, whose devices (gres.conf's
+// File=) are character devices the cluster makes in its directory with /dev/null's
+// numbers, so Slurm hands them out and sets CUDA_VISIBLE_DEVICES as on a real GPU node.
+const GPUsPerNode = 2
 
 // Nodes are the cluster's node names.
 var Nodes = []string{"n1", "n2", "n3"}
@@ -177,8 +184,15 @@ func (c *Cluster) writeConf() {
 	ports := freePorts(c.t, 1+len(Nodes))
 	var nodes strings.Builder
 	for i, n := range Nodes {
-		fmt.Fprintf(&nodes, "NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=1 RealMemory=500 State=UNKNOWN\n", n, ports[1+i])
+		fmt.Fprintf(&nodes, "NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=1 RealMemory=500 Gres=gpu:%d State=UNKNOWN\n", n, ports[1+i], GPUsPerNode)
 	}
+	gpus := filepath.Join(c.Dir, "gpus")
+	must(c.t, os.MkdirAll(gpus, 0o755))
+	for i := range GPUsPerNode {
+		must(c.t, unix.Mknod(filepath.Join(gpus, fmt.Sprintf("gpu%d", i)), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+	}
+	gres := fmt.Sprintf("NodeName=%s Name=gpu File=%s/gpu[0-%d]\n", strings.Join(Nodes, ","), gpus, GPUsPerNode-1)
+	must(c.t, os.WriteFile(filepath.Join(c.Dir, "gres.conf"), []byte(gres), 0o644))
 	conf := fmt.Sprintf(`ClusterName=mlct%s
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=%d
@@ -196,6 +210,7 @@ SlurmdLogFile=%[4]s/slurmd-%%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
+GresTypes=gpu
 SchedulerType=sched/backfill
 ReturnToService=2
 MpiDefault=none
