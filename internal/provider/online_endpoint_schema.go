@@ -158,7 +158,7 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 				"that supports `OnlineDeployment` and is not retired. Sizes match case-insensitively.",
 			Required: true,
 			Validators: []validator.String{
-				validators.StringFunc("Invalid Instance Type", "the value must be a catalog size that supports OnlineDeployment", func(s string) error {
+				validators.StringFunc(summaryInstanceType, "the value must be a catalog size that supports OnlineDeployment", func(s string) error {
 					_, err := validation.VMSize("instance_type", s, catalog.OnlineDeployment)
 					return err
 				}),

@@ -100,10 +100,10 @@ func checkQuota(ctx context.Context, c *client.Client, q *quotaPlans, schemaType
 	}
 	detail := sentence(engineMessage(err))
 	if p, ok := fieldPath(schemaType, api.FieldOf(err)); ok {
-		diags.AddAttributeError(p, "Workspace Quota Exceeded", detail)
+		diags.AddAttributeError(p, summaryQuotaExceeded, detail)
 		return
 	}
-	diags.AddError("Workspace Quota Exceeded", detail)
+	diags.AddError(summaryQuotaExceeded, detail)
 }
 
 // sentence writes an engine message as a diagnostic's detail: a capital first letter and

@@ -234,7 +234,7 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 	isNew := !strings.EqualFold(size.ValueString(), priorSize.ValueString()) || !priority.Equal(priorPriority)
 	if !size.IsUnknown() && !size.IsNull() && isNew {
 		if _, err := validation.VMSize("vm_size", size.ValueString(), catalog.ComputeCluster); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
+			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), summaryVMSize, err.Error())
 		} else if !priority.IsUnknown() {
 			// validation.ComputeCluster holds the rule on which sizes run at LowPriority; the
 			// other inputs it checks have their own validators.
@@ -243,7 +243,7 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 				ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1},
 			})
 			if api.FieldOf(err) == "vm_priority" {
-				resp.Diagnostics.AddAttributeError(path.Root("vm_priority"), "Invalid VM Priority", err.Error())
+				resp.Diagnostics.AddAttributeError(path.Root("vm_priority"), summaryVMPriority, err.Error())
 			}
 		}
 	}

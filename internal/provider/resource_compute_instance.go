@@ -252,7 +252,7 @@ func (r *computeInstanceResource) ModifyPlan(ctx context.Context, req resource.M
 
 	if !size.IsUnknown() && !size.IsNull() && !strings.EqualFold(size.ValueString(), priorSize.ValueString()) {
 		if _, err := validation.VMSize("vm_size", size.ValueString(), catalog.ComputeInstance); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
+			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), summaryVMSize, err.Error())
 		}
 	}
 	if !idle.IsUnknown() && !idle.IsNull() && !idle.Equal(priorIdle) {
@@ -285,7 +285,7 @@ func (r *computeInstanceResource) planIdleMinimum(ctx context.Context, idle stri
 		return
 	}
 	if _, err := validation.IdleTimeBeforeShutdown(idle, policyMin); err != nil {
-		diags.AddAttributeError(path.Root("idle_time_before_shutdown"), "Idle Time Below The Engine's Minimum",
+		diags.AddAttributeError(path.Root("idle_time_before_shutdown"), summaryIdleMinimum,
 			fmt.Sprintf("The engine stops compute instances after at least %s idle, its operator's policy.\n\n"+
 				"Set idle_time_before_shutdown to %s or longer, leave it unset (null) to never stop for idleness, or "+
 				"ask the engine's operator to lower the minimum with 'mlcompute serve --min-idle-shutdown'.\n\n"+

@@ -163,7 +163,7 @@ func (r *workspaceResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		return
 	}
 	if err := validation.Location(planned.ValueString(), st.Locations); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("location"), "Location Not Served",
+		resp.Diagnostics.AddAttributeError(path.Root("location"), summaryLocation,
 			fmt.Sprintf("The engine does not serve the location %q.\n\nSet location to one of: %s.\n\nOriginal error: %s",
 				planned.ValueString(), strings.Join(st.Locations, ", "), err))
 	}
