@@ -135,3 +135,22 @@ func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, of
 }
 
 func (e *Engine) PutSnapshot(r io.Reader) (string, error) { return e.jobs.PutSnapshot(r) }
+
+// Quota.
+
+// CheckQuota answers a planned compute cluster's or endpoint's quota check as its create or
+// update would, changing nothing (api.QuotaCheck).
+func (e *Engine) CheckQuota(ctx context.Context, workspace string, check api.QuotaCheck) error {
+	switch {
+	case check.Compute != nil && check.Endpoint != nil:
+		return api.Errorf(api.CodeInvalid, "", "a quota check takes a compute or an endpoint, not both")
+	case check.Compute != nil:
+		if check.Compute.Type != "" && check.Compute.Type != api.TypeComputeCluster {
+			return api.Errorf(api.CodeInvalid, "compute.type", "the quota check takes a planned %s; %s is checked on create", api.TypeComputeCluster, check.Compute.Type)
+		}
+		return e.core.CheckQuota(ctx, workspace, check.Quotas, *check.Compute)
+	case check.Endpoint != nil:
+		return e.endpoints.CheckQuota(ctx, workspace, check.Quotas, *check.Endpoint)
+	}
+	return api.Errorf(api.CodeInvalid, "", "a quota check takes a compute or an endpoint")
+}

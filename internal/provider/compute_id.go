@@ -56,29 +56,13 @@ var (
 	instanceKind = computeKind{"compute instance", "Compute Instance", "mlcompute_compute_instance", "alice"}
 )
 
-// createCompute creates a compute and records it for the plan-time quota check's list.
-func createCompute(ctx context.Context, c *client.Client, q *quotaCache, workspace string, spec api.ComputeSpec) (*api.Compute, error) {
-	created, err := c.CreateCompute(ctx, workspace, spec)
-	if err != nil {
-		q.dropComputeList(workspace)
-		return nil, err
-	}
-	q.noteCompute(created)
-	return created, nil
-}
-
 // deleteCompute deletes a compute within timeout. The engine cancels its jobs and returns
 // once every node is released; a compute already gone counts as deleted.
-func deleteCompute(ctx context.Context, c *client.Client, q *quotaCache, diags *diag.Diagnostics, schemaType attr.Type, kind computeKind, id api.ID, timeout time.Duration) {
+func deleteCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostics, schemaType attr.Type, kind computeKind, id api.ID, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	action := fmt.Sprintf("delete %s %q in workspace %q", kind.noun, id.Name, id.Workspace)
 	err := c.DeleteCompute(ctx, id.Workspace, id.Name)
-	if err == nil || api.IsNotFound(err) {
-		q.forgetCompute(id)
-	} else {
-		q.dropComputeList(id.Workspace)
-	}
 	if api.IsNotFound(err) {
 		tflog.Debug(ctx, kind.noun+" already gone", map[string]any{"compute": id.String()})
 		return
@@ -95,17 +79,15 @@ func deleteCompute(ctx context.Context, c *client.Client, q *quotaCache, diags *
 // updateCompute sends upd to the engine, which replaces every mutable field at once. ctx
 // carries the update's deadline; timeout only words the message. On failure it adds the
 // error, with an instance's engine field made relative to the schema, and returns nil.
-func updateCompute(ctx context.Context, c *client.Client, q *quotaCache, diags *diag.Diagnostics, schemaType attr.Type, kind computeKind, id api.ID, upd api.ComputeUpdate, timeout time.Duration) *api.Compute {
+func updateCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostics, schemaType attr.Type, kind computeKind, id api.ID, upd api.ComputeUpdate, timeout time.Duration) *api.Compute {
 	action := fmt.Sprintf("update %s %q in workspace %q", kind.noun, id.Name, id.Workspace)
 	updated, err := c.UpdateCompute(ctx, id.Workspace, id.Name, upd)
 	if err != nil {
-		q.dropComputeList(id.Workspace)
 		if !addTimeoutError(ctx, diags, kind.title+" Update Timed Out", "update", action, timeout, err) {
 			addEngineError(diags, schemaType, "Cannot Update "+kind.title, action, instanceFieldError(err))
 		}
 		return nil
 	}
-	q.noteCompute(updated)
 	tflog.Info(ctx, "updated "+kind.noun, map[string]any{"compute": updated.ID})
 	return updated
 }

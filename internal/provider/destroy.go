@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -21,12 +22,35 @@ import (
 // say it is the command terraform runs: the provider is terraform's child process (the
 // plugin handshake's cookie in its environment proves it), and terraform's command line
 // and its TF_CLI_ARGS variables name the command. When that command is a destroy
-// (`destroy`, or `plan`/`apply` with -destroy), the provider's checks stand down: errors of
-// validation, plan and data source reads become warnings, which terraform does not show
-// for the refresh, and the destroy plan itself (which plans only deletes) goes on.
+// (`destroy`, or `plan`/`apply` with -destroy), the checks whose answer depends on the
+// engine (quota, location, the idle minimum, the catalog: engineCheckSummaries) stand
+// down: their errors in validation, plan and data source reads become warnings, which
+// terraform does not show for the refresh, and the destroy plan itself (which plans only
+// deletes) goes on. Every other error still shows: a destroy of a configuration that does
+// not parse, or that names an attribute wrongly, fails as before. That the provider stood
+// down is logged once, at Info. (hashicorp/terraform#33908 asks terraform to tell providers
+// that a plan is a destroy's refresh; until it does, `terraform destroy -refresh=false`
+// skips the refresh for a provider that cannot see the command, as design-decisions.md says.)
 //
 // A provider that is not terraform's child (the acceptance tests' in-process provider, a
 // debugger's) cannot see the command and keeps every check.
+
+// The summaries of the plan-time checks that depend on the engine, the ones a destroy sets
+// aside; the checks add their diagnostics with these constants.
+const (
+	summaryQuotaExceeded = "Workspace Quota Exceeded"
+	summaryLocation      = "Location Not Served"
+	summaryIdleMinimum   = "Idle Time Below The Engine's Minimum"
+	summaryVMSize        = "Invalid VM Size"
+	summaryVMPriority    = "Invalid VM Priority"
+	summaryInstanceType  = "Invalid Instance Type"
+)
+
+// engineCheckSummaries are the diagnostics that stand down during a destroy.
+var engineCheckSummaries = map[string]bool{
+	summaryQuotaExceeded: true, summaryLocation: true, summaryIdleMinimum: true,
+	summaryVMSize: true, summaryVMPriority: true, summaryInstanceType: true,
+}
 
 // pluginCookieEnv is set by terraform (go-plugin's handshake) in the environment of each
 // provider process it starts.
@@ -81,16 +105,23 @@ func destroyCommand(args []string, getenv func(string) string) bool {
 	return false
 }
 
-// destroyServer is the provider's protocol server while it serves a destroy: every check
-// that could fail the pre-destroy refresh reports a warning instead of an error.
+// destroyServer is the provider's protocol server while it serves a destroy: the
+// engine-dependent checks that could fail the pre-destroy refresh report a warning instead
+// of an error.
 type destroyServer struct {
 	tfprotov6.ProviderServer
+	// logged makes the Info line once per process; nil logs nothing.
+	logged *sync.Once
+}
+
+func newDestroyServer(s tfprotov6.ProviderServer) destroyServer {
+	return destroyServer{ProviderServer: s, logged: &sync.Once{}}
 }
 
 func (s destroyServer) ValidateProviderConfig(ctx context.Context, req *tfprotov6.ValidateProviderConfigRequest) (*tfprotov6.ValidateProviderConfigResponse, error) {
 	resp, err := s.ProviderServer.ValidateProviderConfig(ctx, req)
 	if resp != nil {
-		resp.Diagnostics = warnOnly(ctx, resp.Diagnostics)
+		resp.Diagnostics = s.standDown(ctx, resp.Diagnostics)
 	}
 	return resp, err
 }
@@ -98,7 +129,7 @@ func (s destroyServer) ValidateProviderConfig(ctx context.Context, req *tfprotov
 func (s destroyServer) ValidateResourceConfig(ctx context.Context, req *tfprotov6.ValidateResourceConfigRequest) (*tfprotov6.ValidateResourceConfigResponse, error) {
 	resp, err := s.ProviderServer.ValidateResourceConfig(ctx, req)
 	if resp != nil {
-		resp.Diagnostics = warnOnly(ctx, resp.Diagnostics)
+		resp.Diagnostics = s.standDown(ctx, resp.Diagnostics)
 	}
 	return resp, err
 }
@@ -106,7 +137,7 @@ func (s destroyServer) ValidateResourceConfig(ctx context.Context, req *tfprotov
 func (s destroyServer) ValidateDataResourceConfig(ctx context.Context, req *tfprotov6.ValidateDataResourceConfigRequest) (*tfprotov6.ValidateDataResourceConfigResponse, error) {
 	resp, err := s.ProviderServer.ValidateDataResourceConfig(ctx, req)
 	if resp != nil {
-		resp.Diagnostics = warnOnly(ctx, resp.Diagnostics)
+		resp.Diagnostics = s.standDown(ctx, resp.Diagnostics)
 	}
 	return resp, err
 }
@@ -118,7 +149,10 @@ func (s destroyServer) PlanResourceChange(ctx context.Context, req *tfprotov6.Pl
 	if err != nil || resp == nil || !hasError(resp.Diagnostics) {
 		return resp, err
 	}
-	resp.Diagnostics = warnOnly(ctx, resp.Diagnostics)
+	resp.Diagnostics = s.standDown(ctx, resp.Diagnostics)
+	if hasError(resp.Diagnostics) {
+		return resp, nil // another error: it shows
+	}
 	if resp.PlannedState == nil {
 		resp.PlannedState = req.ProposedNewState
 	}
@@ -132,7 +166,10 @@ func (s destroyServer) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDa
 	if err != nil || resp == nil || !hasError(resp.Diagnostics) {
 		return resp, err
 	}
-	resp.Diagnostics = warnOnly(ctx, resp.Diagnostics)
+	resp.Diagnostics = s.standDown(ctx, resp.Diagnostics)
+	if hasError(resp.Diagnostics) {
+		return resp, nil // another error: it shows
+	}
 	resp.State = req.Config
 	return resp, nil
 }
@@ -146,11 +183,17 @@ func hasError(diags []*tfprotov6.Diagnostic) bool {
 	return false
 }
 
-// warnOnly turns errors into warnings.
-func warnOnly(ctx context.Context, diags []*tfprotov6.Diagnostic) []*tfprotov6.Diagnostic {
+// standDown turns the errors of the engine-dependent checks into warnings, and logs once
+// that it did.
+func (s destroyServer) standDown(ctx context.Context, diags []*tfprotov6.Diagnostic) []*tfprotov6.Diagnostic {
 	for _, d := range diags {
-		if d != nil && d.Severity == tfprotov6.DiagnosticSeverityError {
-			tflog.Debug(ctx, "check stands down for a destroy", map[string]any{"summary": d.Summary})
+		if d != nil && d.Severity == tfprotov6.DiagnosticSeverityError && engineCheckSummaries[d.Summary] {
+			if s.logged != nil {
+				s.logged.Do(func() {
+					tflog.Info(ctx, "the engine-dependent plan-time checks (quota, location, idle minimum, catalog) stand down for this destroy",
+						map[string]any{"first": d.Summary})
+				})
+			}
 			d.Severity = tfprotov6.DiagnosticSeverityWarning
 		}
 	}

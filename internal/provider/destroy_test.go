@@ -101,7 +101,7 @@ func TestDestroyServerTurnsPlanErrorsIntoWarnings(t *testing.T) {
 	if errs, _ := severities(normal.Diagnostics); !slices.Contains(errs, "Invalid VM Size") {
 		t.Fatalf("a normal plan's errors %v lack Invalid VM Size", errs)
 	}
-	destroying, err := destroyServer{srv}.PlanResourceChange(ctx, req)
+	destroying, err := newDestroyServer(srv).PlanResourceChange(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +114,53 @@ func TestDestroyServerTurnsPlanErrorsIntoWarnings(t *testing.T) {
 	}
 	if _, err := destroying.PlannedState.Unmarshal(f.stateType); err != nil {
 		t.Fatalf("while destroying: planned state: %v", err)
+	}
+}
+
+// planAnswer is a protocol server whose plans answer with diags and no planned state.
+type planAnswer struct {
+	tfprotov6.ProviderServer
+	diags []*tfprotov6.Diagnostic
+}
+
+func (p planAnswer) PlanResourceChange(context.Context, *tfprotov6.PlanResourceChangeRequest) (*tfprotov6.PlanResourceChangeResponse, error) {
+	var out []*tfprotov6.Diagnostic
+	for _, d := range p.diags {
+		c := *d
+		out = append(out, &c)
+	}
+	return &tfprotov6.PlanResourceChangeResponse{Diagnostics: out}, nil
+}
+
+// While the provider serves a destroy, only the engine-dependent checks (quota, location,
+// idle minimum, catalog) stand down; any other error still fails the plan.
+func TestDestroyServerSetsAsideOnlyEngineChecks(t *testing.T) {
+	ctx := context.Background()
+	diag := func(summary string) *tfprotov6.Diagnostic {
+		return &tfprotov6.Diagnostic{Severity: tfprotov6.DiagnosticSeverityError, Summary: summary}
+	}
+	proposed := &tfprotov6.DynamicValue{JSON: []byte(`{}`)}
+	req := &tfprotov6.PlanResourceChangeRequest{ProposedNewState: proposed}
+	for summary := range engineCheckSummaries {
+		resp, err := newDestroyServer(planAnswer{diags: []*tfprotov6.Diagnostic{diag(summary)}}).PlanResourceChange(ctx, req)
+		if err != nil || hasError(resp.Diagnostics) || resp.PlannedState != proposed {
+			t.Errorf("%s while destroying: %v, %+v; want a warning and the proposed state", summary, err, resp)
+		}
+	}
+	both := planAnswer{diags: []*tfprotov6.Diagnostic{diag(summaryQuotaExceeded), diag("Invalid Attribute Value")}}
+	resp, err := newDestroyServer(both).PlanResourceChange(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs, warns []string
+	for _, d := range resp.Diagnostics {
+		if d.Severity == tfprotov6.DiagnosticSeverityError {
+			errs = append(errs, d.Summary)
+		} else {
+			warns = append(warns, d.Summary)
+		}
+	}
+	if !slices.Equal(errs, []string{"Invalid Attribute Value"}) || !slices.Equal(warns, []string{summaryQuotaExceeded}) || resp.PlannedState != nil {
+		t.Fatalf("errors %v, warnings %v, planned %v; want the other error kept, the quota a warning, no plan", errs, warns, resp.PlannedState)
 	}
 }

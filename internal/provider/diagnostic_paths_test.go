@@ -230,7 +230,7 @@ func TestAccComputeCluster_QuotaCheckedAtPlan(t *testing.T) {
 	t.Parallel()
 	e, c := testAccEngine(t, enginetest.Options{})
 	rec := &diagRecorder{}
-	listCalls := func() float64 { return apiCalls(t, e, "GET", "/v1/workspaces/{workspace}/computes") }
+	checkCalls := func() float64 { return apiCalls(t, e, "POST", "/v1/workspaces/{workspace}/quota:check") }
 	var before float64
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: recordingFactories(rec),
@@ -238,13 +238,13 @@ func TestAccComputeCluster_QuotaCheckedAtPlan(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: gpuConfig(e.Endpoint, 12, "Standard_NC6s_v3", 2, ""),
 		}, {
-			PreConfig: func() { before = listCalls() },
+			PreConfig: func() { before = checkCalls() },
 			// Only the description changes: nothing the quota depends on.
 			Config:           gpuConfig(e.Endpoint, 12, "Standard_NC6s_v3", 2, "renamed"),
 			ConfigPlanChecks: updatedInPlace(testAccClusterAddr),
 			Check: func(*terraform.State) error {
-				if n := listCalls() - before; n != 0 {
-					return fmt.Errorf("%v quota look-ups for a plan that changes no quota input; want 0", n)
+				if n := checkCalls() - before; n != 0 {
+					return fmt.Errorf("%v quota checks for a plan that changes no quota input; want 0", n)
 				}
 				return nil
 			},
@@ -258,6 +258,12 @@ func TestAccComputeCluster_QuotaCheckedAtPlan(t *testing.T) {
 			// The quota and max_node_count rise together: the plan checks against the new quota.
 			Config:            gpuConfig(e.Endpoint, 18, "Standard_NC6s_v3", 3, "renamed"),
 			ConfigStateChecks: []statecheck.StateCheck{clusterValue("scale_settings.max_node_count", knownvalue.Int64Exact(3))},
+			Check: func(*terraform.State) error {
+				if checkCalls() == before {
+					return fmt.Errorf("no quota check for plans that raise max_node_count")
+				}
+				return nil
+			},
 		}, {
 			// 24 vCPUs a node, 18 in the quota: not one node fits.
 			Config:   gpuConfig(e.Endpoint, 18, "Standard_NC24s_v3", 1, "renamed"),

@@ -51,7 +51,7 @@ func NewProtocol6Server(version string) func() (tfprotov6.ProviderServer, error)
 			return nil, err
 		}
 		if servesDestroy(os.Getenv, parentCommandLine) {
-			return destroyServer{s}, nil
+			return newDestroyServer(s), nil
 		}
 		return s, nil
 	}

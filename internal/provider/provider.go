@@ -166,7 +166,7 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 	if c == nil {
 		return
 	}
-	data := &providerData{client: c, quotas: &quotaCache{}}
+	data := &providerData{client: c, quotas: &quotaPlans{}}
 	resp.ResourceData = data
 	resp.DataSourceData = data
 	p.client.Store(c)
@@ -346,11 +346,11 @@ func clientFrom(data any, diags *diag.Diagnostics) *client.Client {
 // engine client, and the state of this provider instance's plan-time quota check.
 type providerData struct {
 	client *client.Client
-	quotas *quotaCache
+	quotas *quotaPlans
 }
 
 // quotasFrom returns the plan-time quota state in the provider's data, nil before Configure.
-func quotasFrom(data any) *quotaCache {
+func quotasFrom(data any) *quotaPlans {
 	if d, ok := data.(*providerData); ok {
 		return d.quotas
 	}

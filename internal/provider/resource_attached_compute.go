@@ -59,8 +59,6 @@ func NewAttachedComputeResource() resource.Resource {
 // creates, scales or removes the machine or the cluster.
 type attachedComputeResource struct {
 	client *client.Client
-	// quotas is the provider's plan-time quota state (compute_cluster_quota.go).
-	quotas *quotaCache
 }
 
 func (r *attachedComputeResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -193,7 +191,6 @@ func (r *attachedComputeResource) Schema(ctx context.Context, _ resource.SchemaR
 
 func (r *attachedComputeResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
-	r.quotas = quotasFrom(req.ProviderData)
 }
 
 // ValidateConfig requires exactly one of virtual_machine.password and
@@ -280,7 +277,7 @@ func (r *attachedComputeResource) Create(ctx context.Context, req resource.Creat
 		action = fmt.Sprintf("attach %s as %q in workspace %q", spec.VirtualMachine.Address, spec.Name, ws.Workspace)
 		summary = "Cannot Attach Machine"
 	}
-	c, err := createCompute(ctx, r.client, r.quotas, ws.Workspace, spec)
+	c, err := r.client.CreateCompute(ctx, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
 			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)
@@ -347,7 +344,7 @@ func (r *attachedComputeResource) Update(ctx context.Context, req resource.Updat
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := updateCompute(ctx, r.client, r.quotas, &resp.Diagnostics, req.Plan.Schema.Type(), attachedKind, id, upd, timeout)
+	c := updateCompute(ctx, r.client, &resp.Diagnostics, req.Plan.Schema.Type(), attachedKind, id, upd, timeout)
 	if c == nil {
 		return
 	}
@@ -369,7 +366,7 @@ func (r *attachedComputeResource) Delete(ctx context.Context, req resource.Delet
 		return
 	}
 
-	deleteCompute(ctx, r.client, r.quotas, &resp.Diagnostics, req.State.Schema.Type(), attachedKind, id, timeout)
+	deleteCompute(ctx, r.client, &resp.Diagnostics, req.State.Schema.Type(), attachedKind, id, timeout)
 }
 
 // ImportState takes a compute ID, /workspaces/{workspace}/computes/{name}; Read fills in

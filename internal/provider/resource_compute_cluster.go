@@ -57,8 +57,8 @@ func NewComputeClusterResource() resource.Resource {
 // scales between min_node_count and max_node_count as jobs need them.
 type computeClusterResource struct {
 	client *client.Client
-	// quotas is the provider's plan-time quota state (compute_cluster_quota.go).
-	quotas *quotaCache
+	// quotas is the provider's plan-time quota state (quota_plan.go).
+	quotas *quotaPlans
 }
 
 func (r *computeClusterResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -234,7 +234,7 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 	isNew := !strings.EqualFold(size.ValueString(), priorSize.ValueString()) || !priority.Equal(priorPriority)
 	if !size.IsUnknown() && !size.IsNull() && isNew {
 		if _, err := validation.VMSize("vm_size", size.ValueString(), catalog.ComputeCluster); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
+			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), summaryVMSize, err.Error())
 		} else if !priority.IsUnknown() {
 			// validation.ComputeCluster holds the rule on which sizes run at LowPriority; the
 			// other inputs it checks have their own validators.
@@ -243,7 +243,7 @@ func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.Mo
 				ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1},
 			})
 			if api.FieldOf(err) == "vm_priority" {
-				resp.Diagnostics.AddAttributeError(path.Root("vm_priority"), "Invalid VM Priority", err.Error())
+				resp.Diagnostics.AddAttributeError(path.Root("vm_priority"), summaryVMPriority, err.Error())
 			}
 		}
 	}
@@ -291,7 +291,7 @@ func (r *computeClusterResource) Create(ctx context.Context, req resource.Create
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	action := fmt.Sprintf("create compute cluster %q in workspace %q", spec.Name, ws.Workspace)
-	c, err := createCompute(ctx, r.client, r.quotas, ws.Workspace, spec)
+	c, err := r.client.CreateCompute(ctx, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
 			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)
@@ -352,7 +352,7 @@ func (r *computeClusterResource) Update(ctx context.Context, req resource.Update
 	// of vm_size or the timeouts rewrites the same values and records the new ones in state.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := updateCompute(ctx, r.client, r.quotas, &resp.Diagnostics, req.Plan.Schema.Type(), clusterKind, id, upd, timeout)
+	c := updateCompute(ctx, r.client, &resp.Diagnostics, req.Plan.Schema.Type(), clusterKind, id, upd, timeout)
 	if c == nil {
 		return
 	}
@@ -373,7 +373,7 @@ func (r *computeClusterResource) Delete(ctx context.Context, req resource.Delete
 		return
 	}
 
-	deleteCompute(ctx, r.client, r.quotas, &resp.Diagnostics, req.State.Schema.Type(), clusterKind, id, timeout)
+	deleteCompute(ctx, r.client, &resp.Diagnostics, req.State.Schema.Type(), clusterKind, id, timeout)
 }
 
 // ImportState takes a compute ID, /workspaces/{workspace}/computes/{name}; Read fills in

@@ -59,8 +59,6 @@ func NewComputeInstanceResource() resource.Resource {
 // when it is created and whenever it starts.
 type computeInstanceResource struct {
 	client *client.Client
-	// quotas is the provider's plan-time quota state (compute_cluster_quota.go).
-	quotas *quotaCache
 }
 
 func (r *computeInstanceResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -226,7 +224,6 @@ var instanceStates = []string{
 
 func (r *computeInstanceResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
-	r.quotas = quotasFrom(req.ProviderData)
 }
 
 // ModifyPlan checks a new VM size (on create, or a change other than the size's letter
@@ -255,7 +252,7 @@ func (r *computeInstanceResource) ModifyPlan(ctx context.Context, req resource.M
 
 	if !size.IsUnknown() && !size.IsNull() && !strings.EqualFold(size.ValueString(), priorSize.ValueString()) {
 		if _, err := validation.VMSize("vm_size", size.ValueString(), catalog.ComputeInstance); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), "Invalid VM Size", err.Error())
+			resp.Diagnostics.AddAttributeError(path.Root("vm_size"), summaryVMSize, err.Error())
 		}
 	}
 	if !idle.IsUnknown() && !idle.IsNull() && !idle.Equal(priorIdle) {
@@ -288,7 +285,7 @@ func (r *computeInstanceResource) planIdleMinimum(ctx context.Context, idle stri
 		return
 	}
 	if _, err := validation.IdleTimeBeforeShutdown(idle, policyMin); err != nil {
-		diags.AddAttributeError(path.Root("idle_time_before_shutdown"), "Idle Time Below The Engine's Minimum",
+		diags.AddAttributeError(path.Root("idle_time_before_shutdown"), summaryIdleMinimum,
 			fmt.Sprintf("The engine stops compute instances after at least %s idle, its operator's policy.\n\n"+
 				"Set idle_time_before_shutdown to %s or longer, leave it unset (null) to never stop for idleness, or "+
 				"ask the engine's operator to lower the minimum with 'mlcompute serve --min-idle-shutdown'.\n\n"+
@@ -324,7 +321,7 @@ func (r *computeInstanceResource) Create(ctx context.Context, req resource.Creat
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	action := fmt.Sprintf("create compute instance %q in workspace %q", spec.Name, ws.Workspace)
-	c, err := createCompute(ctx, r.client, r.quotas, ws.Workspace, spec)
+	c, err := r.client.CreateCompute(ctx, ws.Workspace, spec)
 	if err != nil {
 		if mayHaveCreated(ctx, err) {
 			trackPossiblyCreated(ctx, &resp.State, &resp.Diagnostics, ws.Workspace, spec.Name, plan.WorkspaceID, plan.Timeouts)
@@ -407,7 +404,7 @@ func (r *computeInstanceResource) Update(ctx context.Context, req resource.Updat
 	// again if it was running; only then is there something to wait for.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := updateCompute(ctx, r.client, r.quotas, &resp.Diagnostics, req.Plan.Schema.Type(), instanceKind, id, upd, timeout)
+	c := updateCompute(ctx, r.client, &resp.Diagnostics, req.Plan.Schema.Type(), instanceKind, id, upd, timeout)
 	if c == nil {
 		return
 	}
@@ -446,7 +443,7 @@ func (r *computeInstanceResource) Delete(ctx context.Context, req resource.Delet
 		return
 	}
 
-	deleteCompute(ctx, r.client, r.quotas, &resp.Diagnostics, req.State.Schema.Type(), instanceKind, id, timeout)
+	deleteCompute(ctx, r.client, &resp.Diagnostics, req.State.Schema.Type(), instanceKind, id, timeout)
 }
 
 // ImportState takes a compute ID, /workspaces/{workspace}/computes/{name}; Read fills in

@@ -42,8 +42,8 @@ func NewWorkspaceResource() resource.Resource {
 // carries the vCPU quotas they draw on.
 type workspaceResource struct {
 	client *client.Client
-	// quotas is the provider's plan-time quota state (compute_cluster_quota.go).
-	quotas *quotaCache
+	// quotas is the provider's plan-time quota state (quota_plan.go).
+	quotas *quotaPlans
 }
 
 func (r *workspaceResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -136,7 +136,7 @@ func (r *workspaceResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		return // a destroy, or the provider is not configured yet (terraform validate)
 	}
 	// An in-place change of quotas is what this plan's clusters are checked against
-	// (compute_cluster_quota.go).
+	// (quota_plan.go).
 	if !req.State.Raw.IsNull() {
 		var name types.String
 		var quotas, priorQuotas types.Map
@@ -163,7 +163,7 @@ func (r *workspaceResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		return
 	}
 	if err := validation.Location(planned.ValueString(), st.Locations); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("location"), "Location Not Served",
+		resp.Diagnostics.AddAttributeError(path.Root("location"), summaryLocation,
 			fmt.Sprintf("The engine does not serve the location %q.\n\nSet location to one of: %s.\n\nOriginal error: %s",
 				planned.ValueString(), strings.Join(st.Locations, ", "), err))
 	}

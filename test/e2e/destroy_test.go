@@ -16,13 +16,15 @@ resource "mlcompute_workspace" "ws" {
 }
 `
 
-// TestE2E_DestroyWhateverPlanChecksSay: `terraform destroy` works whatever the configuration
-// holds (DESIGN 10). Terraform plans the whole configuration before a destroy and fails the
-// destroy on any error of that plan, so each plan-time check of the provider (the engine's
-// quota, the catalog, the served locations, the engine's idle minimum, code paths, data
-// source look-ups, misspelled object keys) is tried here: a plan still reports its error, and the destroy then
-// removes the workspace.
-func TestE2E_DestroyWhateverPlanChecksSay(t *testing.T) {
+// TestE2E_DestroyWhateverEngineChecksSay: `terraform destroy` works whatever the engine's
+// plan-time checks say (DESIGN 10). Terraform plans the whole configuration before a
+// destroy and fails the destroy on any error of that plan, so each engine-dependent check
+// of the provider (the engine's quota, the catalog, the served locations, the engine's idle
+// minimum) is tried here: a plan still reports its error, and the destroy then removes the
+// workspace. Other errors still fail the destroy: past a data source look-up's,
+// `destroy -refresh=false` removes the workspace; a misspelled object key, found when
+// terraform validates the configuration, must be corrected first.
+func TestE2E_DestroyWhateverEngineChecksSay(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
@@ -31,6 +33,10 @@ func TestE2E_DestroyWhateverPlanChecksSay(t *testing.T) {
 		bad   string
 		// refused is the error a plan of the bad configuration reports
 		refused string
+		// shows is set for an error that does not depend on the engine: it fails the
+		// destroy too (DESIGN 10). `destroy -refresh=false` is the way past a plan's error;
+		// an error of the configuration's validation (validated) has to be corrected.
+		shows, validated bool
 	}{
 		{
 			// A new user's case: one apply creates the workspace and the quota refuses the
@@ -96,7 +102,7 @@ resource "mlcompute_compute_instance" "alice" {
 			refused: "Idle Time Below The Engine's Minimum",
 		},
 		{
-			name:  "endpoint with a bad instance type and a missing code path",
+			name:  "endpoint with an instance type outside the catalog",
 			first: destroyBase,
 			bad: `
 resource "mlcompute_online_endpoint" "churn" {
@@ -105,7 +111,7 @@ resource "mlcompute_online_endpoint" "churn" {
   deployments = {
     blue = {
       instance_type = "Standard_XY9_v9"
-      code_path     = "${path.module}/no-such-dir"
+      code_path     = path.module
       command       = ["python3", "score.py"]
     }
   }
@@ -127,7 +133,9 @@ resource "mlcompute_compute_cluster" "cpu" {
   scale_settings = { max_node_count = 1, min_node_countt = 1 }
 }
 `,
-			refused: "Unknown Attribute In Object",
+			refused:   "Unknown Attribute In Object",
+			shows:     true,
+			validated: true,
 		},
 		{
 			name:  "data source look-up of a compute that does not exist",
@@ -139,6 +147,7 @@ data "mlcompute_compute" "gone" {
 }
 `,
 			refused: "gone",
+			shows:   true,
 		},
 	}
 	for _, tc := range cases {
@@ -162,8 +171,19 @@ data "mlcompute_compute" "gone" {
 			if code == 0 || !strings.Contains(out, tc.refused) {
 				t.Fatalf("plan: exit %d; want an error naming %q:\n%s", code, tc.refused, out)
 			}
-			if out, code := u.terraform("destroy", "-auto-approve"); code != 0 {
-				t.Fatalf("destroy: exit %d:\n%s", code, out)
+			destroy := []string{"destroy", "-auto-approve"}
+			if tc.shows {
+				if out, code := u.terraform(destroy...); code == 0 || !strings.Contains(out, tc.refused) {
+					t.Fatalf("destroy: exit %d; want the error %q to show:\n%s", code, tc.refused, out)
+				}
+				if tc.validated {
+					u.writeConfig(tc.first) // corrected
+				} else {
+					destroy = append(destroy, "-refresh=false")
+				}
+			}
+			if out, code := u.terraform(destroy...); code != 0 {
+				t.Fatalf("%v: exit %d:\n%s", destroy, code, out)
 			}
 			if got := len(u.workspaces()); got != 0 {
 				t.Fatalf("engine holds %d workspaces after the destroy; want 0", got)
@@ -172,8 +192,15 @@ data "mlcompute_compute" "gone" {
 			u.writeConfig(destroyBase)
 			u.mustTerraform("apply", "-auto-approve")
 			u.writeConfig(destroyBase + tc.bad)
-			if out, code := u.terraform("apply", "-destroy", "-auto-approve"); code != 0 {
-				t.Fatalf("apply -destroy: exit %d:\n%s", code, out)
+			applyDestroy := []string{"apply", "-destroy", "-auto-approve"}
+			if tc.shows && !tc.validated {
+				applyDestroy = append(applyDestroy, "-refresh=false")
+			}
+			if tc.validated {
+				u.writeConfig(tc.first)
+			}
+			if out, code := u.terraform(applyDestroy...); code != 0 {
+				t.Fatalf("%v: exit %d:\n%s", applyDestroy, code, out)
 			}
 			if got := len(u.workspaces()); got != 0 {
 				t.Fatalf("engine holds %d workspaces after apply -destroy; want 0", got)

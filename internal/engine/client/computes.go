@@ -202,3 +202,10 @@ func (c *Client) Exec(ctx context.Context, workspace, name string, command []str
 		}
 	}
 }
+
+// CheckQuota asks whether a planned compute cluster or endpoint's deployments fit the
+// workspace's quota, as their create or update would; nil when they do, else the engine's
+// error (api.IsQuotaExceeded, with api.FieldOf naming the input to change).
+func (c *Client) CheckQuota(ctx context.Context, workspace string, check api.QuotaCheck) error {
+	return c.send(ctx, request{method: "POST", path: "/v1/workspaces/" + url.PathEscape(workspace) + "/quota:check", body: check, retry: true}, nil)
+}

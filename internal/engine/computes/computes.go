@@ -10,6 +10,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/quota"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // GetCompute returns a compute with its runtime state.
@@ -118,13 +119,23 @@ func (c *Core) describe(tx *store.Tx, rec model.Compute) (*api.Compute, error) {
 // the family's quota (rules/quota). The other computes' use comes from the quota index, so
 // the check costs the same however many computes the store holds. Callers hold c.mu.
 func (c *Core) checkQuota(ws *api.Workspace, rec model.Compute, field string) error {
+	r, err := c.quotaRefusal(ws, rec, field)
+	if r != nil {
+		return api.Errorf(api.CodeQuotaExceeded, field, "%s", r.Error())
+	}
+	return err
+}
+
+// quotaRefusal is the quota rule's answer for rec, nil when it fits. field names the
+// input that sets the count (it chooses the count's name in the message).
+func (c *Core) quotaRefusal(ws *api.Workspace, rec model.Compute, field string) (*quota.Refusal, error) {
 	size, ok := catalog.Lookup(rec.VMSize)
 	if !ok {
-		return api.Errorf(api.CodeInvalid, "vm_size", "unknown VM size %q", rec.VMSize)
+		return nil, api.Errorf(api.CodeInvalid, "vm_size", "unknown VM size %q", rec.VMSize)
 	}
 	claim := quota.Claim{
 		Compute: rec.Name, Workspace: ws.Name, Family: size.Family, Size: size.Name, SizeVCPUs: size.VCPUs,
-		Nodes: rec.MaxNodes(), Limit: model.EffectiveQuota(ws, size.Family), CountName: "max_node_count",
+		Nodes: rec.MaxNodes(), Limit: model.EffectiveQuota(ws, size.Family), CountName: "scale_settings.max_node_count",
 	}
 	switch {
 	case rec.Instance != nil:
@@ -142,10 +153,39 @@ func (c *Core) checkQuota(ws *api.Workspace, rec model.Compute, field string) er
 		}
 		return out
 	}
-	if r := quota.Evaluate(claim, c.quota.Used(ws.Name, size.Family, rec.Key()), holders); r != nil {
-		return api.Errorf(api.CodeQuotaExceeded, field, "%s", r.Error())
+	return quota.Evaluate(claim, c.quota.Used(ws.Name, size.Family, rec.Key()), holders), nil
+}
+
+// CheckQuota answers a planned compute cluster's quota check (POST .../quota:check) as its
+// create or update would, changing nothing: nil when it fits, else the quota error on
+// vm_size when not one node of the size fits and on scale_settings.max_node_count
+// otherwise. quotas, when not nil, stands in for the workspace's stored quotas.
+func (c *Core) CheckQuota(_ context.Context, workspace string, quotas map[string]int64, spec api.ComputeSpec) error {
+	size, err := validation.ComputeCluster(spec)
+	if err != nil {
+		return err
 	}
-	return nil
+	settings := spec.ScaleSettings.WithDefaults()
+	rec := model.Compute{Workspace: workspace, Name: spec.Name, Type: api.TypeComputeCluster, VMSize: size.Name, ScaleSettings: &settings}
+	var ws *api.Workspace
+	if err := c.store.View(func(tx *store.Tx) error {
+		ws, err = model.GetWorkspace(tx, workspace)
+		return err
+	}); err != nil {
+		return err
+	}
+	if quotas != nil {
+		ws.Quotas = quotas
+	}
+	field := rec.QuotaField()
+	r, err := c.quotaRefusal(ws, rec, field)
+	if r == nil {
+		return err
+	}
+	if r.FittingNodes() == 0 {
+		field = "vm_size"
+	}
+	return api.Errorf(api.CodeQuotaExceeded, field, "%s", r.Error())
 }
 
 // holding is what rec holds of its workspace's quota, for the quota index; ok is false for a

@@ -125,6 +125,7 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"EndpointKeys":           api.EndpointKeys{},
 		"EndpointToken":          api.EndpointToken{},
 		"RegenerateKeysRequest":  api.RegenerateKeysRequest{},
+		"QuotaCheck":             api.QuotaCheck{},
 		"PythonEnvironment":      api.PythonEnvironment{},
 		"UserManagedEnvironment": api.UserManagedEnvironment{},
 		"EnvironmentSpec":        api.EnvironmentSpec{},

@@ -74,6 +74,7 @@ var Routes = []Route{
 	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/restart", instanceAction(api.ActionRestart)},
 	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/activity", (*Server).reportActivity},
 	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/exec", (*Server).exec},
+	{"POST", "/v1/workspaces/{workspace}/quota:check", (*Server).checkQuota},
 	{"GET", "/v1/workspaces/{workspace}/environments", (*Server).listEnvironments},
 	{"POST", "/v1/workspaces/{workspace}/environments", (*Server).createEnvironment},
 	{"GET", "/v1/workspaces/{workspace}/environments/{environment}", (*Server).getEnvironment},

@@ -1,13 +1,10 @@
 package validation
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/quota"
 )
 
 // ScaleTypes lists the allowed scale_settings.type values of a deployment, default first.
@@ -133,35 +130,6 @@ func DeploymentQuotaCount(d api.DeploymentSpec) (count int64, attribute string) 
 		return d.ScaleSettings.MaxInstances, "scale_settings.max_instances"
 	}
 	return d.InstanceCount, "instance_count"
-}
-
-// DeploymentQuota checks that a deployment's instances of size (DeploymentQuotaCount) fit
-// the workspace's quota of the size's family: the count × vCPUs, with used vCPUs held by
-// others (holders names them, for the message), within limit. Every product and sum is
-// checked (rules/quota). The error is on field + "." + the count's attribute.
-func DeploymentQuota(field string, d api.DeploymentSpec, size catalog.Size, used, limit int64, holders []quota.Holder) error {
-	count, attr := DeploymentQuotaCount(d)
-	name := attr[strings.LastIndex(attr, ".")+1:]
-	want, ok := quota.Demand(count, size.VCPUs)
-	dec := quota.Check(used, want, limit)
-	if ok && dec.Fits {
-		return nil
-	}
-	by := ""
-	if len(holders) > 0 {
-		names := make([]string, 0, len(holders))
-		for _, h := range holders {
-			names = append(names, fmt.Sprintf("%s (%d vCPUs)", h.Name, h.VCPUs))
-		}
-		by = fmt.Sprintf(" (already used by %s)", strings.Join(names, ", "))
-	}
-	if !ok {
-		return api.Errorf(api.CodeQuotaExceeded, field+"."+attr,
-			"%s = %d of %s needs more vCPUs than any quota can hold; lower %s", name, count, size.Name, name)
-	}
-	return api.Errorf(api.CodeQuotaExceeded, field+"."+attr,
-		"%s = %d of %s needs %d vCPUs of family %s, but the workspace has %d of its %d left%s; lower %s to %d or raise the workspace's quotas = { %s = %d }",
-		name, count, size.Name, want, size.Family, dec.Left, limit, by, name, dec.Left/max(size.VCPUs, 1), size.Family, dec.Need)
 }
 
 func containsString(list []string, s string) bool {

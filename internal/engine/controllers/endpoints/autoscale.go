@@ -91,7 +91,8 @@ func (c *Controller) scaleDeployments(rec *model.Endpoint, now time.Time) {
 		set := ruleSettings(d.Spec)
 		s := c.scalerFor(key, dn)
 		kicked := s.kicked.Swap(false)
-		if !kicked && now.Before(s.next) {
+		due := !now.Before(s.next)
+		if !kicked && !due {
 			c.loop.SetTimer(scaleTimer(key, dn), s.next)
 			continue
 		}
@@ -99,13 +100,14 @@ func (c *Controller) scaleDeployments(rec *model.Endpoint, now time.Time) {
 			stats = c.router.Stats(rec.Name)
 		}
 		st := stats[dn]
-		arrived := int64(0)
-		if st.Requests >= s.requests {
-			arrived = int64(st.Requests - s.requests)
-		}
-		s.requests = st.Requests
 		// Mirror copies are not the deployment's load (DESIGN 4): they are left out.
-		sample := autoscale.Sample{At: now, InFlight: max(st.InFlight-st.MirrorInFlight, 0) + st.Held, Arrived: arrived}
+		sample := autoscale.Sample{At: now, InFlight: max(st.InFlight-st.MirrorInFlight, 0) + st.Held, Kick: !due}
+		if due { // a kick out of turn leaves the arrivals to the next polling sample
+			if st.Requests >= s.requests {
+				sample.Arrived = int64(st.Requests - s.requests)
+			}
+			s.requests = st.Requests
+		}
 		var dec autoscale.Decision
 		s.hist, dec = autoscale.Step(set, s.hist, d.Desired, sample)
 		if dec.Changed() {
@@ -128,7 +130,7 @@ func (c *Controller) scaleDeployments(rec *model.Endpoint, now time.Time) {
 				m.ScaleDecision(key, dn, dec.From, dec.Desired)
 			}
 		}
-		if !kicked || s.next.IsZero() {
+		if due {
 			s.next = now.Add(set.Normalize().PollingInterval)
 		}
 		c.loop.SetTimer(scaleTimer(key, dn), s.next)

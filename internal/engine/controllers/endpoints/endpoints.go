@@ -12,7 +12,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/quota"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -45,7 +44,8 @@ func (c *Controller) CreateEndpoint(_ context.Context, workspace string, spec ap
 	var undoQuota func()
 	c.mu.Lock()
 	err := c.store.Update(func(tx *store.Tx) error {
-		if _, err := model.GetWorkspace(tx, workspace); err != nil {
+		ws, err := model.GetWorkspace(tx, workspace)
+		if err != nil {
 			return err
 		}
 		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
@@ -68,7 +68,7 @@ func (c *Controller) CreateEndpoint(_ context.Context, workspace string, spec ap
 				return api.Errorf(api.CodeConflict, "name", "online endpoint name %q is taken by workspace %q; endpoint names are unique across the engine because they form the scoring URI", spec.Name, model.WorkspaceOf(k))
 			}
 		}
-		if err := c.checkQuota(tx, rec.Key(), deployments, nil); err != nil {
+		if err := c.checkQuota(ws, rec.Key(), deployments, nil); err != nil {
 			return err
 		}
 		if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
@@ -134,90 +134,6 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 		out[name] = rec
 	}
 	return out, nil
-}
-
-// holdings is what an endpoint's deployments hold of its workspace's quota, by deployment
-// (model.QuotaIndex): max_instances, or instance_count, times the size's vCPUs.
-func holdings(workspace, endpoint string, deployments map[string]model.Deployment) map[string]model.Holding {
-	out := make(map[string]model.Holding, len(deployments))
-	for dn, d := range deployments {
-		size, ok := catalog.Lookup(d.Spec.InstanceType)
-		if !ok {
-			continue
-		}
-		count, _ := validation.DeploymentQuotaCount(d.Spec)
-		out[dn] = model.Holding{Workspace: workspace, Name: "endpoint " + endpoint + " deployment " + dn,
-			Family: size.Family, VCPUs: quota.Holds(count, size.VCPUs)}
-	}
-	return out
-}
-
-// checkQuota checks that each deployment whose holding is new or changed (from prev, the
-// endpoint's stored deployments) fits the workspace's quota of its VM family, next to what
-// the workspace's computes, its other endpoints and the endpoint's other deployments hold:
-// the one sum of DESIGN 4, from the quota index. Callers hold c.mu.
-func (c *Controller) checkQuota(tx *store.Tx, key string, deployments, prev map[string]model.Deployment) error {
-	if c.quota == nil {
-		return nil
-	}
-	workspace, endpoint := model.WorkspaceOf(key), model.NameOf(key)
-	ws, err := model.GetWorkspace(tx, workspace)
-	if err != nil {
-		return err
-	}
-	now, before := holdings(workspace, endpoint, deployments), holdings(workspace, endpoint, prev)
-	stored := c.quota.EndpointKeys(key)
-	for _, dn := range slices.Sorted(maps.Keys(now)) {
-		h := now[dn]
-		if old, ok := before[dn]; ok && old == h {
-			continue // a description or a probe changed, not what it holds
-		}
-		var holders []quota.Holder
-		for _, o := range c.quota.Holders(workspace, h.Family, stored...) {
-			holders = append(holders, quota.Holder{Name: o.Name, VCPUs: o.VCPUs})
-		}
-		used := []int64{c.quota.Used(workspace, h.Family, stored...)}
-		for _, sib := range slices.Sorted(maps.Keys(now)) {
-			if o := now[sib]; sib != dn && o.Family == h.Family {
-				used = append(used, o.VCPUs)
-				holders = append(holders, quota.Holder{Name: o.Name, VCPUs: o.VCPUs})
-			}
-		}
-		size, _ := catalog.Lookup(deployments[dn].Spec.InstanceType)
-		if err := validation.DeploymentQuota("deployments."+dn, deployments[dn].Spec, size, quota.Used(used...),
-			model.EffectiveQuota(ws, h.Family), holders); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// holdQuota records in the quota index what the endpoint's deployments hold, inside the
-// write that stores them (the store runs one write at a time, so the next check, of a
-// compute or an endpoint, counts them). The returned func puts back what was recorded
-// before, for a write that did not commit. Callers hold c.mu.
-func (c *Controller) holdQuota(key string, deployments map[string]model.Deployment) (undo func()) {
-	if c.quota == nil {
-		return func() {}
-	}
-	old := c.quota.EndpointHoldings(key)
-	c.quota.SetEndpoint(key, holdings(model.WorkspaceOf(key), model.NameOf(key), deployments))
-	return func() { c.quota.SetEndpoint(key, old) }
-}
-
-// LoadQuotaIndex records what the stored endpoints hold in the quota index, once, when the
-// engine is built.
-func (c *Controller) LoadQuotaIndex() error {
-	if c.quota == nil {
-		return nil
-	}
-	return c.store.View(func(tx *store.Tx) error {
-		eps, err := store.List[model.Endpoint](tx, store.Endpoints, "")
-		for _, rec := range eps {
-			c.quota.SetEndpoint(rec.Key(), holdings(rec.Workspace, rec.Name, rec.Deployments))
-		}
-		return err
-	})
 }
 
 // needsRollout reports whether a deployment's change needs new processes. Request settings,
@@ -332,7 +248,11 @@ func (c *Controller) UpdateEndpoint(_ context.Context, workspace, name string, u
 		if err != nil {
 			return err
 		}
-		if err := c.checkQuota(tx, rec.Key(), deployments, rec.Deployments); err != nil {
+		ws, err := model.GetWorkspace(tx, workspace)
+		if err != nil {
+			return err
+		}
+		if err := c.checkQuota(ws, rec.Key(), deployments, rec.Deployments); err != nil {
 			return err
 		}
 		for name, d := range prev {

@@ -12,6 +12,12 @@ const UpWindow = 6
 // count before it goes up without two confirming samples (rule 4).
 const UpSustain = 3
 
+// UpTolerancePercent is the hysteresis band on the way up: the count goes up only when the
+// short window's load is more than this many percent above what the count serves at the
+// target, so a constant load with ±10% noise, whose average the count already serves,
+// never moves it.
+const UpTolerancePercent = 10
+
 // DownTolerancePercent is the hysteresis band on the way down: the count goes down only when
 // the peak need is more than this many percent below it, so a constant load with ±10% noise,
 // whose peaks the count already covers, never moves it.
@@ -95,6 +101,10 @@ type Sample struct {
 	// Arrived counts requests that arrived since the previous sample, so a request that came
 	// and went between two samples still counts as activity for scale-to-zero.
 	Arrived int64
+	// Kick marks a reading out of turn, taken because the router held a request: it can
+	// decide from zero (rule 3) and marks the request as activity, but it is not one of the
+	// polling samples the windows are made of.
+	Kick bool
 }
 
 // History is what the rule remembers of a deployment's samples. It is a value: Step returns
@@ -131,6 +141,10 @@ func (h History) observe(s Settings, x Sample) History {
 	if x.InFlight > 0 || x.Arrived > 0 {
 		out.lastRequest = x.At
 	}
+	if x.Kick {
+		out.samples, out.neededAt = h.samples, h.neededAt
+		return out
+	}
 	keep := h.samples
 	if len(keep) >= UpWindow {
 		keep = keep[len(keep)-UpWindow+1:]
@@ -159,6 +173,9 @@ type Inputs struct {
 	AverageLoad float64 `json:"average_load"`
 	// UpNeed is the need of AverageLoad.
 	UpNeed int64 `json:"up_need"`
+	// upOver reports whether the window's average, and with two samples the lower of the
+	// last two, are more than UpTolerancePercent above what the count serves.
+	upOver, recentOver bool
 	// RecentNeed is the need of the lower of the last two samples (rule 4's confirmation).
 	RecentNeed int64 `json:"recent_need"`
 	// PeakNeed is the highest need sampled over the last scale_down_delay (rule 5).
@@ -202,13 +219,16 @@ func Step(set Settings, h History, current int64, x Sample) (History, Decision) 
 		}
 	}
 	if k := len(recent); k >= 2 {
-		d.Inputs.RecentNeed = s.Need(min(recent[k-1], recent[k-2]))
+		low := min(recent[k-1], recent[k-2])
+		d.Inputs.RecentNeed = s.Need(low)
+		d.Inputs.recentOver = s.need(low*100, 100+UpTolerancePercent) > current
 	}
 	d.Inputs.Load = max(x.InFlight, 0)
 	if n > 0 {
 		d.Inputs.AverageLoad = float64(sum) / float64(n)
 	}
 	d.Inputs.UpNeed = s.need(sum, n)
+	d.Inputs.upOver = s.need(sum*100, n*(100+UpTolerancePercent)) > current
 	d.Inputs.PeakNeed = h.peakNeed(now.Add(-s.ScaleDownDelay))
 	idleSince := h.since
 	if h.lastRequest.After(idleSince) {
@@ -228,7 +248,10 @@ func Step(set Settings, h History, current int64, x Sample) (History, Decision) 
 		if x.InFlight > 0 || x.Arrived > 0 {
 			d.Desired, d.Reason = min(max(s.Need(x.InFlight), 1), s.Max), ReasonFromZero
 		}
-	case d.Inputs.UpNeed > current && (d.Inputs.RecentNeed > current || h.above+1 >= UpSustain):
+	case x.Kick:
+		// Out of turn: only rule 3 decides; the next polling sample does the rest.
+		return h, d
+	case current < s.Max && d.Inputs.upOver && (d.Inputs.recentOver || h.above+1 >= UpSustain):
 		d.Desired, d.Reason = min(max(d.Inputs.UpNeed, d.Inputs.RecentNeed), s.Max), ReasonUp
 	case s.Min == 0 && d.Inputs.Idle >= s.ScaleToZeroDelay:
 		d.Desired, d.Reason = 0, ReasonToZero
@@ -241,7 +264,7 @@ func Step(set Settings, h History, current int64, x Sample) (History, Decision) 
 		h.lastDown = now
 	}
 	switch {
-	case d.Desired != d.From || d.Inputs.UpNeed <= d.Desired:
+	case d.Desired != d.From || !d.Inputs.upOver:
 		h.above = 0
 	default:
 		h.above++

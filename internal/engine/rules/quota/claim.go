@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// This file is the quota check both sides run: the engine on every create and scale-up
-// (computes.CheckQuota) and the provider at plan time (compute_cluster_quota.go). They count
-// a compute's holding the same way (Holds), sum the same way (Used), decide with Check and
-// speak with one message (Refusal.Error).
+// This file is the engine's quota check of a compute, run on every create and scale-up and
+// for the plan-time check the provider asks for (POST .../quota:check, computes.CheckQuota):
+// a compute's holding (Holds), the sum (Used), the decision (Check) and its one message
+// (Refusal.Error).
 
 // Holds is what a compute of nodes nodes, each of vcpus vCPUs, holds of its family's quota:
 // nodes x vcpus, or math.MaxInt64 when that overflows (a record no quota can hold).
