@@ -148,6 +148,7 @@ func New(cfg Config) (*Engine, error) {
 	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
 	e.jobs = jobs.New(core, cfg.Snapshots)
 	e.jobs.Kube = e.attached
+	e.jobs.SharedFilesystem = cfg.NodesDriver == "local"
 	core.RegisterPass(api.TypeComputeCluster, e.clusters.Pass)
 	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do

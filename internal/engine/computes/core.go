@@ -145,6 +145,7 @@ type Tasks interface {
 	FreeNodes(j model.Job)
 	JobLogPath(jobID string, rank int) string
 	EnvLogPath(jobID string, rank int) string
+	JobDir(jobID string) string
 }
 
 // Runtime is what a controller acts with: the clock, the computes' logger, the node driver

@@ -131,6 +131,10 @@ func freePort() int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// JobDir is the engine's directory of a job: its ranks' output, and the inputs and
+// outputs a node that shares the engine's filesystem mounts.
+func (c *Core) JobDir(jobID string) string { return filepath.Join(c.dataDir, "jobs", jobID) }
+
 // JobLogPath is where a rank's output is kept once its task ended.
 func (c *Core) JobLogPath(jobID string, rank int) string {
 	return filepath.Join(c.dataDir, "jobs", jobID, fmt.Sprintf("rank-%d.log", rank))

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
 // Job types.
@@ -29,13 +31,13 @@ const (
 
 // Input and output types and modes (Azure's names).
 const (
-	URIFolder = "uri_folder"
-	URIFile   = "uri_file"
+	URIFolder = api.URIFolder
+	URIFile   = api.URIFile
 
-	ModeDownload = "download"
-	ModeROMount  = "ro_mount"
-	ModeUpload   = "upload"
-	ModeRWMount  = "rw_mount"
+	ModeDownload = api.ModeDownload
+	ModeROMount  = api.ModeROMount
+	ModeUpload   = api.ModeUpload
+	ModeRWMount  = api.ModeRWMount
 )
 
 // Literal input kinds: how a literal input was written.
@@ -92,20 +94,6 @@ type Input struct {
 	// for a path input.
 	Literal string
 	Value   string
-}
-
-// JobOutputRef splits an `azureml://jobs/<job>/outputs/<output>` path; ok is false for
-// any other path (a local one).
-func JobOutputRef(path string) (job, output string, ok bool) {
-	rest, found := strings.CutPrefix(path, "azureml://jobs/")
-	if !found {
-		return "", "", false
-	}
-	job, output, found = strings.Cut(rest, "/outputs/")
-	if !found || job == "" || output == "" || strings.Contains(output, "/") {
-		return "", "", false
-	}
-	return job, output, true
 }
 
 // Output is one of a command job's outputs.
@@ -329,7 +317,7 @@ func parseInputs(v *yaml.Node, path string, lines map[string]int) (map[string]In
 			return errAt(v, p, "a %s input needs a path: a local path or azureml://jobs/<job>/outputs/<output>", in.Type)
 		}
 		if strings.HasPrefix(in.Path, AzureMLPrefix) {
-			if _, _, ok := JobOutputRef(in.Path); !ok {
+			if _, _, ok := api.ParseJobOutputURI(in.Path); !ok {
 				return errAt(v, p+".path", "%q is not a job's output: the form is azureml://jobs/<job>/outputs/<output>", in.Path)
 			}
 		} else if strings.Contains(in.Path, "://") {

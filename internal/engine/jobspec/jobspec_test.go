@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
 // full is a job with every key the parser takes.
@@ -170,7 +172,7 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestJobOutputRef(t *testing.T) {
+func TestParseJobOutputURI(t *testing.T) {
 	for path, want := range map[string][2]string{
 		"azureml://jobs/job-1/outputs/model": {"job-1", "model"},
 		"azureml://jobs//outputs/model":      {},
@@ -179,9 +181,9 @@ func TestJobOutputRef(t *testing.T) {
 		"azureml://datastores/x/paths/y":     {},
 		"./data":                             {},
 	} {
-		job, out, ok := JobOutputRef(path)
+		job, out, ok := api.ParseJobOutputURI(path)
 		if ok != (want[0] != "") || job != want[0] || out != want[1] {
-			t.Errorf("JobOutputRef(%q) = %q, %q, %v", path, job, out, ok)
+			t.Errorf("ParseJobOutputURI(%q) = %q, %q, %v", path, job, out, ok)
 		}
 	}
 }

@@ -141,3 +141,41 @@ func GetJob(tx *store.Tx, workspace, id string) (Job, bool) {
 func NotFoundJob(workspace, id string) error {
 	return api.Errorf(api.CodeNotFound, "", "job %q not found in workspace %q", id, workspace)
 }
+
+// ResolveJobOutput finds the registered output an azureml://jobs/<job>/outputs/<output>
+// URI names, in workspace: its Digest is the manifest digest of the artifacts store. It
+// refuses, naming which, a URI of another form, a job that does not exist or is not
+// Completed, and an output the job does not have.
+func ResolveJobOutput(tx *store.Tx, workspace, uri string) (api.JobOutput, error) {
+	jobID, output, ok := api.ParseJobOutputURI(uri)
+	if !ok {
+		return api.JobOutput{}, api.Errorf(api.CodeInvalid, "path", "%q is not a job's output: the form is azureml://jobs/<job>/outputs/<output>", uri)
+	}
+	j, found := GetJob(tx, workspace, jobID)
+	if !found {
+		return api.JobOutput{}, api.Errorf(api.CodeNotFound, "path", "%s: job %q not found in workspace %q", uri, jobID, workspace)
+	}
+	out, declared := j.Outputs[output]
+	if !declared {
+		return api.JobOutput{}, api.Errorf(api.CodeNotFound, "path", "%s: job %q has no output %q (its outputs: %s)", uri, jobID, output, outputNames(j.Outputs))
+	}
+	if j.Status != api.JobCompleted {
+		return api.JobOutput{}, api.Errorf(api.CodeConflict, "path", "%s: job %q is %s; only a Completed job's outputs are registered", uri, jobID, j.Status)
+	}
+	if out.Digest == "" {
+		return api.JobOutput{}, api.Errorf(api.CodeConflict, "path", "%s: output %q of job %q is not registered", uri, output, jobID)
+	}
+	return out, nil
+}
+
+func outputNames(m map[string]api.JobOutput) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
