@@ -13,12 +13,12 @@ import (
 
 // A job's inputs and outputs on its nodes (DESIGN 6). A downloaded input and an uploaded
 // output live in the task's working directory, under inputs/<name> and outputs/<name>;
-// the command finds them through MLCOMPUTE_TASK_DIR, which every driver sets, so their
+// the command finds them through MLCOMPUTE_WORK_DIR, which every driver sets, so their
 // paths hold on any node. A mounted one (ro_mount, rw_mount) is the engine's own
 // directory, named by its absolute path: only a node on the engine's filesystem sees it.
 
-// TaskDirEnv names the task's absolute working directory on its node.
-const TaskDirEnv = "MLCOMPUTE_TASK_DIR"
+// WorkDirEnv names the task's absolute working directory on its node.
+const WorkDirEnv = "MLCOMPUTE_WORK_DIR"
 
 // Directories of the task's working directory that hold its inputs and outputs.
 const (
@@ -179,7 +179,7 @@ func (c *Controller) nodePath(j *model.Job, kind, name string) (string, error) {
 // uri_file) on the node: the engine's own directory when mounted, else a directory of the
 // task's working directory.
 func (c *Controller) ioPath(j *model.Job, dir, name string, mounted bool, typ, file string) string {
-	base := "${" + TaskDirEnv + "}/" + dir + "/" + name
+	base := "${" + WorkDirEnv + "}/" + dir + "/" + name
 	if mounted {
 		base = c.MountPath(j.Job, dir, name)
 	}

@@ -44,8 +44,8 @@ func TestSubmitBindsInputsAndOutputsInTheCommand(t *testing.T) {
 	if j.ID != "train-2" || j.DisplayName != "second" || j.Tags["a"] != "b" {
 		t.Fatalf("job = %+v; want it named train-2 with its display name and tags", j)
 	}
-	want := "train --lr 0.01 --from ${MLCOMPUTE_TASK_DIR}/inputs/base --best ${MLCOMPUTE_TASK_DIR}/inputs/best/best" +
-		" --out ${MLCOMPUTE_TASK_DIR}/outputs/model --report ${MLCOMPUTE_TASK_DIR}/outputs/report/report"
+	want := "train --lr 0.01 --from ${MLCOMPUTE_WORK_DIR}/inputs/base --best ${MLCOMPUTE_WORK_DIR}/inputs/best/best" +
+		" --out ${MLCOMPUTE_WORK_DIR}/outputs/model --report ${MLCOMPUTE_WORK_DIR}/outputs/report/report"
 	if j.Command[2] != want {
 		t.Fatalf("command = %q\nwant      %q", j.Command[2], want)
 	}
