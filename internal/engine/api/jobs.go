@@ -84,6 +84,14 @@ type JobOutput struct {
 	FileCount int64  `json:"file_count,omitempty"`
 }
 
+// Headers of GET .../jobs/{job}/outputs/{output}, whose body is the output as a tar
+// archive: the output's manifest digest, its size in bytes and its number of files.
+const (
+	OutputDigestHeader    = "Mlcompute-Output-Digest"
+	OutputSizeHeader      = "Mlcompute-Output-Size"
+	OutputFileCountHeader = "Mlcompute-Output-File-Count"
+)
+
 // JobOutputURI is the azureml:// URI of a job's output, as an input's path names it.
 func JobOutputURI(job, output string) string { return jobOutputPrefix + job + "/outputs/" + output }
 

@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,10 @@ type Job struct {
 	// Preparing says what a Preparing job is doing when it is more than starting its
 	// tasks ("building environment").
 	Preparing string `json:"preparing,omitempty"`
+	// PendingOutputs are the outputs rank 0 left, taken into the artifacts store while
+	// other ranks still run: Finish registers them (Outputs) when the job ends Completed
+	// and drops them at any other end.
+	PendingOutputs map[string]api.JobOutput `json:"pending_outputs,omitempty"`
 }
 
 // EnvTaskPrefix starts the task keys of environment preparation (builds and checks).
@@ -75,8 +80,38 @@ func ParseTaskKey(task string) (jobID string, attempt, rank int, ok bool) {
 
 func (j Job) Key() string { return j.Workspace + "/" + j.ID }
 
+// Finish ends a job. Its pending outputs are registered when it ends Completed, and
+// dropped otherwise: a job's outputs are registered in the write that completes it.
 func (j *Job) Finish(status string, exitCode *int, why string, now time.Time) {
 	j.Status, j.ExitCode, j.Error, j.EndedAt = status, exitCode, why, &now
+	if status == api.JobCompleted && len(j.PendingOutputs) > 0 {
+		j.Outputs = maps.Clone(j.Outputs)
+		maps.Copy(j.Outputs, j.PendingOutputs)
+	}
+	j.PendingOutputs = nil
+}
+
+// ArtifactDigests are the manifests of the artifacts store the job keeps from
+// collection: its registered outputs, its pending ones, and, until it ends, the outputs
+// it takes as inputs.
+func (j Job) ArtifactDigests() []string {
+	var out []string
+	for _, o := range j.Outputs {
+		if o.Digest != "" {
+			out = append(out, o.Digest)
+		}
+	}
+	for _, o := range j.PendingOutputs {
+		out = append(out, o.Digest)
+	}
+	if !api.Terminal(j.Status) {
+		for _, in := range j.Inputs {
+			if in.Digest != "" {
+				out = append(out, in.Digest)
+			}
+		}
+	}
+	return out
 }
 
 // ActiveJobs lists the compute's jobs that are not finished, oldest first. It reads the

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
@@ -43,6 +44,11 @@ type Controller struct {
 	// SharedFilesystem says the operator's nodes see the engine's filesystem (local
 	// nodes): inputs and outputs may be mounted there (ro_mount, rw_mount).
 	SharedFilesystem bool
+	// Artifacts is the store jobs' outputs are taken into (nil: a job with outputs fails
+	// at its end, saying so); MaxOutputSize bounds each output (0: no bound).
+	Artifacts     *artifacts.Store
+	MaxOutputSize int64
+	collect       collecting
 }
 
 // KubeJobs resolves and checks the instance type of a job on an attached Kubernetes
