@@ -56,6 +56,10 @@ func (in *Intake) Release() {
 	}
 }
 
+// maxTrailing is the most Intake reads after the archive's end (tar pads to its record
+// size, 10 KiB for GNU tar).
+const maxTrailing = 1 << 20
+
 // maxLinkHops bounds a chain of symlinks, as the kernel's 40 does.
 const maxLinkHops = 40
 
@@ -123,6 +127,13 @@ func (s *Store) Intake(ctx context.Context, typ string, r io.Reader, limit int64
 		if err := in.entry(ctx, hdr, tr, *bufp); err != nil {
 			return nil, err
 		}
+	}
+	// The stream is read to its end: a sender's error after the archive's last block
+	// (a remote tar's exit status) is seen, and a stream that goes on is refused.
+	if n, err := io.CopyN(io.Discard, r, maxTrailing+1); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("reading output: %w", err)
+	} else if n > maxTrailing {
+		return nil, fmt.Errorf("reading output: more than %d bytes after the end of the archive", maxTrailing)
 	}
 	if err := in.resolveLinks(); err != nil {
 		return nil, err
