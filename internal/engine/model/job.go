@@ -214,3 +214,22 @@ func outputNames(m map[string]api.JobOutput) string {
 	slices.Sort(names)
 	return strings.Join(names, ", ")
 }
+
+// Directories of a task's working directory that hold a job's downloaded inputs and
+// uploaded outputs, and of the engine's directory of a job that holds its mounted ones.
+const (
+	InputsDir  = "inputs"
+	OutputsDir = "outputs"
+)
+
+// InputRel is where an input is copied in the task's working directory (slash path).
+func InputRel(name string) string { return InputsDir + "/" + name }
+
+// OutputRel is an output's path in the task's working directory: its directory, or for
+// a uri_file its one file, named after the output, in a directory of its own.
+func OutputRel(name string, out api.JobOutput) string {
+	if out.Type == api.URIFile {
+		return OutputsDir + "/" + name + "/" + name
+	}
+	return OutputsDir + "/" + name
+}

@@ -1,12 +1,12 @@
 package jobs
 
 import (
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -16,15 +16,6 @@ import (
 // the command finds them through MLCOMPUTE_WORK_DIR, which every driver sets, so their
 // paths hold on any node. A mounted one (ro_mount, rw_mount) is the engine's own
 // directory, named by its absolute path: only a node on the engine's filesystem sees it.
-
-// WorkDirEnv names the task's absolute working directory on its node.
-const WorkDirEnv = "MLCOMPUTE_WORK_DIR"
-
-// Directories of the task's working directory that hold its inputs and outputs.
-const (
-	InputsDir  = "inputs"
-	OutputsDir = "outputs"
-)
 
 var (
 	ioNameRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
@@ -164,13 +155,13 @@ func (c *Controller) nodePath(j *model.Job, kind, name string) (string, error) {
 		if in.Value != nil {
 			return *in.Value, nil
 		}
-		return c.ioPath(j, InputsDir, name, in.Mode == api.ModeROMount, in.Type, in.FileName), nil
+		return c.ioPath(j, model.InputsDir, name, in.Mode == api.ModeROMount, in.Type, in.FileName), nil
 	case "outputs":
 		out, ok := j.Outputs[name]
 		if !ok {
 			return "", api.Errorf(api.CodeInvalid, "command", "${{outputs.%s}} names an output the job does not declare (outputs: %s)", name, keyList(j.Outputs))
 		}
-		return c.ioPath(j, OutputsDir, name, out.Mode == api.ModeRWMount, out.Type, name), nil
+		return c.ioPath(j, model.OutputsDir, name, out.Mode == api.ModeRWMount, out.Type, name), nil
 	}
 	return "", api.Errorf(api.CodeInvalid, "command", "${{%s.%s}} is not supported: a command takes ${{inputs.<name>}} and ${{outputs.<name>}}", kind, name)
 }
@@ -179,27 +170,14 @@ func (c *Controller) nodePath(j *model.Job, kind, name string) (string, error) {
 // uri_file) on the node: the engine's own directory when mounted, else a directory of the
 // task's working directory.
 func (c *Controller) ioPath(j *model.Job, dir, name string, mounted bool, typ, file string) string {
-	base := "${" + WorkDirEnv + "}/" + dir + "/" + name
+	base := "${" + driver.WorkDirEnv + "}/" + dir + "/" + name
 	if mounted {
-		base = c.MountPath(j.Job, dir, name)
+		base = c.core.MountPath(j.Job, dir, name)
 	}
 	if typ == api.URIFile {
 		return base + "/" + file
 	}
 	return base
-}
-
-// MountPath is the engine's directory that a mounted input or output of a job is (dir is
-// InputsDir or OutputsDir).
-func (c *Controller) MountPath(j api.Job, dir, name string) string {
-	if dir == InputsDir {
-		if in := j.Inputs[name]; in.SnapshotID != "" && c.snapshots != nil {
-			if p, err := c.snapshots.Path(in.SnapshotID); err == nil {
-				return p
-			}
-		}
-	}
-	return filepath.Join(c.core.JobDir(j.ID), dir, name)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

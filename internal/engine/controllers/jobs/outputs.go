@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"sync"
 
@@ -27,22 +26,6 @@ import (
 // run, the write keeps them as the job's pending outputs, which Finish registers when the
 // job ends Completed and drops at any other end. Nothing is registered at another exit,
 // and what an interrupted or dropped intake wrote goes at the next collection.
-
-// OutputFetcher is the driver's channel for a task's output: a tar stream of the
-// directory (or the one file) rel of the task's working directory.
-type OutputFetcher interface {
-	FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error)
-}
-
-// outputRel is an output's path in the task's working directory: its directory, or for
-// a uri_file the one file in it, named after the output.
-func outputRel(name string, out api.JobOutput) string {
-	rel := path.Join(OutputsDir, name)
-	if out.Type == api.URIFile {
-		rel = path.Join(rel, name)
-	}
-	return rel
-}
 
 // takeOutputs takes each of the job's outputs from rank 0's node into the store. On
 // error every intake is released and the error names the output (and the file).
@@ -81,16 +64,12 @@ func (c *Controller) takeOutputs(ctx context.Context, j model.Job, nodeID string
 // own directory for a rw_mount output.
 func (c *Controller) openOutput(ctx context.Context, j model.Job, nodeID, name string, out api.JobOutput) (io.ReadCloser, error) {
 	if out.Mode == api.ModeRWMount {
-		dir := c.MountPath(j.Job, OutputsDir, name)
+		dir := c.core.MountPath(j.Job, model.OutputsDir, name)
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(tarTree(dir, out.Type == api.URIFile, name, pw)) }()
 		return pr, nil
 	}
-	f, ok := c.core.Driver().(OutputFetcher)
-	if !ok {
-		return nil, errors.New("this node driver cannot fetch outputs")
-	}
-	return f.FetchOutput(ctx, nodeID, j.TaskKey(0), outputRel(name, out))
+	return c.core.Driver().FetchOutput(ctx, nodeID, j.TaskKey(0), model.OutputRel(name, out))
 }
 
 // tarTree writes dir's contents as a tar stream (for a uri_file, only the file named
