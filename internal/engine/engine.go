@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
@@ -53,6 +54,9 @@ type Config struct {
 	Driver driver.Driver
 	// Snapshots keeps uploaded code snapshots for jobs.
 	Snapshots model.SnapshotStore
+	// Artifacts is the store of job outputs, in the data dir; nil in engines that keep
+	// none (the simulation).
+	Artifacts *artifacts.Store
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
 	// NewID makes node and instance IDs ("<prefix>-<unique>"); the default draws them from
@@ -85,6 +89,7 @@ type Engine struct {
 	nodesDriver     string
 	version         string
 	dataDir         string
+	artifacts       *artifacts.Store
 	startedAt       time.Time
 	manual          bool
 	// driver is the operator's driver until Start wraps it for attached machines.
@@ -125,7 +130,7 @@ func New(cfg Config) (*Engine, error) {
 	log := cfg.Logger.Named("engine")
 	e := &Engine{
 		store: cfg.Store, clock: cfg.Clock, log: log, locations: append([]string(nil), cfg.Locations...),
-		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, startedAt: cfg.Clock.Now().UTC(),
+		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, artifacts: cfg.Artifacts, startedAt: cfg.Clock.Now().UTC(),
 		manual: cfg.Manual, driver: cfg.Driver, minIdleShutdown: cfg.MinIdleShutdown,
 	}
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
@@ -255,6 +260,17 @@ func randomID(prefix string) string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// Artifacts returns the store of job outputs (nil when Config gave none).
+func (e *Engine) Artifacts() *artifacts.Store { return e.artifacts }
+
+// ArtifactUsage returns the bytes and blobs the store of job outputs holds, for /metrics.
+func (e *Engine) ArtifactUsage() (bytes int64, blobs int) {
+	if e.artifacts == nil {
+		return 0, 0
+	}
+	return e.artifacts.Usage()
 }
 
 // SetRecorder gives the engine's metrics the node lifecycle's durations (node create and

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
@@ -48,6 +49,8 @@ const (
 	// NodesDir and SnapshotsDir hold the local nodes' and the code snapshots' files.
 	NodesDir     = "nodes"
 	SnapshotsDir = "snapshots"
+	// ArtifactsDir holds the store of job outputs (package artifacts).
+	ArtifactsDir = "artifacts"
 )
 
 // DefaultIdleExit is how long an engine with nothing to manage and no API calls stays up.
@@ -142,7 +145,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
-	for _, sub := range []string{NodesDir, SnapshotsDir} {
+	for _, sub := range []string{NodesDir, SnapshotsDir, ArtifactsDir} {
 		if err := secureDir(filepath.Join(opts.DataDir, sub)); err != nil {
 			return fmt.Errorf("creating %s: %w", sub, err)
 		}
@@ -153,10 +156,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer nodes.Close()
 	snapshots := snapshot.NewStore(filepath.Join(opts.DataDir, SnapshotsDir))
+	arts, err := artifacts.Open(filepath.Join(opts.DataDir, ArtifactsDir))
+	if err != nil {
+		return err
+	}
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
-		Driver: nodes, Snapshots: snapshots,
+		Driver: nodes, Snapshots: snapshots, Artifacts: arts,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
 		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image,
 	})
