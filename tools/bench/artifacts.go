@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts/artifactstest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
@@ -46,7 +46,7 @@ func runArtifacts(ctx context.Context, o options) error {
 	defer os.RemoveAll(dir)
 	src := filepath.Join(dir, "tree")
 	fmt.Printf("==> artifacts: writing a tree of %d files, %d MiB\n", o.artifactFiles, o.artifactBytes>>20)
-	if err := writeBenchTree(src, o.artifactFiles, o.artifactBytes); err != nil {
+	if err := artifactstest.WriteRandomTree(src, o.artifactFiles, o.artifactBytes); err != nil {
 		return err
 	}
 	var runs []artifactRun
@@ -176,30 +176,6 @@ func downloadTree(ctx context.Context, store *artifacts.Store, digest, dst strin
 		return fmt.Errorf("tar -x: %v: %s", err, stderr.String())
 	}
 	return werr
-}
-
-// writeBenchTree writes files of random content, together total bytes, in 100
-// directories of two levels.
-func writeBenchTree(root string, files int, total int64) error {
-	chacha := rand.NewChaCha8([32]byte{1})
-	rng := rand.New(chacha)
-	each := total / int64(files)
-	buf := make([]byte, each+each/2)
-	for i := range files {
-		size := each/2 + rng.Int64N(each+1) // mean each
-		if i == files-1 {
-			size = each
-		}
-		_, _ = chacha.Read(buf[:size])
-		p := filepath.Join(root, fmt.Sprintf("d%02d", i%10), fmt.Sprintf("e%02d", i/10%10), fmt.Sprintf("f%05d.bin", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, buf[:size], 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // resetPeakRSS resets the process's VmHWM to its current RSS (Linux clear_refs 5).
