@@ -233,7 +233,7 @@ func (c *Core) JobDir(jobID string) string { return filepath.Join(c.dataDir, "jo
 
 // JobLogPath is where a rank's output is kept once its task ended.
 func (c *Core) JobLogPath(jobID string, rank int) string {
-	return filepath.Join(c.dataDir, "jobs", jobID, fmt.Sprintf("rank-%d.log", rank))
+	return filepath.Join(c.JobDir(jobID), fmt.Sprintf("rank-%d.log", rank))
 }
 
 func WriteFileAtomic(path string, data []byte) error {
