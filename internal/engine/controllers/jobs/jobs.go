@@ -106,7 +106,7 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 		// Sequential IDs keep first-in-first-out order when submissions share a timestamp;
 		// one a user took as a job's name is skipped.
 		j.ID = fmt.Sprintf("job-%08d", seq)
-		for _, taken := model.GetJob(tx, workspace, j.ID); taken && spec.Name == ""; _, taken = model.GetJob(tx, workspace, j.ID) {
+		for _, taken := jobIDTaken(tx, j.ID); taken && spec.Name == ""; _, taken = jobIDTaken(tx, j.ID) {
 			if seq, err = tx.NextSequence(store.Jobs); err != nil {
 				return err
 			}
@@ -128,8 +128,8 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 				return nil
 			}
 		}
-		if _, taken := model.GetJob(tx, workspace, j.ID); taken {
-			return api.Errorf(api.CodeConflict, "name", "a job named %q already exists in workspace %q; give another name", j.ID, workspace)
+		if other, taken := jobIDTaken(tx, j.ID); taken {
+			return api.Errorf(api.CodeConflict, "name", "a job named %q already exists (in workspace %q); give another name", j.ID, other)
 		}
 		if spec.Environment != "" {
 			env, err := model.GetEnvironment(tx, workspace, spec.Environment)
@@ -211,6 +211,17 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 	c.core.Kick(j.ComputeKey)
 	out := j.Job
 	return &out, nil
+}
+
+// jobIDTaken reports the workspace holding a job of this ID, if any. A job's ID names its
+// files in the data dir (logs, mounts), so IDs are unique across the engine's workspaces.
+func jobIDTaken(tx *store.Tx, id string) (string, bool) {
+	for _, ws := range tx.Keys(store.Workspaces, "") {
+		if _, taken := model.GetJob(tx, ws, id); taken {
+			return ws, true
+		}
+	}
+	return "", false
 }
 
 // kubeJob resolves the instance type of a job on an attached Kubernetes cluster; nil
