@@ -29,6 +29,7 @@ type serveFlags struct {
 	fakeGPUs        int
 	scoringListen   string
 	idleExit        time.Duration
+	maxOutputSize   byteSize
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -56,6 +57,8 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.gpus, "gpus", "", "the GPUs local nodes get, as indices or UUIDs (e.g. 0,1); default: those nvidia-smi -L lists, else /dev/nvidia<N>")
 	fl.IntVar(&f.fakeGPUs, "fake-gpus", 0, "give local nodes N fake GPUs numbered from 0, for tests (instead of --gpus)")
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
+	f.maxOutputSize = byteSize(daemon.DefaultMaxOutputSize)
+	fl.Var(&f.maxOutputSize, "max-output-size", "the largest output a job may leave, such as 20GB or 512MiB (KB, MB, GB count in 1000s, KiB, MiB, GiB in 1024s); a job whose output is larger fails, naming it")
 	fl.DurationVar(&f.idleExit, "idle-exit", daemon.DefaultIdleExit, "exit after this long with nothing to manage and no API calls (0: never)")
 	return cmd
 }
@@ -129,6 +132,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Slurm:           slurmCfg,
 		Kubernetes:      kubeCfg,
 		IdleExit:        f.idleExit,
+		MaxOutputSize:   int64(f.maxOutputSize),
 		Version:         g.cfg.Version,
 		Logger:          g.logger(os.Stderr),
 	})

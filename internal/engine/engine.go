@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
@@ -53,6 +54,11 @@ type Config struct {
 	Driver driver.Driver
 	// Snapshots keeps uploaded code snapshots for jobs.
 	Snapshots model.SnapshotStore
+	// Artifacts is the store of job outputs, in the data dir; nil in engines that keep
+	// none (the simulation): a job that declares outputs then fails at its end, saying so.
+	// MaxOutputSize bounds each output (0: no bound).
+	Artifacts     *artifacts.Store
+	MaxOutputSize int64
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
 	// GPUs are this machine's GPUs (mlcompute serve --gpus, --fake-gpus, or found), handed
@@ -88,6 +94,7 @@ type Engine struct {
 	nodesDriver     string
 	version         string
 	dataDir         string
+	artifacts       *artifacts.Store
 	startedAt       time.Time
 	manual          bool
 	// driver is the operator's driver until Start wraps it for attached machines.
@@ -128,13 +135,13 @@ func New(cfg Config) (*Engine, error) {
 	log := cfg.Logger.Named("engine")
 	e := &Engine{
 		store: cfg.Store, clock: cfg.Clock, log: log, locations: append([]string(nil), cfg.Locations...),
-		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, startedAt: cfg.Clock.Now().UTC(),
+		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, artifacts: cfg.Artifacts, startedAt: cfg.Clock.Now().UTC(),
 		manual: cfg.Manual, driver: cfg.Driver, minIdleShutdown: cfg.MinIdleShutdown,
 	}
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
 	e.nodes = lifecycle.New(lifecycle.Config{Clock: cfg.Clock, Logger: log, Loop: e.loop})
 	core, err := computes.New(computes.Config{
-		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Nodes: e.nodes,
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, Nodes: e.nodes,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
 		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg),
 		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
@@ -152,6 +159,8 @@ func New(cfg Config) (*Engine, error) {
 	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
 	e.jobs = jobs.New(core, cfg.Snapshots)
 	e.jobs.Kube = e.attached
+	e.jobs.SharedFilesystem = cfg.NodesDriver == "local"
+	e.jobs.Artifacts, e.jobs.MaxOutputSize = cfg.Artifacts, cfg.MaxOutputSize
 	core.RegisterPass(api.TypeComputeCluster, e.clusters.Pass)
 	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
@@ -197,6 +206,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("recovering after restart: %w", err)
 	}
 	e.loop.Go(e.envs.Collect)
+	e.loop.Go(e.collectArtifacts)
 	if !e.manual {
 		go e.loop.Run(ctx)
 	}
@@ -267,6 +277,17 @@ func randomID(prefix string) string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// Artifacts returns the store of job outputs (nil when Config gave none).
+func (e *Engine) Artifacts() *artifacts.Store { return e.artifacts }
+
+// ArtifactUsage returns the bytes and blobs the store of job outputs holds, for /metrics.
+func (e *Engine) ArtifactUsage() (bytes int64, blobs int) {
+	if e.artifacts == nil {
+		return 0, 0
+	}
+	return e.artifacts.Usage()
 }
 
 // SetRecorder gives the engine's metrics the node lifecycle's durations (node create and

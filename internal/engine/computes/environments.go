@@ -131,7 +131,7 @@ func (c *Core) failPreparing(j model.Job, why string) {
 // EnvLogPath is where a rank's environment preparation output is kept once it ended; it
 // opens the rank's job log.
 func (c *Core) EnvLogPath(jobID string, rank int) string {
-	return filepath.Join(c.dataDir, "jobs", jobID, fmt.Sprintf("env-rank-%d.log", rank))
+	return filepath.Join(c.JobDir(jobID), fmt.Sprintf("env-rank-%d.log", rank))
 }
 
 // LastLines returns the last n non-empty lines of out, for error messages.

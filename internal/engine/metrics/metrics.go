@@ -107,6 +107,9 @@ func New(opts Options) *Metrics {
 		if eps, ok := opts.Source.(EndpointSource); ok {
 			m.register(&endpointCollector{workspaces: opts.Source.ListWorkspaces, src: eps})
 		}
+		if arts, ok := opts.Source.(ArtifactSource); ok {
+			m.registry.MustRegister(&artifactCollector{src: arts})
+		}
 	}
 	return m
 }
