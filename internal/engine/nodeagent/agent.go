@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
@@ -109,7 +108,7 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 		return err
 	}
 
-	removed, stopWatch, err := watchRemoved(dir)
+	removed, stopWatch, err := proc.WatchRemoved(dir)
 	if err != nil {
 		return err
 	}
@@ -174,7 +173,7 @@ func readyFile() *os.File {
 	if err != nil || fd < 3 {
 		return nil
 	}
-	unix.CloseOnExec(fd)
+	proc.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), "ready")
 }
 
@@ -189,7 +188,7 @@ func assignFile() *os.File {
 	if err != nil || fd < 3 {
 		return nil
 	}
-	unix.CloseOnExec(fd)
+	proc.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), "assign")
 }
 
@@ -218,7 +217,7 @@ func awaitAssignment(f *os.File) (string, error) {
 	}
 	defer logFile.Close()
 	for _, fd := range []int{1, 2} {
-		if err := unix.Dup3(int(logFile.Fd()), fd, 0); err != nil {
+		if err := proc.RedirectFD(logFile, fd); err != nil {
 			return "", fmt.Errorf("redirecting agent output: %w", err)
 		}
 	}
@@ -234,11 +233,11 @@ func lockDir(ctx context.Context, dir string, clk clock.Clock, wait time.Duratio
 	}
 	deadline := clk.Now().Add(wait)
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := proc.TryLock(f)
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		if !errors.Is(err, proc.ErrLocked) {
 			f.Close()
 			return nil, fmt.Errorf("locking node dir: %w", err)
 		}
