@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
@@ -27,6 +28,7 @@ type serveFlags struct {
 	capacityVCPUs   int64
 	scoringListen   string
 	idleExit        time.Duration
+	tls             daemon.TLSOptions
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -52,6 +54,10 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.locations, "location", []string{api.DefaultLocation}, "a location this engine serves (repeatable)")
 	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
+	fl.BoolVar(&f.tls.On, "tls", false, "serve TLS on loopback TCP listeners too (off loopback TLS is always on, unless --insecure-http)")
+	fl.StringVar(&f.tls.CertFile, "tls-cert", "", "PEM certificate chain of the TCP listeners (with --tls-key; default: a CA and certificate the engine makes once in <data-dir>/"+tlsconfig.CAFile+" and "+tlsconfig.ServerFile+")")
+	fl.StringVar(&f.tls.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	fl.BoolVar(&f.tls.InsecureHTTP, "insecure-http", false, "serve plain HTTP off loopback: tokens and endpoint keys cross the network in clear (warned at start)")
 	fl.DurationVar(&f.idleExit, "idle-exit", daemon.DefaultIdleExit, "exit after this long with nothing to manage and no API calls (0: never)")
 	return cmd
 }
@@ -106,6 +112,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Slurm:           slurmCfg,
 		Kubernetes:      kubeCfg,
 		IdleExit:        f.idleExit,
+		TLS:             f.tls,
 		Version:         g.cfg.Version,
 		Logger:          g.logger(os.Stderr),
 	})
