@@ -1,7 +1,8 @@
+//go:build unix
+
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -317,13 +317,6 @@ func readPid(t *testing.T, path string) int {
 	return pid
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestAttachedSecretsNeverLogged runs attaches that succeed and fail, a job, a dropped
 // connection and a detach with the engine logging at trace level, and checks that no
 // password or private key reaches the log.
@@ -381,21 +374,4 @@ func TestAttachedSecretsNeverLogged(t *testing.T) {
 			t.Fatalf("the engine's log shows a secret (%.12s...):\n%s", secret, out)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
