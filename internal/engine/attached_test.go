@@ -29,15 +29,6 @@ import (
 // These tests run the engine (fake clock, fake driver for cluster nodes) with the real ssh
 // driver against real sshd test hosts.
 
-// sshWait bounds the waits of these tests: they go through real SSH connections, whose
-// dials, keep-alives and reconnect back-off (up to 10 s between attempts) take real time.
-const sshWait = 30 * time.Second
-
-func (r *rig) eventuallySSH(what string, cond func() bool) {
-	r.t.Helper()
-	r.eventuallyWithin(sshWait, what, cond)
-}
-
 func (r *rig) attach(ws, name string, vm api.VirtualMachine) (*api.Compute, error) {
 	return r.e.CreateCompute(context.Background(), ws, api.ComputeSpec{Name: name, Type: api.TypeAttached, VirtualMachine: &vm}, "")
 }
