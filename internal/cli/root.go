@@ -54,7 +54,7 @@ func NewRootCommand(cfg Config) *cobra.Command {
 	pf.StringVar(&g.endpoint, "endpoint", os.Getenv("MLCOMPUTE_ENDPOINT"), "a running engine: unix:///path.sock or http(s)://host:port (env MLCOMPUTE_ENDPOINT)")
 	pf.StringVar(&g.token, "token", "", "API token for a TCP endpoint (env MLCOMPUTE_TOKEN; prefer the variable: flags show in ps)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("MLCOMPUTE_LOG", "info"), "log level: trace, debug, info, warn, error (env MLCOMPUTE_LOG)")
-	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newBackupCommand(g), newSizesCommand(g), newComputeCommand(g), newJobCommand(g), newEndpointCommand(g), newNodeAgentCommand(g), newUICommand(g))
+	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newBackupCommand(g), newSizesCommand(g), newComputeCommand(g), newJobCommand(g), newEndpointCommand(g), newNodeAgentCommand(g), newUICommand(g), newLoginCommand(g))
 	return root
 }
 
@@ -132,7 +132,11 @@ func (g *globals) logger(w io.Writer) hclog.Logger {
 // connect returns a client for the configured engine, starting the embedded one if needed.
 func (g *globals) connect(ctx context.Context) (*client.Client, error) {
 	if g.endpoint != "" {
-		return daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: g.endpoint, Token: g.resolvedToken(), DataDir: g.tokenDataDir()})
+		ca, err := caCertFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		return daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: g.endpoint, Token: g.resolvedToken(), DataDir: g.tokenDataDir(), CACert: ca})
 	}
 	dir, err := g.resolvedDataDir()
 	if err != nil {
@@ -161,7 +165,11 @@ func (g *globals) existing() (*client.Client, string, error) {
 		if err != nil {
 			return nil, g.endpoint, err
 		}
-		c, err := client.New(g.endpoint, token, client.WithAttempts(1))
+		tlsOpt, err := g.tlsOption()
+		if err != nil {
+			return nil, g.endpoint, err
+		}
+		c, err := client.New(g.endpoint, token, append(tlsOpt, client.WithAttempts(1))...)
 		return c, g.endpoint, err
 	}
 	dir, err := g.resolvedDataDir()

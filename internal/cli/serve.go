@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
@@ -30,6 +31,7 @@ type serveFlags struct {
 	scoringListen   string
 	idleExit        time.Duration
 	maxOutputSize   byteSize
+	tls             daemon.TLSOptions
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -59,6 +61,10 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
 	f.maxOutputSize = byteSize(daemon.DefaultMaxOutputSize)
 	fl.Var(&f.maxOutputSize, "max-output-size", "the largest output a job may leave, such as 20GB or 512MiB (KB, MB, GB count in 1000s, KiB, MiB, GiB in 1024s); a job whose output is larger fails, naming it")
+	fl.BoolVar(&f.tls.On, "tls", false, "serve TLS on loopback TCP listeners too (off loopback TLS is always on, unless --insecure-http)")
+	fl.StringVar(&f.tls.CertFile, "tls-cert", "", "PEM certificate chain of the TCP listeners (with --tls-key; default: a CA and certificate the engine makes once in <data-dir>/"+tlsconfig.CAFile+" and "+tlsconfig.ServerFile+")")
+	fl.StringVar(&f.tls.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	fl.BoolVar(&f.tls.InsecureHTTP, "insecure-http", false, "serve plain HTTP off loopback: tokens and endpoint keys cross the network in clear (warned at start)")
 	fl.DurationVar(&f.idleExit, "idle-exit", daemon.DefaultIdleExit, "exit after this long with nothing to manage and no API calls (0: never)")
 	return cmd
 }
@@ -133,6 +139,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Kubernetes:      kubeCfg,
 		IdleExit:        f.idleExit,
 		MaxOutputSize:   int64(f.maxOutputSize),
+		TLS:             f.tls,
 		Version:         g.cfg.Version,
 		Logger:          g.logger(os.Stderr),
 	})

@@ -1,7 +1,8 @@
+//go:build unix
+
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,15 +28,6 @@ import (
 
 // These tests run the engine (fake clock, fake driver for cluster nodes) with the real ssh
 // driver against real sshd test hosts.
-
-// sshWait bounds the waits of these tests: they go through real SSH connections, whose
-// dials, keep-alives and reconnect back-off (up to 10 s between attempts) take real time.
-const sshWait = 30 * time.Second
-
-func (r *rig) eventuallySSH(what string, cond func() bool) {
-	r.t.Helper()
-	r.eventuallyWithin(sshWait, what, cond)
-}
 
 func (r *rig) attach(ws, name string, vm api.VirtualMachine) (*api.Compute, error) {
 	return r.e.CreateCompute(context.Background(), ws, api.ComputeSpec{Name: name, Type: api.TypeAttached, VirtualMachine: &vm}, "")
@@ -317,13 +308,6 @@ func readPid(t *testing.T, path string) int {
 	return pid
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestAttachedSecretsNeverLogged runs attaches that succeed and fail, a job, a dropped
 // connection and a detach with the engine logging at trace level, and checks that no
 // password or private key reaches the log.
@@ -381,21 +365,4 @@ func TestAttachedSecretsNeverLogged(t *testing.T) {
 			t.Fatalf("the engine's log shows a secret (%.12s...):\n%s", secret, out)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -69,6 +69,9 @@ func (e *Engine) ScoringStats(endpoint string) map[string]router.DeploymentStats
 // CloseScoring stops the router's background work.
 func (e *Engine) CloseScoring() { e.endpoints.CloseScoring() }
 
+// ScoringOverTLS makes scoring_uri https://: the scoring listener serves TLS.
+func (e *Engine) ScoringOverTLS() { e.endpoints.ScoringOverTLS() }
+
 // ListenScoring opens the scoring listener (see controllers/endpoints).
 func (e *Engine) ListenScoring(addr string) (net.Listener, error) {
 	return e.endpoints.ListenScoring(addr)

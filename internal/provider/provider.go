@@ -6,9 +6,11 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -23,6 +25,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
 // Environment variables the provider reads when its configuration leaves a value out.
@@ -30,6 +33,7 @@ import (
 const (
 	envEndpoint = "MLCOMPUTE_ENDPOINT"
 	envToken    = "MLCOMPUTE_TOKEN"
+	envCACert   = "MLCOMPUTE_CA_CERT"
 	envHome     = "MLCOMPUTE_HOME"
 )
 
@@ -83,8 +87,10 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 		Attributes: map[string]schema.Attribute{
 			"endpoint": schema.StringAttribute{
 				MarkdownDescription: "The address of a running engine: `unix:///path/to/engine.sock` or " +
-					"`http(s)://host:port`. When neither this nor the `MLCOMPUTE_ENDPOINT` environment variable is " +
-					"set, the provider uses the embedded engine of `data_dir`, starting it if needed.",
+					"`https://host:port` (`http://` only for an engine on loopback without `--tls`, or one serving " +
+					"`--insecure-http`). When neither this nor the `MLCOMPUTE_ENDPOINT` environment variable is " +
+					"set, the provider uses the embedded engine of `data_dir`, starting it if needed; on Windows, " +
+					"where the embedded engine does not run, set it.",
 				Optional: true,
 			},
 			"token": schema.StringAttribute{
@@ -95,6 +101,15 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 					"reads the token the engine wrote to `api.token` in `data_dir`.",
 				Optional:  true,
 				Sensitive: true,
+			},
+			"ca_certificate": schema.StringAttribute{
+				MarkdownDescription: "The PEM of the CA the engine's TLS certificate must chain to, for an `https` " +
+					"`endpoint`. It may also be set with the `MLCOMPUTE_CA_CERT` environment variable (the PEM, or the " +
+					"path of a PEM file). When neither is set, the provider trusts the CA `mlcompute login` stored for " +
+					"the endpoint in `data_dir`, else for an engine on loopback the CA it made in `data_dir` (`ca.pem`), " +
+					"else the system's roots. A certificate that does not chain to it fails with an error naming the " +
+					"SHA-256 fingerprint of the CA the engine presented.",
+				Optional: true,
 			},
 			"data_dir": schema.StringAttribute{
 				MarkdownDescription: "The embedded engine's directory: its state, socket (`engine.sock`), node " +
@@ -122,6 +137,7 @@ func (p *mlcomputeProvider) ValidateConfig(ctx context.Context, _ provider.Valid
 type providerModel struct {
 	Endpoint types.String `tfsdk:"endpoint"`
 	Token    types.String `tfsdk:"token"`
+	CACert   types.String `tfsdk:"ca_certificate"`
 	DataDir  types.String `tfsdk:"data_dir"`
 }
 
@@ -131,7 +147,7 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	for name, v := range map[string]types.String{"endpoint": cfg.Endpoint, "token": cfg.Token, "data_dir": cfg.DataDir} {
+	for name, v := range map[string]types.String{"endpoint": cfg.Endpoint, "token": cfg.Token, "ca_certificate": cfg.CACert, "data_dir": cfg.DataDir} {
 		if v.IsUnknown() {
 			resp.Diagnostics.AddAttributeError(path.Root(name), "Unknown Provider Configuration Value",
 				fmt.Sprintf("The provider's %s depends on a value that is not known until apply, but the provider "+
@@ -159,7 +175,7 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 				ctx = tflog.MaskAllFieldValuesStrings(ctx, token)
 			}
 		}
-		c = p.connectEndpoint(ctx, endpoint, token, resp)
+		c = p.connectEndpoint(ctx, endpoint, token, valueOrEnv(cfg.CACert, envCACert), cfg.DataDir.ValueString(), resp)
 	} else {
 		c = p.connectEmbedded(ctx, cfg.DataDir.ValueString(), resp)
 	}
@@ -174,12 +190,22 @@ func (p *mlcomputeProvider) Configure(ctx context.Context, req provider.Configur
 
 // connectEndpoint returns a client of an engine the user runs, after checking that it
 // answers and accepts the token; it returns nil after adding an error.
-func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token string, resp *provider.ConfigureResponse) *client.Client {
+func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token, caCert, dataDir string, resp *provider.ConfigureResponse) *client.Client {
 	if attr, summary, detail := checkEndpoint(endpoint, token); summary != "" {
 		resp.Diagnostics.AddAttributeError(path.Root(attr), summary, detail)
 		return nil
 	}
-	c, err := daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: endpoint, Token: token, ClientOptions: clientOptions()})
+	caPEM, err := readCACert(caCert)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("ca_certificate"), "Invalid CA Certificate",
+			fmt.Sprintf("The provider cannot use ca_certificate (or %s).\n\nSet it to the PEM of the engine's CA "+
+				"(the ca.pem in the engine's data dir) or the path of a file holding it.\n\nOriginal error: %s", envCACert, err))
+		return nil
+	}
+	if dataDir == "" {
+		dataDir, _ = daemon.DefaultDataDir()
+	}
+	c, err := daemon.Connect(ctx, daemon.ConnectOptions{Endpoint: endpoint, Token: token, CACert: caPEM, DataDir: dataDir, ClientOptions: clientOptions()})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid Engine Endpoint",
 			fmt.Sprintf("The provider cannot use the endpoint %q.\n\nSet endpoint (or %s) to unix:///path/to/engine.sock "+
@@ -194,6 +220,13 @@ func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token
 		resp.Diagnostics.AddAttributeError(path.Root("token"), "Engine Rejected Token",
 			fmt.Sprintf("The engine at %s refused the provider's token.\n\nSet token (or %s) to the token the engine "+
 				"was started with ('mlcompute serve --token-file').\n\nOriginal error: %s", endpoint, envToken, err))
+		return nil
+	case errors.Is(err, tlsconfig.ErrUntrusted):
+		resp.Diagnostics.AddAttributeError(path.Root("ca_certificate"), "Engine Certificate Not Trusted",
+			fmt.Sprintf("The engine at %s presented a TLS certificate that does not chain to the CA the provider "+
+				"trusts.\n\nCompare the fingerprint below with the one 'mlcompute serve' printed, then set "+
+				"ca_certificate (or %s) to the engine's CA, or run 'mlcompute login --endpoint %s'.\n\nOriginal error: %s",
+				endpoint, envCACert, endpoint, err))
 		return nil
 	case err != nil:
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Cannot Reach Engine",
@@ -355,4 +388,18 @@ func quotasFrom(data any) *quotaPlans {
 		return d.quotas
 	}
 	return nil
+}
+
+// readCACert returns the PEM ca_certificate holds: the PEM itself, or the path of a file
+// holding it ("" when unset).
+func readCACert(v string) ([]byte, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || strings.Contains(v, "-----BEGIN") {
+		return []byte(v), nil
+	}
+	raw, err := os.ReadFile(v)
+	if err != nil {
+		return nil, fmt.Errorf("neither a PEM certificate nor a readable file: %w", err)
+	}
+	return raw, nil
 }

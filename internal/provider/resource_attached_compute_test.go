@@ -1,3 +1,5 @@
+//go:build unix
+
 package provider
 
 import (
@@ -25,22 +27,6 @@ import (
 // (sshtest: a network namespace each, or a loopback address) and the engine's real ssh
 // driver.
 
-const testAccAttachedAddr = "mlcompute_attached_compute.test"
-
-// testAccAttachedConfig is the provider block, a workspace "lab" and attached computes
-// with the given bodies, named test, test2, ...
-func testAccAttachedConfig(endpoint string, bodies ...string) string {
-	out := testAccWorkspaceConfig(endpoint, `name = "lab"`)
-	for i, body := range bodies {
-		label := "test"
-		if i > 0 {
-			label = fmt.Sprintf("test%d", i+1)
-		}
-		out += fmt.Sprintf("resource \"mlcompute_attached_compute\" %q {\n  workspace_id = mlcompute_workspace.test.id\n%s\n}\n", label, body)
-	}
-	return out
-}
-
 // vmBody is an attached compute's body: name, description and virtual_machine with the
 // given credential lines.
 func vmBody(name, description string, h *sshtest.Host, credential string) string {
@@ -53,18 +39,6 @@ func vmBody(name, description string, h *sshtest.Host, credential string) string
     %s
   }`, name, description, h.Address, h.Port, h.User, credential)
 }
-
-func attachedValue(attr string, check knownvalue.Check) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue(testAccAttachedAddr, attrPath(attr), check)
-}
-
-// positive checks a number above zero.
-var positive = knownvalue.Float64Func(func(v float64) error {
-	if v <= 0 {
-		return fmt.Errorf("%v is not above 0", v)
-	}
-	return nil
-})
 
 func TestAccAttachedCompute_Key(t *testing.T) {
 	e, c := testAccEngine(t, enginetest.Options{})
@@ -301,23 +275,6 @@ func TestAccAttachedCompute_JobsOnTwoHosts(t *testing.T) {
 	})
 }
 
-// waitJob waits until the job has the status, or fails when it ends otherwise. The wait is
-// bounded only so that a broken rule fails instead of hanging.
-func waitJob(c *client.Client, id, status string) error {
-	var got *api.Job
-	var err error
-	for range 3000 {
-		if got, err = c.GetJob(context.Background(), "lab", id); err == nil && got.Status == status {
-			return nil
-		}
-		if err == nil && api.Terminal(got.Status) {
-			return fmt.Errorf("job %s ended %s (%s), want %s", id, got.Status, got.Error, status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return fmt.Errorf("job %s never reached %s (last: %+v, %v)", id, status, got, err)
-}
-
 // testAccJobRunsOn submits a job to the attached compute and checks it ran on the host.
 func testAccJobRunsOn(c *client.Client, compute, host string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
@@ -334,17 +291,6 @@ func testAccJobRunsOn(c *client.Client, compute, host string) resource.TestCheck
 		}
 		if !strings.Contains(string(logs.Data), " "+host+" ") {
 			return fmt.Errorf("job output %q does not show server %s", logs.Data, host)
-		}
-		return nil
-	}
-}
-
-// testAccAttachedDetached checks that the engine no longer holds the attached compute.
-func testAccAttachedDetached(c *client.Client, name string) resource.TestCheckFunc {
-	return func(*terraform.State) error {
-		_, err := c.GetCompute(context.Background(), "lab", name)
-		if !api.IsNotFound(err) {
-			return fmt.Errorf("attached compute %s still exists after destroy (%v)", name, err)
 		}
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
 // DefaultUnreachableWait is how long a call whose context has no deadline keeps retrying
@@ -68,6 +70,16 @@ func WithAttempts(n int) Option { return func(c *Client) { c.attempts = n } }
 // whose context has a deadline retries until that deadline, whatever this says: an
 // operation's timeout is how long it waits for an engine that crashed and comes back.
 func WithUnreachableWait(d time.Duration) Option { return func(c *Client) { c.unreachableWait = d } }
+
+// WithTLS sets the TLS configuration of an https endpoint's connections (the pinned CA:
+// tlsconfig.Client).
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *Client) {
+		if t, ok := c.http.Transport.(*http.Transport); ok {
+			t.TLSClientConfig = cfg
+		}
+	}
+}
 
 // New returns a client for endpoint, either unix:///path/to/engine.sock or
 // http(s)://host:port. A TCP endpoint needs a token unless it is loopback.
@@ -192,6 +204,16 @@ type transportError struct{ err error }
 func (e *transportError) Error() string { return e.err.Error() }
 func (e *transportError) Unwrap() error { return e.err }
 
+// callError wraps a failed call's error: a transport error (retried) unless the engine's
+// certificate was refused, which no retry changes.
+func (c *Client) callError(err error) error {
+	err = fmt.Errorf("calling engine at %s: %w", c.endpoint, err)
+	if errors.Is(err, tlsconfig.ErrUntrusted) {
+		return err
+	}
+	return &transportError{err}
+}
+
 func isTransport(err error) bool {
 	var te *transportError
 	return errors.As(err, &te)
@@ -223,7 +245,7 @@ func (c *Client) do(ctx context.Context, r request, target string, payload []byt
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return &transportError{fmt.Errorf("calling engine at %s: %w", c.endpoint, err)}
+		return c.callError(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -303,7 +325,7 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, &transportError{fmt.Errorf("calling engine at %s: %w", c.endpoint, err)}
+		return 0, c.callError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {

@@ -12,13 +12,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
@@ -29,6 +30,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -106,6 +108,8 @@ type Options struct {
 	Version       string
 	Logger        hclog.Logger
 	Clock         clock.WithTicker
+	// TLS says which TCP listeners serve TLS, with which certificate.
+	TLS TLSOptions
 	// Ready, when set, receives the listening address once the API serves.
 	Ready func(addr string)
 }
@@ -113,6 +117,12 @@ type Options struct {
 // Run serves the engine until ctx ends, the API asks for shutdown, the engine has been idle
 // for IdleExit, or the data dir disappears.
 func Run(ctx context.Context, opts Options) error {
+	if runtime.GOOS == "windows" {
+		return ErrNoEmbeddedEngine
+	}
+	if err := opts.TLS.validate(); err != nil {
+		return err
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -199,10 +209,15 @@ func Run(ctx context.Context, opts Options) error {
 	// The scoring listener takes the event loops: the usual scoring request without a
 	// goroutine wake-up, anything else through the lean server and net/http.
 	scoring := eng.ScoringServer(m, opts.Logger)
+	// With TLS the scoring listener is net/http's: the event loops speak plain HTTP only.
+	var scoringTLS *http.Server
 	defer func() {
 		// In-flight scoring requests get the same grace as API calls.
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		if scoringTLS != nil {
+			_ = scoringTLS.Shutdown(shutdownCtx)
+		}
 		_ = scoring.Shutdown(shutdownCtx)
 		eng.CloseScoring()
 	}()
@@ -211,6 +226,17 @@ func Run(ctx context.Context, opts Options) error {
 		scoringLn.Close()
 		return err
 	}
+	secured, tlsOn, err := secureListeners(opts, opts.Logger, opts.Clock, ln, scoringLn)
+	if err != nil {
+		ln.Close()
+		scoringLn.Close()
+		return err
+	}
+	ln = secured[0]
+	if tlsOn[1] {
+		scoringTLS = &http.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
+		eng.ScoringOverTLS()
+	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if err := eng.Start(ctx); err != nil {
@@ -218,7 +244,11 @@ func Run(ctx context.Context, opts Options) error {
 		scoringLn.Close()
 		return err
 	}
-	go func() { _ = scoring.Serve(scoringLn) }()
+	if scoringTLS != nil {
+		go func() { _ = scoringTLS.Serve(secured[1]) }()
+	} else {
+		go func() { _ = scoring.Serve(scoringLn) }()
+	}
 
 	var lastCall atomic.Int64
 	lastCall.Store(opts.Clock.Now().UnixNano())
@@ -307,11 +337,11 @@ func acquireLock(path string) (*os.File, error) {
 	}
 	deadline := time.Now().Add(lockWaitDying)
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := proc.TryLock(f)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
+		if !errors.Is(err, proc.ErrLocked) {
 			f.Close()
 			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
@@ -412,7 +442,7 @@ func killPending(pid int) bool {
 			continue
 		}
 		mask, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
-		if err == nil && mask&(1<<(unix.SIGKILL-1)) != 0 {
+		if err == nil && mask&(1<<(syscall.SIGKILL-1)) != 0 {
 			return true
 		}
 	}
@@ -435,9 +465,9 @@ func listen(opts Options) (net.Listener, error) {
 	case "unix":
 		// Only the lock holder reaches here, so a socket file left by a crashed engine is stale.
 		_ = os.Remove(u.Path)
-		old := unix.Umask(0o177)
+		old := proc.Umask(0o177)
 		ln, err := net.Listen("unix", u.Path)
-		unix.Umask(old)
+		proc.Umask(old)
 		if err != nil {
 			return nil, fmt.Errorf("listening on %s: %w", u.Path, err)
 		}

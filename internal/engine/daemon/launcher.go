@@ -8,14 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
 // DefaultDataDir is $MLCOMPUTE_HOME, else $XDG_DATA_HOME/mlcompute, else
@@ -47,6 +50,10 @@ type Launcher struct {
 	mu sync.Mutex
 }
 
+// ErrNoEmbeddedEngine is Ensure's answer on Windows, where the engine does not run: the
+// provider and the CLI work there against a remote engine only.
+var ErrNoEmbeddedEngine = errors.New("the engine does not run on Windows (neither embedded nor mlcompute serve): set the provider's endpoint (or MLCOMPUTE_ENDPOINT) to a running engine, e.g. https://host:8443")
+
 // Endpoint is the embedded engine's socket as a client endpoint.
 func (l *Launcher) Endpoint() string {
 	return "unix://" + filepath.Join(l.DataDir, SocketFile)
@@ -56,6 +63,9 @@ func (l *Launcher) Endpoint() string {
 // process (its own session, output in engine.log) when none does. Two callers racing here
 // may both start one; the data dir's lock lets exactly one of them serve.
 func (l *Launcher) Ensure(ctx context.Context) error {
+	if runtime.GOOS == "windows" {
+		return ErrNoEmbeddedEngine
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	probe, err := client.New(l.Endpoint(), "", client.WithAttempts(1))
@@ -77,7 +87,7 @@ func (l *Launcher) Ensure(ctx context.Context) error {
 	argv := append(append([]string(nil), l.Command...), "--data-dir", l.DataDir)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = proc.SessionAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting embedded engine %s: %w", argv[0], err)
 	}
@@ -165,6 +175,46 @@ func EndpointToken(endpoint, token, dataDir string) (string, error) {
 	return LocalToken(dataDir)
 }
 
+// EndpointCA returns the CA to pin for endpoint: caPEM when set; else the CA `mlcompute
+// login` stored for it in dataDir (KnownCAFile); else, for an https endpoint on loopback,
+// the CA an engine serving dataDir made there (tlsconfig.CAFile), if any; else nil (the
+// system roots).
+func EndpointCA(endpoint string, caPEM []byte, dataDir string) []byte {
+	if len(caPEM) > 0 || dataDir == "" {
+		return caPEM
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "https" {
+		return nil
+	}
+	if raw, err := os.ReadFile(KnownCAFile(dataDir, endpoint)); err == nil {
+		return raw
+	}
+	if !IsLoopbackHost(u.Hostname()) {
+		return nil
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, tlsconfig.CAFile))
+	if err != nil {
+		return nil
+	}
+	return raw
+}
+
+// KnownCAFile is where `mlcompute login` keeps the CA it was told to trust for endpoint:
+// <dataDir>/known_engines/<host>_<port>.pem.
+func KnownCAFile(dataDir, endpoint string) string {
+	u, err := url.Parse(endpoint)
+	host, port := "", ""
+	if err == nil {
+		host, port = u.Hostname(), u.Port()
+	}
+	if port == "" {
+		port = "443"
+	}
+	name := strings.NewReplacer(":", "_", "/", "_", "\\", "_").Replace(host) + "_" + port + ".pem"
+	return filepath.Join(dataDir, "known_engines", name)
+}
+
 func healthy(ctx context.Context, c *client.Client) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -180,6 +230,10 @@ type ConnectOptions struct {
 	Token    string
 	DataDir  string
 	Command  []string
+	// CACert is the PEM of the CA the engine's certificate must chain to (an https
+	// endpoint). Empty: the system roots, and for a loopback engine the CA serve made in
+	// DataDir, when there is one.
+	CACert []byte
 	// ClientOptions adjust the client (how long it waits for an engine that is away).
 	ClientOptions []client.Option
 }
@@ -192,7 +246,15 @@ func Connect(ctx context.Context, o ConnectOptions) (*client.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		return client.New(o.Endpoint, token, o.ClientOptions...)
+		opts := o.ClientOptions
+		if strings.HasPrefix(o.Endpoint, "https://") {
+			cfg, err := tlsconfig.Client(EndpointCA(o.Endpoint, o.CACert, o.DataDir))
+			if err != nil {
+				return nil, err
+			}
+			opts = append(slices.Clone(opts), client.WithTLS(cfg))
+		}
+		return client.New(o.Endpoint, token, opts...)
 	}
 	if o.DataDir == "" {
 		return nil, errors.New("no endpoint and no data dir: set one of them")

@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
 // Cached lists the cache names that have something in the cache: a published build
@@ -48,13 +49,13 @@ func Remove(cache, name string, stillGarbage func() bool) (bool, error) {
 		return false, fmt.Errorf("opening the lock of environment build %s: %w", name, err)
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+	if err := proc.TryLock(lock); err != nil {
+		if errors.Is(err, proc.ErrLocked) {
 			return false, nil // a build of it is running: it is in use after all
 		}
 		return false, fmt.Errorf("locking environment build %s: %w", name, err)
 	}
-	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	defer func() { _ = proc.Unlock(lock) }()
 	if !stillGarbage() {
 		return false, nil
 	}

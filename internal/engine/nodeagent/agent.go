@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
@@ -114,7 +113,7 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 		return err
 	}
 
-	removed, stopWatch, err := watchRemoved(dir)
+	removed, stopWatch, err := proc.WatchRemoved(dir)
 	if err != nil {
 		return err
 	}
@@ -179,7 +178,7 @@ func readyFile() *os.File {
 	if err != nil || fd < 3 {
 		return nil
 	}
-	unix.CloseOnExec(fd)
+	proc.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), "ready")
 }
 
@@ -194,7 +193,7 @@ func assignFile() *os.File {
 	if err != nil || fd < 3 {
 		return nil
 	}
-	unix.CloseOnExec(fd)
+	proc.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), "assign")
 }
 
@@ -223,7 +222,7 @@ func awaitAssignment(f *os.File) (string, error) {
 	}
 	defer logFile.Close()
 	for _, fd := range []int{1, 2} {
-		if err := unix.Dup3(int(logFile.Fd()), fd, 0); err != nil {
+		if err := proc.RedirectFD(logFile, fd); err != nil {
 			return "", fmt.Errorf("redirecting agent output: %w", err)
 		}
 	}
@@ -239,11 +238,11 @@ func lockDir(ctx context.Context, dir string, clk clock.Clock, wait time.Duratio
 	}
 	deadline := clk.Now().Add(wait)
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := proc.TryLock(f)
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		if !errors.Is(err, proc.ErrLocked) {
 			f.Close()
 			return nil, fmt.Errorf("locking node dir: %w", err)
 		}

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
 // ErrNotFound is returned by the client when the agent does not know a task.
@@ -54,7 +56,7 @@ func NewClient(nodeDir string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var conn net.Conn
-			err := withSocketPath(sock, func(path string) error {
+			err := proc.WithSocketPath(sock, func(path string) error {
 				var d net.Dialer
 				var err error
 				conn, err = d.DialContext(ctx, "unix", path)

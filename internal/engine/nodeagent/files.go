@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
 // writeFileAtomic writes data to a temporary file next to path, syncs it and renames it
@@ -87,37 +87,15 @@ func ReadPid(nodeDir string) (int, error) {
 	return readInt(filepath.Join(nodeDir, PidFile))
 }
 
-// sunPathMax is the longest socket path bind(2) and connect(2) take (108 bytes with NUL).
-const sunPathMax = 107
-
-// withSocketPath calls f with a path naming sock that fits in a sockaddr_un: sock itself
-// when short enough, else /proc/self/fd/<n>/<base> through an O_PATH descriptor of sock's
-// directory, which stays open while f runs. Data dirs of any length thus work.
-func withSocketPath(sock string, f func(path string) error) error {
-	if len(sock) <= sunPathMax {
-		return f(sock)
-	}
-	fd, err := unix.Open(filepath.Dir(sock), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("opening socket dir: %w", err)
-	}
-	defer unix.Close(fd)
-	short := "/proc/self/fd/" + strconv.Itoa(fd) + "/" + filepath.Base(sock)
-	if len(short) > sunPathMax {
-		return fmt.Errorf("socket name %s is too long", filepath.Base(sock))
-	}
-	return f(short)
-}
-
 // listenUnix listens on sock with mode 0600, replacing a stale socket file.
 func listenUnix(sock string) (net.Listener, error) {
 	if err := os.Remove(sock); err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("removing stale socket: %w", err)
 	}
 	var ln net.Listener
-	err := withSocketPath(sock, func(path string) error {
-		old := unix.Umask(0o177)
-		defer unix.Umask(old)
+	err := proc.WithSocketPath(sock, func(path string) error {
+		old := proc.Umask(0o177)
+		defer proc.Umask(old)
 		var err error
 		ln, err = net.Listen("unix", path)
 		return err

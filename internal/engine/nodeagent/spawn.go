@@ -7,9 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
@@ -116,7 +114,7 @@ func spawn(argv []string, nodeDir, argDir string, assign *os.File) (*Spawned, er
 		cmd.ExtraFiles = append(cmd.ExtraFiles, assign) // fd 4
 		cmd.Env = append(cmd.Env, AssignFDEnv+"=4")
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = proc.SessionAttr()
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
@@ -187,6 +185,6 @@ func IsAgentFor(pid int, nodeDir string) bool {
 	if !agentArgvMatches(cmdline, filepath.Join(filepath.Dir(nodeDir), StandbyDir)) {
 		return false
 	}
-	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	cwd, err := proc.Cwd(pid)
 	return err == nil && cwd == nodeDir
 }

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
@@ -100,7 +98,7 @@ func (t *task) kill() {
 	pgid := t.pgid
 	t.stateMu.Unlock()
 	if !t.reaped && pgid > 0 {
-		_ = unix.Kill(-pgid, unix.SIGKILL)
+		_ = proc.KillGroup(pgid, syscall.SIGKILL)
 	}
 }
 
@@ -243,7 +241,7 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 			Env:         env,
 			Stdout:      out,
 			Stderr:      out,
-			SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+			SysProcAttr: proc.GroupAttr(),
 		}
 		if err := cmd.Start(); err != nil {
 			lookErr, code = err, 126
@@ -289,19 +287,13 @@ func writeTaskMeta(dir string, req TaskRequest, startedAt time.Time) error {
 // reaps the leader and records the exit code.
 func (a *agent) reap(t *task, cmd *exec.Cmd) {
 	pid := cmd.Process.Pid
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	_ = proc.WaitExited(pid)
 	t.killMu.Lock()
 	// The leader is a zombie, so its pgid cannot have been reused: take the rest of the
 	// group down with it, so a task leaves nothing behind. A SIGKILL is delivered when its
 	// target next runs, so the end is recorded only once every process of the task (its
 	// marker is in their environment, also of those that left the group) has exited.
-	_ = unix.Kill(-pid, unix.SIGKILL)
+	_ = proc.KillGroup(pid, syscall.SIGKILL)
 	ctx, cancel := context.WithTimeout(context.Background(), taskKillTimeout)
 	if _, err := proc.KillByEnv(ctx, TaskMarkerEnv, t.dir); err != nil {
 		a.log.Warn("processes of an ended task did not exit", "task", t.key, "error", err)

@@ -11,11 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/httpsyntax"
-
-	"golang.org/x/sys/unix"
 )
 
 // The router's own HTTP/1.1 client carries the common request: a body of at most
@@ -243,13 +240,7 @@ func (c *upConn) idleAlive() bool {
 		}
 		// Made once per connection, so a request spends no allocation on the check.
 		c.raw = raw
-		c.peek = func(fd uintptr) bool {
-			// recvfrom(2) without a source address: unix.Recvfrom would allocate one.
-			_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1,
-				unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-			c.quiet = errno == unix.EAGAIN
-			return true // never wait for readiness
-		}
+		c.peek = c.peekFunc()
 	}
 	c.quiet = false
 	return c.raw.Read(c.peek) == nil && c.quiet

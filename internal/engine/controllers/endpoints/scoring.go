@@ -165,6 +165,15 @@ func (c *Controller) ListenScoring(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// ScoringOverTLS makes scoring_uri https://, for a scoring listener the engine serves
+// with TLS. Called after ListenScoring, before the engine starts.
+func (c *Controller) ScoringOverTLS() {
+	if b := c.base.Load(); b != nil {
+		https := "https://" + strings.TrimPrefix(*b, "http://")
+		c.base.Store(&https)
+	}
+}
+
 // clockWithAfterFunc gives the router the engine's clock when it can schedule callbacks
 // (the real and the fake clock both can).
 func clockWithAfterFunc(c clock.WithTicker) clock.WithDelayedExecution {

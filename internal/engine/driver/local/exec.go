@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
 // Exec runs an interactive command in the node's home directory (<node dir>/home), in its
@@ -45,7 +46,7 @@ func (d *Driver) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec)
 	}
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Output, spec.Output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = proc.GroupAttr()
 	// A session's stdin is a connection that may stay open after the command exits; without
 	// a delay Wait would block on copying it until the user hangs up.
 	cmd.WaitDelay = time.Second
@@ -57,7 +58,7 @@ func (d *Driver) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec)
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = proc.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 		<-waited
 		return 0, ctx.Err()
 	}

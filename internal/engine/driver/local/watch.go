@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
@@ -315,7 +314,7 @@ func (d *Driver) agentAlive(dir string) bool {
 // stopAgent SIGTERMs the agent, SIGKILLs it after the grace period, and returns once it
 // has exited.
 func (d *Driver) stopAgent(ctx context.Context, p *proc.Proc) error {
-	if err := p.Signal(unix.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
 	wctx, cancel := d.withTimeout(ctx, d.stopTimeout)
@@ -328,7 +327,7 @@ func (d *Driver) stopAgent(ctx context.Context, p *proc.Proc) error {
 		return ctx.Err()
 	}
 	d.log.Warn("node agent did not stop after SIGTERM; killing it", "agent_pid", p.Pid(), "grace", d.stopTimeout.String())
-	if err := p.Signal(unix.SIGKILL); err != nil {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
 		return err
 	}
 	wctx, cancel = d.withTimeout(ctx, d.stopTimeout)

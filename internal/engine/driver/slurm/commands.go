@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
 // localShell runs sh command lines on this machine, each in a process group of its own:
@@ -27,7 +28,7 @@ func (localShell) RunShell(ctx context.Context, cmd string, stdin io.Reader, std
 	c.Stdin, c.Stdout = stdin, stdout
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.SysProcAttr = proc.GroupAttr()
 	if err := c.Start(); err != nil {
 		return nil, 0, fmt.Errorf("running sh: %w", err)
 	}
@@ -35,11 +36,11 @@ func (localShell) RunShell(ctx context.Context, cmd string, stdin io.Reader, std
 	go func() {
 		select {
 		case <-ctx.Done():
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+			_ = proc.KillGroup(c.Process.Pid, syscall.SIGTERM)
 			select {
 			case <-done:
 			case <-time.After(5 * time.Second):
-				_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+				_ = proc.KillGroup(c.Process.Pid, syscall.SIGKILL)
 			}
 		case <-done:
 		}

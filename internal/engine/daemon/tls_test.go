@@ -1,0 +1,171 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
+)
+
+func TestTLSOnLoopbackServesAPIAndScoring(t *testing.T) {
+	dir := shortDir(t)
+	addr := startTCP(t, Options{DataDir: dir, Listen: "tcp://127.0.0.1:0", Token: "tok", TLS: TLSOptions{On: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	info, err := os.Stat(filepath.Join(dir, tlsconfig.CAKeyFile))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the CA key: %v, mode %v; want 0600", err, info)
+	}
+	// A loopback engine's CA is found in the data dir, as its token is.
+	c, err := Connect(ctx, ConnectOptions{Endpoint: "https://" + addr, Token: "tok", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatalf("status over TLS: %v", err)
+	}
+	if !strings.HasPrefix(st.ScoringURL, "https://127.0.0.1:") {
+		t.Fatalf("scoring URL %q; want https:// on loopback", st.ScoringURL)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, tlsconfig.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := tlsconfig.Client(caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: pinned}, Timeout: 10 * time.Second}
+	res, err := hc.Post(st.ScoringURL+"/nothing/score", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatalf("scoring over TLS: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Fatalf("scoring an unknown endpoint over TLS: %d; want 404", res.StatusCode)
+	}
+
+	// Plain HTTP to the TLS port gets no answer from the API.
+	if _, err := mustClient(t, "http://"+addr, "tok").Status(ctx); err == nil {
+		t.Error("plain HTTP to the TLS port succeeded")
+	}
+	// TLS 1.0 and 1.1 clients are refused, on both listeners.
+	scoringAddr := strings.TrimPrefix(st.ScoringURL, "https://")
+	for _, a := range []string{addr, scoringAddr} {
+		for _, v := range []uint16{tls.VersionTLS10, tls.VersionTLS11} {
+			conn, err := tls.Dial("tcp", a, &tls.Config{MinVersion: v, MaxVersion: v, InsecureSkipVerify: true}) //nolint:gosec // the test's point
+			if err == nil {
+				conn.Close()
+				t.Errorf("%s: a client limited to TLS version %#x connected", a, v)
+			}
+		}
+	}
+}
+
+func TestWrongCAIsRefusedNamingTheFingerprint(t *testing.T) {
+	dir := shortDir(t)
+	addr := startTCP(t, Options{DataDir: dir, Listen: "tcp://127.0.0.1:0", Token: "tok", TLS: TLSOptions{On: true}})
+	other, err := tlsconfig.EnsureGenerated(t.TempDir(), []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPEM, _ := os.ReadFile(other.CAFile)
+	mine, err := tlsconfig.EnsureGenerated(dir, []string{"127.0.0.1"}, time.Now()) // the engine's, unchanged
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for name, o := range map[string]ConnectOptions{
+		"another engine's CA":        {CACert: otherPEM, DataDir: dir},
+		"no CA (the system's roots)": {},
+	} {
+		o.Endpoint, o.Token = "https://"+addr, "tok"
+		c, err := Connect(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Status(ctx)
+		if !errors.Is(err, tlsconfig.ErrUntrusted) || !strings.Contains(err.Error(), mine.CAFingerprint) {
+			t.Errorf("%s: got %v; want an untrusted-certificate error naming %s", name, err, mine.CAFingerprint)
+		}
+	}
+}
+
+func TestOffLoopbackServesTLSWithoutAsking(t *testing.T) {
+	ip := nonLoopbackIP(t)
+	dir := shortDir(t)
+	addr := startTCP(t, Options{DataDir: dir, Listen: "tcp://" + net.JoinHostPort(ip, "0"), Token: "tok"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	caPEM, err := os.ReadFile(filepath.Join(dir, tlsconfig.CAFile))
+	if err != nil {
+		t.Fatalf("no CA made for a listener off loopback: %v", err)
+	}
+	c, err := Connect(ctx, ConnectOptions{Endpoint: "https://" + addr, Token: "tok", CACert: caPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatalf("status over TLS off loopback: %v", err)
+	}
+	if _, err := mustClient(t, "http://"+addr, "tok").Status(ctx); err == nil {
+		t.Error("plain HTTP off loopback succeeded without --insecure-http")
+	}
+}
+
+func TestInsecureHTTPServesPlainOffLoopback(t *testing.T) {
+	ip := nonLoopbackIP(t)
+	dir := shortDir(t)
+	addr := startTCP(t, Options{DataDir: dir, Listen: "tcp://" + net.JoinHostPort(ip, "0"), Token: "tok", TLS: TLSOptions{InsecureHTTP: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := mustClient(t, "http://"+addr, "tok").Status(ctx); err != nil {
+		t.Fatalf("plain HTTP with --insecure-http: %v", err)
+	}
+}
+
+func TestTLSFlagCombinations(t *testing.T) {
+	for _, tc := range []struct {
+		opts TLSOptions
+		want string
+	}{
+		{TLSOptions{CertFile: "c.pem"}, "--tls-cert and --tls-key go together"},
+		{TLSOptions{KeyFile: "k.pem"}, "--tls-cert and --tls-key go together"},
+		{TLSOptions{InsecureHTTP: true, On: true}, "--insecure-http turns TLS off"},
+		{TLSOptions{On: true}, ""},
+		{TLSOptions{CertFile: "c.pem", KeyFile: "k.pem"}, ""},
+	} {
+		err := tc.opts.validate()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: got %v, want %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+// nonLoopbackIP is an address of this machine off loopback, for listeners the TLS rule
+// applies to without --tls.
+func nonLoopbackIP(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("this machine has no IPv4 address off loopback; the test needs one to listen on")
+	return ""
+}

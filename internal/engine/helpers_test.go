@@ -1,0 +1,43 @@
+package engine
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sshWait bounds the waits of these tests: they go through real SSH connections, whose
+// dials, keep-alives and reconnect back-off (up to 10 s between attempts) take real time.
+const sshWait = 30 * time.Second
+
+func (r *rig) eventuallySSH(what string, cond func() bool) {
+	r.t.Helper()
+	r.eventuallyWithin(sshWait, what, cond)
+}
+
+// must fails the test on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes (a logger's output).
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
