@@ -24,6 +24,7 @@ targets=(
 	./internal/engine/validation:FuzzNameRules
 	./internal/engine/rules/schedule:FuzzParseCron
 	./internal/engine/snapshot:FuzzUnpack
+	./internal/engine/artifacts:FuzzIntake
 	./internal/engine/router/leanserver:FuzzParseHead
 )
 if [[ -n "${FUZZ_TARGETS:-}" ]]; then

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,20 +20,19 @@ import (
 
 func newJobCommand(g *globals) *cobra.Command {
 	job := &cobra.Command{Use: "job", Short: "Submit and follow training jobs"}
-	job.AddCommand(newJobSubmitCommand(g), newJobListCommand(g), newJobShowCommand(g), newJobLogsCommand(g), newJobCancelCommand(g))
+	job.AddCommand(newJobSubmitCommand(g), newJobListCommand(g), newJobShowCommand(g), newJobLogsCommand(g), newJobCancelCommand(g),
+		newJobDownloadCommand(g), newJobDeleteCommand(g))
 	return job
 }
 
 func newJobSubmitCommand(g *globals) *cobra.Command {
 	var (
-		ws, compute, code, instanceType string
-		count                           int64
-		env                             []string
-		environment                     string
-		stream                          bool
+		ws     string
+		f      submitFlags
+		stream bool
 	)
 	cmd := &cobra.Command{
-		Use:   "submit --workspace W --compute C [--instance-type NAME] [--environment NAME] [--code DIR] [--instance-count N] [--env K=V]... [--stream] -- COMMAND...",
+		Use:   "submit [-f job.yaml] --workspace W --compute C [--instance-type NAME] [--environment NAME] [--code DIR] [--instance-count N] [--env K=V]... [--stream] -- COMMAND...",
 		Short: "Queue a job; the compute scales up at once. Prints the job ID, or with --stream its output",
 		Long: "Queue a job on a compute cluster (or --compute serverless --instance-type SIZE for nodes made " +
 			"for the job alone, or on an attached Kubernetes compute, where it runs as --instance-count pods of " +
@@ -39,23 +41,35 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 			"limited to 300 MB and 2000 files. Each of the N nodes runs COMMAND with RANK, NODE_RANK, " +
 			"WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. With --stream the command follows rank 0's " +
 			"output and exits with the job's exit code. --environment runs it in an environment of the " +
-			"workspace (an mlcompute_environment): built on each node the first time, its interpreter first on PATH.",
+			"workspace (an mlcompute_environment): built on each node the first time, its interpreter first on PATH.\n\n" +
+			"-f reads an Azure ML v2 command job's YAML (type: command): its code, command (run by sh -c), " +
+			"compute, environment, resources, environment_variables, inputs, outputs and names. Paths in it are " +
+			"relative to the file. Flags given beside -f override the file, and a command after -- replaces its command.",
 		Example: "  mlcompute job submit --workspace lab --compute cpu --code . -- python train.py --epochs 3\n" +
-			"  mlcompute job submit --workspace lab --compute cpu --instance-count 2 --stream -- torchrun train.py",
+			"  mlcompute job submit --workspace lab --compute cpu --instance-count 2 --stream -- torchrun train.py\n" +
+			"  mlcompute job submit --workspace lab -f job.yaml --compute gpu --stream",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
+			if len(args) == 0 && f.file == "" {
 				return fmt.Errorf("no command to run: give the job's command after --, for example\n\n" +
 					"  mlcompute job submit --workspace lab --compute cpu -- python train.py --epochs 3\n\n" +
-					"Everything after -- is the command and its arguments, run on every node")
+					"Everything after -- is the command and its arguments, run on every node; or give -f job.yaml")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if compute == "" {
-				return fmt.Errorf("--compute is required: a compute cluster's name, or serverless")
+			spec := api.JobSpec{Compute: f.compute, InstanceType: f.instanceType, InstanceCount: f.count, Command: args, Env: map[string]string{}, Environment: f.environment}
+			code := f.code
+			var uploads map[string]string
+			if f.file != "" {
+				var err error
+				if spec, code, uploads, err = jobFromFile(cmd, f, args, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
 			}
-			spec := api.JobSpec{Compute: compute, InstanceType: instanceType, InstanceCount: count, Command: args, Env: map[string]string{}, Environment: environment}
-			for _, kv := range env {
+			if spec.Compute == "" {
+				return fmt.Errorf("--compute is required (or compute: in the job's YAML): a compute cluster's name, or serverless")
+			}
+			for _, kv := range f.env {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
 					return fmt.Errorf("--env %q must be KEY=VALUE", kv)
@@ -76,6 +90,9 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 					return fmt.Errorf("uploading code: %w", err)
 				}
 			}
+			if err := uploadInputs(ctx, c, ws, &spec, uploads); err != nil {
+				return err
+			}
 			job, err := c.SubmitJob(ctx, ws, spec)
 			if err != nil {
 				return err
@@ -84,7 +101,7 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), job.ID)
 				return nil
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "job %s queued on %s\n", job.ID, compute)
+			fmt.Fprintf(cmd.ErrOrStderr(), "job %s queued on %s\n", job.ID, spec.Compute)
 			// The status changes go to stderr beside the output, not before it: the output
 			// stream is open from the start, so its first byte is never held up by a look
 			// at the status.
@@ -104,14 +121,15 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 		},
 	}
 	addWorkspaceFlag(cmd, &ws)
-	f := cmd.Flags()
-	f.StringVar(&compute, "compute", "", "compute cluster name, or serverless")
-	f.StringVar(&instanceType, "instance-type", "", "VM size for --compute serverless, or an instance type of an attached Kubernetes compute")
-	f.StringVar(&code, "code", "", "directory to snapshot and run the command in")
-	f.Int64Var(&count, "instance-count", 1, "number of nodes")
-	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
-	f.StringVar(&environment, "environment", "", "environment of the workspace to run in (its interpreter first on PATH)")
-	f.BoolVar(&stream, "stream", false, "follow the output and exit with the job's exit code")
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", "an Azure ML v2 command job's YAML; flags given beside it override it")
+	fl.StringVar(&f.compute, "compute", "", "compute cluster name, or serverless")
+	fl.StringVar(&f.instanceType, "instance-type", "", "VM size for --compute serverless, or an instance type of an attached Kubernetes compute")
+	fl.StringVar(&f.code, "code", "", "directory to snapshot and run the command in")
+	fl.Int64Var(&f.count, "instance-count", 1, "number of nodes")
+	fl.StringArrayVar(&f.env, "env", nil, "environment variable KEY=VALUE (repeatable)")
+	fl.StringVar(&f.environment, "environment", "", "environment of the workspace to run in (its interpreter first on PATH)")
+	fl.BoolVar(&stream, "stream", false, "follow the output and exit with the job's exit code")
 	return cmd
 }
 
@@ -206,6 +224,7 @@ func newJobShowCommand(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "environment: %s (content hash %s)\n", j.Environment, j.EnvironmentHash)
 			}
 			fmt.Fprintf(w, "nodes:   %s\ncommand: %s\n", strings.Join(j.Nodes, ", "), strings.Join(j.Command, " "))
+			printJobIO(w, j)
 			return nil
 		},
 	}
@@ -268,4 +287,27 @@ func newJobCancelCommand(g *globals) *cobra.Command {
 	}
 	addWorkspaceFlag(cmd, &ws)
 	return cmd
+}
+
+// printJobIO lists a job's inputs and outputs, sorted by name.
+func printJobIO(w io.Writer, j *api.Job) {
+	for _, name := range slices.Sorted(maps.Keys(j.Inputs)) {
+		in := j.Inputs[name]
+		switch {
+		case in.Value != nil:
+			fmt.Fprintf(w, "input %s: %s\n", name, *in.Value)
+		case in.Digest != "":
+			fmt.Fprintf(w, "input %s: %s %s (%s, %d files, %d bytes, %s)\n", name, in.Type, in.Path, in.Mode, in.FileCount, in.Size, in.Digest)
+		default:
+			fmt.Fprintf(w, "input %s: %s %s (%s, snapshot %s)\n", name, in.Type, in.Path, in.Mode, in.SnapshotID)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(j.Outputs)) {
+		out := j.Outputs[name]
+		if out.Digest == "" {
+			fmt.Fprintf(w, "output %s: %s (%s), not registered\n", name, out.Type, out.Mode)
+			continue
+		}
+		fmt.Fprintf(w, "output %s: %s (%s), %d files, %d bytes, %s\n", name, out.Type, out.Mode, out.FileCount, out.Size, out.Digest)
+	}
 }

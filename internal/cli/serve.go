@@ -27,6 +27,7 @@ type serveFlags struct {
 	capacityVCPUs   int64
 	scoringListen   string
 	idleExit        time.Duration
+	maxOutputSize   byteSize
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -52,6 +53,8 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.locations, "location", []string{api.DefaultLocation}, "a location this engine serves (repeatable)")
 	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
+	f.maxOutputSize = byteSize(daemon.DefaultMaxOutputSize)
+	fl.Var(&f.maxOutputSize, "max-output-size", "the largest output a job may leave, such as 20GB or 512MiB (KB, MB, GB count in 1000s, KiB, MiB, GiB in 1024s); a job whose output is larger fails, naming it")
 	fl.DurationVar(&f.idleExit, "idle-exit", daemon.DefaultIdleExit, "exit after this long with nothing to manage and no API calls (0: never)")
 	return cmd
 }
@@ -106,6 +109,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		Slurm:           slurmCfg,
 		Kubernetes:      kubeCfg,
 		IdleExit:        f.idleExit,
+		MaxOutputSize:   int64(f.maxOutputSize),
 		Version:         g.cfg.Version,
 		Logger:          g.logger(os.Stderr),
 	})

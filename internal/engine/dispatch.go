@@ -135,3 +135,25 @@ func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, of
 }
 
 func (e *Engine) PutSnapshot(r io.Reader) (string, error) { return e.jobs.PutSnapshot(r) }
+
+func (e *Engine) DeleteJob(ctx context.Context, workspace, id string) error {
+	return e.jobs.DeleteJob(ctx, workspace, id)
+}
+
+// JobOutput returns a Completed job's registered output; WriteJobOutput streams it as
+// a tar archive.
+func (e *Engine) JobOutput(ctx context.Context, workspace, id, output string) (api.JobOutput, error) {
+	return e.jobs.JobOutput(ctx, workspace, id, output)
+}
+
+func (e *Engine) WriteJobOutput(ctx context.Context, w io.Writer, digest string) error {
+	return e.jobs.WriteOutput(ctx, w, digest)
+}
+
+// collectArtifacts removes the blobs no job references, once at start: what an intake
+// the engine was killed in wrote goes here.
+func (e *Engine) collectArtifacts() {
+	if _, _, err := e.jobs.CollectArtifacts(); err != nil {
+		e.log.Error("collecting artifacts failed", "error", err)
+	}
+}

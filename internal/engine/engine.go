@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
@@ -53,6 +54,10 @@ type Config struct {
 	Driver driver.Driver
 	// Snapshots keeps uploaded code snapshots for jobs.
 	Snapshots model.SnapshotStore
+	// Artifacts keeps jobs' outputs (nil: a job that declares outputs fails at its end,
+	// saying so); MaxOutputSize bounds each output (0: no bound).
+	Artifacts     *artifacts.Store
+	MaxOutputSize int64
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
 	// NewID makes node and instance IDs ("<prefix>-<unique>"); the default draws them from
@@ -131,7 +136,7 @@ func New(cfg Config) (*Engine, error) {
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
 	e.nodes = lifecycle.New(lifecycle.Config{Clock: cfg.Clock, Logger: log, Loop: e.loop})
 	core, err := computes.New(computes.Config{
-		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Nodes: e.nodes,
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, Nodes: e.nodes,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
 		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
 	})
@@ -148,6 +153,8 @@ func New(cfg Config) (*Engine, error) {
 	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
 	e.jobs = jobs.New(core, cfg.Snapshots)
 	e.jobs.Kube = e.attached
+	e.jobs.SharedFilesystem = cfg.NodesDriver == "local"
+	e.jobs.Artifacts, e.jobs.MaxOutputSize = cfg.Artifacts, cfg.MaxOutputSize
 	core.RegisterPass(api.TypeComputeCluster, e.clusters.Pass)
 	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
@@ -193,6 +200,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("recovering after restart: %w", err)
 	}
 	e.loop.Go(e.envs.Collect)
+	e.loop.Go(e.collectArtifacts)
 	if !e.manual {
 		go e.loop.Run(ctx)
 	}
@@ -230,6 +238,7 @@ func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
 	e.jobs.TaskExited(ctx, node, task, code)
 	// A job that ended may have been the last user of an old environment build.
 	e.loop.Go(e.envs.Collect)
+	e.loop.Go(e.collectArtifacts)
 }
 
 // onTaskNotStarted routes a task the store records but its node never started (the engine

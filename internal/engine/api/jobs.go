@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Job statuses.
 const (
@@ -29,6 +32,83 @@ type JobSpec struct {
 	// Environment names an environment of the workspace the job runs in (its interpreter
 	// first on PATH); empty runs whatever the node's PATH holds.
 	Environment string `json:"environment,omitempty"`
+	// Name is the job's ID when given (YAML `name`); empty: the engine picks one.
+	Name           string            `json:"name,omitempty"`
+	DisplayName    string            `json:"display_name,omitempty"`
+	ExperimentName string            `json:"experiment_name,omitempty"`
+	Description    string            `json:"description,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	// Inputs and Outputs are the job's declared inputs and outputs by name. Command may
+	// hold ${{inputs.<name>}} and ${{outputs.<name>}}, which the engine replaces with the
+	// path on the node (or a literal's value) when it queues the job.
+	Inputs  map[string]JobInput  `json:"inputs,omitempty"`
+	Outputs map[string]JobOutput `json:"outputs,omitempty"`
+}
+
+// Input and output types and modes (Azure ML's names).
+const (
+	URIFolder    = "uri_folder"
+	URIFile      = "uri_file"
+	ModeDownload = "download"
+	ModeROMount  = "ro_mount"
+	ModeUpload   = "upload"
+	ModeRWMount  = "rw_mount"
+)
+
+// JobInput is one input of a job: a literal (Value set, Type empty), a local path
+// uploaded as a snapshot (SnapshotID), or another job's output (Path
+// azureml://jobs/<job>/outputs/<output>).
+type JobInput struct {
+	Type string `json:"type,omitempty"`
+	Mode string `json:"mode,omitempty"`
+	// Path is the input's azureml:// URI, or the local path it was uploaded from (for
+	// people reading the job; the engine reads SnapshotID).
+	Path       string  `json:"path,omitempty"`
+	SnapshotID string  `json:"snapshot_id,omitempty"`
+	Value      *string `json:"value,omitempty"`
+	// FileName is the file a uri_file input holds, in its directory on the node.
+	FileName string `json:"file_name,omitempty"`
+	// Digest, Size and FileCount describe another job's output taken as input (read-only).
+	Digest    string `json:"digest,omitempty"`
+	Size      int64  `json:"size,omitempty"`
+	FileCount int64  `json:"file_count,omitempty"`
+}
+
+// JobOutput is one output of a job. Digest, Size and FileCount are set once the job
+// Completed and the output is registered (read-only).
+type JobOutput struct {
+	Type      string `json:"type,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+	Digest    string `json:"digest,omitempty"`
+	Size      int64  `json:"size,omitempty"`
+	FileCount int64  `json:"file_count,omitempty"`
+}
+
+// Headers of GET .../jobs/{job}/outputs/{output}, whose body is the output as a tar
+// archive: the output's manifest digest, its size in bytes and its number of files.
+const (
+	OutputDigestHeader    = "Mlcompute-Output-Digest"
+	OutputSizeHeader      = "Mlcompute-Output-Size"
+	OutputFileCountHeader = "Mlcompute-Output-File-Count"
+)
+
+// JobOutputURI is the azureml:// URI of a job's output, as an input's path names it.
+func JobOutputURI(job, output string) string { return jobOutputPrefix + job + "/outputs/" + output }
+
+const jobOutputPrefix = "azureml://jobs/"
+
+// ParseJobOutputURI splits an azureml://jobs/<job>/outputs/<output> URI; ok is false for
+// any other path.
+func ParseJobOutputURI(uri string) (job, output string, ok bool) {
+	rest, found := strings.CutPrefix(uri, jobOutputPrefix)
+	if !found {
+		return "", "", false
+	}
+	job, output, found = strings.Cut(rest, "/outputs/")
+	if !found || job == "" || output == "" || strings.Contains(output, "/") || strings.Contains(job, "/") {
+		return "", "", false
+	}
+	return job, output, true
 }
 
 // Job is a job as the engine holds it.
@@ -47,9 +127,15 @@ type Job struct {
 	SnapshotID   string            `json:"snapshot_id,omitempty"`
 	// Environment is the environment the job runs in and EnvironmentHash the content hash
 	// it was submitted with: a later change of the environment does not change the job's.
-	Environment     string `json:"environment,omitempty"`
-	EnvironmentHash string `json:"environment_hash,omitempty"`
-	Error           string `json:"error,omitempty"`
+	Environment     string               `json:"environment,omitempty"`
+	EnvironmentHash string               `json:"environment_hash,omitempty"`
+	Error           string               `json:"error,omitempty"`
+	DisplayName     string               `json:"display_name,omitempty"`
+	ExperimentName  string               `json:"experiment_name,omitempty"`
+	Description     string               `json:"description,omitempty"`
+	Tags            map[string]string    `json:"tags,omitempty"`
+	Inputs          map[string]JobInput  `json:"inputs,omitempty"`
+	Outputs         map[string]JobOutput `json:"outputs,omitempty"`
 	// Reason says why a job that has not started yet is waiting (read-only).
 	Reason      string     `json:"reason,omitempty"`
 	SubmittedAt time.Time  `json:"submitted_at"`

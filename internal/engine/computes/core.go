@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
@@ -43,6 +44,8 @@ type Config struct {
 	Logger    hclog.Logger
 	Loop      *runtime.Loop
 	Snapshots model.SnapshotStore
+	// Artifacts holds jobs' outputs, which later jobs take as inputs (nil: none).
+	Artifacts *artifacts.Store
 	DataDir   string
 	// EnvCacheDir is the environment cache shared by the local nodes of this machine
 	// (DESIGN 8); empty when nodes are not local.
@@ -75,6 +78,7 @@ type Core struct {
 	capacity    int64
 	newID       func(prefix string) string
 	snapshots   model.SnapshotStore
+	artifacts   *artifacts.Store
 	// quota sums the vCPUs computes hold per workspace and family (changed only in turn,
 	// under mu).
 	quota *model.QuotaIndex
@@ -145,6 +149,8 @@ type Tasks interface {
 	FreeNodes(j model.Job)
 	JobLogPath(jobID string, rank int) string
 	EnvLogPath(jobID string, rank int) string
+	JobDir(jobID string) string
+	MountPath(j api.Job, dir, name string) string
 }
 
 // Runtime is what a controller acts with: the clock, the computes' logger, the node driver
@@ -161,7 +167,7 @@ type Runtime interface {
 func New(cfg Config) (*Core, error) {
 	c := &Core{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("computes"), loop: cfg.Loop,
-		snapshots: cfg.Snapshots, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
+		snapshots: cfg.Snapshots, artifacts: cfg.Artifacts, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
 		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
 		onTaskExit: cfg.OnTaskExit, onTaskNotStarted: cfg.OnTaskNotStarted,
 		nodes: cfg.Nodes, backoff: map[string]createBackoff{}, passes: map[string]Pass{},

@@ -3,9 +3,11 @@ package computes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,7 +43,12 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 	if j.SnapshotID != "" && c.snapshots != nil {
 		codeDir, _ = c.snapshots.Path(j.SnapshotID)
 	}
-	master, err := c.drv.Describe(ctx, j.Nodes[0])
+	inputs, outputs, release, err := c.jobFiles(ctx, j)
+	defer release()
+	var master driver.NodeInfo
+	if err == nil {
+		master, err = c.drv.Describe(ctx, j.Nodes[0])
+	}
 	for rank, node := range j.Nodes {
 		if err != nil {
 			break
@@ -54,7 +61,7 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		env["WORLD_SIZE"] = strconv.FormatInt(j.Count, 10)
 		env["MASTER_ADDR"], env["MASTER_PORT"] = master.Address, strconv.Itoa(j.MasterPort)
 		env["MLCOMPUTE_JOB_ID"] = j.ID
-		spec := driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir}
+		spec := driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir, Inputs: inputs, Outputs: outputs}
 		c.wrapTask(j, &spec)
 		err = c.drv.StartTask(ctx, node, spec)
 	}
@@ -130,6 +137,99 @@ func freePort() int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// jobFiles is what a job's tasks get of its inputs and outputs: the inputs copied in
+// (a snapshot's directory, or another job's output staged from the artifacts store until
+// release), and the outputs created empty. A mounted input or output is the engine's own
+// directory instead, made here: an output's empty, another job's output exported once.
+func (c *Core) jobFiles(ctx context.Context, j model.Job) (in []driver.TaskInput, out []driver.TaskOutput, release func(), err error) {
+	var releases []func()
+	release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(j.Inputs)) {
+		input := j.Inputs[name]
+		var src string
+		switch {
+		case input.Value != nil:
+			continue
+		case input.SnapshotID != "":
+			if c.snapshots == nil {
+				return nil, nil, release, fmt.Errorf("input %q: this engine keeps no snapshots", name)
+			}
+			if src, err = c.snapshots.Path(input.SnapshotID); err != nil {
+				return nil, nil, release, fmt.Errorf("input %q: %w", name, err)
+			}
+			if input.Mode == api.ModeROMount {
+				continue // the command names the snapshot's directory itself
+			}
+		case c.artifacts == nil:
+			return nil, nil, release, fmt.Errorf("input %q: this engine keeps no artifacts store", name)
+		case input.Mode == api.ModeROMount:
+			if err := c.exportOnce(ctx, input.Digest, c.MountPath(j.Job, model.InputsDir, name)); err != nil {
+				return nil, nil, release, fmt.Errorf("input %q: %w", name, err)
+			}
+			continue
+		default:
+			dir, done, err := c.artifacts.Stage(ctx, input.Digest)
+			if err != nil {
+				return nil, nil, release, fmt.Errorf("input %q: %w", name, err)
+			}
+			releases = append(releases, done)
+			src = dir
+		}
+		in = append(in, driver.TaskInput{Src: src, Dest: model.InputRel(name)})
+	}
+	for _, name := range slices.Sorted(maps.Keys(j.Outputs)) {
+		output := j.Outputs[name]
+		if output.Mode == api.ModeRWMount {
+			if err := os.MkdirAll(c.MountPath(j.Job, model.OutputsDir, name), 0o700); err != nil {
+				return nil, nil, release, fmt.Errorf("output %q: %w", name, err)
+			}
+			continue
+		}
+		out = append(out, driver.TaskOutput{Path: model.OutputRel(name, output), File: output.Type == api.URIFile})
+	}
+	return in, out, release, nil
+}
+
+// exportOnce exports a stored output to dir unless an earlier start did: through a
+// temporary directory renamed into place, so dir is whole or absent.
+func (c *Core) exportOnce(ctx context.Context, digest, dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	tmp := dir + ".tmp"
+	_ = os.RemoveAll(tmp)
+	if err := c.artifacts.Export(ctx, digest, tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	return os.Rename(tmp, dir)
+}
+
+// MountPath is the engine's directory that a mounted input or output of a job is (dir is
+// model.InputsDir or model.OutputsDir): an uploaded input's snapshot directory, or a
+// directory of the job's own.
+func (c *Core) MountPath(j api.Job, dir, name string) string {
+	if dir == model.InputsDir {
+		if in := j.Inputs[name]; in.SnapshotID != "" && c.snapshots != nil {
+			if p, err := c.snapshots.Path(in.SnapshotID); err == nil {
+				return p
+			}
+		}
+	}
+	return filepath.Join(c.JobDir(j.ID), dir, name)
+}
+
+// JobDir is the engine's directory of a job: its ranks' output, and the inputs and
+// outputs a node that shares the engine's filesystem mounts.
+func (c *Core) JobDir(jobID string) string { return filepath.Join(c.dataDir, "jobs", jobID) }
 
 // JobLogPath is where a rank's output is kept once its task ended.
 func (c *Core) JobLogPath(jobID string, rank int) string {

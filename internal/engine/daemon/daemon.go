@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
@@ -48,7 +49,13 @@ const (
 	// NodesDir and SnapshotsDir hold the local nodes' and the code snapshots' files.
 	NodesDir     = "nodes"
 	SnapshotsDir = "snapshots"
+	// ArtifactsDir holds the artifacts store: jobs' outputs.
+	ArtifactsDir = "artifacts"
 )
+
+// DefaultMaxOutputSize is the largest output a job may leave unless serve is told
+// otherwise (--max-output-size): 20 GB.
+const DefaultMaxOutputSize = 20_000_000_000
 
 // DefaultIdleExit is how long an engine with nothing to manage and no API calls stays up.
 const DefaultIdleExit = 10 * time.Minute
@@ -90,9 +97,11 @@ type Options struct {
 	MinIdleShutdown time.Duration
 	// IdleExit is how long to stay up with nothing to manage and no API calls; 0 means never.
 	IdleExit time.Duration
-	Version  string
-	Logger   hclog.Logger
-	Clock    clock.WithTicker
+	// MaxOutputSize bounds each output a job leaves (0: no bound).
+	MaxOutputSize int64
+	Version       string
+	Logger        hclog.Logger
+	Clock         clock.WithTicker
 	// Ready, when set, receives the listening address once the API serves.
 	Ready func(addr string)
 }
@@ -142,7 +151,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
-	for _, sub := range []string{NodesDir, SnapshotsDir} {
+	for _, sub := range []string{NodesDir, SnapshotsDir, ArtifactsDir} {
 		if err := secureDir(filepath.Join(opts.DataDir, sub)); err != nil {
 			return fmt.Errorf("creating %s: %w", sub, err)
 		}
@@ -153,10 +162,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer nodes.Close()
 	snapshots := snapshot.NewStore(filepath.Join(opts.DataDir, SnapshotsDir))
+	outputs, err := artifacts.Open(filepath.Join(opts.DataDir, ArtifactsDir))
+	if err != nil {
+		return err
+	}
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
-		Driver: nodes, Snapshots: snapshots,
+		Driver: nodes, Snapshots: snapshots, Artifacts: outputs, MaxOutputSize: opts.MaxOutputSize,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
 		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image,
 	})

@@ -142,6 +142,35 @@ type TaskSpec struct {
 	// CodeDir, when set, is a directory on the engine's machine whose contents are copied
 	// into the task's working directory before the command starts.
 	CodeDir string
+	// Inputs are directories on the engine's machine copied into the task's working
+	// directory, after CodeDir and before the command starts, through the driver's own
+	// channel (no shared file system is assumed).
+	Inputs []TaskInput
+	// Outputs are paths in the task's working directory that the command writes and
+	// FetchOutput reads once it ended: each is created empty before the command starts
+	// (a directory, or a file output's parent directory).
+	Outputs []TaskOutput
+}
+
+// WorkDirEnv names the environment variable that holds the task's working directory, an
+// absolute path on the node, in every driver's tasks: inputs and outputs are below it.
+// (MLCOMPUTE_TASK_DIR, which local nodes set to the directory above it, marks a task's
+// processes and is not this.)
+const WorkDirEnv = "MLCOMPUTE_WORK_DIR"
+
+// TaskInput is a directory on the engine's machine whose contents are copied to Dest, a
+// relative slash path in the task's working directory (CheckTaskPath).
+type TaskInput struct {
+	Src  string
+	Dest string
+}
+
+// TaskOutput is a path the task writes, relative to its working directory
+// (CheckTaskPath). Path is created as an empty directory before the command starts; when
+// File is set, the command writes one file at Path and only its parent is created.
+type TaskOutput struct {
+	Path string
+	File bool
 }
 
 // ExecSpec is an interactive command on a node: a person's session, not a job.
@@ -245,6 +274,17 @@ type TaskRunner interface {
 	// of a killed process (128 + the signal). Killing an ended task returns nil and leaves
 	// its status as it was; ErrNotFound if the node or task is unknown.
 	KillTask(ctx context.Context, nodeKey, taskKey string) error
+
+	// FetchOutput streams, as a tar archive, the path rel (CheckTaskPath) of an ended
+	// task's working directory: a directory's contents with names relative to it ("./",
+	// "./a/b"), or a file as one entry named by its base name. Regular files keep their
+	// bytes and permission bits, symlinks are entries of their own (never followed); a
+	// socket, device or fifo under rel fails the fetch with an error naming it (tar
+	// itself would skip a socket without a word). An error on the node after the stream
+	// began is the error of the reader's last Read, so read to EOF before trusting what
+	// was read. Close ends the transfer early. ErrNotFound if the node, the task or rel is
+	// unknown.
+	FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error)
 
 	// Exec runs an interactive command on a node and returns its exit status when it ends.
 	// When ctx ends first the command's process group is killed. ErrNotFound if the node

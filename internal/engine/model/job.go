@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,10 @@ type Job struct {
 	// Preparing says what a Preparing job is doing when it is more than starting its
 	// tasks ("building environment").
 	Preparing string `json:"preparing,omitempty"`
+	// PendingOutputs are the outputs rank 0 left, taken into the artifacts store while
+	// other ranks still run: Finish registers them (Outputs) when the job ends Completed
+	// and drops them at any other end.
+	PendingOutputs map[string]api.JobOutput `json:"pending_outputs,omitempty"`
 }
 
 // EnvTaskPrefix starts the task keys of environment preparation (builds and checks).
@@ -75,8 +80,38 @@ func ParseTaskKey(task string) (jobID string, attempt, rank int, ok bool) {
 
 func (j Job) Key() string { return j.Workspace + "/" + j.ID }
 
+// Finish ends a job. Its pending outputs are registered when it ends Completed, and
+// dropped otherwise: a job's outputs are registered in the write that completes it.
 func (j *Job) Finish(status string, exitCode *int, why string, now time.Time) {
 	j.Status, j.ExitCode, j.Error, j.EndedAt = status, exitCode, why, &now
+	if status == api.JobCompleted && len(j.PendingOutputs) > 0 {
+		j.Outputs = maps.Clone(j.Outputs)
+		maps.Copy(j.Outputs, j.PendingOutputs)
+	}
+	j.PendingOutputs = nil
+}
+
+// ArtifactDigests are the manifests of the artifacts store the job keeps from
+// collection: its registered outputs, its pending ones, and, until it ends, the outputs
+// it takes as inputs.
+func (j Job) ArtifactDigests() []string {
+	var out []string
+	for _, o := range j.Outputs {
+		if o.Digest != "" {
+			out = append(out, o.Digest)
+		}
+	}
+	for _, o := range j.PendingOutputs {
+		out = append(out, o.Digest)
+	}
+	if !api.Terminal(j.Status) {
+		for _, in := range j.Inputs {
+			if in.Digest != "" {
+				out = append(out, in.Digest)
+			}
+		}
+	}
+	return out
 }
 
 // ActiveJobs lists the compute's jobs that are not finished, oldest first. It reads the
@@ -140,4 +175,61 @@ func GetJob(tx *store.Tx, workspace, id string) (Job, bool) {
 
 func NotFoundJob(workspace, id string) error {
 	return api.Errorf(api.CodeNotFound, "", "job %q not found in workspace %q", id, workspace)
+}
+
+// ResolveJobOutput finds the registered output an azureml://jobs/<job>/outputs/<output>
+// URI names, in workspace: its Digest is the manifest digest of the artifacts store. It
+// refuses, naming which, a URI of another form, a job that does not exist or is not
+// Completed, and an output the job does not have.
+func ResolveJobOutput(tx *store.Tx, workspace, uri string) (api.JobOutput, error) {
+	jobID, output, ok := api.ParseJobOutputURI(uri)
+	if !ok {
+		return api.JobOutput{}, api.Errorf(api.CodeInvalid, "path", "%q is not a job's output: the form is azureml://jobs/<job>/outputs/<output>", uri)
+	}
+	j, found := GetJob(tx, workspace, jobID)
+	if !found {
+		return api.JobOutput{}, api.Errorf(api.CodeNotFound, "path", "%s: job %q not found in workspace %q", uri, jobID, workspace)
+	}
+	out, declared := j.Outputs[output]
+	if !declared {
+		return api.JobOutput{}, api.Errorf(api.CodeNotFound, "path", "%s: job %q has no output %q (its outputs: %s)", uri, jobID, output, outputNames(j.Outputs))
+	}
+	if j.Status != api.JobCompleted {
+		return api.JobOutput{}, api.Errorf(api.CodeConflict, "path", "%s: job %q is %s; only a Completed job's outputs are registered", uri, jobID, j.Status)
+	}
+	if out.Digest == "" {
+		return api.JobOutput{}, api.Errorf(api.CodeConflict, "path", "%s: output %q of job %q is not registered", uri, output, jobID)
+	}
+	return out, nil
+}
+
+func outputNames(m map[string]api.JobOutput) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// Directories of a task's working directory that hold a job's downloaded inputs and
+// uploaded outputs, and of the engine's directory of a job that holds its mounted ones.
+const (
+	InputsDir  = "inputs"
+	OutputsDir = "outputs"
+)
+
+// InputRel is where an input is copied in the task's working directory (slash path).
+func InputRel(name string) string { return InputsDir + "/" + name }
+
+// OutputRel is an output's path in the task's working directory: its directory, or for
+// a uri_file its one file, named after the output, in a directory of its own.
+func OutputRel(name string, out api.JobOutput) string {
+	if out.Type == api.URIFile {
+		return OutputsDir + "/" + name + "/" + name
+	}
+	return OutputsDir + "/" + name
 }

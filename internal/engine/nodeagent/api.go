@@ -59,6 +59,23 @@ type TaskRequest struct {
 	Env     map[string]string `json:"env,omitempty"`
 	// CodeDir is copied into the task's working directory before the command starts.
 	CodeDir string `json:"code_dir,omitempty"`
+	// Inputs are copied into the task's working directory after CodeDir.
+	Inputs []TaskInput `json:"inputs,omitempty"`
+	// Outputs are created empty (a file output's parent) before the command starts.
+	Outputs []TaskOutput `json:"outputs,omitempty"`
+}
+
+// TaskInput is a directory (absolute) copied to Dest, relative to the working directory.
+type TaskInput struct {
+	Src  string `json:"src"`
+	Dest string `json:"dest"`
+}
+
+// TaskOutput is a path the task writes, relative to its working directory; File says it
+// is one file, whose parent alone is created.
+type TaskOutput struct {
+	Path string `json:"path"`
+	File bool   `json:"file,omitempty"`
 }
 
 // TaskState is a task as the agent knows it.

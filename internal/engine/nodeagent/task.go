@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
@@ -143,6 +144,14 @@ func (a *agent) startTask(ctx context.Context, req TaskRequest) (TaskState, erro
 	if req.CodeDir != "" && !filepath.IsAbs(req.CodeDir) {
 		return TaskState{}, errInvalid{"code_dir must be an absolute path"}
 	}
+	if err := driver.CheckTaskPaths(req.spec()); err != nil {
+		return TaskState{}, errInvalid{err.Error()}
+	}
+	for _, in := range req.Inputs {
+		if !filepath.IsAbs(in.Src) {
+			return TaskState{}, errInvalid{fmt.Sprintf("input %s: src must be an absolute path", in.Dest)}
+		}
+	}
 
 	a.mu.Lock()
 	if t, ok := a.tasks[req.Key]; ok {
@@ -195,13 +204,30 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 			return fmt.Errorf("copying code dir: %w", err)
 		}
 	}
+	for _, in := range req.Inputs {
+		dst := filepath.Join(work, filepath.FromSlash(in.Dest))
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("copying input %s: %w", in.Dest, err)
+		}
+		if err := copyTree(in.Src, dst); err != nil {
+			return fmt.Errorf("copying input %s: %w", in.Dest, err)
+		}
+	}
+	spec := req.spec()
+	if err := driver.MakeOutputDirs(work, spec.Outputs); err != nil {
+		return err
+	}
 	out, err := os.OpenFile(filepath.Join(t.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("opening task output: %w", err)
 	}
 	defer out.Close() // the child has its own copy
 
-	env := taskEnv(req.Env, work, t.dir)
+	absWork, err := filepath.Abs(work)
+	if err != nil {
+		return err
+	}
+	env := taskEnv(req.Env, absWork, t.dir)
 	t.stateMu.Lock()
 	t.startedAt = now
 	t.stateMu.Unlock()
@@ -328,6 +354,7 @@ func taskEnv(extra map[string]string, work, taskDir string) []string {
 		m[k] = v
 	}
 	m[TaskMarkerEnv] = taskDir
+	m[driver.WorkDirEnv] = work
 	env := make([]string, 0, len(m))
 	for k, v := range m {
 		env = append(env, k+"="+v)
@@ -497,4 +524,17 @@ func ReadOutput(nodeDir, key string, offset int64) ([]byte, error) {
 		return nil, fmt.Errorf("reading output of task %s: %w", key, err)
 	}
 	return buf[:n], nil
+}
+
+// spec returns the request's inputs and outputs in the driver's types, for the checks the
+// drivers share.
+func (req TaskRequest) spec() driver.TaskSpec {
+	spec := driver.TaskSpec{Key: req.Key}
+	for _, in := range req.Inputs {
+		spec.Inputs = append(spec.Inputs, driver.TaskInput{Src: in.Src, Dest: in.Dest})
+	}
+	for _, out := range req.Outputs {
+		spec.Outputs = append(spec.Outputs, driver.TaskOutput{Path: out.Path, File: out.File})
+	}
+	return spec
 }

@@ -123,6 +123,33 @@ func (s *Server) getJob(w http.ResponseWriter, req *http.Request) error {
 	return nil
 }
 
+func (s *Server) deleteJob(w http.ResponseWriter, req *http.Request) error {
+	if err := s.opts.Engine.DeleteJob(req.Context(), req.PathValue("workspace"), req.PathValue("job")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// downloadJobOutput streams a registered output as a tar archive. Its digest, size and
+// file count travel in headers, so a client checks what it received.
+func (s *Server) downloadJobOutput(w http.ResponseWriter, req *http.Request) error {
+	out, err := s.opts.Engine.JobOutput(req.Context(), req.PathValue("workspace"), req.PathValue("job"), req.PathValue("output"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set(api.OutputDigestHeader, out.Digest)
+	w.Header().Set(api.OutputSizeHeader, strconv.FormatInt(out.Size, 10))
+	w.Header().Set(api.OutputFileCountHeader, strconv.FormatInt(out.FileCount, 10))
+	if err := s.opts.Engine.WriteJobOutput(req.Context(), w, out.Digest); err != nil {
+		// The status is sent: a broken stream is what tells the client.
+		s.log.Error("streaming a job output failed", "job", req.PathValue("job"), "output", req.PathValue("output"), "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
 func (s *Server) cancelJob(w http.ResponseWriter, req *http.Request) error {
 	j, err := s.opts.Engine.CancelJob(req.Context(), req.PathValue("workspace"), req.PathValue("job"))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
@@ -35,6 +36,8 @@ type Options struct {
 	CapacityVCPUs int64
 	// Fake adjusts the fake driver (nodes created pending, tasks that exit at once).
 	Fake fake.Options
+	// Artifacts is the store jobs take other jobs' outputs from (nil: none).
+	Artifacts *artifacts.Store
 }
 
 // Env is a compute core on a manual loop and a fake driver.
@@ -67,9 +70,9 @@ func New(t testing.TB, opts Options) *Env {
 	var err error
 	e.Core, err = computes.New(computes.Config{
 		Store: st, Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop, DataDir: dir, Nodes: e.Lifecycle,
-		CapacityVCPUs: opts.CapacityVCPUs,
-		NewID:         func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
-		OnTaskExit:    e.taskExited,
+		CapacityVCPUs: opts.CapacityVCPUs, Artifacts: opts.Artifacts,
+		NewID:      func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
+		OnTaskExit: e.taskExited,
 	})
 	if err != nil {
 		t.Fatal(err)

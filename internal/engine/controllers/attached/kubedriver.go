@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
@@ -239,6 +240,14 @@ func (k *kubeDrivers) KillTask(ctx context.Context, nodeKey, taskKey string) err
 		return err
 	}
 	return d.KillTask(ctx, nodeKey, taskKey)
+}
+
+func (k *kubeDrivers) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error) {
+	d, err := k.route(nodeKey)
+	if err != nil {
+		return nil, err
+	}
+	return d.FetchOutput(ctx, nodeKey, taskKey, rel)
 }
 
 func (k *kubeDrivers) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec) (int, error) {

@@ -3,10 +3,12 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -128,6 +130,24 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 			}
 		}
 	}
+	// Rank 0's outputs are taken in before the write that records its exit; the
+	// collection waits until that write committed and the intakes are released.
+	var taken map[string]api.JobOutput
+	var intakeErr error
+	if _, seen := j.RankExits[rank]; current && rank == 0 && code == 0 && !seen && len(j.Outputs) > 0 && !api.Terminal(j.Status) {
+		c.collect.RLock()
+		defer c.collect.RUnlock()
+		var intakes []*artifacts.Intake
+		taken, intakes, intakeErr = c.takeOutputs(ctx, j, nodeID)
+		defer func() {
+			for _, in := range intakes {
+				in.Release()
+			}
+		}()
+		if ctx.Err() != nil {
+			return // the engine stops: its next start finds the exit again
+		}
+	}
 	var kill bool
 	now := c.core.Clock().Now().UTC()
 	_ = c.core.Write(func(tx *store.Tx) error {
@@ -147,9 +167,15 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 						exit := code
 						cur.Finish(api.JobFailed, &exit, fmt.Sprintf("rank %d exited with status %d", rank, code), now)
 						kill = true
+					case intakeErr != nil:
+						cur.Finish(api.JobFailed, nil, fmt.Sprintf("taking the job's outputs from rank %d: %v", rank, intakeErr), now)
+						kill = true
 					case int64(len(cur.RankExits)) == cur.Count:
+						cur.PendingOutputs = mergeOutputs(cur.PendingOutputs, taken)
 						exit := 0
 						cur.Finish(api.JobCompleted, &exit, "", now)
+					default:
+						cur.PendingOutputs = mergeOutputs(cur.PendingOutputs, taken)
 					}
 				}
 				if err := model.PutJob(tx, cur); err != nil {
@@ -173,4 +199,17 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 	}
 	c.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
 	c.core.Kick(j.ComputeKey)
+}
+
+// mergeOutputs adds the outputs just taken in to the pending ones.
+func mergeOutputs(pending, taken map[string]api.JobOutput) map[string]api.JobOutput {
+	if len(taken) == 0 {
+		return pending
+	}
+	out := maps.Clone(pending)
+	if out == nil {
+		out = map[string]api.JobOutput{}
+	}
+	maps.Copy(out, taken)
+	return out
 }

@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
@@ -39,6 +41,14 @@ type Controller struct {
 	snapshots model.SnapshotStore
 	// Kube places jobs on attached Kubernetes clusters (package attached).
 	Kube KubeJobs
+	// SharedFilesystem says the operator's nodes see the engine's filesystem (local
+	// nodes): inputs and outputs may be mounted there (ro_mount, rw_mount).
+	SharedFilesystem bool
+	// Artifacts is the store jobs' outputs are taken into (nil: a job with outputs fails
+	// at its end, saying so); MaxOutputSize bounds each output (0: no bound).
+	Artifacts     *artifacts.Store
+	MaxOutputSize int64
+	collect       collecting
 }
 
 // KubeJobs resolves and checks the instance type of a job on an attached Kubernetes
@@ -75,9 +85,14 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 		return nil, err
 	}
 	now := c.core.Clock().Now().UTC()
+	if spec.Name != "" && !jobNameRE.MatchString(spec.Name) {
+		return nil, api.Errorf(api.CodeInvalid, "name", "job name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (at most 255 characters)", spec.Name)
+	}
 	j := model.Job{Job: api.Job{
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
-		Command: spec.Command, Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
+		Command: slices.Clone(spec.Command), Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
+		DisplayName: spec.DisplayName, ExperimentName: spec.ExperimentName, Description: spec.Description, Tags: spec.Tags,
+		Inputs: maps.Clone(spec.Inputs), Outputs: maps.Clone(spec.Outputs),
 	}}
 	err = c.core.Write(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
@@ -88,8 +103,18 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 		if err != nil {
 			return err
 		}
-		// Sequential IDs keep first-in-first-out order when submissions share a timestamp.
+		// Sequential IDs keep first-in-first-out order when submissions share a timestamp;
+		// one a user took as a job's name is skipped.
 		j.ID = fmt.Sprintf("job-%08d", seq)
+		for _, taken := model.GetJob(tx, workspace, j.ID); taken && spec.Name == ""; _, taken = model.GetJob(tx, workspace, j.ID) {
+			if seq, err = tx.NextSequence(store.Jobs); err != nil {
+				return err
+			}
+			j.ID = fmt.Sprintf("job-%08d", seq)
+		}
+		if spec.Name != "" {
+			j.ID = spec.Name
+		}
 		if idempotencyKey != "" {
 			var rec model.Idempotency
 			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil {
@@ -102,6 +127,9 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 				j = prior
 				return nil
 			}
+		}
+		if _, taken := model.GetJob(tx, workspace, j.ID); taken {
+			return api.Errorf(api.CodeConflict, "name", "a job named %q already exists in workspace %q; give another name", j.ID, workspace)
 		}
 		if spec.Environment != "" {
 			env, err := model.GetEnvironment(tx, workspace, spec.Environment)
@@ -168,6 +196,9 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 			}
 		}
 		j.ComputeKey = rec.Key()
+		if err := c.prepareIO(tx, &j, rec); err != nil {
+			return err
+		}
 		if err := model.PutJob(tx, j); err != nil {
 			return err
 		}

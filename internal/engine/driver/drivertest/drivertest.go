@@ -105,6 +105,8 @@ func Run(t *testing.T, h Harness) {
 		{"Exec", s.exec},
 		{"NodeGone", s.nodeGone},
 		{"UnknownIsNotFound", s.unknownIsNotFound},
+		{"InputsAndOutputs", s.inputsAndOutputs},
+		{"OutputSocketRefused", s.outputSocketRefused},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(s.env(t)) })
 	}

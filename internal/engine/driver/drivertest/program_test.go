@@ -2,7 +2,10 @@ package drivertest
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -16,7 +19,7 @@ func TestProgramRunsAndDecodes(t *testing.T) {
 		{Output: "started\n", Block: true},
 	} {
 		got, ok := Decode(p.Command())
-		if !ok || got != p {
+		if !ok || !reflect.DeepEqual(got, p) {
 			t.Fatalf("Decode(Command(%+v)) = %+v, %v", p, got, ok)
 		}
 		if p.Block {
@@ -42,5 +45,56 @@ func TestProgramRunsAndDecodes(t *testing.T) {
 	}
 	if _, ok := Decode([]string{"sh", "-c", "true"}); ok {
 		t.Fatal("Decode accepted a command that is not a suite program")
+	}
+}
+
+// A program's files: the working directory check, copies in order, a socket left behind.
+func TestProgramFiles(t *testing.T) {
+	work := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "in", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "in", "sub", "f"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(work, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := Program{CheckWorkDir: true, Copies: []Copy{{"in/.", "out"}, {"in/sub/f", "g"}}, Socket: "out/sock", ExitCode: 2}
+	got, ok := Decode(p.Command())
+	if !ok || !reflect.DeepEqual(got, p) {
+		t.Fatalf("Decode(Command(%+v)) = %+v, %v", p, got, ok)
+	}
+	run := func(workDirEnv string) (string, int) {
+		cmd := exec.Command(p.Command()[0], p.Command()[1:]...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "MLCOMPUTE_WORK_DIR="+workDirEnv)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	if out, code := run("/elsewhere"); code != 3 {
+		t.Fatalf("with a wrong MLCOMPUTE_WORK_DIR the program exited %d (%s), want 3", code, out)
+	}
+	real, err := filepath.EvalSymlinks(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(real); code != 2 {
+		t.Fatalf("the program exited %d (%s), want 2", code, out)
+	}
+	for _, f := range []string{"out/sub/f", "g"} {
+		if b, err := os.ReadFile(filepath.Join(work, f)); err != nil || string(b) != "data" {
+			t.Fatalf("copied %s: %q, %v", f, b, err)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(work, "out", "sock")); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("out/sock: %v, %v; want a socket", fi, err)
 	}
 }

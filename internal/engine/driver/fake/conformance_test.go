@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			drivertest.Run(t, drivertest.Harness{
 				New: func(t *testing.T) driver.Driver {
-					d := NewWithOptions(nil, Options{CreatePending: pending, Start: actOut, Exec: actOutSession})
+					d := NewWithOptions(nil, Options{CreatePending: pending, Start: actOut, Exec: actOutSession, Dir: t.TempDir()})
 					t.Cleanup(func() { d.Close() })
 					return d
 				},
@@ -35,7 +35,11 @@ func actOut(_ string, spec driver.TaskSpec) Outcome {
 	if !ok {
 		return Outcome{}
 	}
-	return Outcome{Output: []byte(p.Output), Exited: !p.Block, ExitCode: p.ExitCode}
+	code := p.ExitCode
+	if c := p.ActOutFiles(spec.Env[driver.WorkDirEnv]); c != 0 {
+		code = c
+	}
+	return Outcome{Output: []byte(p.Output), Exited: !p.Block, ExitCode: code}
 }
 
 // actOutSession runs a suite program as a session: its output, then stdin copied when

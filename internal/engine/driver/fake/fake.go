@@ -14,6 +14,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 
@@ -36,6 +39,7 @@ const (
 	MethodTaskOutput = "TaskOutput"
 	MethodKillTask   = "KillTask"
 	MethodExec       = "Exec"
+	MethodFetch      = "FetchOutput"
 	MethodClose      = "Close"
 )
 
@@ -86,6 +90,12 @@ type Options struct {
 	// Exec, when set, runs a session in place of the default, which copies stdin to the
 	// output and returns 0.
 	Exec func(ctx context.Context, nodeKey string, spec driver.ExecSpec) (int, error)
+	// Dir, when set, gives each task a real working directory, Dir/<node key>/<task key>
+	// (WorkDir returns it): StartTask copies the inputs there and creates the outputs,
+	// Start finds it in the spec's Env under driver.WorkDirEnv, and FetchOutput reads it.
+	// Without Dir tasks have no files: inputs are recorded but not copied, and
+	// FetchOutput fails with driver.ErrPermanent.
+	Dir string
 }
 
 type node struct {
@@ -236,10 +246,24 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 	if _, ok := n.tasks[spec.Key]; ok {
 		return nil
 	}
+	if err := driver.CheckTaskPaths(spec); err != nil {
+		return driver.Permanent(fmt.Errorf("starting task %s: %w", spec.Key, err))
+	}
+	started := cloneSpec(spec)
+	if d.opts.Dir != "" {
+		work := d.WorkDir(nodeKey, spec.Key)
+		if err := makeWorkDir(work, spec); err != nil {
+			return fmt.Errorf("starting task %s: %w", spec.Key, err)
+		}
+		if started.Env == nil {
+			started.Env = map[string]string{}
+		}
+		started.Env[driver.WorkDirEnv] = work
+	}
 	t := &Task{Spec: cloneSpec(spec), Status: driver.TaskStatus{Running: true}}
 	n.tasks[spec.Key] = t
 	if d.opts.Start != nil {
-		out := d.opts.Start(nodeKey, cloneSpec(spec))
+		out := d.opts.Start(nodeKey, started)
 		t.Output = append(t.Output, out.Output...)
 		if out.Exited {
 			d.endTask(nodeKey, spec.Key, t, out.ExitCode)
@@ -296,6 +320,62 @@ func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
 	}
 	d.endTask(nodeKey, taskKey, t, KilledExitCode)
 	return nil
+}
+
+// WorkDir returns a task's working directory under Options.Dir ("" without Dir). The
+// test may write a task's outputs there, as its command would.
+func (d *Driver) WorkDir(nodeKey, taskKey string) string {
+	if d.opts.Dir == "" {
+		return ""
+	}
+	return filepath.Join(d.opts.Dir, url.PathEscape(nodeKey), url.PathEscape(taskKey))
+}
+
+func makeWorkDir(work string, spec driver.TaskSpec) error {
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	if spec.CodeDir != "" {
+		if err := driver.CopyTree(spec.CodeDir, work); err != nil {
+			return fmt.Errorf("copying code dir: %w", err)
+		}
+	}
+	for _, in := range spec.Inputs {
+		if err := driver.CopyTree(in.Src, filepath.Join(work, filepath.FromSlash(in.Dest))); err != nil {
+			return fmt.Errorf("copying input %s: %w", in.Dest, err)
+		}
+	}
+	return driver.MakeOutputDirs(work, spec.Outputs)
+}
+
+// FetchOutput streams rel of an ended task's working directory under Options.Dir;
+// driver.ErrPermanent without Dir or while the task runs.
+func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin(ctx, MethodFetch, nodeKey+"/"+taskKey); err != nil {
+		return nil, err
+	}
+	t, err := d.task(nodeKey, taskKey)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case d.opts.Dir == "":
+		return nil, driver.Permanent(fmt.Errorf("fetching output %s of task %s: the fake keeps no task files (set Options.Dir)", rel, taskKey))
+	case t.Status.Running:
+		return nil, driver.Permanent(fmt.Errorf("fetching output %s of task %s: the task is still running", rel, taskKey))
+	}
+	if err := driver.CheckTaskPath(rel); err != nil {
+		return nil, driver.Permanent(err)
+	}
+	work := d.WorkDir(nodeKey, taskKey)
+	if _, err := os.Lstat(filepath.Join(work, filepath.FromSlash(rel))); err != nil {
+		return nil, driver.NotFound(fmt.Errorf("fetching output %s of task %s: %w", rel, taskKey, err))
+	}
+	return driver.StreamOutput(ctx, func(ctx context.Context, w io.Writer) error {
+		return driver.WriteOutputTar(ctx, w, work, rel)
+	}), nil
 }
 
 // Events delivers NodeReady (MakeReady), NodeGone (KillNode) and TaskExited (FinishTask,
@@ -571,6 +651,8 @@ func (d *Driver) pump(done <-chan struct{}) {
 
 func cloneSpec(s driver.TaskSpec) driver.TaskSpec {
 	s.Command = append([]string(nil), s.Command...)
+	s.Inputs = append([]driver.TaskInput(nil), s.Inputs...)
+	s.Outputs = append([]driver.TaskOutput(nil), s.Outputs...)
 	if s.Env != nil {
 		env := make(map[string]string, len(s.Env))
 		for k, v := range s.Env {

@@ -118,7 +118,8 @@ func (d *Driver) readyNode(ctx context.Context, key string) (*node, error) {
 
 // StartTask starts the task in the node's pod under the wrapper of package ssh, whose
 // files (output, exit status) live in the pod's /mlcompute/tasks/<task key>; the code
-// directory is copied first into /mlcompute/code/<task key>, with tar over exec's stdin.
+// directory and the inputs are copied first into /mlcompute/code/<task key>, with tar over
+// exec's stdin.
 func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.TaskSpec) error {
 	n, err := d.readyNode(ctx, nodeKey)
 	if err != nil {
@@ -128,13 +129,13 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 		return driver.Permanent(fmt.Errorf("starting task %s: no command", spec.Key))
 	}
 	tasks := d.taskStore(n.name)
-	task := ssh.RemoteTask{Key: spec.Key, Command: spec.Command, Env: taskEnv(spec.Env)}
-	if spec.CodeDir != "" {
+	task := ssh.RemoteTask{Key: spec.Key, Command: spec.Command, Env: taskEnv(spec.Env), MakeDirs: ssh.OutputDirs(spec.Outputs)}
+	if ssh.HasTaskFiles(spec) {
 		task.WorkDir = filesDir + "/code/" + spec.Key
 		// Copied before the start, which runs the task only once: a second copy (of a
 		// start that races or repeats) writes the same files.
 		if _, _, err := tasks.Status(ctx, spec.Key); driver.IsNotFound(err) {
-			if err := ssh.PutDir(ctx, podShell{d: d, pod: n.name}, spec.CodeDir, task.WorkDir); err != nil {
+			if err := ssh.PutTaskFiles(ctx, podShell{d: d, pod: n.name}, spec, task.WorkDir); err != nil {
 				return fmt.Errorf("starting task %s: %w", spec.Key, driver.Transient(err))
 			}
 		}
@@ -260,6 +261,22 @@ func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset
 		return nil, d.taskErr(ctx, nodeKey, err)
 	}
 	return out, nil
+}
+
+// FetchOutput streams rel of the ended task's working directory out of the pod: find and
+// tar through the pods/exec API, PutDir in reverse (see ssh.TaskStore.Fetch).
+func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error) {
+	n, err := d.liveNode(ctx, nodeKey)
+	if err != nil {
+		return nil, fmt.Errorf("fetching output of task %s: %w", taskKey, err)
+	}
+	tasks := d.taskStore(n.name)
+	return driver.StreamOutput(ctx, func(ctx context.Context, w io.Writer) error {
+		if err := tasks.Fetch(ctx, taskKey, rel, w); err != nil {
+			return d.taskErr(ctx, nodeKey, err)
+		}
+		return nil
+	}), nil
 }
 
 // KillTask sends SIGTERM to the task's process group, SIGKILL after 10 s, and returns

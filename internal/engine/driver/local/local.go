@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -346,7 +347,21 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 			return fmt.Errorf("starting task %s: resolving code dir: %w", spec.Key, err)
 		}
 	}
-	_, err = w.client.StartTask(ctx, nodeagent.TaskRequest{Key: spec.Key, Command: spec.Command, Env: spec.Env, CodeDir: codeDir})
+	if err := driver.CheckTaskPaths(spec); err != nil {
+		return driver.Permanent(fmt.Errorf("starting task %s: %w", spec.Key, err))
+	}
+	req := nodeagent.TaskRequest{Key: spec.Key, Command: spec.Command, Env: spec.Env, CodeDir: codeDir}
+	for _, in := range spec.Inputs {
+		src, err := filepath.Abs(in.Src)
+		if err != nil {
+			return fmt.Errorf("starting task %s: resolving input %s: %w", spec.Key, in.Dest, err)
+		}
+		req.Inputs = append(req.Inputs, nodeagent.TaskInput{Src: src, Dest: in.Dest})
+	}
+	for _, out := range spec.Outputs {
+		req.Outputs = append(req.Outputs, nodeagent.TaskOutput{Path: out.Path, File: out.File})
+	}
+	_, err = w.client.StartTask(ctx, req)
 	if err != nil {
 		return fmt.Errorf("starting task %s on node %s: %w", spec.Key, nodeKey, d.mapErr(w.dir, err))
 	}
@@ -436,6 +451,41 @@ func (d *Driver) Close() error {
 }
 
 // nodeDir maps a node key to its directory.
+// FetchOutput streams rel of the task's working directory from this machine's disk; see
+// driver.TaskRunner. The task must have ended: a running task is an ErrPermanent error.
+func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error) {
+	st, err := d.TaskStatus(ctx, nodeKey, taskKey)
+	if err != nil {
+		return nil, fmt.Errorf("fetching output %s of task %s: %w", rel, taskKey, err)
+	}
+	if st.Running {
+		return nil, driver.Permanent(fmt.Errorf("fetching output %s of task %s: the task is still running", rel, taskKey))
+	}
+	dir, err := d.nodeDir(nodeKey)
+	if err != nil {
+		return nil, err
+	}
+	taskDir, err := nodeagent.TaskDir(dir, taskKey)
+	if err != nil {
+		return nil, err
+	}
+	return fetchLocalOutput(ctx, filepath.Join(taskDir, nodeagent.WorkDir), rel)
+}
+
+// fetchLocalOutput checks that rel exists before the stream starts, so a missing output
+// is ErrNotFound from the call itself.
+func fetchLocalOutput(ctx context.Context, work, rel string) (io.ReadCloser, error) {
+	if err := driver.CheckTaskPath(rel); err != nil {
+		return nil, driver.Permanent(err)
+	}
+	if _, err := os.Lstat(filepath.Join(work, filepath.FromSlash(rel))); errors.Is(err, fs.ErrNotExist) {
+		return nil, driver.NotFound(fmt.Errorf("fetching output: %s does not exist in the task's working directory", rel))
+	}
+	return driver.StreamOutput(ctx, func(ctx context.Context, w io.Writer) error {
+		return driver.WriteOutputTar(ctx, w, work, rel)
+	}), nil
+}
+
 func (d *Driver) nodeDir(key string) (string, error) {
 	name, err := nodeagent.DirName(key)
 	if err != nil {

@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver {
 			def := fake.New(nil)
-			target := fake.NewWithOptions(nil, fake.Options{CreatePending: true, Start: actOut, Exec: actOutSession})
+			target := fake.NewWithOptions(nil, fake.Options{CreatePending: true, Start: actOut, Exec: actOutSession, Dir: t.TempDir()})
 			ctx, cancel := context.WithCancel(context.Background())
 			d := New(ctx, def, Route{Prefix: "dt", Driver: target})
 			t.Cleanup(func() {
@@ -44,7 +44,11 @@ func actOut(_ string, spec driver.TaskSpec) fake.Outcome {
 	if !ok {
 		return fake.Outcome{}
 	}
-	return fake.Outcome{Output: []byte(p.Output), Exited: !p.Block, ExitCode: p.ExitCode}
+	code := p.ExitCode
+	if c := p.ActOutFiles(spec.Env[driver.WorkDirEnv]); c != 0 {
+		code = c
+	}
+	return fake.Outcome{Output: []byte(p.Output), Exited: !p.Block, ExitCode: code}
 }
 
 func actOutSession(_ context.Context, _ string, spec driver.ExecSpec) (int, error) {

@@ -7,6 +7,7 @@ package mux
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 
@@ -141,6 +142,10 @@ func (d *Driver) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec)
 
 func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
 	return d.route(nodeKey).KillTask(ctx, nodeKey, taskKey)
+}
+
+func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error) {
+	return d.route(nodeKey).FetchOutput(ctx, nodeKey, taskKey, rel)
 }
 
 // Events merges every driver's events.

@@ -72,13 +72,13 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 	}
 	rkey := remoteKey(nodeKey, spec.Key)
 	dir := d.tasks.Dir + "/" + rkey
-	task := ssh.RemoteTask{Key: rkey, Env: d.taskEnv(spec.Env)}
-	if spec.CodeDir != "" {
+	task := ssh.RemoteTask{Key: rkey, Env: d.taskEnv(spec.Env), MakeDirs: ssh.OutputDirs(spec.Outputs)}
+	if ssh.HasTaskFiles(spec) {
 		task.WorkDir = d.tasks.Dir + "/" + rkey + ".code"
 		// Copied before the start, which runs the task only once: a second copy (of a
 		// start that races or repeats) writes the same files.
 		if _, _, err := d.tasks.Status(ctx, rkey); driver.IsNotFound(err) {
-			if err := ssh.PutDir(ctx, d.sh, spec.CodeDir, task.WorkDir); err != nil {
+			if err := ssh.PutTaskFiles(ctx, d.sh, spec, task.WorkDir); err != nil {
 				return fmt.Errorf("starting task %s: %w", spec.Key, driver.Transient(err))
 			}
 		}
@@ -188,6 +188,16 @@ func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset
 		return nil, fmt.Errorf("reading output of task %s: %w", taskKey, err)
 	}
 	return d.tasks.Output(ctx, remoteKey(nodeKey, taskKey), offset)
+}
+
+// FetchOutput streams rel of the ended task's working directory, in the shared
+// --slurm-workdir, from the machine that runs Slurm's commands (this one or the login
+// node over SSH): find and tar there, see ssh.TaskStore.Fetch.
+func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error) {
+	if _, err := d.liveNode(ctx, nodeKey); err != nil {
+		return nil, fmt.Errorf("fetching output of task %s: %w", taskKey, err)
+	}
+	return d.tasks.FetchStream(ctx, remoteKey(nodeKey, taskKey), rel), nil
 }
 
 // KillTask sends SIGTERM to the task's srun (which passes it to the step), SIGKILL after

@@ -7,8 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
 // PutDir copies the contents of the local directory src into dst on the machine (a path
@@ -32,6 +35,46 @@ func PutDir(ctx context.Context, sh Shell, src, dst string) error {
 		return fmt.Errorf("copying %s to the machine: remote tar exited %d: %s", src, code, strings.TrimSpace(string(stderr)))
 	}
 	return nil
+}
+
+// HasTaskFiles reports whether StartTask must copy files before the start: a code
+// directory or inputs. Such a task runs in a working directory of its own made by the
+// copy (RemoteTask.WorkDir), since the task's directory proper appears only with its start.
+func HasTaskFiles(spec driver.TaskSpec) bool { return spec.CodeDir != "" || len(spec.Inputs) > 0 }
+
+// PutTaskFiles copies spec's code directory into workDir and then each input into its
+// Dest below workDir, through sh, as PutDir does.
+func PutTaskFiles(ctx context.Context, sh Shell, spec driver.TaskSpec, workDir string) error {
+	if err := driver.CheckTaskPaths(spec); err != nil {
+		return driver.Permanent(err)
+	}
+	if spec.CodeDir != "" {
+		if err := PutDir(ctx, sh, spec.CodeDir, workDir); err != nil {
+			return err
+		}
+	}
+	for _, in := range spec.Inputs {
+		if err := PutDir(ctx, sh, in.Src, workDir+"/"+in.Dest); err != nil {
+			return fmt.Errorf("input %s: %w", in.Dest, err)
+		}
+	}
+	return nil
+}
+
+// OutputDirs returns the directories to create for outputs (RemoteTask.MakeDirs): each
+// output's, or a file output's parent.
+func OutputDirs(outputs []driver.TaskOutput) []string {
+	var dirs []string
+	for _, out := range outputs {
+		dir := out.Path
+		if out.File {
+			dir = path.Dir(dir)
+		}
+		if dir != "." {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
 }
 
 func writeTar(w io.Writer, src string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -444,19 +445,19 @@ func (d *Driver) detach(key string) {
 	}
 }
 
-// StartTask copies spec.CodeDir (when set) to ~/.mlcompute/code/<node>.<task> on the
+// StartTask copies spec.CodeDir and spec.Inputs (when set) to ~/.mlcompute/code/<node>.<task> on the
 // machine, starts the task there (in its own work directory otherwise) and watches it.
 // Idempotent under spec.Key: a task that exists is neither copied again nor restarted.
 func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.TaskSpec) error {
 	rkey := remoteKey(nodeKey, spec.Key)
 	err := d.do(ctx, nodeKey, func(c *Client) error {
-		task := RemoteTask{Key: rkey, Command: spec.Command, Env: spec.Env}
-		if spec.CodeDir != "" {
+		task := RemoteTask{Key: rkey, Command: spec.Command, Env: spec.Env, MakeDirs: OutputDirs(spec.Outputs)}
+		if HasTaskFiles(spec) {
 			task.WorkDir = ".mlcompute/code/" + rkey
 			_, _, err := c.Status(ctx, rkey)
 			switch {
 			case driver.IsNotFound(err):
-				if err := c.PutDir(ctx, spec.CodeDir, task.WorkDir); err != nil {
+				if err := PutTaskFiles(ctx, c, spec, task.WorkDir); err != nil {
 					return err
 				}
 			case err != nil:
@@ -490,6 +491,17 @@ func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset
 		return err
 	})
 	return out, err
+}
+
+// FetchOutput streams rel of the ended task's working directory from the machine, tar
+// over the SSH connection (see TaskStore.Fetch).
+func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error) {
+	var rc io.ReadCloser
+	err := d.do(ctx, nodeKey, func(c *Client) error {
+		rc = c.tasks().FetchStream(ctx, remoteKey(nodeKey, taskKey), rel)
+		return nil
+	})
+	return rc, err
 }
 
 // Exec is not offered on attached machines: people reach their own machines with ssh. It

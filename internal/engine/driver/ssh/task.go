@@ -44,8 +44,11 @@ type RemoteTask struct {
 	// never on a command line.
 	Env map[string]string
 	// WorkDir is where the command starts (relative to the home directory); empty means
-	// a fresh directory, ~/.mlcompute/tasks/<Key>/work.
+	// a fresh directory, ~/.mlcompute/tasks/<Key>/work. The command finds its absolute
+	// path in MLCOMPUTE_WORK_DIR (driver.WorkDirEnv), and Fetch reads from it.
 	WorkDir string
+	// MakeDirs are created below WorkDir before the command starts (outputs' directories).
+	MakeDirs []string
 }
 
 var (
@@ -180,6 +183,7 @@ func (t TaskStore) Start(ctx context.Context, task RemoteTask) error {
 	// and the environment values it holds (often secrets) do not stay on the machine.
 	var run strings.Builder
 	run.WriteString("rm -f -- \"$0\"\n")
+	run.WriteString("mlcompute_task=$(cd \"${0%/*}\" && pwd -P) || exit 127\n")
 	keys := make([]string, 0, len(task.Env))
 	for k := range task.Env {
 		if !envRE.MatchString(k) {
@@ -195,6 +199,19 @@ func (t TaskStore) Start(ctx context.Context, task RemoteTask) error {
 		fmt.Fprintf(&run, "cd %s || exit 127\n", shellQuote(task.WorkDir))
 	} else {
 		run.WriteString("cd \"${0%/*}/work\" || exit 127\n")
+	}
+	// The working directory is recorded for Fetch, which runs after the task ended.
+	run.WriteString(driver.WorkDirEnv + "=$(pwd -P) && export " + driver.WorkDirEnv + " || exit 127\n")
+	run.WriteString("printf '%s\\n' \"$" + driver.WorkDirEnv + "\" > \"$mlcompute_task/" + workDirFile + "\" || exit 127\n")
+	if len(task.MakeDirs) > 0 {
+		run.WriteString("mkdir -p --")
+		for _, dir := range task.MakeDirs {
+			if err := driver.CheckTaskPath(dir); err != nil {
+				return fmt.Errorf("starting task %s: %w", task.Key, err)
+			}
+			run.WriteString(" " + shellQuote(dir))
+		}
+		run.WriteString(" || exit 127\n")
 	}
 	run.WriteString("exec")
 	for _, a := range task.Command {
@@ -322,6 +339,52 @@ func (t TaskStore) Output(ctx context.Context, key string, offset int64) ([]byte
 	return out, nil
 }
 
+// workDirFile, in a task's directory, holds the absolute path of its working directory.
+const workDirFile = "work_dir"
+
+// The statuses of fetchScript besides exitMissing.
+const (
+	exitRunning  = 45
+	exitNoOutput = 46
+	exitRefused  = 47
+)
+
+// Fetch writes to w, as a tar stream, the path rel of an ended task's working directory
+// (see driver.TaskRunner.FetchOutput): the machine checks with find that no socket,
+// device or fifo is there (tar would skip a socket silently) and then runs tar. Its
+// errors: driver.ErrNotFound when the task or rel is unknown, driver.ErrPermanent while
+// the task runs or for a refused file, named.
+func (t TaskStore) Fetch(ctx context.Context, key, rel string, w io.Writer) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("fetching task output: %w", err)
+	}
+	if err := driver.CheckTaskPath(rel); err != nil {
+		return driver.Permanent(fmt.Errorf("fetching output of task %s: %w", key, err))
+	}
+	cmd := "sh -s -- " + shellQuote(key) + " " + shellQuote(rel)
+	stderr, code, err := t.Shell.RunShell(ctx, cmd, strings.NewReader(t.dirLine()+fetchScript), w)
+	if err != nil {
+		return fmt.Errorf("fetching output %s of task %s: %w", rel, key, err)
+	}
+	msg := strings.TrimSpace(string(stderr))
+	switch code {
+	case 0:
+		return nil
+	case exitMissing:
+		return fmt.Errorf("fetching output %s of task %s: %w", rel, key, driver.ErrNotFound)
+	case exitNoOutput:
+		return driver.NotFound(fmt.Errorf("fetching output %s of task %s: %s", rel, key, msg))
+	case exitRunning, exitRefused:
+		return driver.Permanent(fmt.Errorf("fetching output %s of task %s: %s", rel, key, msg))
+	}
+	return fmt.Errorf("fetching output %s of task %s: remote tar exited %d: %s", rel, key, code, msg)
+}
+
+// FetchStream is Fetch as a reader (driver.TaskRunner.FetchOutput's stream).
+func (t TaskStore) FetchStream(ctx context.Context, key, rel string) io.ReadCloser {
+	return driver.StreamOutput(ctx, func(ctx context.Context, w io.Writer) error { return t.Fetch(ctx, key, rel, w) })
+}
+
 // Kill sends SIGTERM to the task's process group, SIGKILL after 10 s if anything in it
 // is left, and returns once the group is gone and its exit status is recorded (or 5 s
 // after that). Killing a task that already ended returns nil; driver.ErrNotFound if the
@@ -415,6 +478,24 @@ while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ]; do
   if [ "$i" -gt 100 ]; then echo "the task wrapper did not record a pid within 10 s; see $d" >&2; exit 1; fi
   sleep 0.1 2>/dev/null || sleep 1
 done
+`
+
+// fetchScript runs on the machine with the key as $1 and the output's path as $2.
+const fetchScript = `d="$tasks_dir/$1"
+[ -d "$d" ] || exit 44
+[ -f "$d/exit_code" ] || { echo "the task is still running" >&2; exit 45; }
+[ -f "$d/work_dir" ] || { echo "the task recorded no working directory (it was started by an older engine)" >&2; exit 1; }
+w=$(cat "$d/work_dir")
+p="$w/$2"
+if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "$2 does not exist in the task's working directory" >&2; exit 46; fi
+refuse() { echo "output file $1 is a socket, device or fifo; an output holds regular files, directories and symlinks" >&2; exit 47; }
+if [ -d "$p" ] && [ ! -L "$p" ]; then
+  bad=$(find "$p" \( -type s -o -type b -o -type c -o -type p \) -print | head -n 1)
+  [ -z "$bad" ] || refuse "${bad#"$w"/}"
+  exec tar -C "$p" -cf - .
+fi
+if [ -S "$p" ] || [ -b "$p" ] || [ -c "$p" ] || [ -p "$p" ]; then refuse "$2"; fi
+exec tar -C "${p%/*}" -cf - "${p##*/}"
 `
 
 // wrapperScript runs in its own session with the task directory as $1. The task gets a

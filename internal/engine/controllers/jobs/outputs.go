@@ -1,0 +1,203 @@
+package jobs
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+)
+
+// A job's outputs leave its node when rank 0 exits with status 0: rank 0's outputs are
+// the job's (as in Azure ML, where one node's upload is what a job's output holds). The
+// controller fetches each through the driver (or reads the engine's own directory of a
+// rw_mount output), takes it into the artifacts store, and only then writes: the
+// intake's blobs are pinned until that write committed. When rank 0's exit ends the job,
+// that one write marks it Completed and registers the outputs; when other ranks still
+// run, the write keeps them as the job's pending outputs, which Finish registers when the
+// job ends Completed and drops at any other end. Nothing is registered at another exit,
+// and what an interrupted or dropped intake wrote goes at the next collection.
+
+// takeOutputs takes each of the job's outputs from rank 0's node into the store. On
+// error every intake is released and the error names the output (and the file).
+func (c *Controller) takeOutputs(ctx context.Context, j model.Job, nodeID string) (map[string]api.JobOutput, []*artifacts.Intake, error) {
+	if c.Artifacts == nil {
+		return nil, nil, errors.New("this engine keeps no artifacts store")
+	}
+	taken := map[string]api.JobOutput{}
+	var intakes []*artifacts.Intake
+	fail := func(err error) (map[string]api.JobOutput, []*artifacts.Intake, error) {
+		for _, in := range intakes {
+			in.Release()
+		}
+		return nil, nil, err
+	}
+	for _, name := range sortedKeys(j.Outputs) {
+		out := j.Outputs[name]
+		r, err := c.openOutput(ctx, j, nodeID, name, out)
+		if err != nil {
+			return fail(fmt.Errorf("output %q: %w", name, err))
+		}
+		in, err := c.Artifacts.Intake(ctx, out.Type, r, c.MaxOutputSize)
+		_ = r.Close()
+		if err != nil {
+			return fail(fmt.Errorf("output %q: %w", name, err))
+		}
+		intakes = append(intakes, in)
+		out.Digest, out.Size, out.FileCount = in.Digest, in.Size, int64(in.FileCount)
+		taken[name] = out
+		c.log.Info("output taken in", "job", j.ID, "output", name, "digest", in.Digest, "size", in.Size, "files", in.FileCount, "stored_bytes", in.StoredBytes)
+	}
+	return taken, intakes, nil
+}
+
+// openOutput opens an output as a tar stream: through the driver, or from the engine's
+// own directory for a rw_mount output.
+func (c *Controller) openOutput(ctx context.Context, j model.Job, nodeID, name string, out api.JobOutput) (io.ReadCloser, error) {
+	if out.Mode == api.ModeRWMount {
+		dir := c.core.MountPath(j.Job, model.OutputsDir, name)
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(tarTree(dir, out.Type == api.URIFile, name, pw)) }()
+		return pr, nil
+	}
+	return c.core.Driver().FetchOutput(ctx, nodeID, j.TaskKey(0), model.OutputRel(name, out))
+}
+
+// tarTree writes dir's contents as a tar stream (for a uri_file, only the file named
+// file), symlinks as symlinks and other kinds as they are, for the store to judge.
+func tarTree(dir string, single bool, file string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	root := dir
+	if single {
+		root = filepath.Join(dir, file)
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root && d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if info.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		hdr, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return fmt.Errorf("file %q: %w", p, err)
+		}
+		rel, _ := filepath.Rel(filepath.Dir(root), p)
+		if !single {
+			rel, _ = filepath.Rel(root, p)
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// collecting keeps a collection from running between an intake's commit and its
+// release: an intake holds it shared from its start until its blobs are released.
+type collecting struct{ sync.RWMutex }
+
+// CollectArtifacts removes the blobs no job references: a registered output, a running
+// job's pending output, or an input of a job that has not ended.
+func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
+	if c.Artifacts == nil {
+		return 0, 0, nil
+	}
+	c.collect.Lock()
+	defer c.collect.Unlock()
+	var referenced []string
+	err = c.core.View(func(tx *store.Tx) error {
+		all, err := store.List[model.Job](tx, store.Jobs, "")
+		for _, j := range all {
+			referenced = append(referenced, j.ArtifactDigests()...)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	blobs, bytes, err = c.Artifacts.Collect(referenced)
+	if err == nil && blobs > 0 {
+		c.log.Info("artifacts collected", "blobs", blobs, "bytes", bytes)
+	}
+	return blobs, bytes, err
+}
+
+// JobOutput returns a registered output of a Completed job, refusing, naming which, an
+// unknown job or output and a job that is not Completed.
+func (c *Controller) JobOutput(_ context.Context, workspace, id, output string) (api.JobOutput, error) {
+	var out api.JobOutput
+	err := c.core.View(func(tx *store.Tx) (err error) {
+		out, err = model.ResolveJobOutput(tx, workspace, api.JobOutputURI(id, output))
+		return err
+	})
+	return out, err
+}
+
+// WriteOutput writes a registered output (its manifest digest) to w as a tar stream.
+func (c *Controller) WriteOutput(ctx context.Context, w io.Writer, digest string) error {
+	if c.Artifacts == nil {
+		return errors.New("this engine keeps no artifacts store")
+	}
+	return c.Artifacts.WriteTar(ctx, w, digest)
+}
+
+// DeleteJob removes a finished job's record, its logs and its references to outputs,
+// then collects the blobs nothing references any more. A job that has not finished is
+// refused: cancel it first.
+func (c *Controller) DeleteJob(_ context.Context, workspace, id string) error {
+	err := c.core.Write(func(tx *store.Tx) error {
+		j, ok := model.GetJob(tx, workspace, id)
+		if !ok {
+			return model.NotFoundJob(workspace, id)
+		}
+		if !api.Terminal(j.Status) {
+			return api.Errorf(api.CodeConflict, "", "job %q is %s; cancel it first (mlcompute job cancel %s), then delete it", id, j.Status, id)
+		}
+		return tx.Delete(store.Jobs, j.Key())
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(c.core.JobDir(id)); err != nil {
+		c.log.Error("removing a deleted job's files failed", "job", id, "error", err)
+	}
+	c.log.Info("job deleted", "job", id, "workspace", workspace)
+	if _, _, err := c.CollectArtifacts(); err != nil {
+		c.log.Error("collecting artifacts failed", "error", err)
+	}
+	return nil
+}

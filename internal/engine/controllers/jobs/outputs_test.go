@@ -1,0 +1,251 @@
+package jobs_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes/computestest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+)
+
+// setupFiles is setup with tasks that have real working directories (the fake driver's
+// Dir) and an artifacts store.
+func setupFiles(t *testing.T) (*computestest.Env, *jobs.Controller, *artifacts.Store) {
+	t.Helper()
+	st, err := artifacts.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := computestest.New(t, computestest.Options{Fake: fake.Options{Dir: t.TempDir()}, Artifacts: st})
+	cl := clusters.New(env.Core)
+	env.Core.RegisterPass(api.TypeComputeCluster, cl.Pass)
+	c := jobs.New(env.Core, nil)
+	c.Artifacts, c.MaxOutputSize = st, 1<<20
+	env.OnTaskExit = c.TaskExited
+	env.Workspace("lab", map[string]int64{"standardDSv2Family": 12})
+	if _, err := cl.Create(context.Background(), "lab", api.ComputeSpec{Name: "cpu", VMSize: "Standard_DS3_v2",
+		ScaleSettings: &api.ScaleSettings{MaxNodeCount: 2, ScaleDownNodesAfterIdleDuration: "PT5M"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	return env, c, st
+}
+
+// writeFiles writes files (name -> content) below dir, as a job's command would.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tarFiles reads a tar stream's regular files.
+func tarFiles(t *testing.T, r io.Reader) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			b, _ := io.ReadAll(tr)
+			out[hdr.Name] = string(b)
+		}
+	}
+}
+
+var modelFiles = map[string]string{"weights.bin": "0123456789", "config/params.json": `{"lr":0.1}`, "config/copy.json": `{"lr":0.1}`}
+
+func runWithOutput(t *testing.T, env *computestest.Env, c *jobs.Controller, name string, count int64) (*api.Job, []string) {
+	t.Helper()
+	j := submit(t, c, api.JobSpec{Name: name, Compute: "cpu", InstanceCount: count, Command: []string{"sh", "-c", "train ${{outputs.model}}"},
+		Outputs: map[string]api.JobOutput{"model": {}}}, "")
+	env.Settle()
+	rec := env.Job("lab", j.ID)
+	if rec.Status != api.JobRunning {
+		t.Fatalf("job %s is %s; want running", j.ID, rec.Status)
+	}
+	return j, rec.Nodes
+}
+
+func TestAJobThatExits0RegistersItsOutputInTheWriteThatCompletesIt(t *testing.T) {
+	env, c, st := setupFiles(t)
+	j, nodes := runWithOutput(t, env, c, "train", 1)
+	task := env.Job("lab", j.ID).TaskKey(0)
+	work := env.Driver.WorkDir(nodes[0], task)
+	if fi, err := os.Stat(filepath.Join(work, "outputs", "model")); err != nil || !fi.IsDir() {
+		t.Fatalf("the output's directory was not made empty on the node: %v", err)
+	}
+	writeFiles(t, filepath.Join(work, "outputs", "model"), modelFiles)
+	env.Driver.FinishTask(nodes[0], task, 0)
+	env.Settle()
+	done := env.Job("lab", j.ID)
+	out := done.Outputs["model"]
+	if done.Status != api.JobCompleted || !strings.HasPrefix(out.Digest, "sha256:") || out.FileCount != 3 || out.Size != 30 {
+		t.Fatalf("job %s, output %+v; want Completed with 3 files of 30 bytes registered", done.Status, out)
+	}
+	if got, _ := st.Usage(); got == 0 {
+		t.Fatal("the store holds nothing after the intake")
+	}
+	reg, err := c.JobOutput(context.Background(), "lab", j.ID, "model")
+	if err != nil || reg.Digest != out.Digest {
+		t.Fatalf("JobOutput = %+v, %v", reg, err)
+	}
+	var buf bytes.Buffer
+	if err := c.WriteOutput(context.Background(), &buf, reg.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if got := tarFiles(t, &buf); fmt.Sprint(got) != fmt.Sprint(modelFiles) {
+		t.Fatalf("downloaded %v; want %v", got, modelFiles)
+	}
+	// Nothing is collected while the job references it; its delete lets it go.
+	if n, _, err := c.CollectArtifacts(); err != nil || n != 0 {
+		t.Fatalf("collection removed %d blobs (%v) of a registered output", n, err)
+	}
+	if err := c.DeleteJob(context.Background(), "lab", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, blobs := st.Usage(); got != 0 || blobs != 0 {
+		t.Fatalf("after delete the store holds %d bytes in %d blobs; want none", got, blobs)
+	}
+	_, err = c.GetJob(context.Background(), "lab", j.ID)
+	computestest.WantError(t, err, api.CodeNotFound, "")
+}
+
+func TestAJobThatFailsRegistersNothingAndLeavesNothingAfterCollection(t *testing.T) {
+	env, c, st := setupFiles(t)
+	j, nodes := runWithOutput(t, env, c, "half", 1)
+	task := env.Job("lab", j.ID).TaskKey(0)
+	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), map[string]string{"part-1": "half"})
+	_, err := c.JobOutput(context.Background(), "lab", j.ID, "model")
+	computestest.WantError(t, err, api.CodeConflict, "path")
+	err = c.DeleteJob(context.Background(), "lab", j.ID)
+	computestest.WantError(t, err, api.CodeConflict, "")
+	env.Driver.FinishTask(nodes[0], task, 1)
+	env.Settle()
+	done := env.Job("lab", j.ID)
+	if done.Status != api.JobFailed || done.Outputs["model"].Digest != "" {
+		t.Fatalf("job %s, output %+v; want Failed with nothing registered", done.Status, done.Outputs["model"])
+	}
+	if _, _, err := c.CollectArtifacts(); err != nil {
+		t.Fatal(err)
+	}
+	if got, blobs := st.Usage(); got != 0 || blobs != 0 {
+		t.Fatalf("the store holds %d bytes in %d blobs; want none", got, blobs)
+	}
+}
+
+func TestARefusedOutputFailsTheJobNamingTheOutputAndFile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(t *testing.T, dir string)
+		want  string
+	}{
+		{"symlink out", func(t *testing.T, dir string) {
+			if err := os.Symlink("/etc/passwd", filepath.Join(dir, "leak")); err != nil {
+				t.Fatal(err)
+			}
+		}, `output "model": file "leak"`},
+		{"too large", func(t *testing.T, dir string) {
+			writeFiles(t, dir, map[string]string{"big": strings.Repeat("x", 1<<20+1)})
+		}, `output "model": output is larger than the limit of 1048576 bytes`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, c, st := setupFiles(t)
+			j, nodes := runWithOutput(t, env, c, "bad", 1)
+			task := env.Job("lab", j.ID).TaskKey(0)
+			tc.write(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"))
+			env.Driver.FinishTask(nodes[0], task, 0)
+			env.Settle()
+			done := env.Job("lab", j.ID)
+			if done.Status != api.JobFailed || !strings.Contains(done.Error, tc.want) || done.Outputs["model"].Digest != "" {
+				t.Fatalf("job %s (%q); want Failed naming %q, nothing registered", done.Status, done.Error, tc.want)
+			}
+			if _, _, err := c.CollectArtifacts(); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := st.Usage(); got != 0 {
+				t.Fatalf("the store holds %d bytes after a refused output", got)
+			}
+		})
+	}
+}
+
+func TestRank0sOutputWaitsForTheOtherRanks(t *testing.T) {
+	for _, last := range []int{0, 7} {
+		t.Run(fmt.Sprintf("rank 1 exits %d", last), func(t *testing.T) {
+			env, c, st := setupFiles(t)
+			j, nodes := runWithOutput(t, env, c, "dist", 2)
+			rec := env.Job("lab", j.ID)
+			writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], rec.TaskKey(0)), "outputs", "model"), modelFiles)
+			env.Driver.FinishTask(nodes[0], rec.TaskKey(0), 0)
+			env.Settle()
+			mid := env.Job("lab", j.ID)
+			if mid.Status != api.JobRunning || mid.Outputs["model"].Digest != "" || mid.PendingOutputs["model"].Digest == "" {
+				t.Fatalf("after rank 0: %s, outputs %+v, pending %+v; want running with the output pending, not registered", mid.Status, mid.Outputs, mid.PendingOutputs)
+			}
+			if n, _, _ := c.CollectArtifacts(); n != 0 {
+				t.Fatalf("collection removed %d blobs of a pending output", n)
+			}
+			env.Driver.FinishTask(nodes[1], rec.TaskKey(1), last)
+			env.Settle()
+			done := env.Job("lab", j.ID)
+			if _, _, err := c.CollectArtifacts(); err != nil {
+				t.Fatal(err)
+			}
+			bytes, _ := st.Usage()
+			if last == 0 && (done.Status != api.JobCompleted || done.Outputs["model"].Digest != mid.PendingOutputs["model"].Digest || bytes == 0) {
+				t.Fatalf("job %s, outputs %+v, store %d bytes; want Completed with rank 0's output", done.Status, done.Outputs, bytes)
+			}
+			if last != 0 && (done.Status != api.JobFailed || done.Outputs["model"].Digest != "" || len(done.PendingOutputs) != 0 || bytes != 0) {
+				t.Fatalf("job %s, outputs %+v, pending %v, store %d bytes; want Failed with nothing", done.Status, done.Outputs, done.PendingOutputs, bytes)
+			}
+		})
+	}
+}
+
+func TestAnOutputIsTheNextJobsInput(t *testing.T) {
+	env, c, _ := setupFiles(t)
+	first, nodes := runWithOutput(t, env, c, "first", 1)
+	task := env.Job("lab", first.ID).TaskKey(0)
+	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), modelFiles)
+	env.Driver.FinishTask(nodes[0], task, 0)
+	env.Settle()
+	second := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"sh", "-c", "cat ${{inputs.m}}/weights.bin"},
+		Inputs: map[string]api.JobInput{"m": {Path: "azureml://jobs/first/outputs/model"}}}, "")
+	env.Settle()
+	rec := env.Job("lab", second.ID)
+	got, err := os.ReadFile(filepath.Join(env.Driver.WorkDir(rec.Nodes[0], rec.TaskKey(0)), "inputs", "m", "config", "params.json"))
+	if err != nil || string(got) != modelFiles["config/params.json"] {
+		t.Fatalf("the input on the node holds %q (%v); want the first job's file", got, err)
+	}
+	// The first job may go; the blobs stay while a job that takes them has not ended.
+	if err := c.DeleteJob(context.Background(), "lab", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if bytes, _ := c.Artifacts.Usage(); bytes == 0 {
+		t.Fatal("the output a running job takes as input was collected")
+	}
+}
