@@ -185,6 +185,7 @@ func Run(ctx context.Context, opts Options) error {
 	m := metrics.New(metrics.Options{Source: eng, Clock: opts.Clock})
 	eng.SetRecorder(m)
 	eng.SetEndpointMetrics(m)
+	m.WatchArtifacts(outputs.Usage)
 	// The scoring listener takes the event loops: the usual scoring request without a
 	// goroutine wake-up, anything else through the lean server and net/http.
 	scoring := eng.ScoringServer(m, opts.Logger)

@@ -153,3 +153,18 @@ func splitCompute(key string) (workspace, name string) {
 	}
 	return ws, name
 }
+
+// WatchArtifacts reports the artifacts store's size at every scrape: usage returns its
+// bytes and blobs (artifacts.Store.Usage).
+func (m *Metrics) WatchArtifacts(usage func() (bytes int64, blobs int)) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "artifacts_bytes",
+			Help: "Bytes of the blobs in the artifacts store, where jobs' outputs are kept (each content once).",
+		}, func() float64 { b, _ := usage(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "artifacts_blobs",
+			Help: "Blobs in the artifacts store: each distinct file content of jobs' outputs, and each output's manifest.",
+		}, func() float64 { _, n := usage(); return float64(n) }),
+	)
+}
