@@ -36,9 +36,13 @@ const (
 	// ActiveJobs indexes the jobs that are not finished, keyed "<compute key>/<job ID>"
 	// (value: the job's key), so a pass reads its compute's live jobs, not the history.
 	ActiveJobs Bucket = "active_jobs"
+	// PipelineWakes holds a marker for each step job of a pipeline that ended and that the
+	// pipeline has not yet taken into account, keyed "<workspace>/<pipeline ID>/<job ID>":
+	// written in the write that ends the step, so a crash loses no wake-up.
+	PipelineWakes Bucket = "pipeline_wakes"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")
