@@ -249,3 +249,32 @@ func TestAnOutputIsTheNextJobsInput(t *testing.T) {
 		t.Fatal("the output a running job takes as input was collected")
 	}
 }
+
+// An engine that stops while it takes an output in records nothing: the exit is applied
+// again when it comes back (here, by the driver's event), and the job ends Completed with
+// its whole output, the interrupted intake's leftovers collected.
+func TestAnInterruptedIntakeRegistersNothingAndIsDoneAgain(t *testing.T) {
+	env, c, st := setupFiles(t)
+	j, nodes := runWithOutput(t, env, c, "again", 1)
+	task := env.Job("lab", j.ID).TaskKey(0)
+	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), modelFiles)
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	c.TaskExited(stopped, nodes[0], task, 0)
+	if mid := env.Job("lab", j.ID); mid.Status != api.JobRunning || mid.Outputs["model"].Digest != "" || len(mid.RankExits) != 0 {
+		t.Fatalf("after an interrupted intake the job is %s with %+v, exits %v; want it untouched", mid.Status, mid.Outputs, mid.RankExits)
+	}
+	env.Driver.FinishTask(nodes[0], task, 0)
+	env.Settle()
+	done := env.Job("lab", j.ID)
+	if done.Status != api.JobCompleted || done.Outputs["model"].FileCount != 3 {
+		t.Fatalf("job %s with %+v; want Completed with its 3 files", done.Status, done.Outputs)
+	}
+	if _, _, err := c.CollectArtifacts(); err != nil {
+		t.Fatal(err)
+	}
+	// Two distinct contents and the manifest: nothing else survives.
+	if bytes, blobs := st.Usage(); blobs != 3 {
+		t.Fatalf("the store holds %d blobs (%d bytes); want 2 contents and 1 manifest", blobs, bytes)
+	}
+}
