@@ -40,9 +40,12 @@ const (
 	// pipeline has not yet taken into account, keyed "<workspace>/<pipeline ID>/<job ID>":
 	// written in the write that ends the step, so a crash loses no wake-up.
 	PipelineWakes Bucket = "pipeline_wakes"
+	// ReuseIndex holds, for each reuse key of a pipeline step, the runs that completed with
+	// it and their outputs' manifest digests, keyed "<workspace>/<key>/<pipeline ID>/<step>".
+	ReuseIndex Bucket = "reuse_index"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")
