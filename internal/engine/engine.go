@@ -54,8 +54,9 @@ type Config struct {
 	Driver driver.Driver
 	// Snapshots keeps uploaded code snapshots for jobs.
 	Snapshots model.SnapshotStore
-	// Artifacts keeps jobs' outputs (nil: a job that declares outputs fails at its end,
-	// saying so); MaxOutputSize bounds each output (0: no bound).
+	// Artifacts is the store of job outputs, in the data dir; nil in engines that keep
+	// none (the simulation): a job that declares outputs then fails at its end, saying so.
+	// MaxOutputSize bounds each output (0: no bound).
 	Artifacts     *artifacts.Store
 	MaxOutputSize int64
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
@@ -90,6 +91,7 @@ type Engine struct {
 	nodesDriver     string
 	version         string
 	dataDir         string
+	artifacts       *artifacts.Store
 	startedAt       time.Time
 	manual          bool
 	// driver is the operator's driver until Start wraps it for attached machines.
@@ -130,7 +132,7 @@ func New(cfg Config) (*Engine, error) {
 	log := cfg.Logger.Named("engine")
 	e := &Engine{
 		store: cfg.Store, clock: cfg.Clock, log: log, locations: append([]string(nil), cfg.Locations...),
-		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, startedAt: cfg.Clock.Now().UTC(),
+		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, artifacts: cfg.Artifacts, startedAt: cfg.Clock.Now().UTC(),
 		manual: cfg.Manual, driver: cfg.Driver, minIdleShutdown: cfg.MinIdleShutdown,
 	}
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
@@ -238,7 +240,6 @@ func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
 	e.jobs.TaskExited(ctx, node, task, code)
 	// A job that ended may have been the last user of an old environment build.
 	e.loop.Go(e.envs.Collect)
-	e.loop.Go(e.collectArtifacts)
 }
 
 // onTaskNotStarted routes a task the store records but its node never started (the engine
@@ -264,6 +265,17 @@ func randomID(prefix string) string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// Artifacts returns the store of job outputs (nil when Config gave none).
+func (e *Engine) Artifacts() *artifacts.Store { return e.artifacts }
+
+// ArtifactUsage returns the bytes and blobs the store of job outputs holds, for /metrics.
+func (e *Engine) ArtifactUsage() (bytes int64, blobs int) {
+	if e.artifacts == nil {
+		return 0, 0
+	}
+	return e.artifacts.Usage()
 }
 
 // SetRecorder gives the engine's metrics the node lifecycle's durations (node create and

@@ -19,6 +19,9 @@
 // -mode router (also part of the default -mode all) compares the engine's scoring router
 // with nginx as a reverse proxy in front of the same model server, under the same wrk load
 // (scoring.go); it needs nginx and wrk, which make bench installs.
+//
+// -mode artifacts (also part of -mode all) times the store of job outputs taking in and
+// giving back a 1 GiB tree of 10,000 files against cp -r of it (artifacts.go).
 package main
 
 import (
@@ -154,11 +157,15 @@ type options struct {
 	// routerAutoscale serves the benchmarked deployment autoscaled (-router-autoscale).
 	routerAutoscale bool
 	mode            string
-	terraform       string
-	binDir          string
-	sizes           []int
-	runs            int
-	keepDir         bool
+	// -mode artifacts
+	artifactFiles int
+	artifactBytes int64
+	artifactRuns  int
+	terraform     string
+	binDir        string
+	sizes         []int
+	runs          int
+	keepDir       bool
 
 	// -mode router
 	wrk              string
@@ -174,7 +181,7 @@ type options struct {
 }
 
 // modes are the values of -mode.
-var modes = []string{"all", "terraform", "firstbyte", "router"}
+var modes = []string{"all", "terraform", "firstbyte", "router", "artifacts"}
 
 func main() {
 	var o options
@@ -197,6 +204,9 @@ func main() {
 	flag.BoolVar(&o.serveBackend, "serve-backend", false, "internal to -mode router: serve the model server on loopback until stdin closes")
 	flag.BoolVar(&o.serveRouter, "serve-router", false, "internal to -mode router: serve the scoring router as stdin configures it, until stdin closes")
 	flag.StringVar(&o.serveFloor, "serve-floor", "", "internal to -mode router: serve the floor proxy of a model ("+strings.Join(floorModels, ", ")+") until stdin closes")
+	flag.IntVar(&o.artifactFiles, "artifact-files", 10000, "files in the tree of -mode artifacts")
+	flag.Int64Var(&o.artifactBytes, "artifact-bytes", 1<<30, "bytes in the tree of -mode artifacts")
+	flag.IntVar(&o.artifactRuns, "artifact-runs", 3, "timed runs of -mode artifacts")
 	flag.Parse()
 	for _, f := range strings.Split(*sizesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -243,6 +253,9 @@ func main() {
 	}
 	if err == nil && (o.mode == "all" || o.mode == "router") {
 		err = runScoring(ctx, o)
+	}
+	if err == nil && (o.mode == "all" || o.mode == "artifacts") {
+		err = runArtifacts(ctx, o)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -49,7 +49,7 @@ const (
 	// NodesDir and SnapshotsDir hold the local nodes' and the code snapshots' files.
 	NodesDir     = "nodes"
 	SnapshotsDir = "snapshots"
-	// ArtifactsDir holds the artifacts store: jobs' outputs.
+	// ArtifactsDir holds the store of job outputs (package artifacts).
 	ArtifactsDir = "artifacts"
 )
 
@@ -162,14 +162,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer nodes.Close()
 	snapshots := snapshot.NewStore(filepath.Join(opts.DataDir, SnapshotsDir))
-	outputs, err := artifacts.Open(filepath.Join(opts.DataDir, ArtifactsDir))
+	arts, err := artifacts.Open(filepath.Join(opts.DataDir, ArtifactsDir))
 	if err != nil {
 		return err
 	}
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
-		Driver: nodes, Snapshots: snapshots, Artifacts: outputs, MaxOutputSize: opts.MaxOutputSize,
+		Driver: nodes, Snapshots: snapshots, Artifacts: arts, MaxOutputSize: opts.MaxOutputSize,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown,
 		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image,
 	})
@@ -185,7 +185,6 @@ func Run(ctx context.Context, opts Options) error {
 	m := metrics.New(metrics.Options{Source: eng, Clock: opts.Clock})
 	eng.SetRecorder(m)
 	eng.SetEndpointMetrics(m)
-	m.WatchArtifacts(outputs.Usage)
 	// The scoring listener takes the event loops: the usual scoring request without a
 	// goroutine wake-up, anything else through the lean server and net/http.
 	scoring := eng.ScoringServer(m, opts.Logger)

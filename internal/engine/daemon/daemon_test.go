@@ -231,11 +231,11 @@ func TestTokenFileReadableByOthersIsRefused(t *testing.T) {
 	}
 }
 
-// A data dir that existed with loose modes is made private: the dir, its nodes and
-// snapshots dirs 0700, the store and log 0600.
+// A data dir that existed with loose modes is made private: the dir, its nodes,
+// snapshots and artifacts dirs 0700, the store and log 0600.
 func TestExistingDataDirIsMadePrivate(t *testing.T) {
 	dir := shortDir(t)
-	for _, sub := range []string{NodesDir, SnapshotsDir} {
+	for _, sub := range []string{NodesDir, SnapshotsDir, ArtifactsDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func TestExistingDataDirIsMadePrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	for _, p := range []string{dir, filepath.Join(dir, NodesDir), filepath.Join(dir, SnapshotsDir)} {
+	for _, p := range []string{dir, filepath.Join(dir, NodesDir), filepath.Join(dir, SnapshotsDir), filepath.Join(dir, ArtifactsDir)} {
 		if err := os.Chmod(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestExistingDataDirIsMadePrivate(t *testing.T) {
 	}
 	startRun(t, Options{DataDir: dir})
 	want := map[string]os.FileMode{
-		"": 0o700, NodesDir: 0o700, SnapshotsDir: 0o700, StoreFile: 0o600, LogFile: 0o600, LockFile: 0o600,
+		"": 0o700, NodesDir: 0o700, SnapshotsDir: 0o700, ArtifactsDir: 0o700, StoreFile: 0o600, LogFile: 0o600, LockFile: 0o600,
 	}
 	for name, mode := range want {
 		fi, err := os.Stat(filepath.Join(dir, name))

@@ -212,6 +212,20 @@ func writeTarEntry(tw *tar.Writer, p, name string, info fs.FileInfo, shown strin
 	return err
 }
 
+// FetchLocalOutput is FetchOutput's stream for a task whose working directory work is on
+// this machine (local nodes, the fake): ErrNotFound at once when rel does not exist.
+func FetchLocalOutput(ctx context.Context, work, rel string) (io.ReadCloser, error) {
+	if err := CheckTaskPath(rel); err != nil {
+		return nil, Permanent(err)
+	}
+	if _, err := os.Lstat(filepath.Join(work, filepath.FromSlash(rel))); errors.Is(err, fs.ErrNotExist) {
+		return nil, NotFound(fmt.Errorf("fetching output: %s does not exist in the task's working directory", rel))
+	}
+	return StreamOutput(ctx, func(ctx context.Context, w io.Writer) error {
+		return WriteOutputTar(ctx, w, work, rel)
+	}), nil
+}
+
 // StreamOutput runs write in a goroutine and returns its output as a reader: what write
 // returns is the error of the reader's last Read (nil: io.EOF). Close stops write (its
 // ctx ends and its writes fail) and waits for it.

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
@@ -100,9 +101,13 @@ func Start(t testing.TB, opts Options) *Engine {
 		drv = fakeDrv
 	}
 	snapshots := snapshot.NewStore(filepath.Join(dir, "snapshots"))
+	arts, err := artifacts.Open(filepath.Join(dir, "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: clk, Logger: logger, Locations: opts.Locations, Version: "test", DataDir: dir, Driver: drv,
-		Snapshots: snapshots, MinIdleShutdown: opts.MinIdleShutdown,
+		Snapshots: snapshots, Artifacts: arts, MinIdleShutdown: opts.MinIdleShutdown,
 		NewKubeDriver: opts.NewKubeDriver, KubeImage: opts.KubeImage,
 	})
 	if err != nil {

@@ -105,6 +105,9 @@ func New(opts Options) *Metrics {
 		if eps, ok := opts.Source.(EndpointSource); ok {
 			m.registry.MustRegister(&endpointCollector{workspaces: opts.Source.ListWorkspaces, src: eps})
 		}
+		if arts, ok := opts.Source.(ArtifactSource); ok {
+			m.registry.MustRegister(&artifactCollector{src: arts})
+		}
 	}
 	return m
 }
@@ -152,19 +155,4 @@ func splitCompute(key string) (workspace, name string) {
 		return "", key
 	}
 	return ws, name
-}
-
-// WatchArtifacts reports the artifacts store's size at every scrape: usage returns its
-// bytes and blobs (artifacts.Store.Usage).
-func (m *Metrics) WatchArtifacts(usage func() (bytes int64, blobs int)) {
-	m.registry.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "artifacts_bytes",
-			Help: "Bytes of the blobs in the artifacts store, where jobs' outputs are kept (each content once).",
-		}, func() float64 { b, _ := usage(); return float64(b) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "artifacts_blobs",
-			Help: "Blobs in the artifacts store: each distinct file content of jobs' outputs, and each output's manifest.",
-		}, func() float64 { _, n := usage(); return float64(n) }),
-	)
 }

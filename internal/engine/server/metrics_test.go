@@ -1,10 +1,13 @@
 package server_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
@@ -39,7 +43,11 @@ func newMetricsRig(t *testing.T) *metricsRig {
 	st := storetest.Open(t, t.TempDir())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	drv := fake.New(clk)
-	eng, err := engine.New(engine.Config{Store: st, Clock: clk, Driver: drv, Manual: true, Version: "test", DataDir: t.TempDir()})
+	arts, err := artifacts.Open(filepath.Join(t.TempDir(), "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Store: st, Clock: clk, Driver: drv, Manual: true, Version: "test", DataDir: t.TempDir(), Artifacts: arts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +221,41 @@ func TestMetricsMoveAsAJobRunsAndANodeIsReleased(t *testing.T) {
 	r.expect(f, "mlcompute_api_request_duration_seconds",
 		map[string]string{"method": "GET", "route": "/v1/workspaces/{workspace}/jobs/{job}", "code": "200"}, 1)
 	r.expect(f, "mlcompute_state_scrape_errors", nil, 0)
+}
+
+// The store of job outputs is measured at scrape time: its bytes (each content once) and
+// blobs, manifests included.
+func TestMetricsArtifactStore(t *testing.T) {
+	r := newMetricsRig(t)
+	f := r.scrape()
+	r.expect(f, "mlcompute_artifact_store_bytes", nil, 0)
+	r.expect(f, "mlcompute_artifact_store_blobs", nil, 0)
+
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range []string{"a", "b"} { // the same content twice: stored once
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: 5, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte("model")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := r.eng.Artifacts().Intake(context.Background(), artifacts.TypeFolder, &buf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Release()
+	manifest, err := in.Manifest.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = r.scrape()
+	r.expect(f, "mlcompute_artifact_store_bytes", nil, float64(5+len(manifest)))
+	r.expect(f, "mlcompute_artifact_store_blobs", nil, 2)
 }
 
 // The node lifecycle families as the Recorder fills them (the test above has the engine do

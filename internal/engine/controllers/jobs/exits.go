@@ -197,6 +197,14 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 	if kill {
 		c.core.Go(func() { c.core.KillJob(ctx, j) })
 	}
+	if intakeErr != nil || code != 0 && len(j.Outputs) > 0 {
+		// What the refused intake, or rank 0's outputs the failure dropped, wrote goes now.
+		c.core.Go(func() {
+			if _, _, err := c.CollectArtifacts(); err != nil {
+				c.log.Error("collecting artifacts failed", "error", err)
+			}
+		})
+	}
 	c.log.Info("task exited", "job", jobID, "attempt", attempt, "rank", rank, "exit_code", code, "status", j.Status)
 	c.core.Kick(j.ComputeKey)
 }

@@ -366,16 +366,7 @@ func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) 
 	case t.Status.Running:
 		return nil, driver.Permanent(fmt.Errorf("fetching output %s of task %s: the task is still running", rel, taskKey))
 	}
-	if err := driver.CheckTaskPath(rel); err != nil {
-		return nil, driver.Permanent(err)
-	}
-	work := d.WorkDir(nodeKey, taskKey)
-	if _, err := os.Lstat(filepath.Join(work, filepath.FromSlash(rel))); err != nil {
-		return nil, driver.NotFound(fmt.Errorf("fetching output %s of task %s: %w", rel, taskKey, err))
-	}
-	return driver.StreamOutput(ctx, func(ctx context.Context, w io.Writer) error {
-		return driver.WriteOutputTar(ctx, w, work, rel)
-	}), nil
+	return driver.FetchLocalOutput(ctx, d.WorkDir(nodeKey, taskKey), rel)
 }
 
 // Events delivers NodeReady (MakeReady), NodeGone (KillNode) and TaskExited (FinishTask,

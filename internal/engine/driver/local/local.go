@@ -469,21 +469,7 @@ func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) 
 	if err != nil {
 		return nil, err
 	}
-	return fetchLocalOutput(ctx, filepath.Join(taskDir, nodeagent.WorkDir), rel)
-}
-
-// fetchLocalOutput checks that rel exists before the stream starts, so a missing output
-// is ErrNotFound from the call itself.
-func fetchLocalOutput(ctx context.Context, work, rel string) (io.ReadCloser, error) {
-	if err := driver.CheckTaskPath(rel); err != nil {
-		return nil, driver.Permanent(err)
-	}
-	if _, err := os.Lstat(filepath.Join(work, filepath.FromSlash(rel))); errors.Is(err, fs.ErrNotExist) {
-		return nil, driver.NotFound(fmt.Errorf("fetching output: %s does not exist in the task's working directory", rel))
-	}
-	return driver.StreamOutput(ctx, func(ctx context.Context, w io.Writer) error {
-		return driver.WriteOutputTar(ctx, w, work, rel)
-	}), nil
+	return driver.FetchLocalOutput(ctx, filepath.Join(taskDir, nodeagent.WorkDir), rel)
 }
 
 func (d *Driver) nodeDir(key string) (string, error) {

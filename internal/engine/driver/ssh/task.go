@@ -484,7 +484,7 @@ done
 const fetchScript = `d="$tasks_dir/$1"
 [ -d "$d" ] || exit 44
 [ -f "$d/exit_code" ] || { echo "the task is still running" >&2; exit 45; }
-[ -f "$d/work_dir" ] || { echo "the task recorded no working directory (it was started by an older engine)" >&2; exit 1; }
+[ -f "$d/work_dir" ] || { echo "the task recorded no working directory: it never started, or an older engine started it" >&2; exit 46; }
 w=$(cat "$d/work_dir")
 p="$w/$2"
 if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "$2 does not exist in the task's working directory" >&2; exit 46; fi
