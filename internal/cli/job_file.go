@@ -44,6 +44,11 @@ func jobFromFile(cmd *cobra.Command, f submitFlags, args []string, warn io.Write
 	if err != nil {
 		return api.JobSpec{}, "", nil, fmt.Errorf("%s: %w", f.file, err)
 	}
+	if spec.Pipeline != nil {
+		// The file is checked (bindings, cycles, types) but no engine part runs a
+		// pipeline yet: say so rather than submit something else.
+		return api.JobSpec{}, "", nil, fmt.Errorf("%s: pipeline jobs are checked but cannot be submitted yet; submit each step as a command job (type: command)", f.file)
+	}
 	c := spec.Command
 	base := filepath.Dir(f.file)
 	local := func(p string) string {

@@ -4,8 +4,9 @@
 // `${{outputs.Y}}` of the command names a declared input or output. Whether a compute,
 // an environment or another job's output exists is the engine's to say at submit.
 //
-// A document is parsed by its `type`. Only command jobs are taken today; pipeline jobs
-// (`type: pipeline`) will reuse parseCommand for their steps, under a path prefix.
+// A document is parsed by its `type`: a command job, or a pipeline job (`type: pipeline`)
+// whose steps are command jobs read by the same parser under the path prefix
+// `jobs.<step>.`. A pipeline's bindings are checked with rules/pipeline.Validate.
 package jobspec
 
 import (
@@ -53,8 +54,9 @@ const AzureMLPrefix = "azureml:"
 
 // Spec is one parsed document. Exactly one of its job fields is set, by Type.
 type Spec struct {
-	Type    string
-	Command *CommandJob
+	Type     string
+	Command  *CommandJob
+	Pipeline *PipelineJob
 }
 
 // CommandJob is a command job: one command on instance_count nodes.
@@ -90,6 +92,9 @@ type Input struct {
 	// Path is a local path as written, or an `azureml://jobs/<job>/outputs/<output>` URI.
 	Path string
 	Mode string
+	// Binding is set for a pipeline step's input bound to the pipeline
+	// (`${{parent.inputs.x}}`, `${{parent.jobs.<step>.outputs.<o>}}`); Path is empty then.
+	Binding *Binding
 	// Literal is the literal's kind (LiteralString, LiteralNumber, LiteralBoolean); empty
 	// for a path input.
 	Literal string
@@ -100,6 +105,9 @@ type Input struct {
 type Output struct {
 	Type string
 	Mode string
+	// ParentOutput is the pipeline output a step's output is registered as
+	// (`${{parent.outputs.y}}`); empty otherwise.
+	ParentOutput string
 }
 
 // Error is a problem with the file at one place: its line (0 when it is the whole
@@ -152,15 +160,19 @@ func Parse(data []byte) (*Spec, error) {
 	}
 	switch typ {
 	case TypeCommand:
-		c, err := parseCommand(root, "")
+		c, err := parseCommand(root, "", nil)
 		if err != nil {
 			return nil, err
 		}
 		return &Spec{Type: TypeCommand, Command: c}, nil
 	case TypePipeline:
-		return nil, errAt(typNode, "type", "pipeline jobs are not supported yet; submit each step as a command job (type: command)")
+		p, err := parsePipeline(root)
+		if err != nil {
+			return nil, err
+		}
+		return &Spec{Type: TypePipeline, Pipeline: p}, nil
 	}
-	return nil, errAt(typNode, "type", "unknown job type %q (allowed: %s)", typ, TypeCommand)
+	return nil, errAt(typNode, "type", "unknown job type %q (allowed: %s, %s)", typ, TypeCommand, TypePipeline)
 }
 
 // commandKeys are a command job's keys, in the order the docs list them.
@@ -176,18 +188,29 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$`)
 var ioNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
 
 // parseCommand reads a command job from its mapping; prefix is the YAML path of the
-// mapping ("" for a document, "jobs.train." for a pipeline step).
-func parseCommand(m *yaml.Node, prefix string) (*CommandJob, error) {
+// mapping ("" for a document, "jobs.train." for a pipeline step). For a step, step is
+// where its step-only keys go, and its inputs and outputs may be bound to the pipeline.
+func parseCommand(m *yaml.Node, prefix string, step *Step) (*CommandJob, error) {
 	c := &CommandJob{InstanceCount: 1, Lines: map[string]int{}}
 	var commandNode *yaml.Node
-	err := eachKey(m, prefix, commandKeys, func(key string, k, v *yaml.Node) error {
+	keys := commandKeys
+	if step != nil {
+		keys = append(slices.Clone(commandKeys), stepKeys...)
+	}
+	err := eachKey(m, prefix, keys, func(key string, k, v *yaml.Node) error {
 		path := prefix + key
 		c.Lines[path] = k.Line
 		var err error
 		switch key {
-		case "$schema", "type":
-			// $schema names Azure's schema, for editors; type chose this parser.
+		case "$schema":
+			// $schema names Azure's schema, for editors.
 			_, err = scalar(v, path)
+		case "type":
+			// type chose this parser; a step is a command job.
+			var s string
+			if s, err = scalar(v, path); err == nil && step != nil && s != TypeCommand {
+				err = errAt(v, path, "a step is a command job (type: command); %q steps are not supported", s)
+			}
 		case "name":
 			if c.Name, err = scalar(v, path); err == nil && !nameRE.MatchString(c.Name) {
 				err = errAt(v, path, "job name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (at most 255 characters)", c.Name)
@@ -226,9 +249,9 @@ func parseCommand(m *yaml.Node, prefix string) (*CommandJob, error) {
 		case "environment_variables":
 			c.EnvVars, err = stringMap(v, path)
 		case "inputs":
-			c.Inputs, err = parseInputs(v, path, c.Lines)
+			c.Inputs, err = parseInputs(v, path, c.Lines, step != nil)
 		case "outputs":
-			c.Outputs, err = parseOutputs(v, path, c.Lines)
+			c.Outputs, err = parseOutputs(v, path, c.Lines, step != nil)
 		case "limits":
 			err = eachKey(v, path+".", []string{"timeout"}, func(_ string, k, v *yaml.Node) error {
 				c.Lines[path+".timeout"] = k.Line
@@ -236,6 +259,8 @@ func parseCommand(m *yaml.Node, prefix string) (*CommandJob, error) {
 				c.Timeout, err = seconds(v, path+".timeout")
 				return err
 			})
+		default:
+			err = parseStepKey(step, key, v, path, c.Lines)
 		}
 		return err
 	})
@@ -277,7 +302,8 @@ func parseResources(v *yaml.Node, path string, c *CommandJob) error {
 
 var inputTypes = []string{URIFolder, URIFile}
 
-func parseInputs(v *yaml.Node, path string, lines map[string]int) (map[string]Input, error) {
+// parseInputs reads inputs; inStep allows bindings to the pipeline.
+func parseInputs(v *yaml.Node, path string, lines map[string]int, inStep bool) (map[string]Input, error) {
 	out := map[string]Input{}
 	err := eachKey(v, path+".", nil, func(name string, k, v *yaml.Node) error {
 		p := path + "." + name
@@ -286,11 +312,17 @@ func parseInputs(v *yaml.Node, path string, lines map[string]int) (map[string]In
 			return errAt(k, p, "input name %q must start with a letter or '_' and hold only letters, digits and '_'", name)
 		}
 		if v.Kind == yaml.ScalarNode {
+			if isBinding(v.Value) {
+				b, err := inputBinding(v, p, inStep)
+				out[name] = Input{Mode: ModeDownload, Binding: b}
+				return err
+			}
 			in, err := literal(v, p)
 			out[name] = in
 			return err
 		}
 		in := Input{Mode: ModeDownload}
+		var pathNode *yaml.Node
 		err := eachKey(v, p+".", []string{"type", "path", "mode"}, func(key string, k, v *yaml.Node) error {
 			lines[p+"."+key] = k.Line
 			s, err := nonEmpty(v, p+"."+key)
@@ -301,13 +333,21 @@ func parseInputs(v *yaml.Node, path string, lines map[string]int) (map[string]In
 			case "type":
 				in.Type, err = oneOf(v, p+".type", s, inputTypes)
 			case "path":
-				in.Path = s
+				in.Path, pathNode = s, v
 			case "mode":
 				in.Mode, err = oneOf(v, p+".mode", s, []string{ModeDownload, ModeROMount})
 			}
 			return err
 		})
 		if err != nil {
+			return err
+		}
+		if isBinding(in.Path) {
+			b, err := inputBinding(pathNode, p+".path", inStep)
+			// Type stays as declared ("" when not): parsePipeline gives an undeclared
+			// one the type of what it is bound to.
+			in.Path, in.Binding = "", b
+			out[name] = in
 			return err
 		}
 		if in.Type == "" {
@@ -343,7 +383,8 @@ func literal(v *yaml.Node, path string) (Input, error) {
 	return Input{}, errAt(v, path, "an input is a string, a number, a boolean, or a mapping with type and path; got %s", kindName(v))
 }
 
-func parseOutputs(v *yaml.Node, path string, lines map[string]int) (map[string]Output, error) {
+// parseOutputs reads outputs; inStep allows `${{parent.outputs.y}}` as an output's value.
+func parseOutputs(v *yaml.Node, path string, lines map[string]int, inStep bool) (map[string]Output, error) {
 	out := map[string]Output{}
 	err := eachKey(v, path+".", nil, func(name string, k, v *yaml.Node) error {
 		p := path + "." + name
@@ -355,6 +396,12 @@ func parseOutputs(v *yaml.Node, path string, lines map[string]int) (map[string]O
 		if v.Tag == "!!null" {
 			out[name] = o
 			return nil
+		}
+		if v.Kind == yaml.ScalarNode && isBinding(v.Value) {
+			var err error
+			o.ParentOutput, err = outputBinding(v, p, inStep)
+			out[name] = o
+			return err
 		}
 		err := eachKey(v, p+".", []string{"type", "mode"}, func(key string, k, v *yaml.Node) error {
 			lines[p+"."+key] = k.Line

@@ -38,6 +38,10 @@ type Job struct {
 	// other ranks still run: Finish registers them (Outputs) when the job ends Completed
 	// and drops them at any other end.
 	PendingOutputs map[string]api.JobOutput `json:"pending_outputs,omitempty"`
+	// Pipeline is the ID of the pipeline job (same workspace) whose step this job runs,
+	// and Step the step's name; both empty for a job of its own.
+	Pipeline string `json:"pipeline,omitempty"`
+	Step     string `json:"step,omitempty"`
 }
 
 // EnvTaskPrefix starts the task keys of environment preparation (builds and checks).
@@ -133,16 +137,55 @@ func ActiveJobs(tx *store.Tx, rec Compute) ([]Job, error) {
 	return out, nil
 }
 
-// PutJob stores a job and keeps the active-jobs index in step with its status.
+// PutJob stores a job and keeps the active-jobs index in step with its status. A
+// pipeline's step job that is ended leaves a wake marker for its pipeline in the same
+// write (PipelineWakes), so whoever ends a step, the pipeline learns of it even across a
+// crash.
 func PutJob(tx *store.Tx, j Job) error {
 	if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
 		return err
 	}
 	indexKey := j.ComputeKey + "/" + j.ID
-	if api.Terminal(j.Status) {
-		return tx.Delete(store.ActiveJobs, indexKey)
+	if !api.Terminal(j.Status) {
+		return tx.Put(store.ActiveJobs, indexKey, j.Key())
 	}
-	return tx.Put(store.ActiveJobs, indexKey, j.Key())
+	if err := tx.Delete(store.ActiveJobs, indexKey); err != nil {
+		return err
+	}
+	if j.Pipeline != "" {
+		return tx.Put(store.PipelineWakes, j.Workspace+"/"+j.Pipeline+"/"+j.ID, j.Key())
+	}
+	return nil
+}
+
+// PipelineWake is a pipeline with step jobs that ended since it last took them in.
+type PipelineWake struct {
+	Workspace, Pipeline string
+	// Steps are the IDs of the ended step jobs, sorted.
+	Steps []string
+}
+
+// PipelineWakes lists the pipelines with wake markers, in key order.
+func PipelineWakes(tx *store.Tx) []PipelineWake {
+	var out []PipelineWake
+	for _, k := range tx.Keys(store.PipelineWakes, "") {
+		parts := strings.SplitN(k, "/", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Workspace == parts[0] && out[n-1].Pipeline == parts[1] {
+			out[n-1].Steps = append(out[n-1].Steps, parts[2])
+			continue
+		}
+		out = append(out, PipelineWake{Workspace: parts[0], Pipeline: parts[1], Steps: []string{parts[2]}})
+	}
+	return out
+}
+
+// ClearPipelineWake deletes one step's wake marker: in the write in which its pipeline
+// takes the step's end into account.
+func ClearPipelineWake(tx *store.Tx, workspace, pipeline, step string) error {
+	return tx.Delete(store.PipelineWakes, workspace+"/"+pipeline+"/"+step)
 }
 
 // IndexActiveJobs rebuilds the active-jobs index from every job: once when the engine

@@ -36,9 +36,16 @@ const (
 	// ActiveJobs indexes the jobs that are not finished, keyed "<compute key>/<job ID>"
 	// (value: the job's key), so a pass reads its compute's live jobs, not the history.
 	ActiveJobs Bucket = "active_jobs"
+	// PipelineWakes holds a marker for each step job of a pipeline that ended and that the
+	// pipeline has not yet taken into account, keyed "<workspace>/<pipeline ID>/<job ID>":
+	// written in the write that ends the step, so a crash loses no wake-up.
+	PipelineWakes Bucket = "pipeline_wakes"
+	// ReuseIndex holds, for each reuse key of a pipeline step, the runs that completed with
+	// it and their outputs' manifest digests, keyed "<workspace>/<key>/<pipeline ID>/<step>".
+	ReuseIndex Bucket = "reuse_index"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")

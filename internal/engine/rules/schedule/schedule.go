@@ -262,3 +262,17 @@ func (c Cron) latest(loc *time.Location, lastSeen, now time.Time) (time.Time, bo
 		}
 	}
 }
+
+// NextIn returns the first firing of the cron strictly after the given time, reading the
+// cron in loc, in UTC; the zero time when there is none within five years. Daylight saving
+// is handled as the package documentation says.
+func (c Cron) NextIn(loc *time.Location, after time.Time) time.Time { return c.next(loc, after) }
+
+// LatestIn returns the last firing of the cron in (from, to], reading it in loc, or false
+// when there is none.
+func (c Cron) LatestIn(loc *time.Location, from, to time.Time) (time.Time, bool) {
+	if !to.After(from) {
+		return time.Time{}, false
+	}
+	return c.latest(loc, from, to)
+}
