@@ -79,6 +79,13 @@ func (e *Engine) InstanceAction(ctx context.Context, workspace, name, action str
 	return e.instances.InstanceAction(ctx, workspace, name, action)
 }
 
+// ActivityTokenValid reports whether token may report activity on the instance
+// workspace/name: the token its node's processes get (MLCOMPUTE_TOKEN), which allows
+// nothing else.
+func (e *Engine) ActivityTokenValid(workspace, name, token string) bool {
+	return e.instances.ActivityTokenValid(workspace, name, token)
+}
+
 func (e *Engine) ReportActivity(ctx context.Context, workspace, name string) error {
 	return e.instances.ReportActivity(ctx, workspace, name)
 }

@@ -81,6 +81,9 @@ type Config struct {
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
 	// (default 15 minutes, as in Azure).
 	MinIdleShutdown time.Duration
+	// NodeAPI is what processes on an instance's node get to report activity: the API's
+	// address as the node reaches it, and the key of their activity tokens.
+	NodeAPI instances.NodeAPI
 }
 
 // Engine is the control plane. Its methods are safe for concurrent use.
@@ -151,7 +154,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.core = core
 	e.clusters = clusters.New(core)
-	e.instances = instances.New(instances.Config{Core: core, MinIdleShutdown: cfg.MinIdleShutdown, DataDir: cfg.DataDir})
+	e.instances = instances.New(instances.Config{Core: core, MinIdleShutdown: cfg.MinIdleShutdown, DataDir: cfg.DataDir, NodeAPI: cfg.NodeAPI})
 	e.attached = attached.New(core)
 	if cfg.KubeImage == "" {
 		cfg.KubeImage = os.Getenv(kubernetes.ImageEnv)

@@ -187,12 +187,16 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	nodeAPI, err := nodeAPI(opts, nodes.Name())
+	if err != nil {
+		return err
+	}
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir,
 		Driver: nodes, Snapshots: snapshots, Artifacts: arts, MaxOutputSize: opts.MaxOutputSize,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown, GPUs: gpus,
-		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image,
+		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image, NodeAPI: nodeAPI,
 	})
 	if err != nil {
 		return err

@@ -72,29 +72,36 @@ func ReadTokenFile(path string) (string, error) {
 // 0600, a random 256-bit token) when it does not exist; made reports whether it did.
 func EnsureTokenFile(dataDir string) (token, path string, made bool, err error) {
 	path = filepath.Join(dataDir, TokenFile)
-	token, err = ReadTokenFile(path)
+	token, made, err = ensureSecretFile(path, "an API token")
+	return token, path, made, err
+}
+
+// ensureSecretFile reads the secret in path, or makes 32 random bytes (hex) and writes
+// them there (0600) when the file does not exist; what names the secret in errors.
+func ensureSecretFile(path, what string) (secret string, made bool, err error) {
+	secret, err = ReadTokenFile(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return token, path, false, err
+		return secret, false, err
 	}
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return "", path, false, fmt.Errorf("making an API token: %w", err)
+		return "", false, fmt.Errorf("making %s: %w", what, err)
 	}
-	token = hex.EncodeToString(b)
+	secret = hex.EncodeToString(b)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", path, false, fmt.Errorf("writing token file: %w", err)
+		return "", false, fmt.Errorf("writing %s: %w", path, err)
 	}
-	if _, err := f.WriteString(token + "\n"); err != nil {
+	if _, err := f.WriteString(secret + "\n"); err != nil {
 		f.Close()
 		os.Remove(path)
-		return "", path, false, fmt.Errorf("writing token file: %w", err)
+		return "", false, fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(path)
-		return "", path, false, fmt.Errorf("writing token file: %w", err)
+		return "", false, fmt.Errorf("writing %s: %w", path, err)
 	}
-	return token, path, true, nil
+	return secret, true, nil
 }
 
 // LocalToken returns the token an engine serving dataDir over TCP wrote there, for a

@@ -153,7 +153,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if s.opts.OnRequest != nil && req.URL.Path != "/metrics" {
 		s.opts.OnRequest()
 	}
-	if s.opts.Token != "" && !validBearer(req.Header.Get("Authorization"), s.opts.Token) {
+	if s.opts.Token != "" && !validBearer(req.Header.Get("Authorization"), s.opts.Token) && !s.activityAllowed(req) {
 		s.writeError(w, req, api.Errorf(api.CodeUnauthorized, "token", "missing or wrong token: set the provider's token (or MLCOMPUTE_TOKEN) to the engine's token"))
 		return
 	}
@@ -162,6 +162,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, req)
+}
+
+// activityAllowed reports whether req reports activity on a compute instance with that
+// instance's activity token, the one token besides the API's that the server takes: the
+// engine gives it to the processes on the instance's node, and it allows only this call.
+func (s *Server) activityAllowed(req *http.Request) bool {
+	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if !ok || req.Method != http.MethodPost {
+		return false
+	}
+	parts := strings.Split(strings.TrimPrefix(req.URL.Path, "/"), "/")
+	// v1 workspaces {workspace} computes {compute} activity
+	if len(parts) != 6 || parts[0] != "v1" || parts[1] != "workspaces" || parts[3] != "computes" || parts[5] != "activity" {
+		return false
+	}
+	return s.opts.Engine != nil && s.opts.Engine.ActivityTokenValid(parts[2], parts[4], token)
 }
 
 func validBearer(header, token string) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/instances"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
@@ -207,4 +208,44 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestActivityTokenOnlyReportsActivity: the token an instance's processes get reports
+// activity on that instance, and is refused for every other call.
+func TestActivityTokenOnlyReportsActivity(t *testing.T) {
+	key := []byte("engine key")
+	st := storetest.Open(t, t.TempDir())
+	eng, err := engine.New(engine.Config{Store: st, Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Version: "test",
+		NodeAPI: instances.NodeAPI{Endpoint: "unix:///engine.sock", Key: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(server.New(server.Options{Engine: eng, Token: "s3cret"}))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	admin := newClient(t, srv.URL, "s3cret")
+	if _, err := admin.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	var created []*api.Compute
+	for _, name := range []string{"dev", "dev2"} {
+		c, err := admin.CreateCompute(ctx, "lab", api.ComputeSpec{Name: name, Type: api.TypeComputeInstance, VMSize: "Standard_DS3_v2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, c)
+	}
+	app := newClient(t, srv.URL, instances.ActivityToken(key, "lab", "dev", created[0].CreatedOn))
+	if err := app.ReportActivity(ctx, "lab", "dev"); err != nil {
+		t.Fatalf("reporting activity with the instance's token: %v", err)
+	}
+	if err := app.ReportActivity(ctx, "lab", "dev2"); !api.IsUnauthorized(err) {
+		t.Fatalf("activity on another instance: %v; want unauthorized", err)
+	}
+	if _, err := app.Status(ctx); !api.IsUnauthorized(err) {
+		t.Fatalf("status with an activity token: %v; want unauthorized", err)
+	}
+	if _, err := app.GetCompute(ctx, "lab", "dev"); !api.IsUnauthorized(err) {
+		t.Fatalf("reading the instance with its activity token: %v; want unauthorized", err)
+	}
 }

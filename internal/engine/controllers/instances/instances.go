@@ -41,6 +41,8 @@ type Config struct {
 	MinIdleShutdown time.Duration
 	// DataDir is the engine's data directory, where setup scripts' output is kept.
 	DataDir string
+	// NodeAPI tells applications on instances' nodes how to report activity.
+	NodeAPI NodeAPI
 }
 
 // Controller runs compute instances on the shared compute core.
@@ -49,6 +51,7 @@ type Controller struct {
 	log             hclog.Logger
 	minIdleShutdown time.Duration
 	dataDir         string
+	nodeAPI         NodeAPI
 	sessions        sessions
 }
 
@@ -75,7 +78,7 @@ func (s *sessions) add(key string, delta int) {
 func New(cfg Config) *Controller {
 	return &Controller{
 		core: cfg.Core, log: cfg.Core.Logger().Named("instances"), minIdleShutdown: cfg.MinIdleShutdown,
-		dataDir: cfg.DataDir, sessions: sessions{open: map[string]int{}},
+		dataDir: cfg.DataDir, nodeAPI: cfg.NodeAPI, sessions: sessions{open: map[string]int{}},
 	}
 }
 
@@ -190,6 +193,7 @@ func (c *Controller) Exec(ctx context.Context, workspace, name string, command [
 		return 0, api.Errorf(api.CodeInvalid, "command", "exec needs a command")
 	}
 	var node string
+	var env map[string]string
 	err := c.core.View(func(tx *store.Tx) error {
 		rec, err := model.GetCompute(tx, workspace, name)
 		if err != nil || rec.Serverless {
@@ -201,6 +205,7 @@ func (c *Controller) Exec(ctx context.Context, workspace, name string, command [
 		if s := rec.Instance.State; s != api.InstanceRunning && s != api.InstanceJobRunning {
 			return api.Errorf(api.CodeConflict, "", "compute instance %q is %s; start it first (mlcompute compute start)", name, s)
 		}
+		env = c.nodeEnv(rec)
 		nodes, err := store.List[model.Node](tx, store.Nodes, rec.Key()+"/")
 		for _, n := range nodes {
 			if !n.Released {
@@ -220,7 +225,7 @@ func (c *Controller) Exec(ctx context.Context, workspace, name string, command [
 	defer c.CloseSession(workspace, name)
 	c.log.Info("session opened", "compute", workspace+"/"+name)
 	code, err := c.core.Driver().Exec(ctx, node, driver.ExecSpec{Command: command, Stdin: stdin, Output: output,
-		Env: map[string]string{"MLCOMPUTE_COMPUTE": name, "MLCOMPUTE_WORKSPACE": workspace}})
+		Env: env})
 	c.log.Info("session closed", "compute", workspace+"/"+name, "exit_code", code)
 	return code, err
 }

@@ -38,7 +38,7 @@ func script(s *api.SetupScript) *instance.Script {
 
 // startSetup is the work that starts a setup script on its node, once the pass committed.
 func (c *Controller) startSetup(rec model.Compute, nodeID string, s *instance.Setup) func(ctx context.Context) {
-	spec := driver.TaskSpec{Key: s.Task, Command: []string{"sh", "-c", s.Command}, Env: map[string]string{"MLCOMPUTE_COMPUTE": rec.Name, "MLCOMPUTE_WORKSPACE": rec.Workspace}}
+	spec := driver.TaskSpec{Key: s.Task, Command: []string{"sh", "-c", s.Command}, Env: c.nodeEnv(rec)}
 	return func(ctx context.Context) {
 		if err := c.core.Driver().StartTask(ctx, nodeID, spec); err != nil {
 			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
