@@ -179,7 +179,7 @@ func (in *intake) entry(ctx context.Context, hdr *tar.Header, r io.Reader, buf [
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		in.dirs[name] = true
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg, 0: // 0: a regular file as old tar writers mark it (TypeRegA)
 		if in.limit > 0 && in.size+hdr.Size > in.limit {
 			return &TooLargeError{Limit: in.limit}
 		}
@@ -218,7 +218,7 @@ func entryName(raw string) (name string, skip bool, err error) {
 	}
 	for _, c := range strings.Split(raw, "/") {
 		if c == ".." {
-			return "", false, errors.New("name escapes with ..")
+			return "", false, errors.New("name escapes its directory with a .. component")
 		}
 	}
 	name = path.Clean(raw)

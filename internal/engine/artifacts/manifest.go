@@ -139,7 +139,7 @@ func checkPath(p string) error {
 	case strings.HasPrefix(p, "/"):
 		return fmt.Errorf("name is absolute")
 	case p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
-		return fmt.Errorf("name escapes with ..")
+		return fmt.Errorf("name escapes its directory with a .. component")
 	case path.Clean(p) != p:
 		return fmt.Errorf("name is not clean")
 	}
@@ -158,7 +158,7 @@ func blobName(digest string) (string, error) {
 		return "", fmt.Errorf("digest %q: want sha256:<64 hex digits>", digest)
 	}
 	for _, c := range h {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return "", fmt.Errorf("digest %q: want sha256:<64 lowercase hex digits>", digest)
 		}
 	}

@@ -22,7 +22,7 @@ func serve(t *testing.T, cfg *tls.Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
 	go func() { _ = srv.Serve(tls.NewListener(ln, cfg)) }()
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()

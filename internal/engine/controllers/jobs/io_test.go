@@ -57,7 +57,7 @@ func TestSubmitBindsInputsAndOutputsInTheCommand(t *testing.T) {
 		t.Fatalf("output model = %+v; want an unregistered uri_folder to upload", out)
 	}
 	_, err := c.SubmitJob(context.Background(), "lab", api.JobSpec{Name: "train-2", Compute: "cpu", Command: []string{"x"}}, "")
-	computestest.WantError(t, err, api.CodeConflict, "name")
+	_ = computestest.WantError(t, err, api.CodeConflict, "name")
 	// A job named like the engine's own IDs does not make a later job overwrite it.
 	named := submit(t, c, api.JobSpec{Name: "job-00000004", Compute: "cpu", Command: []string{"x"}}, "")
 	next := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"y"}}, "")

@@ -131,7 +131,7 @@ func TestAJobThatExits0RegistersItsOutputInTheWriteThatCompletesIt(t *testing.T)
 		t.Fatalf("after delete the store holds %d bytes in %d blobs; want none", got, blobs)
 	}
 	_, err = c.GetJob(context.Background(), "lab", j.ID)
-	computestest.WantError(t, err, api.CodeNotFound, "")
+	_ = computestest.WantError(t, err, api.CodeNotFound, "")
 }
 
 func TestAJobThatFailsRegistersNothingAndLeavesNothingAfterCollection(t *testing.T) {
@@ -140,9 +140,9 @@ func TestAJobThatFailsRegistersNothingAndLeavesNothingAfterCollection(t *testing
 	task := env.Job("lab", j.ID).TaskKey(0)
 	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), map[string]string{"part-1": "half"})
 	_, err := c.JobOutput(context.Background(), "lab", j.ID, "model")
-	computestest.WantError(t, err, api.CodeConflict, "path")
+	_ = computestest.WantError(t, err, api.CodeConflict, "path")
 	err = c.DeleteJob(context.Background(), "lab", j.ID)
-	computestest.WantError(t, err, api.CodeConflict, "")
+	_ = computestest.WantError(t, err, api.CodeConflict, "")
 	env.Driver.FinishTask(nodes[0], task, 1)
 	env.Settle()
 	done := env.Job("lab", j.ID)

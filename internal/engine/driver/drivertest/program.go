@@ -133,7 +133,7 @@ func actOutCopy(work string, c Copy) error {
 	if err != nil {
 		return err
 	}
-	if to, err := os.Stat(dst); err == nil && to.IsDir() && !(info.IsDir() && strings.HasSuffix(c.From, "/.")) {
+	if to, err := os.Stat(dst); err == nil && to.IsDir() && (!info.IsDir() || !strings.HasSuffix(c.From, "/.")) {
 		dst = filepath.Join(dst, filepath.Base(src))
 	}
 	return driver.CopyTree(src, dst)
