@@ -62,7 +62,7 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 			var uploads map[string]string
 			if f.file != "" {
 				var err error
-				if spec, code, uploads, err = jobFromFile(cmd, f, args, cmd.ErrOrStderr()); err != nil {
+				if spec, code, uploads, err = jobFromFile(cmd, f, args); err != nil {
 					return err
 				}
 			}

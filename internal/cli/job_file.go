@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,8 +35,8 @@ type submitFlags struct {
 
 // jobFromFile reads a command job's YAML into a submission: its local inputs are packed
 // to upload (uploads), relative paths taken from the file's directory, and the flags the
-// user gave (and a command after --) override the file. Warnings go to warn.
-func jobFromFile(cmd *cobra.Command, f submitFlags, args []string, warn io.Writer) (api.JobSpec, string, map[string]string, error) {
+// user gave (and a command after --) override the file.
+func jobFromFile(cmd *cobra.Command, f submitFlags, args []string) (api.JobSpec, string, map[string]string, error) {
 	raw, err := os.ReadFile(f.file)
 	if err != nil {
 		return api.JobSpec{}, "", nil, fmt.Errorf("-f: %w", err)
@@ -89,7 +90,8 @@ func jobFromFile(cmd *cobra.Command, f submitFlags, args []string, warn io.Write
 		out.Command = []string{"sh", "-c", shellJoin(args)}
 	}
 	if c.Timeout > 0 {
-		fmt.Fprintf(warn, "warning: %s: limits.timeout (%s) is read but not enforced by this engine yet\n", f.file, c.Timeout)
+		// Whole seconds, as Azure gives it; a Go duration such as 90ms rounds up.
+		out.TimeoutSeconds = int64((c.Timeout + time.Second - 1) / time.Second)
 	}
 	// Local inputs: name -> path, packed and uploaded by the caller.
 	uploads := map[string]string{}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,7 @@ func TestJobFromFileRefusesPipeline(t *testing.T) {
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err := jobFromFile(&cobra.Command{}, submitFlags{file: file}, nil, io.Discard)
+	_, _, _, err := jobFromFile(&cobra.Command{}, submitFlags{file: file}, nil)
 	if err == nil || !strings.Contains(err.Error(), "pipeline jobs are checked but cannot be submitted yet") {
 		t.Fatalf("error %v", err)
 	}
@@ -27,8 +26,28 @@ func TestJobFromFileRefusesPipeline(t *testing.T) {
 	if err := os.WriteFile(file, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err = jobFromFile(&cobra.Command{}, submitFlags{file: file}, nil, io.Discard)
+	_, _, _, err = jobFromFile(&cobra.Command{}, submitFlags{file: file}, nil)
 	if err == nil || !strings.Contains(err.Error(), `line 8: jobs.a.inputs.d: unknown step "b" (steps: a)`) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+func TestJobFileTimeoutIsSentInWholeSeconds(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		timeout string
+		want    int64
+	}{{"3600", 3600}, {"2h", 7200}, {"1500ms", 2}} {
+		file := filepath.Join(dir, "job.yaml")
+		if err := os.WriteFile(file, []byte("command: echo hi\ncompute: cpu\nlimits:\n  timeout: "+tc.timeout+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		spec, _, _, err := jobFromFile(&cobra.Command{}, submitFlags{file: file}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spec.TimeoutSeconds != tc.want {
+			t.Errorf("limits.timeout %s sent as %d s; want %d", tc.timeout, spec.TimeoutSeconds, tc.want)
+		}
 	}
 }

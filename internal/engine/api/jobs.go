@@ -38,6 +38,9 @@ type JobSpec struct {
 	ExperimentName string            `json:"experiment_name,omitempty"`
 	Description    string            `json:"description,omitempty"`
 	Tags           map[string]string `json:"tags,omitempty"`
+	// TimeoutSeconds is limits.timeout: a job still running this long after its command
+	// started is stopped and fails (0: no limit).
+	TimeoutSeconds int64 `json:"timeout_seconds,omitempty"`
 	// Inputs and Outputs are the job's declared inputs and outputs by name. Command may
 	// hold ${{inputs.<name>}} and ${{outputs.<name>}}, which the engine replaces with the
 	// path on the node (or a literal's value) when it queues the job.
@@ -134,6 +137,7 @@ type Job struct {
 	ExperimentName  string               `json:"experiment_name,omitempty"`
 	Description     string               `json:"description,omitempty"`
 	Tags            map[string]string    `json:"tags,omitempty"`
+	TimeoutSeconds  int64                `json:"timeout_seconds,omitempty"`
 	Inputs          map[string]JobInput  `json:"inputs,omitempty"`
 	Outputs         map[string]JobOutput `json:"outputs,omitempty"`
 	// Reason says why a job that has not started yet is waiting (read-only).

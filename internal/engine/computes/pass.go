@@ -10,6 +10,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/cluster"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/jobtimeout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -141,6 +142,9 @@ func (c *Core) reconcileComputeOnce(ctx context.Context, key string) error {
 		pass := c.passes[rec.Type]
 		if pass == nil {
 			return fmt.Errorf("no controller for computes of type %q", rec.Type)
+		}
+		if jobs, err = c.expireJobs(tx, key, jobs, now, &acts); err != nil {
+			return err
 		}
 		kind, err := pass(tx, &rec, nodes, jobs, now)
 		if err != nil {
@@ -291,4 +295,34 @@ func JobViews(jobs []model.Job) []cluster.Job {
 		out = append(out, cluster.Job{ID: j.ID, Status: j.Status, Count: j.Count, SubmittedAt: j.SubmittedAt})
 	}
 	return out
+}
+
+// expireJobs fails the running jobs that reached their limits.timeout (rules/jobtimeout),
+// to be killed once committed, sets the timers of the others, and returns the jobs that
+// remain active for the compute's own pass.
+func (c *Core) expireJobs(tx *store.Tx, key string, jobs []model.Job, now time.Time, acts *Actions) ([]model.Job, error) {
+	active := jobs[:0:0]
+	for _, j := range jobs {
+		timer := runtime.Timer{Kind: runtime.JobTimeout, Object: runtime.ComputeKey(key), Sub: j.ID}
+		var started *time.Time
+		if j.Status == api.JobRunning {
+			started = j.StartedAt
+		}
+		d := jobtimeout.Decide(started, j.TimeoutSeconds, now)
+		switch {
+		case d.Expired:
+			j.Finish(api.JobFailed, nil, d.Reason, now)
+			if err := model.PutJob(tx, j); err != nil {
+				return nil, err
+			}
+			acts.KillJobs = append(acts.KillJobs, j)
+			acts.ClearTimer(timer)
+			acts.Log(hclog.Warn, "job stopped at its limits.timeout", "job", j.ID, "timeout_seconds", j.TimeoutSeconds)
+			continue
+		case !d.Deadline.IsZero():
+			acts.SetTimer(timer, d.Deadline)
+		}
+		active = append(active, j)
+	}
+	return active, nil
 }

@@ -89,6 +89,9 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		return
 	}
 	c.log.Info("job running", "job", j.ID, "nodes", strings.Join(j.Nodes, ","))
+	if j.TimeoutSeconds > 0 {
+		c.Kick(j.ComputeKey) // its pass sets the limits.timeout timer from the stored start
+	}
 }
 
 // KillJob kills every rank of a job (and its environment's preparation); the ranks' exits

@@ -91,6 +91,8 @@ const (
 	// Probe: an endpoint instance's probe is due (Object: the EndpointInstance; Sub: the
 	// probe, "ready" or "live"). Its handler runs the probe, not a reconcile.
 	Probe
+	// JobTimeout: a running job (Sub: its ID) of the compute reaches its limits.timeout.
+	JobTimeout
 )
 
 // Timer names one deadline.

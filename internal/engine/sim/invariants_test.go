@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
@@ -37,6 +38,15 @@ func (w *world) check() error {
 	byKey := map[string]api.Job{}
 	for _, j := range jobs {
 		byKey[j.Workspace+"/"+j.ID] = j
+	}
+	// A job stops at its limits.timeout: none is Running once its start plus its limit has
+	// passed (the engine's timer fires at the deadline, which the settled clock reached).
+	w.checks++
+	for _, j := range jobs {
+		if j.Status == api.JobRunning && j.TimeoutSeconds > 0 && j.StartedAt != nil &&
+			!now.Before(j.StartedAt.Add(time.Duration(j.TimeoutSeconds)*time.Second)) {
+			return w.fail("a job stops at its limit", "job %s started %s with limits.timeout %ds is still running at %s", j.ID, j.StartedAt, j.TimeoutSeconds, now)
+		}
 	}
 	running := map[string]bool{} // job IDs with a running task
 	for _, nt := range w.drv.RunningTasks() {

@@ -272,7 +272,13 @@ func (w *world) submitJob() error {
 	if !c.instance && c.max > 1 {
 		count = 1 + w.rng.Int64N(c.max)
 	}
-	j, err := w.e.SubmitJob(context.Background(), c.ws, api.JobSpec{Compute: c.name, InstanceCount: count, Command: []string{"train"}}, "")
+	// A third of the jobs have a limits.timeout, held by the "a job stops at its limit"
+	// invariant.
+	var timeout int64
+	if w.rng.IntN(3) == 0 {
+		timeout = 30 + w.rng.Int64N(600)
+	}
+	j, err := w.e.SubmitJob(context.Background(), c.ws, api.JobSpec{Compute: c.name, InstanceCount: count, Command: []string{"train"}, TimeoutSeconds: timeout}, "")
 	if err != nil {
 		w.logf("submit job to %s count=%d: %v", c.key(), count, err)
 		return nil

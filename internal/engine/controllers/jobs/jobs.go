@@ -20,6 +20,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/jobtimeout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -73,6 +74,9 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 	if err := validation.InstanceCount(spec.InstanceCount); err != nil {
 		return nil, err
 	}
+	if spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > jobtimeout.MaxSeconds {
+		return nil, api.Errorf(api.CodeInvalid, "timeout_seconds", "limits.timeout must be between 1 second and %d seconds (a year), or absent for no limit; got %d", jobtimeout.MaxSeconds, spec.TimeoutSeconds)
+	}
 	if spec.SnapshotID != "" && c.snapshots != nil {
 		if _, err := c.snapshots.Path(spec.SnapshotID); err != nil {
 			return nil, api.Errorf(api.CodeInvalid, "snapshot_id", "code snapshot %q is not known to this engine; upload it first", spec.SnapshotID)
@@ -91,7 +95,7 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 	j := model.Job{Job: api.Job{
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
 		Command: slices.Clone(spec.Command), Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
-		DisplayName: spec.DisplayName, ExperimentName: spec.ExperimentName, Description: spec.Description, Tags: spec.Tags,
+		DisplayName: spec.DisplayName, ExperimentName: spec.ExperimentName, Description: spec.Description, Tags: spec.Tags, TimeoutSeconds: spec.TimeoutSeconds,
 		Inputs: maps.Clone(spec.Inputs), Outputs: maps.Clone(spec.Outputs),
 	}}
 	err = c.core.Write(func(tx *store.Tx) error {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes/computestest"
@@ -144,5 +146,79 @@ func TestAServerlessJobGetsItsOwnComputeThatGoesWithIt(t *testing.T) {
 	env.Settle()
 	if !env.Gone(key) || len(env.Driver.Nodes()) != 0 {
 		t.Fatalf("after the job: compute gone %v, driver nodes %v; want both gone", env.Gone(key), env.Driver.Nodes())
+	}
+}
+
+// TestAJobPastItsTimeoutFailsAndIsStopped: limits.timeout counts from the job's start on
+// its nodes; at it the job fails, naming the limit, and its ranks are killed.
+func TestAJobPastItsTimeoutFailsAndIsStopped(t *testing.T) {
+	env, c := setup(t)
+	j := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"train"}, InstanceCount: 2, TimeoutSeconds: 60}, "")
+	env.Settle()
+	rec := env.Job("lab", j.ID)
+	if rec.Status != api.JobRunning || rec.TimeoutSeconds != 60 {
+		t.Fatalf("job = %s with timeout %d; want running with 60", rec.Status, rec.TimeoutSeconds)
+	}
+	env.Clock.Step(59 * time.Second)
+	env.Settle()
+	if got := env.Job("lab", j.ID).Status; got != api.JobRunning {
+		t.Fatalf("job 59 s after its start = %s; want still running", got)
+	}
+	env.Clock.Step(time.Second)
+	env.Settle()
+	got := env.Job("lab", j.ID)
+	if got.Status != api.JobFailed || !strings.Contains(got.Error, "limits.timeout of 1m0s") {
+		t.Fatalf("job at its limit = %s (%q); want failed, naming limits.timeout", got.Status, got.Error)
+	}
+	kills := env.Driver.CallsTo("KillTask")
+	for rank, node := range rec.Nodes {
+		if !slices.Contains(kills, node+"/"+rec.TaskKey(rank)) {
+			t.Errorf("kills = %v; want rank %d killed", kills, rank)
+		}
+	}
+	if len(env.Driver.RunningTasks()) != 0 {
+		t.Fatalf("tasks still running after the timeout: %v", env.Driver.RunningTasks())
+	}
+}
+
+// TestATimeoutCountsFromTheStartNotTheSubmit: the time a job waits for nodes is not its own.
+func TestATimeoutCountsFromTheStartNotTheSubmit(t *testing.T) {
+	env, c := setup(t)
+	first := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"a"}, InstanceCount: 2}, "")
+	waiting := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"b"}, TimeoutSeconds: 60}, "")
+	env.Settle()
+	if got := env.Job("lab", waiting.ID).Status; got != api.JobQueued {
+		t.Fatalf("second job = %s; want queued behind the first", got)
+	}
+	env.Clock.Step(10 * time.Minute)
+	env.Settle()
+	if got := env.Job("lab", waiting.ID).Status; got != api.JobQueued {
+		t.Fatalf("a queued job after 10 minutes = %s; want still queued (its limit has not started)", got)
+	}
+	rec := env.Job("lab", first.ID)
+	for rank, node := range rec.Nodes {
+		env.Driver.FinishTask(node, rec.TaskKey(rank), 0)
+	}
+	env.Settle()
+	if got := env.Job("lab", waiting.ID).Status; got != api.JobRunning {
+		t.Fatalf("second job once nodes are free = %s; want running", got)
+	}
+	env.Clock.Step(30 * time.Second)
+	env.Settle()
+	if got := env.Job("lab", waiting.ID).Status; got != api.JobRunning {
+		t.Fatalf("second job 30 s after its start = %s; want running", got)
+	}
+	env.Clock.Step(30 * time.Second)
+	env.Settle()
+	if got := env.Job("lab", waiting.ID).Status; got != api.JobFailed {
+		t.Fatalf("second job 60 s after its start = %s; want failed", got)
+	}
+}
+
+func TestSubmitRefusesATimeoutOutOfRange(t *testing.T) {
+	_, c := setup(t)
+	for _, s := range []int64{-1, 366 * 24 * 3600} {
+		_, err := c.SubmitJob(context.Background(), "lab", api.JobSpec{Compute: "cpu", Command: []string{"x"}, TimeoutSeconds: s}, "")
+		_ = computestest.WantError(t, err, api.CodeInvalid, "timeout_seconds")
 	}
 }
