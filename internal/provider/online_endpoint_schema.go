@@ -185,6 +185,19 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 				"times), computed at plan time. A change rolls the deployment out.",
 			Computed: true,
 		},
+		"model_path": schema.StringAttribute{
+			MarkdownDescription: "A local directory holding the model the deployment serves, usually " +
+				"`\"${path.module}/model\"`. It is snapshotted as `code_path` is (honouring `.amlignore`, else " +
+				"`.gitignore`; at most 300 MB and 2000 files) and each instance finds a copy of its files in the " +
+				"directory named by the environment variable `AZUREML_MODEL_DIR`, as in Azure. Its hash is " +
+				"`model_digest`, so a new model plans a rollout. Leave it unset for a deployment without a model.",
+			Optional: true,
+		},
+		"model_digest": schema.StringAttribute{
+			MarkdownDescription: "The content hash of `model_path`'s snapshot, computed at plan time (null " +
+				"without `model_path`). A change rolls the deployment out.",
+			Computed: true,
+		},
 		"command": schema.ListAttribute{
 			MarkdownDescription: "The command each instance runs, as a list of arguments, for example " +
 				"`[\"python3\", \"score.py\"]`. It runs in the code directory with `PORT` in its environment and " +

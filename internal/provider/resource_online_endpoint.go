@@ -178,8 +178,8 @@ func knownInt64Map(m types.Map) (map[string]int64, bool) {
 	return out, true
 }
 
-// ModifyPlan computes each deployment's code_snapshot_id from its code_path, so that a
-// change to the code shows in the plan as a rollout of that deployment, and the default of
+// ModifyPlan computes each deployment's code_snapshot_id from its code_path and its
+// model_digest from its model_path, so that a change to the code or model shows in the plan as a rollout of that deployment, and the default of
 // request_settings.max_queue_wait_ms where it is not configured: it depends on
 // scale_settings (validation.DefaultMaxQueueWait). It also checks the deployments against
 // the workspace's quota (quota_plan.go).
@@ -200,9 +200,12 @@ func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.Mo
 	}
 	for name, d := range deployments {
 		p := path.Root("deployments").AtMapKey(name)
-		id, diags := plannedSnapshotID(d.CodePath, p.AtName("code_path"))
+		id, diags := plannedSnapshotID(d.CodePath, p.AtName("code_path"), "code")
 		resp.Diagnostics.Append(diags...)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, p.AtName("code_snapshot_id"), id)...)
+		digest, diags := plannedSnapshotID(d.ModelPath, p.AtName("model_path"), "model")
+		resp.Diagnostics.Append(diags...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, p.AtName("model_digest"), digest)...)
 		planQueueWait(ctx, req, resp, p, d)
 	}
 	r.planQuota(ctx, req, resp, deployments)

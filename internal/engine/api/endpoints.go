@@ -133,7 +133,13 @@ type DeploymentSpec struct {
 	CodePath string `json:"code_path,omitempty"`
 	// SnapshotID names the uploaded snapshot of CodePath (POST .../snapshots); instances
 	// start in a copy of it. It is content-addressed, so a code change is a new ID.
-	SnapshotID           string            `json:"snapshot_id,omitempty"`
+	SnapshotID string `json:"snapshot_id,omitempty"`
+	// ModelPath is the model directory the user named; it is kept to be read back.
+	ModelPath string `json:"model_path,omitempty"`
+	// ModelSnapshotID names the uploaded snapshot of ModelPath; each instance finds a copy
+	// of it in the directory named by AZUREML_MODEL_DIR. It is content-addressed, so a
+	// model change is a new ID, which rolls the deployment out.
+	ModelSnapshotID      string            `json:"model_snapshot_id,omitempty"`
 	Command              []string          `json:"command"`
 	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
 	// EnvironmentID, when set, is an environment of the endpoint's workspace

@@ -109,6 +109,8 @@ type Process struct {
 	Command              []string          `json:"command"`
 	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
 	SnapshotID           string            `json:"snapshot_id,omitempty"`
+	// ModelSnapshotID is the deployment's model, copied to the task's model directory.
+	ModelSnapshotID string `json:"model_snapshot_id,omitempty"`
 	// Env is the environment the process runs in, nil for none.
 	Env *JobEnvironment `json:"env,omitempty"`
 }
@@ -116,7 +118,7 @@ type Process struct {
 // ProcessOf is the process of a deployment's current generation.
 func ProcessOf(d Deployment) Process {
 	s := d.Spec
-	return Process{InstanceType: s.InstanceType, Command: s.Command, EnvironmentVariables: s.EnvironmentVariables, SnapshotID: s.SnapshotID, Env: d.Env}
+	return Process{InstanceType: s.InstanceType, Command: s.Command, EnvironmentVariables: s.EnvironmentVariables, SnapshotID: s.SnapshotID, ModelSnapshotID: s.ModelSnapshotID, Env: d.Env}
 }
 
 func (r Endpoint) Key() string { return r.Workspace + "/" + r.Name }

@@ -110,6 +110,11 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 				return nil, api.Errorf(api.CodeInvalid, "deployments."+name+".snapshot_id", "code snapshot %q is not known to this engine; upload the code_path first", d.SnapshotID)
 			}
 		}
+		if d.ModelSnapshotID != "" && c.snapshots != nil {
+			if _, err := c.snapshots.Path(d.ModelSnapshotID); err != nil {
+				return nil, api.Errorf(api.CodeInvalid, "deployments."+name+".model_snapshot_id", "model snapshot %q is not known to this engine; upload the model_path first", d.ModelSnapshotID)
+			}
+		}
 		validation.DefaultDeployment(&d)
 		env, err := deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID)
 		if err != nil {
@@ -143,6 +148,7 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 func needsRollout(oldRec, curRec model.Deployment) bool {
 	old, cur := oldRec.Spec, curRec.Spec
 	return old.InstanceType != cur.InstanceType || old.SnapshotID != cur.SnapshotID ||
+		old.ModelSnapshotID != cur.ModelSnapshotID ||
 		!slices.Equal(old.Command, cur.Command) || !maps.Equal(old.EnvironmentVariables, cur.EnvironmentVariables) ||
 		envHash(oldRec.Env) != envHash(curRec.Env)
 }

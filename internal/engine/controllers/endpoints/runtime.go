@@ -417,7 +417,11 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 		if spec.SnapshotID != "" && c.snapshots != nil {
 			codeDir, _ = c.snapshots.Path(spec.SnapshotID)
 		}
-		err = c.driver.StartTask(ctx, in.ID, driver.TaskSpec{Key: in.Task, Command: c.processCommand(spec, env), Env: env, CodeDir: codeDir})
+		task := driver.TaskSpec{Key: in.Task, Command: c.processCommand(spec, env), Env: env, CodeDir: codeDir}
+		err = c.withModel(&task, spec.ModelSnapshotID)
+		if err == nil {
+			err = c.driver.StartTask(ctx, in.ID, task)
+		}
 	}
 	if ctx.Err() != nil {
 		return
@@ -451,6 +455,32 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 		}
 	}
 	c.kick(key)
+}
+
+// ModelDir is the directory of an instance's working directory that holds its
+// deployment's model; AZUREML_MODEL_DIR names it (as an absolute path on the node).
+const ModelDir = "model"
+
+// withModel gives an instance's task its deployment's model, when it has one: an input
+// copied to ModelDir through the driver's channel, and AZUREML_MODEL_DIR, which only the
+// node knows as an absolute path, so the command is started by a shell that sets it from
+// MLCOMPUTE_WORK_DIR and then execs it.
+func (c *Controller) withModel(task *driver.TaskSpec, id string) error {
+	if id == "" {
+		return nil
+	}
+	if c.snapshots == nil {
+		return fmt.Errorf("model snapshot %q: this engine keeps no snapshots", id)
+	}
+	src, err := c.snapshots.Path(id)
+	if err != nil {
+		return fmt.Errorf("model snapshot %q: %w", id, err)
+	}
+	task.Inputs = append(task.Inputs, driver.TaskInput{Src: src, Dest: ModelDir})
+	task.Command = append([]string{"/bin/sh", "-c",
+		`AZUREML_MODEL_DIR="$` + driver.WorkDirEnv + `/` + ModelDir + `"; export AZUREML_MODEL_DIR; exec "$@"`, "sh"},
+		task.Command...)
+	return nil
 }
 
 // processCommand is the command of an instance's process: with an environment, one
