@@ -282,7 +282,7 @@ func (m *onlineEndpointModel) toAPI(ctx context.Context, upload uploadFunc) (api
 			spec.SnapshotID = uploadDir(ctx, upload, dm.CodePath.ValueString(), dm.CodeSnapshotID.ValueString(),
 				at.AtName("code_path"), "code", &diags)
 		}
-		if !dm.ModelPath.IsNull() {
+		if !dm.ModelPath.IsNull() && !strings.HasPrefix(dm.ModelPath.ValueString(), "azureml:") {
 			spec.ModelSnapshotID = uploadDir(ctx, upload, dm.ModelPath.ValueString(), dm.ModelDigest.ValueString(),
 				at.AtName("model_path"), "model", &diags)
 		}
@@ -401,7 +401,7 @@ func deploymentFromAPI(ctx context.Context, s api.DeploymentSpec, configuredType
 		"code_path":             orNull(s.CodePath),
 		"code_snapshot_id":      orNull(s.SnapshotID),
 		"model_path":            orNull(s.ModelPath),
-		"model_digest":          orNull(s.ModelSnapshotID),
+		"model_digest":          orNull(s.ModelSnapshotID + s.ModelDigest),
 		"command":               command,
 		"environment_id":        orNull(s.EnvironmentID),
 		"environment_variables": env,

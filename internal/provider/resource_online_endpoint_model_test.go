@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -93,5 +94,82 @@ func TestAccOnlineEndpoint_Model(t *testing.T) {
 			ImportStateId:     "/workspaces/lab/onlineEndpoints/churn",
 			ImportStateVerify: true,
 		}},
+	})
+}
+
+// A deployment's model_path can be a registered job output: the plan takes its manifest
+// digest as model_digest, instances read its files through AZUREML_MODEL_DIR, and an
+// unknown job or output, or a job that failed, is a plan error naming it.
+func TestAccOnlineEndpoint_ModelFromJob(t *testing.T) {
+	t.Parallel()
+	e, c := testAccServingEngine(t)
+	cluster := `
+resource "mlcompute_compute_cluster" "cpu" {
+  name           = "cpu"
+  workspace_id   = mlcompute_workspace.test.id
+  vm_size        = "Standard_DS3_v2"
+  scale_settings = { max_node_count = 1 }
+}
+`
+	config := func(modelPath string) string {
+		extra := ""
+		if modelPath != "" {
+			extra = fmt.Sprintf("model_path = %q", modelPath)
+		}
+		return testAccEndpointConfig(e.Endpoint, deployments(testAccDeployment(t, "blue", "v1", extra))+
+			"  traffic = { blue = 100 }\n") + cluster
+	}
+	submit := func(name, script, status string) error {
+		j, err := c.SubmitJob(context.Background(), "lab", api.JobSpec{Name: name, Compute: "cpu",
+			Command: []string{"/bin/sh", "-c", script}, Outputs: map[string]api.JobOutput{"model": {}}})
+		if err != nil {
+			return err
+		}
+		return waitJob(c, j.ID, status)
+	}
+	planError := func(modelPath string, phrases ...string) resource.TestStep {
+		return resource.TestStep{Config: config(modelPath), PlanOnly: true, ExpectError: expectError(phrases...)}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             testAccEndpointDestroyed(c),
+		Steps: []resource.TestStep{{
+			Config: config(""),
+			Check: func(*terraform.State) error {
+				if err := submit("train", "echo model-from-job > ${{outputs.model}}/MODEL", api.JobCompleted); err != nil {
+					return err
+				}
+				return submit("broken", "exit 3", api.JobFailed)
+			},
+		}, {
+			Config:           config("azureml://jobs/train/outputs/model"),
+			ConfigPlanChecks: updatedInPlace(testAccEndpointAddr),
+			ConfigStateChecks: []statecheck.StateCheck{
+				endpointValue("deployments.blue.model_digest", knownvalue.StringRegexp(regexp.MustCompile(`^sha256:[0-9a-f]{64}$`))),
+			},
+			Check: resource.ComposeAggregateTestCheckFunc(
+				expectModel("model-from-job"),
+				engineEndpoint(c, func(got *api.Endpoint) error {
+					j, err := c.GetJob(context.Background(), "lab", "train")
+					if err != nil {
+						return err
+					}
+					if d, want := got.Deployments["blue"].ModelDigest, j.Outputs["model"].Digest; d != want {
+						return fmt.Errorf("engine's model digest %q; want the output's %q", d, want)
+					}
+					return nil
+				}),
+			),
+		}, {
+			ResourceName:      testAccEndpointAddr,
+			ImportState:       true,
+			ImportStateId:     "/workspaces/lab/onlineEndpoints/churn",
+			ImportStateVerify: true,
+		},
+			planError("azureml://jobs/nope/outputs/model", "Unknown Job", `job "nope" not found in workspace "lab"`),
+			planError("azureml://jobs/train/outputs/weights", "Unknown Job Output", `job "train" has no output "weights"`, "its outputs: model"),
+			planError("azureml://jobs/broken/outputs/model", "Job Not Completed", `job "broken" is Failed`),
+			planError("azureml://jobs/train", "Invalid Model Path", "azureml://jobs/<job>/outputs/<output>"),
+		},
 	})
 }
