@@ -186,16 +186,20 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 			Computed: true,
 		},
 		"model_path": schema.StringAttribute{
-			MarkdownDescription: "A local directory holding the model the deployment serves, usually " +
-				"`\"${path.module}/model\"`. It is snapshotted as `code_path` is (honouring `.amlignore`, else " +
-				"`.gitignore`; at most 300 MB and 2000 files) and each instance finds a copy of its files in the " +
-				"directory named by the environment variable `AZUREML_MODEL_DIR`, as in Azure. Its hash is " +
-				"`model_digest`, so a new model plans a rollout. Leave it unset for a deployment without a model.",
+			MarkdownDescription: "The model the deployment serves: a local directory, usually " +
+				"`\"${path.module}/model\"` (snapshotted as `code_path` is, honouring `.amlignore`, else " +
+				"`.gitignore`; at most 300 MB and 2000 files), or a Completed job's registered output, " +
+				"`azureml://jobs/<job>/outputs/<output>`. Each instance finds a copy of its files in the directory " +
+				"named by the environment variable `AZUREML_MODEL_DIR`, as in Azure. An unknown job or output, or " +
+				"the output of a job that is not Completed, is a plan error. Leave it unset for a deployment " +
+				"without a model.",
 			Optional: true,
 		},
 		"model_digest": schema.StringAttribute{
-			MarkdownDescription: "The content hash of `model_path`'s snapshot, computed at plan time (null " +
-				"without `model_path`). A change rolls the deployment out.",
+			MarkdownDescription: "The model's digest, computed at plan time: for a local directory the content " +
+				"hash of its snapshot (as `code_snapshot_id` is of the code), for a job's output its manifest " +
+				"digest (`sha256:...`, as `mlcompute job show` lists it). Null without `model_path`. A change " +
+				"rolls the deployment out.",
 			Computed: true,
 		},
 		"command": schema.ListAttribute{
