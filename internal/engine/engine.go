@@ -169,7 +169,7 @@ func New(cfg Config) (*Engine, error) {
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
 	core.RegisterPass(api.TypeComputeInstance, e.instances.Pass)
 	e.endpoints = endpoints.New(endpoints.Config{
-		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, NewID: cfg.NewID,
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),
 		Quota:       core.QuotaIndex(),
 		Nodes:       e.nodes,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -49,6 +50,8 @@ type deploymentModel struct {
 	InstanceCount        types.Int64  `tfsdk:"instance_count"`
 	CodePath             types.String `tfsdk:"code_path"`
 	CodeSnapshotID       types.String `tfsdk:"code_snapshot_id"`
+	ModelPath            types.String `tfsdk:"model_path"`
+	ModelDigest          types.String `tfsdk:"model_digest"`
 	Command              types.List   `tfsdk:"command"`
 	EnvironmentID        types.String `tfsdk:"environment_id"`
 	EnvironmentVariables types.Map    `tfsdk:"environment_variables"`
@@ -106,6 +109,8 @@ var (
 		"instance_count":        types.Int64Type,
 		"code_path":             types.StringType,
 		"code_snapshot_id":      types.StringType,
+		"model_path":            types.StringType,
+		"model_digest":          types.StringType,
 		"command":               types.ListType{ElemType: types.StringType},
 		"environment_id":        types.StringType,
 		"environment_variables": types.MapType{ElemType: types.StringType},
@@ -214,24 +219,43 @@ func packCode(dir string, keep bool) ([]byte, string, error) {
 	return buf.Bytes(), m.SHA256, nil
 }
 
-// plannedSnapshotID is a deployment's code_snapshot_id as planned: the hash of code_path's
-// snapshot, unknown while code_path is, null without one.
-func plannedSnapshotID(codePath types.String, at path.Path) (types.String, diag.Diagnostics) {
+// plannedSnapshotID is a deployment's code_snapshot_id (what is "code") or model_digest
+// (what is "model") as planned: the hash of the directory's snapshot, unknown while the
+// directory is, null without one.
+func plannedSnapshotID(dir types.String, at path.Path, what string) (types.String, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	switch {
-	case codePath.IsUnknown():
+	case dir.IsUnknown():
 		return types.StringUnknown(), nil
-	case codePath.IsNull():
+	case dir.IsNull():
 		return types.StringNull(), nil
 	}
-	_, id, err := packCode(codePath.ValueString(), false)
+	_, id, err := packCode(dir.ValueString(), false)
 	if err != nil {
-		diags.AddAttributeError(at, "Cannot Snapshot Code", fmt.Sprintf("The provider could not snapshot the code "+
-			"directory %q.\n\nCheck that the directory exists and that it fits the snapshot limits (300 MB, 2000 "+
-			"files; leave large files out with .amlignore or .gitignore).\n\nError: %s", codePath.ValueString(), err))
+		diags.AddAttributeError(at, "Cannot Snapshot "+strings.ToUpper(what[:1])+what[1:], fmt.Sprintf("The provider "+
+			"could not snapshot the %s directory %q.\n\nCheck that the directory exists and that it fits the snapshot "+
+			"limits (300 MB, 2000 files; leave large files out with .amlignore or .gitignore).\n\nError: %s",
+			what, dir.ValueString(), err))
 		return types.StringUnknown(), diags
 	}
 	return types.StringValue(id), diags
+}
+
+// uploadDir uploads a deployment's code or model directory and checks that it is the
+// snapshot the plan hashed (planned); it returns the snapshot's ID.
+func uploadDir(ctx context.Context, upload uploadFunc, dir, planned string, at path.Path, what string, diags *diag.Diagnostics) string {
+	id, err := upload(ctx, dir)
+	title := strings.ToUpper(what[:1]) + what[1:]
+	switch {
+	case err != nil:
+		diags.AddAttributeError(at, "Cannot Upload "+title, fmt.Sprintf("The provider could not "+
+			"upload the %s directory %q to the engine.\n\nError: %s", what, dir, err))
+	case id != planned:
+		diags.AddAttributeError(at, title+" Changed After Plan", fmt.Sprintf("The %s "+
+			"directory %q changed between plan and apply (its snapshot was %s, it is now %s).\n\nRun plan "+
+			"again, so that the plan shows the %s it rolls out.", what, dir, planned, id, what))
+	}
+	return id
 }
 
 // toAPI returns the planned endpoint for the engine, uploading each deployment's code and
@@ -255,18 +279,12 @@ func (m *onlineEndpointModel) toAPI(ctx context.Context, upload uploadFunc) (api
 		spec, d := dm.toAPI(ctx)
 		diags.Append(d...)
 		if !dm.CodePath.IsNull() {
-			id, err := upload(ctx, dm.CodePath.ValueString())
-			switch {
-			case err != nil:
-				diags.AddAttributeError(at.AtName("code_path"), "Cannot Upload Code", fmt.Sprintf("The provider could not "+
-					"upload the code directory %q to the engine.\n\nError: %s", dm.CodePath.ValueString(), err))
-			case id != dm.CodeSnapshotID.ValueString():
-				diags.AddAttributeError(at.AtName("code_path"), "Code Changed After Plan", fmt.Sprintf("The code "+
-					"directory %q changed between plan and apply (its snapshot was %s, it is now %s).\n\nRun plan "+
-					"again, so that the plan shows the code it rolls out.", dm.CodePath.ValueString(),
-					dm.CodeSnapshotID.ValueString(), id))
-			}
-			spec.SnapshotID = id
+			spec.SnapshotID = uploadDir(ctx, upload, dm.CodePath.ValueString(), dm.CodeSnapshotID.ValueString(),
+				at.AtName("code_path"), "code", &diags)
+		}
+		if !dm.ModelPath.IsNull() && !strings.HasPrefix(dm.ModelPath.ValueString(), "azureml:") {
+			spec.ModelSnapshotID = uploadDir(ctx, upload, dm.ModelPath.ValueString(), dm.ModelDigest.ValueString(),
+				at.AtName("model_path"), "model", &diags)
 		}
 		upd.Deployments[name] = spec
 	}
@@ -279,6 +297,7 @@ func (d deploymentModel) toAPI(ctx context.Context) (api.DeploymentSpec, diag.Di
 		InstanceType:  d.InstanceType.ValueString(),
 		InstanceCount: d.InstanceCount.ValueInt64(),
 		CodePath:      d.CodePath.ValueString(),
+		ModelPath:     d.ModelPath.ValueString(),
 		EnvironmentID: d.EnvironmentID.ValueString(),
 	}
 	diags := d.Command.ElementsAs(ctx, &spec.Command, false)
@@ -381,6 +400,8 @@ func deploymentFromAPI(ctx context.Context, s api.DeploymentSpec, configuredType
 		"instance_count":        types.Int64Value(s.InstanceCount),
 		"code_path":             orNull(s.CodePath),
 		"code_snapshot_id":      orNull(s.SnapshotID),
+		"model_path":            orNull(s.ModelPath),
+		"model_digest":          orNull(s.ModelSnapshotID + s.ModelDigest),
 		"command":               command,
 		"environment_id":        orNull(s.EnvironmentID),
 		"environment_variables": env,

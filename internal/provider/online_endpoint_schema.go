@@ -185,6 +185,23 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 				"times), computed at plan time. A change rolls the deployment out.",
 			Computed: true,
 		},
+		"model_path": schema.StringAttribute{
+			MarkdownDescription: "The model the deployment serves: a local directory, usually " +
+				"`\"${path.module}/model\"` (snapshotted as `code_path` is, honouring `.amlignore`, else " +
+				"`.gitignore`; at most 300 MB and 2000 files), or a Completed job's registered output, " +
+				"`azureml://jobs/<job>/outputs/<output>`. Each instance finds a copy of its files in the directory " +
+				"named by the environment variable `AZUREML_MODEL_DIR`, as in Azure. An unknown job or output, or " +
+				"the output of a job that is not Completed, is a plan error. Leave it unset for a deployment " +
+				"without a model.",
+			Optional: true,
+		},
+		"model_digest": schema.StringAttribute{
+			MarkdownDescription: "The model's digest, computed at plan time: for a local directory the content " +
+				"hash of its snapshot (as `code_snapshot_id` is of the code), for a job's output its manifest " +
+				"digest (`sha256:...`, as `mlcompute job show` lists it). Null without `model_path`. A change " +
+				"rolls the deployment out.",
+			Computed: true,
+		},
 		"command": schema.ListAttribute{
 			MarkdownDescription: "The command each instance runs, as a list of arguments, for example " +
 				"`[\"python3\", \"score.py\"]`. It runs in the code directory with `PORT` in its environment and " +

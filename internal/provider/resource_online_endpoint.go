@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -178,8 +179,8 @@ func knownInt64Map(m types.Map) (map[string]int64, bool) {
 	return out, true
 }
 
-// ModifyPlan computes each deployment's code_snapshot_id from its code_path, so that a
-// change to the code shows in the plan as a rollout of that deployment, and the default of
+// ModifyPlan computes each deployment's code_snapshot_id from its code_path and its
+// model_digest from its model_path, so that a change to the code or model shows in the plan as a rollout of that deployment, and the default of
 // request_settings.max_queue_wait_ms where it is not configured: it depends on
 // scale_settings (validation.DefaultMaxQueueWait). It also checks the deployments against
 // the workspace's quota (quota_plan.go).
@@ -200,13 +201,73 @@ func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.Mo
 	}
 	for name, d := range deployments {
 		p := path.Root("deployments").AtMapKey(name)
-		id, diags := plannedSnapshotID(d.CodePath, p.AtName("code_path"))
+		id, diags := plannedSnapshotID(d.CodePath, p.AtName("code_path"), "code")
 		resp.Diagnostics.Append(diags...)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, p.AtName("code_snapshot_id"), id)...)
+		digest, diags := r.plannedModelDigest(ctx, req, d.ModelPath, p.AtName("model_path"))
+		resp.Diagnostics.Append(diags...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, p.AtName("model_digest"), digest)...)
 		planQueueWait(ctx, req, resp, p, d)
 	}
 	r.planQuota(ctx, req, resp, deployments)
 	keepStateWhenUnchanged(ctx, req, resp)
+}
+
+// plannedModelDigest is a deployment's model_digest as planned: the hash of a local
+// directory's snapshot, or the manifest digest of the registered job output that an
+// azureml://jobs/<job>/outputs/<output> model_path names (unknown while the workspace is,
+// or without an engine to ask). An unknown job or output, or a job that is not Completed,
+// is an error naming it.
+func (r *onlineEndpointResource) plannedModelDigest(ctx context.Context, req resource.ModifyPlanRequest, modelPath types.String, at path.Path) (types.String, diag.Diagnostics) {
+	if modelPath.IsUnknown() || modelPath.IsNull() || !strings.HasPrefix(modelPath.ValueString(), "azureml:") {
+		return plannedSnapshotID(modelPath, at, "model")
+	}
+	var diags diag.Diagnostics
+	uri := modelPath.ValueString()
+	jobID, output, ok := api.ParseJobOutputURI(uri)
+	if !ok {
+		diags.AddAttributeError(at, "Invalid Model Path", fmt.Sprintf("%q is not a job's output: the form is "+
+			"azureml://jobs/<job>/outputs/<output>; a local model is a directory path.", uri))
+		return types.StringUnknown(), diags
+	}
+	var workspaceID types.String
+	diags.Append(req.Plan.GetAttribute(ctx, path.Root("workspace_id"), &workspaceID)...)
+	if r.client == nil || diags.HasError() || workspaceID.IsUnknown() || workspaceID.IsNull() {
+		return types.StringUnknown(), diags
+	}
+	id, err := api.ParseID(workspaceID.ValueString(), "")
+	if err != nil {
+		return types.StringUnknown(), diags // workspace_id's own validator reports it
+	}
+	j, err := r.client.GetJob(ctx, id.Workspace, jobID)
+	switch {
+	case api.IsNotFound(err):
+		diags.AddAttributeError(at, "Unknown Job", fmt.Sprintf("model_path %s: job %q not found in workspace %q.",
+			uri, jobID, id.Workspace))
+		return types.StringUnknown(), diags
+	case err != nil:
+		diags.AddAttributeError(at, "Cannot Read Job", engineErrorDetail(fmt.Sprintf("read job %q of workspace %q", jobID, id.Workspace), err))
+		return types.StringUnknown(), diags
+	}
+	out, declared := j.Outputs[output]
+	switch {
+	case !declared:
+		names := slices.Sorted(maps.Keys(j.Outputs))
+		if len(names) == 0 {
+			names = []string{"none"}
+		}
+		diags.AddAttributeError(at, "Unknown Job Output", fmt.Sprintf("model_path %s: job %q has no output %q "+
+			"(its outputs: %s).", uri, jobID, output, strings.Join(names, ", ")))
+	case j.Status != api.JobCompleted:
+		diags.AddAttributeError(at, "Job Not Completed", fmt.Sprintf("model_path %s: job %q is %s; only a "+
+			"Completed job's outputs are registered and can be served.", uri, jobID, j.Status))
+	case out.Digest == "":
+		diags.AddAttributeError(at, "Job Output Not Registered", fmt.Sprintf("model_path %s: output %q of job %q "+
+			"is not registered.", uri, output, jobID))
+	default:
+		return types.StringValue(out.Digest), diags
+	}
+	return types.StringUnknown(), diags
 }
 
 // keepStateWhenUnchanged plans no change when, once max_queue_wait_ms's default is worked

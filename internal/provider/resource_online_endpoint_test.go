@@ -589,6 +589,8 @@ resource "mlcompute_online_endpoint" "test" {
 			expectError("Invalid Environment ID", `is in workspace "other"`, "endpoint is in workspace \"lab\"")},
 		{"missing code_path", endpoint(deployments(dep("blue", fmt.Sprintf("code_path = %q", missing)))),
 			expectError("Cannot Snapshot Code", missing)},
+		{"missing model_path", endpoint(deployments(dep("blue", fmt.Sprintf("model_path = %q", missing)))),
+			expectError("Cannot Snapshot Model", "model directory", missing)},
 		{"scale type", endpoint(deployments(dep("blue", `scale_settings = { type = "TargetUtilization" }`))),
 			expectError("type", "default", "target_utilization")},
 		{"instance_count with target_utilization", endpoint(deployments(dep("blue", `instance_count = 2
@@ -692,11 +694,11 @@ func TestPlannedSnapshotID(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := path.Root("deployments").AtMapKey("blue").AtName("code_path")
-	first, diags := plannedSnapshotID(types.StringValue(dir), at)
+	first, diags := plannedSnapshotID(types.StringValue(dir), at, "code")
 	if diags.HasError() || first.IsNull() || first.IsUnknown() {
 		t.Fatalf("snapshot of %s = %v, %v", dir, first, diags)
 	}
-	again, _ := plannedSnapshotID(types.StringValue(dir), at)
+	again, _ := plannedSnapshotID(types.StringValue(dir), at, "code")
 	if !again.Equal(first) {
 		t.Errorf("unchanged code hashed to %s, then %s", first, again)
 	}
@@ -707,16 +709,16 @@ func TestPlannedSnapshotID(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "score.py"), []byte("print(2)\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if changed, _ := plannedSnapshotID(types.StringValue(dir), at); changed.Equal(first) {
+	if changed, _ := plannedSnapshotID(types.StringValue(dir), at, "code"); changed.Equal(first) {
 		t.Error("changed code kept its snapshot ID")
 	}
-	if v, d := plannedSnapshotID(types.StringNull(), at); !v.IsNull() || d.HasError() {
+	if v, d := plannedSnapshotID(types.StringNull(), at, "code"); !v.IsNull() || d.HasError() {
 		t.Errorf("no code_path: %v, %v; want null", v, d)
 	}
-	if v, d := plannedSnapshotID(types.StringUnknown(), at); !v.IsUnknown() || d.HasError() {
+	if v, d := plannedSnapshotID(types.StringUnknown(), at, "code"); !v.IsUnknown() || d.HasError() {
 		t.Errorf("unknown code_path: %v, %v; want unknown", v, d)
 	}
-	v, d := plannedSnapshotID(types.StringValue(filepath.Join(dir, "missing")), at)
+	v, d := plannedSnapshotID(types.StringValue(filepath.Join(dir, "missing")), at, "code")
 	if !d.HasError() || !v.IsUnknown() {
 		t.Fatalf("missing directory: %v, %v; want an error", v, d)
 	}

@@ -21,6 +21,7 @@ type scoreReply struct {
 	Deployment string `json:"deployment"`
 	Version    string `json:"version"`
 	Code       string `json:"code"`
+	Model      string `json:"model,omitempty"`
 }
 
 // testScorerCommand is the HCL list that starts the test scorer.

@@ -133,7 +133,18 @@ type DeploymentSpec struct {
 	CodePath string `json:"code_path,omitempty"`
 	// SnapshotID names the uploaded snapshot of CodePath (POST .../snapshots); instances
 	// start in a copy of it. It is content-addressed, so a code change is a new ID.
-	SnapshotID           string            `json:"snapshot_id,omitempty"`
+	SnapshotID string `json:"snapshot_id,omitempty"`
+	// ModelPath is the model the user named, kept to be read back: a local directory
+	// (uploaded as ModelSnapshotID) or a registered job output,
+	// azureml://jobs/<job>/outputs/<output>, which the engine resolves to ModelDigest.
+	ModelPath string `json:"model_path,omitempty"`
+	// ModelDigest is the manifest digest of the job output ModelPath names, set by the
+	// engine; a new one rolls the deployment out.
+	ModelDigest string `json:"model_digest,omitempty"`
+	// ModelSnapshotID names the uploaded snapshot of ModelPath; each instance finds a copy
+	// of it in the directory named by AZUREML_MODEL_DIR. It is content-addressed, so a
+	// model change is a new ID, which rolls the deployment out.
+	ModelSnapshotID      string            `json:"model_snapshot_id,omitempty"`
 	Command              []string          `json:"command"`
 	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
 	// EnvironmentID, when set, is an environment of the endpoint's workspace

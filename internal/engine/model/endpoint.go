@@ -109,6 +109,10 @@ type Process struct {
 	Command              []string          `json:"command"`
 	EnvironmentVariables map[string]string `json:"environment_variables,omitempty"`
 	SnapshotID           string            `json:"snapshot_id,omitempty"`
+	// ModelSnapshotID is the deployment's model, copied to the task's model directory.
+	ModelSnapshotID string `json:"model_snapshot_id,omitempty"`
+	// ModelDigest is the deployment's model when it is a job's output (artifacts store).
+	ModelDigest string `json:"model_digest,omitempty"`
 	// Env is the environment the process runs in, nil for none.
 	Env *JobEnvironment `json:"env,omitempty"`
 }
@@ -116,7 +120,7 @@ type Process struct {
 // ProcessOf is the process of a deployment's current generation.
 func ProcessOf(d Deployment) Process {
 	s := d.Spec
-	return Process{InstanceType: s.InstanceType, Command: s.Command, EnvironmentVariables: s.EnvironmentVariables, SnapshotID: s.SnapshotID, Env: d.Env}
+	return Process{InstanceType: s.InstanceType, Command: s.Command, EnvironmentVariables: s.EnvironmentVariables, SnapshotID: s.SnapshotID, ModelSnapshotID: s.ModelSnapshotID, ModelDigest: s.ModelDigest, Env: d.Env}
 }
 
 func (r Endpoint) Key() string { return r.Workspace + "/" + r.Name }
@@ -209,4 +213,23 @@ func (r Endpoint) Settled() bool {
 func NameOf(key string) string {
 	_, name, _ := strings.Cut(key, "/")
 	return name
+}
+
+// ModelDigests are the manifests of the artifacts store the endpoint keeps from
+// collection: its deployments' (retiring ones included) and its instances' models.
+func (e Endpoint) ModelDigests() []string {
+	var out []string
+	for _, deps := range []map[string]Deployment{e.Deployments, e.Retiring} {
+		for _, d := range deps {
+			if d.Spec.ModelDigest != "" {
+				out = append(out, d.Spec.ModelDigest)
+			}
+		}
+	}
+	for _, in := range e.Instances {
+		if in.Process.ModelDigest != "" {
+			out = append(out, in.Process.ModelDigest)
+		}
+	}
+	return out
 }

@@ -110,6 +110,9 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 				return nil, api.Errorf(api.CodeInvalid, "deployments."+name+".snapshot_id", "code snapshot %q is not known to this engine; upload the code_path first", d.SnapshotID)
 			}
 		}
+		if err := c.resolveModel(tx, workspace, "deployments."+name, &d); err != nil {
+			return nil, err
+		}
 		validation.DefaultDeployment(&d)
 		env, err := deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID)
 		if err != nil {
@@ -136,6 +139,33 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 	return out, nil
 }
 
+// resolveModel checks a deployment's model: an uploaded snapshot of a local directory, or a
+// registered job output (ModelPath azureml://jobs/<job>/outputs/<output>), whose manifest
+// digest it sets, refusing an unknown job or output or a job that is not Completed.
+func (c *Controller) resolveModel(tx *store.Tx, workspace, field string, d *api.DeploymentSpec) error {
+	d.ModelDigest = ""
+	if strings.HasPrefix(d.ModelPath, "azureml:") {
+		if d.ModelSnapshotID != "" {
+			return api.Errorf(api.CodeInvalid, field+".model_snapshot_id", "a model_path that is a job's output (%s) has no snapshot", d.ModelPath)
+		}
+		out, err := model.ResolveJobOutput(tx, workspace, d.ModelPath)
+		if err != nil {
+			return api.Errorf(api.CodeOf(err), field+".model_path", "%v", err)
+		}
+		if c.artifacts == nil {
+			return api.Errorf(api.CodeInvalid, field+".model_path", "this engine keeps no artifacts store")
+		}
+		d.ModelDigest = out.Digest
+		return nil
+	}
+	if d.ModelSnapshotID != "" && c.snapshots != nil {
+		if _, err := c.snapshots.Path(d.ModelSnapshotID); err != nil {
+			return api.Errorf(api.CodeInvalid, field+".model_snapshot_id", "model snapshot %q is not known to this engine; upload the model_path first", d.ModelSnapshotID)
+		}
+	}
+	return nil
+}
+
 // needsRollout reports whether a deployment's change needs new processes. Request settings,
 // scale settings and probes are applied by the engine and router to running instances;
 // instance_count and the autoscaler's count are met by adding or draining instances.
@@ -143,6 +173,7 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 func needsRollout(oldRec, curRec model.Deployment) bool {
 	old, cur := oldRec.Spec, curRec.Spec
 	return old.InstanceType != cur.InstanceType || old.SnapshotID != cur.SnapshotID ||
+		old.ModelSnapshotID != cur.ModelSnapshotID || old.ModelDigest != cur.ModelDigest ||
 		!slices.Equal(old.Command, cur.Command) || !maps.Equal(old.EnvironmentVariables, cur.EnvironmentVariables) ||
 		envHash(oldRec.Env) != envHash(curRec.Env)
 }

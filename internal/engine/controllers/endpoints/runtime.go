@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
@@ -76,6 +77,9 @@ type Config struct {
 	Logger    hclog.Logger
 	Loop      *runtime.Loop
 	Snapshots model.SnapshotStore
+	// Artifacts is the store of job outputs, which deployments' models can be; nil
+	// refuses such a model.
+	Artifacts *artifacts.Store
 	// NewID makes instance IDs ("<prefix>-<unique>").
 	NewID func(prefix string) string
 	// EnvCacheDir is the environment cache every local node of this machine shares; empty
@@ -101,6 +105,7 @@ type Controller struct {
 	log       hclog.Logger
 	loop      *runtime.Loop
 	snapshots model.SnapshotStore
+	artifacts *artifacts.Store
 	newID     func(prefix string) string
 	envCache  string
 	lifecycle *lifecycle.Nodes
@@ -137,7 +142,7 @@ type probeState struct {
 func New(cfg Config) *Controller {
 	c := &Controller{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("endpoints"), loop: cfg.Loop,
-		snapshots: cfg.Snapshots, newID: cfg.NewID, envCache: cfg.EnvCacheDir, ctx: context.Background(),
+		snapshots: cfg.Snapshots, artifacts: cfg.Artifacts, newID: cfg.NewID, envCache: cfg.EnvCacheDir, ctx: context.Background(),
 		lifecycle:  cfg.Nodes,
 		nodes:      map[string]string{},
 		probes:     map[string]*probeState{},
@@ -417,7 +422,12 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 		if spec.SnapshotID != "" && c.snapshots != nil {
 			codeDir, _ = c.snapshots.Path(spec.SnapshotID)
 		}
-		err = c.driver.StartTask(ctx, in.ID, driver.TaskSpec{Key: in.Task, Command: c.processCommand(spec, env), Env: env, CodeDir: codeDir})
+		task := driver.TaskSpec{Key: in.Task, Command: c.processCommand(spec, env), Env: env, CodeDir: codeDir}
+		var release func()
+		if release, err = c.withModel(ctx, &task, spec); err == nil {
+			err = c.driver.StartTask(ctx, in.ID, task)
+			release() // the driver copied the model before the command started
+		}
 	}
 	if ctx.Err() != nil {
 		return
@@ -451,6 +461,43 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 		}
 	}
 	c.kick(key)
+}
+
+// ModelDir is the directory of an instance's working directory that holds its
+// deployment's model; AZUREML_MODEL_DIR names it (as an absolute path on the node).
+const ModelDir = "model"
+
+// withModel gives an instance's task its deployment's model, when it has one: an input
+// copied to ModelDir through the driver's channel (an uploaded snapshot, or a job's output
+// staged from the artifacts store until release), and AZUREML_MODEL_DIR, which only the
+// node knows as an absolute path, so the command is started by a shell that sets it from
+// MLCOMPUTE_WORK_DIR and then execs it.
+func (c *Controller) withModel(ctx context.Context, task *driver.TaskSpec, p model.Process) (release func(), err error) {
+	release = func() {}
+	var src string
+	switch {
+	case p.ModelSnapshotID != "":
+		if c.snapshots == nil {
+			return release, fmt.Errorf("model snapshot %q: this engine keeps no snapshots", p.ModelSnapshotID)
+		}
+		if src, err = c.snapshots.Path(p.ModelSnapshotID); err != nil {
+			return release, fmt.Errorf("model snapshot %q: %w", p.ModelSnapshotID, err)
+		}
+	case p.ModelDigest != "":
+		if c.artifacts == nil {
+			return release, fmt.Errorf("model %s: this engine keeps no artifacts store", p.ModelDigest)
+		}
+		if src, release, err = c.artifacts.Stage(ctx, p.ModelDigest); err != nil {
+			return func() {}, fmt.Errorf("model %s: %w", p.ModelDigest, err)
+		}
+	default:
+		return release, nil
+	}
+	task.Inputs = append(task.Inputs, driver.TaskInput{Src: src, Dest: ModelDir})
+	task.Command = append([]string{"/bin/sh", "-c",
+		`AZUREML_MODEL_DIR="$` + driver.WorkDirEnv + `/` + ModelDir + `"; export AZUREML_MODEL_DIR; exec "$@"`, "sh"},
+		task.Command...)
+	return release, nil
 }
 
 // processCommand is the command of an instance's process: with an environment, one

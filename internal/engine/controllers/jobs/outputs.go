@@ -130,8 +130,9 @@ func tarTree(dir string, single bool, file string, w io.Writer) error {
 // release: an intake holds it shared from its start until its blobs are released.
 type collecting struct{ sync.RWMutex }
 
-// CollectArtifacts removes the blobs no job references: a registered output, a running
-// job's pending output, or an input of a job that has not ended.
+// CollectArtifacts removes the blobs nothing references: a job's registered output, a
+// running job's pending output, an input of a job that has not ended, or an online
+// endpoint's model (a deployment's, or a running instance's).
 func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
 	if c.Artifacts == nil {
 		return 0, 0, nil
@@ -143,6 +144,13 @@ func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
 		all, err := store.List[model.Job](tx, store.Jobs, "")
 		for _, j := range all {
 			referenced = append(referenced, j.ArtifactDigests()...)
+		}
+		if err != nil {
+			return err
+		}
+		endpoints, err := store.List[model.Endpoint](tx, store.Endpoints, "")
+		for _, e := range endpoints {
+			referenced = append(referenced, e.ModelDigests()...)
 		}
 		return err
 	})

@@ -18,6 +18,8 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 // setupFiles is setup with tasks that have real working directories (the fake driver's
@@ -276,5 +278,42 @@ func TestAnInterruptedIntakeRegistersNothingAndIsDoneAgain(t *testing.T) {
 	// Two distinct contents and the manifest: nothing else survives.
 	if bytes, blobs := st.Usage(); blobs != 3 {
 		t.Fatalf("the store holds %d blobs (%d bytes); want 2 contents and 1 manifest", blobs, bytes)
+	}
+}
+
+// An online endpoint that serves a job's output as its model keeps the output's blobs from
+// collection after the job is deleted; once no endpoint references it, it goes.
+func TestAnEndpointsModelIsKeptFromCollection(t *testing.T) {
+	env, c, st := setupFiles(t)
+	j, nodes := runWithOutput(t, env, c, "train", 1)
+	task := env.Job("lab", j.ID).TaskKey(0)
+	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), modelFiles)
+	env.Driver.FinishTask(nodes[0], task, 0)
+	env.Settle()
+	digest := env.Job("lab", j.ID).Outputs["model"].Digest
+	ep := model.Endpoint{Workspace: "lab", Name: "churn", Deployments: map[string]model.Deployment{
+		"blue": {Spec: api.DeploymentSpec{ModelPath: api.JobOutputURI(j.ID, "model"), ModelDigest: digest}},
+	}}
+	if err := env.Store.Update(func(tx *store.Tx) error { return tx.Put(store.Endpoints, ep.Key(), ep) }); err != nil {
+		t.Fatal(err)
+	}
+	bytesBefore, blobsBefore := st.Usage()
+	if err := c.DeleteJob(context.Background(), "lab", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, blobs := st.Usage(); got != bytesBefore || blobs != blobsBefore || blobs == 0 {
+		t.Fatalf("with the endpoint's model the store holds %d bytes in %d blobs; want all of the output's %d in %d", got, blobs, bytesBefore, blobsBefore)
+	}
+	if err := st.Verify(context.Background(), digest); err != nil {
+		t.Fatalf("the endpoint's model after the job's delete: %v", err)
+	}
+	if err := env.Store.Update(func(tx *store.Tx) error { return tx.Delete(store.Endpoints, ep.Key()) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.CollectArtifacts(); err != nil {
+		t.Fatal(err)
+	}
+	if got, blobs := st.Usage(); got != 0 || blobs != 0 {
+		t.Fatalf("after the endpoint went the store holds %d bytes in %d blobs; want none", got, blobs)
 	}
 }

@@ -7,6 +7,8 @@
 //   - POST /score answers {"deployment": $SCORER_NAME, "version": $SCORER_VERSION, "code":
 //     <the contents of ./VERSION, the code directory's version>, "pid": <pid>, "body":
 //     <request body>}, so a test sees which rollout of which deployment served a request.
+//     With $AZUREML_MODEL_DIR set it adds "model": the contents of the file MODEL there
+//     (read at every request, as a model file the deployment serves).
 //     With ?sleep_ms=N it first writes the file $SCORER_MARKER_DIR/entered-<X-Request-Id>
 //     (so a test knows the request holds its instance slot) and waits N ms; when the
 //     router cancels the request first, it writes $SCORER_MARKER_DIR/cancelled-<X-Request-Id>
@@ -89,12 +91,21 @@ func score(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	code, _ := os.ReadFile("VERSION")
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	reply := map[string]any{
 		"deployment": os.Getenv("SCORER_NAME"), "version": os.Getenv("SCORER_VERSION"),
 		"code": strings.TrimSpace(string(code)), "pid": os.Getpid(), "body": json.RawMessage(orNull(body)),
 		"started_unix_ns": startedAt.UnixNano(), "listening_unix_ns": listeningAt.UnixNano(),
-	})
+	}
+	if dir := os.Getenv("AZUREML_MODEL_DIR"); dir != "" {
+		m, err := os.ReadFile(filepath.Join(dir, "MODEL"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		reply["model"] = strings.TrimSpace(string(m))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(reply)
 }
 
 func orNull(b []byte) []byte {
