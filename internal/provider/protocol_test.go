@@ -214,6 +214,7 @@ func TestClusterFastPathReadsAsTheFramework(t *testing.T) {
 		cfg := tftypes.NewValue(typ, map[string]tftypes.Value{
 			"endpoint": tftypes.NewValue(tftypes.String, e.Endpoint),
 			"token":    tftypes.NewValue(tftypes.String, nil), "data_dir": tftypes.NewValue(tftypes.String, nil),
+			"ca_certificate": tftypes.NewValue(tftypes.String, nil),
 		})
 		resp, err := s.ConfigureProvider(ctx, &tfprotov6.ConfigureProviderRequest{Config: dynamic(t, typ, cfg)})
 		if err != nil || len(resp.Diagnostics) != 0 {
