@@ -293,7 +293,7 @@ func configureProvider(t *testing.T, attrs map[string]string) diag.Diagnostics {
 	var sresp fwprovider.SchemaResponse
 	p.Schema(ctx, fwprovider.SchemaRequest{}, &sresp)
 	vals := map[string]tftypes.Value{}
-	for _, name := range []string{"endpoint", "token", "data_dir"} {
+	for _, name := range []string{"endpoint", "token", "data_dir", "ca_certificate"} {
 		var v any
 		if s, ok := attrs[name]; ok {
 			v = s
