@@ -27,8 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrNotFound is wrapped by errors about a manifest or blob the store does not hold.
@@ -191,7 +189,7 @@ func (s *Store) syncfs() error {
 		return err
 	}
 	defer d.Close()
-	if err := unix.Syncfs(int(d.Fd())); err != nil {
+	if err := syncFS(d); err != nil {
 		return fmt.Errorf("syncing artifact store: %w", err)
 	}
 	return nil
