@@ -215,9 +215,9 @@ func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.Mo
 
 // plannedModelDigest is a deployment's model_digest as planned: the hash of a local
 // directory's snapshot, or the manifest digest of the registered job output that an
-// azureml://jobs/<job>/outputs/<output> model_path names (unknown while the workspace is,
-// or without an engine to ask). An unknown job or output, or a job that is not Completed,
-// is an error naming it.
+// azureml://jobs/<job>/outputs/<output> model_path names, as the engine answers it
+// (unknown while the workspace is, or without an engine to ask). An unknown job or output,
+// or a job that is not Completed, is the engine's error naming it.
 func (r *onlineEndpointResource) plannedModelDigest(ctx context.Context, req resource.ModifyPlanRequest, modelPath types.String, at path.Path) (types.String, diag.Diagnostics) {
 	if modelPath.IsUnknown() || modelPath.IsNull() || !strings.HasPrefix(modelPath.ValueString(), "azureml:") {
 		return plannedSnapshotID(modelPath, at, "model")
@@ -239,35 +239,15 @@ func (r *onlineEndpointResource) plannedModelDigest(ctx context.Context, req res
 	if err != nil {
 		return types.StringUnknown(), diags // workspace_id's own validator reports it
 	}
-	j, err := r.client.GetJob(ctx, id.Workspace, jobID)
-	switch {
-	case api.IsNotFound(err):
-		diags.AddAttributeError(at, "Unknown Job", fmt.Sprintf("model_path %s: job %q not found in workspace %q.",
-			uri, jobID, id.Workspace))
-		return types.StringUnknown(), diags
-	case err != nil:
-		diags.AddAttributeError(at, "Cannot Read Job", engineErrorDetail(fmt.Sprintf("read job %q of workspace %q", jobID, id.Workspace), err))
+	// Which outputs are registered and may be served is the engine's rule: its answer
+	// names the unknown job or output, or the job that did not complete.
+	out, err := r.client.GetJobOutput(ctx, id.Workspace, jobID, output)
+	if err != nil {
+		diags.AddAttributeError(at, "Cannot Serve Model Path", engineErrorDetail(
+			fmt.Sprintf("resolve model_path %s in workspace %q", uri, id.Workspace), err))
 		return types.StringUnknown(), diags
 	}
-	out, declared := j.Outputs[output]
-	switch {
-	case !declared:
-		names := slices.Sorted(maps.Keys(j.Outputs))
-		if len(names) == 0 {
-			names = []string{"none"}
-		}
-		diags.AddAttributeError(at, "Unknown Job Output", fmt.Sprintf("model_path %s: job %q has no output %q "+
-			"(its outputs: %s).", uri, jobID, output, strings.Join(names, ", ")))
-	case j.Status != api.JobCompleted:
-		diags.AddAttributeError(at, "Job Not Completed", fmt.Sprintf("model_path %s: job %q is %s; only a "+
-			"Completed job's outputs are registered and can be served.", uri, jobID, j.Status))
-	case out.Digest == "":
-		diags.AddAttributeError(at, "Job Output Not Registered", fmt.Sprintf("model_path %s: output %q of job %q "+
-			"is not registered.", uri, output, jobID))
-	default:
-		return types.StringValue(out.Digest), diags
-	}
-	return types.StringUnknown(), diags
+	return types.StringValue(out.Digest), diags
 }
 
 // keepStateWhenUnchanged plans no change when, once max_queue_wait_ms's default is worked

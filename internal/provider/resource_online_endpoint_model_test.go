@@ -166,9 +166,9 @@ resource "mlcompute_compute_cluster" "cpu" {
 			ImportStateId:     "/workspaces/lab/onlineEndpoints/churn",
 			ImportStateVerify: true,
 		},
-			planError("azureml://jobs/nope/outputs/model", "Unknown Job", `job "nope" not found in workspace "lab"`),
-			planError("azureml://jobs/train/outputs/weights", "Unknown Job Output", `job "train" has no output "weights"`, "its outputs: model"),
-			planError("azureml://jobs/broken/outputs/model", "Job Not Completed", `job "broken" is Failed`),
+			planError("azureml://jobs/nope/outputs/model", "Cannot Serve Model Path", `job "nope" not found in workspace "lab"`),
+			planError("azureml://jobs/train/outputs/weights", "Cannot Serve Model Path", `job "train" has no output "weights"`, "its outputs: model"),
+			planError("azureml://jobs/broken/outputs/model", "Cannot Serve Model Path", `job "broken" is Failed`),
 			planError("azureml://jobs/train", "Invalid Model Path", "azureml://jobs/<job>/outputs/<output>"),
 		},
 	})

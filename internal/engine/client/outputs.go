@@ -18,6 +18,18 @@ func (c *Client) DeleteJob(ctx context.Context, workspace, id string) error {
 	return c.send(ctx, request{method: "DELETE", path: jobsPath(workspace) + "/" + url.PathEscape(id), retry: true}, nil)
 }
 
+// GetJobOutput returns what a Completed job's registered output is (its digest, size and
+// file count), without its files. An unknown job or output is a not-found error and a job
+// that is not Completed a conflict, each naming it.
+func (c *Client) GetJobOutput(ctx context.Context, workspace, id, output string) (*api.JobOutput, error) {
+	var out api.JobOutput
+	target := jobsPath(workspace) + "/" + url.PathEscape(id) + "/outputs/" + url.PathEscape(output) + "/metadata"
+	if err := c.send(ctx, request{method: "GET", path: target, retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // DownloadJobOutput opens a Completed job's registered output as a tar stream (a
 // uri_folder's files with names relative to it, a uri_file's one file). The output's
 // digest, size and file count come from the response's headers. The caller closes the

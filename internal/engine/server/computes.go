@@ -133,6 +133,17 @@ func (s *Server) deleteJob(w http.ResponseWriter, req *http.Request) error {
 
 // downloadJobOutput streams a registered output as a tar archive. Its digest, size and
 // file count travel in headers, so a client checks what it received.
+// getJobOutput answers what a registered output is (digest, size, file count) without its
+// files: the provider plans a deployment's model_digest from it.
+func (s *Server) getJobOutput(w http.ResponseWriter, req *http.Request) error {
+	out, err := s.opts.Engine.JobOutput(req.Context(), req.PathValue("workspace"), req.PathValue("job"), req.PathValue("output"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (s *Server) downloadJobOutput(w http.ResponseWriter, req *http.Request) error {
 	out, err := s.opts.Engine.JobOutput(req.Context(), req.PathValue("workspace"), req.PathValue("job"), req.PathValue("output"))
 	if err != nil {

@@ -86,6 +86,7 @@ var Routes = []Route{
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}", (*Server).getJob},
 	{"DELETE", "/v1/workspaces/{workspace}/jobs/{job}", (*Server).deleteJob},
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}", (*Server).downloadJobOutput},
+	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}/metadata", (*Server).getJobOutput},
 	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/cancel", (*Server).cancelJob},
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/logs", (*Server).jobLogs},
 	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints", (*Server).listEndpoints},
