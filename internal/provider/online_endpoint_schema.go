@@ -263,12 +263,13 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 				},
 				"max_queue_wait_ms": schema.Int64Attribute{
 					MarkdownDescription: fmt.Sprintf("How long a request may wait for an instance, in milliseconds, from 1 to %d. "+
-						"It applies only to autoscaled deployments (`scale_settings.type = \"%s\"`): one holds requests while "+
-						"every instance is busy or while an instance starts (from zero too), up to this wait, and past it "+
-						"they get 429. A deployment with a fixed `instance_count` holds nothing: a request that finds "+
-						"every instance busy gets 429 at once (default: `%d`, Azure's, or `%d` for a deployment with "+
-						"`scale_settings.type = \"%s\"` and `min_instances = 0`).", api.MaxMaxQueueWaitMS,
-						api.ScaleTypeTargetUtilization, api.DefaultMaxQueueWaitMS, api.DefaultMaxQueueWaitFromZeroMS, api.ScaleTypeTargetUtilization),
+						"A request that finds every ready instance serving `max_concurrent_requests_per_instance` "+
+						"requests, or no instance ready yet (during a rollout, or while an autoscaled deployment "+
+						"starts one, from zero too), is held up to this wait for one with room, and past it gets 429 "+
+						"with `Retry-After`. At most 2 x `max_concurrent_requests_per_instance` x the instance count "+
+						"(`max_instances` when autoscaled) are held at once; one more gets 429 at once (default: `%d`, "+
+						"Azure's, or `%d` for a deployment with `scale_settings.type = \"%s\"` and `min_instances = 0`).",
+						api.MaxMaxQueueWaitMS, api.DefaultMaxQueueWaitMS, api.DefaultMaxQueueWaitFromZeroMS, api.ScaleTypeTargetUtilization),
 					Optional:   true,
 					Computed:   true,
 					Validators: []validator.Int64{int64validator.Between(1, api.MaxMaxQueueWaitMS)},

@@ -23,11 +23,12 @@
 //     no pin the answer is 503.
 //  4. Choose the instance: among the Ready instances, the one with the fewest requests in
 //     flight, ties broken round-robin. When every ready instance already holds
-//     MaxConcurrentPerInstance requests the answer is 429 at once: the router never queues.
-//     No ready instance is 503. An autoscaled deployment (Deployment.Hold, hold.go) is the
-//     exception: such a request is held, its Kick tells the autoscaler at once, and it
-//     goes to the first instance with room (a new table or a released slot wakes it) or
-//     gets 429 with Retry-After after MaxWait; beyond MaxHeld held requests, 429 at once;
+//     MaxConcurrentPerInstance requests, or none is ready, a deployment without a Hold
+//     answers 429 (or 503: no ready instance) at once. The engine gives every deployment
+//     a Hold (Deployment.Hold, hold.go): such a request is held, its Kick (autoscaled
+//     deployments) tells the autoscaler at once, and it goes to the first instance with
+//     room (a new table or a released slot wakes it) or gets 429 with Retry-After after
+//     MaxWait; beyond MaxHeld held requests, 429 at once;
 //     with a start error and no ready instance, 503 with it at once. The request timeout
 //     starts when the request is sent to an instance, not while it is held. The event
 //     loops hand such a request to the lean server, which holds it on its goroutine.

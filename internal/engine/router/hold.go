@@ -9,21 +9,27 @@ import (
 	"time"
 )
 
-// Hold is how an autoscaled deployment treats a request that finds no instance with room
-// (DESIGN 4, endpoint autoscaling): instead of 503 (no instance) or 429 (all full) at once,
-// the request is held until an instance has room or MaxWait passes, and Kick tells the
-// autoscaler at once, so a deployment at zero instances starts one without waiting for its
-// polling interval. A Deployment without a Hold never holds: the router's usual requests
-// pay nothing for the feature.
+// Hold is how a deployment treats a request that finds no instance with room
+// (max_queue_wait_ms; DESIGN 3 and 4): instead of 503 (no instance) or 429 (all full) at
+// once, the request is held until an instance has room or MaxWait passes. For an
+// autoscaled deployment Kick tells the autoscaler at once, so one at zero instances starts
+// one without waiting for its polling interval. Only requests that find no room pay for
+// the feature; a Deployment without a Hold never holds.
 type Hold struct {
 	// MaxWait is max_queue_wait_ms: past it a held request gets 429 with Retry-After.
 	MaxWait time.Duration
 	// MaxHeld bounds the requests held at once (2 × max_concurrent_requests_per_instance ×
-	// max_instances); one more gets 429 with Retry-After at once.
+	// the instance count, max_instances when autoscaled); one more gets 429 with
+	// Retry-After at once.
 	MaxHeld int64
 	// StartError, set while the deployment has no ready instance because its instance
 	// failed to start, answers held and new requests 503 with it at once.
 	StartError string
+	// WhileStarting holds requests while the deployment has no ready instance, too (an
+	// autoscaled deployment, which starts one when held requests Kick it). Without it a
+	// deployment with no ready instance answers 503 at once, and only requests that find
+	// every ready instance busy are held.
+	WhileStarting bool
 	// Kick, when set, is called (it must not block) each time a request is held.
 	Kick func()
 	// ObserveHold, when set, gets how long each held request waited and whether it got an
@@ -74,7 +80,7 @@ const holdRetryAfter = 1
 
 func errHoldFull(dep *deploymentState, limit int64) *Error {
 	return &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyRequests,
-		Message: fmt.Sprintf("deployment %q is scaling: %d requests are already held waiting for an instance (the bound is 2 × max_concurrent_requests_per_instance × max_instances); retry after %d s", dep.name, limit, holdRetryAfter)}
+		Message: fmt.Sprintf("deployment %q is busy: %d requests are already held waiting for an instance (the bound is 2 × max_concurrent_requests_per_instance × its instance count, max_instances when autoscaled); retry after %d s", dep.name, limit, holdRetryAfter)}
 }
 
 func errHoldTimeout(dep *deploymentState, wait time.Duration) *Error {
@@ -99,6 +105,9 @@ func (r *Router) holdFor(endpoint string, dep *deploymentState, gone <-chan stru
 	cfg := h.cfg.Load()
 	if cfg.StartError != "" && len(dep.ready) == 0 {
 		return dep, nil, errStartFailed(dep, cfg.StartError)
+	}
+	if !cfg.WhileStarting && len(dep.ready) == 0 {
+		return dep, nil, errNoReadyInstance(dep)
 	}
 	if n := h.held.Add(1); n > cfg.MaxHeld {
 		h.held.Add(-1)
@@ -129,9 +138,12 @@ func (r *Router) holdFor(endpoint string, dep *deploymentState, gone <-chan stru
 			observe(true)
 			return cur, in, nil
 		}
-		if c := h.cfg.Load(); c.StartError != "" && len(cur.ready) == 0 {
+		if c := h.cfg.Load(); len(cur.ready) == 0 && (c.StartError != "" || !c.WhileStarting) {
 			observe(false)
-			return cur, nil, errStartFailed(cur, c.StartError)
+			if c.StartError != "" {
+				return cur, nil, errStartFailed(cur, c.StartError)
+			}
+			return cur, nil, errNoReadyInstance(cur)
 		}
 		select {
 		case <-wake:

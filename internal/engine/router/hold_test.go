@@ -16,7 +16,7 @@ import (
 func holdDeployment(kicks chan struct{}, maxHeld int64, bs ...*testbackend.Backend) *Deployment {
 	d := deployment("blue", 1, bs...)
 	d.RequestTimeout = time.Second
-	d.Hold = &Hold{MaxWait: 10 * time.Second, MaxHeld: maxHeld, Kick: func() { kicks <- struct{}{} }}
+	d.Hold = &Hold{MaxWait: 10 * time.Second, MaxHeld: maxHeld, WhileStarting: true, Kick: func() { kicks <- struct{}{} }}
 	return d
 }
 
@@ -128,6 +128,59 @@ func TestHoldTakesAReleasedSlot(t *testing.T) {
 	expectStatus(t, wait(t, second, "the second answer"), http.StatusOK)
 	if n := b.Hits.Load(); n != 2 {
 		t.Fatalf("instance got %d requests; want 2", n)
+	}
+}
+
+// A fixed deployment's Hold (not WhileStarting, no Kick) answers 503 at once while no
+// instance is ready, and holds a request that finds every ready instance busy until a slot
+// is released, or 429 past max_queue_wait_ms.
+func TestFixedHoldHoldsOnlyWhenBusy(t *testing.T) {
+	r, clk := newHoldRouter(t)
+	fixed := func(bs ...*testbackend.Backend) *Deployment {
+		d := deployment("blue", 1, bs...)
+		d.Hold = &Hold{MaxWait: 500 * time.Millisecond, MaxHeld: 2}
+		return d
+	}
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, fixed()))
+	rec := serve(r, scoreRequest("ep", testPrimary, "{}"))
+	expectStatus(t, rec, http.StatusServiceUnavailable)
+	if e := decodeError(t, rec); !strings.Contains(e.Message, "has no ready instance") {
+		t.Fatalf("message %q", e.Message)
+	}
+
+	b := testbackend.NewHolding(t, "b0")
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, fixed(b)))
+	first := serveAsync(r, scoreRequest("ep", testPrimary, "{}"))
+	wait(t, b.Entered, "the first request at the instance")
+	second := serveAsync(r, scoreRequest("ep", testPrimary, "{}"))
+	waitHeld(t, r, 1)
+	b.ReleaseAll()
+	expectStatus(t, wait(t, first, "the first answer"), http.StatusOK)
+	expectStatus(t, wait(t, second, "the held answer"), http.StatusOK)
+
+	b2 := testbackend.NewHolding(t, "b2")
+	r.SetEndpoint(keyEndpoint("ep", map[string]int{"blue": 100}, fixed(b2)))
+	third := serveAsync(r, scoreRequest("ep", testPrimary, "{}"))
+	wait(t, b2.Entered, "the third request at the instance")
+	fourth := serveAsync(r, scoreRequest("ep", testPrimary, "{}"))
+	waitHeld(t, r, 1)
+	clk.Step(500 * time.Millisecond)
+	rec = wait(t, fourth, "the held request's 429")
+	expectStatus(t, rec, http.StatusTooManyRequests)
+	if rec.Header().Get("Retry-After") == "" {
+		t.Fatal("429 of a held request without Retry-After")
+	}
+	b2.ReleaseAll()
+	expectStatus(t, wait(t, third, "the third answer"), http.StatusOK)
+}
+
+// waitHeld waits until the router holds n requests of ep's blue.
+func waitHeld(t *testing.T, r *Router, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); r.Stats("ep")["blue"].Held != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("held = %d; want %d", r.Stats("ep")["blue"].Held, n)
+		}
 	}
 }
 

@@ -173,7 +173,12 @@ func initialDesired(d api.DeploymentSpec, old *model.Deployment) int64 {
 	return min(max(cur, sc.MinInstances), sc.MaxInstances)
 }
 
-// routerHold is the router's Hold for an autoscaled deployment. Callers hold c.mu.
+// routerHold is the router's Hold for a deployment: a request that finds every ready
+// instance busy waits up to max_queue_wait_ms for one with room, as Azure's managed
+// endpoints queue it, before it gets 429. An autoscaled deployment also holds requests
+// while it has no ready instance, and a held request kicks its autoscaler at once (so one
+// at zero instances starts one); a fixed one with no ready instance answers 503 at once.
+// Callers hold c.mu.
 func (c *Controller) routerHold(key, dn string, d model.Deployment, ready bool) *router.Hold {
 	sc := d.Spec.ScaleSettings
 	rs := d.Spec.RequestSettings
@@ -184,15 +189,19 @@ func (c *Controller) routerHold(key, dn string, d model.Deployment, ready bool) 
 			wait = rs.MaxQueueWaitMS
 		}
 	}
-	s := c.scalerFor(key, dn)
 	h := &router.Hold{
 		MaxWait: time.Duration(wait) * time.Millisecond,
-		MaxHeld: 2 * maxConc * sc.MaxInstances,
-		Kick: func() {
+		MaxHeld: 2 * maxConc * d.Spec.InstanceCount,
+	}
+	if sc.Autoscaled() {
+		s := c.scalerFor(key, dn)
+		h.MaxHeld = 2 * maxConc * sc.MaxInstances
+		h.WhileStarting = true
+		h.Kick = func() {
 			if !s.kicked.Swap(true) {
 				c.kick(key)
 			}
-		},
+		}
 	}
 	if !ready {
 		h.StartError = d.StartError

@@ -668,9 +668,7 @@ func (c *Controller) pushRouter(rec model.Endpoint) {
 				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u})
 			}
 		}
-		if d.Spec.ScaleSettings.Autoscaled() {
-			rd.Hold = c.routerHold(rec.Key(), dn, d, ready)
-		}
+		rd.Hold = c.routerHold(rec.Key(), dn, d, ready)
 		ep.Deployments[dn] = rd
 	}
 	c.router.SetEndpoint(ep)
