@@ -7,12 +7,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -25,10 +28,85 @@ import (
 // object written inline in a resource of this provider and checks its keys against the
 // attribute's schema. Objects built elsewhere (variables, locals, modules, JSON syntax)
 // are not seen; the docs' common mistakes say so.
+//
+// The files are read once per provider process. A resource's unknown keys are reported
+// by its own plan (reportObjectKeys, from ModifyPlan), on the attribute's path, so they
+// follow -target and are not reported for a destroy; a resource whose name is not a
+// literal in the text cannot be told apart from others of its type at plan, and its keys
+// are reported when the provider's configuration is validated (reportUnmatchedObjectKeys).
+// Each key is reported once per process, whatever the number of provider blocks.
 
-// unknownObjectKeys returns an error for every key of an inline object value, in a resource
-// of this provider in the .tf files of dir, that its attribute does not have.
-func unknownObjectKeys(ctx context.Context, dir string, resources []func() resource.Resource) diag.Diagnostics {
+// objectKeyFinding is one unknown key of an inline object in a resource block.
+type objectKeyFinding struct {
+	resourceType string
+	// name is the block's name attribute when the text fixes it (a string literal), which
+	// the planned name matches; empty otherwise.
+	name    string
+	at      path.Path
+	summary string
+	detail  string
+}
+
+// objectKeyScan holds the findings of the working directory, scanned once per process.
+var objectKeyScan struct {
+	once     sync.Once
+	findings []objectKeyFinding
+	mu       sync.Mutex
+	reported map[int]bool
+}
+
+// scannedObjectKeys returns the working directory's findings, scanning it the first time.
+func scannedObjectKeys(ctx context.Context, resources []func() resource.Resource) []objectKeyFinding {
+	objectKeyScan.once.Do(func() {
+		if dir, err := os.Getwd(); err == nil {
+			objectKeyScan.findings = unknownObjectKeys(ctx, dir, resources)
+		}
+		objectKeyScan.reported = map[int]bool{}
+	})
+	return objectKeyScan.findings
+}
+
+// reportOnce adds the findings match selects, each once per process.
+func reportOnce(diags *diag.Diagnostics, findings []objectKeyFinding, match func(objectKeyFinding) bool) {
+	objectKeyScan.mu.Lock()
+	defer objectKeyScan.mu.Unlock()
+	for i, f := range findings {
+		if !match(f) || objectKeyScan.reported[i] {
+			continue
+		}
+		objectKeyScan.reported[i] = true
+		if f.name == "" {
+			diags.AddError(f.summary, f.detail)
+		} else {
+			diags.AddAttributeError(f.at, f.summary, f.detail)
+		}
+	}
+}
+
+// reportObjectKeys reports, from the plan of a resource of type resourceType (not a
+// destroy), the unknown keys written in the block whose name is the planned name.
+func reportObjectKeys(ctx context.Context, resourceType string, req resource.ModifyPlanRequest, diags *diag.Diagnostics) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var name types.String
+	if req.Plan.GetAttribute(ctx, path.Root("name"), &name).HasError() || name.IsNull() || name.IsUnknown() {
+		return
+	}
+	findings := scannedObjectKeys(ctx, (&mlcomputeProvider{}).Resources(ctx))
+	reportOnce(diags, findings, func(f objectKeyFinding) bool {
+		return f.resourceType == resourceType && f.name == name.ValueString()
+	})
+}
+
+// reportUnmatchedObjectKeys reports the unknown keys of blocks whose name is not a literal.
+func reportUnmatchedObjectKeys(ctx context.Context, resources []func() resource.Resource, diags *diag.Diagnostics) {
+	reportOnce(diags, scannedObjectKeys(ctx, resources), func(f objectKeyFinding) bool { return f.name == "" })
+}
+
+// unknownObjectKeys returns a finding for every key of an inline object value, in a
+// resource of this provider in the .tf files of dir, that its attribute does not have.
+func unknownObjectKeys(ctx context.Context, dir string, resources []func() resource.Resource) []objectKeyFinding {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
 	if len(files) == 0 {
 		return nil
@@ -42,7 +120,7 @@ func unknownObjectKeys(ctx context.Context, dir string, resources []func() resou
 		r.Schema(ctx, resource.SchemaRequest{}, &sr)
 		schemas[md.TypeName] = sr.Schema.Attributes
 	}
-	var diags diag.Diagnostics
+	var findings []objectKeyFinding
 	for _, name := range files {
 		src, err := os.ReadFile(name)
 		if err != nil {
@@ -64,7 +142,12 @@ func unknownObjectKeys(ctx context.Context, dir string, resources []func() resou
 			if !ok {
 				continue
 			}
-			where := block.Labels[0] + "." + block.Labels[1]
+			c := &keyChecker{block: objectKeyFinding{resourceType: block.Labels[0]}, where: block.Labels[0] + "." + block.Labels[1]}
+			if a, ok := block.Body.Attributes["name"]; ok {
+				if v, d := a.Expr.Value(nil); !d.HasErrors() && v.IsKnown() && !v.IsNull() && v.Type() == cty.String {
+					c.block.name = v.AsString()
+				}
+			}
 			inOrder := make([]*hclsyntax.Attribute, 0, len(block.Body.Attributes))
 			for _, a := range block.Body.Attributes {
 				inOrder = append(inOrder, a)
@@ -72,19 +155,28 @@ func unknownObjectKeys(ctx context.Context, dir string, resources []func() resou
 			slices.SortFunc(inOrder, func(a, b *hclsyntax.Attribute) int { return a.SrcRange.Start.Byte - b.SrcRange.Start.Byte })
 			for _, a := range inOrder {
 				if s, ok := attrs[a.Name]; ok {
-					checkObjectKeys(&diags, where, a.Name, a.Expr, s)
+					c.attribute(a.Name, path.Root(a.Name), a.Expr, s)
 				}
 			}
+			findings = append(findings, c.findings...)
 		}
 	}
-	return diags
+	return findings
 }
 
-// checkObjectKeys checks expr, the value of attribute s at path, against s's nested schema.
-func checkObjectKeys(diags *diag.Diagnostics, where, path string, expr hclsyntax.Expression, s schema.Attribute) {
+// keyChecker collects the unknown keys of one resource block.
+type keyChecker struct {
+	block    objectKeyFinding // the block's type and name
+	where    string           // the block's address, for messages
+	findings []objectKeyFinding
+}
+
+// attribute checks expr, the value of attribute s at p (shown as name), against s's
+// nested schema.
+func (c *keyChecker) attribute(name string, p path.Path, expr hclsyntax.Expression, s schema.Attribute) {
 	switch s := s.(type) {
 	case schema.SingleNestedAttribute:
-		checkObject(diags, where, path, expr, s.Attributes)
+		c.object(name, p, expr, s.Attributes)
 	case schema.MapNestedAttribute:
 		if obj, ok := expr.(*hclsyntax.ObjectConsExpr); ok {
 			for _, item := range obj.Items {
@@ -92,26 +184,26 @@ func checkObjectKeys(diags *diag.Diagnostics, where, path string, expr hclsyntax
 				if !ok {
 					continue
 				}
-				checkObject(diags, where, fmt.Sprintf("%s[%q]", path, key), item.ValueExpr, s.NestedObject.Attributes)
+				c.object(fmt.Sprintf("%s[%q]", name, key), p.AtMapKey(key), item.ValueExpr, s.NestedObject.Attributes)
 			}
 		}
 	case schema.ListNestedAttribute:
-		checkElements(diags, where, path, expr, s.NestedObject.Attributes)
+		c.elements(name, p, expr, s.NestedObject.Attributes)
 	case schema.SetNestedAttribute:
-		checkElements(diags, where, path, expr, s.NestedObject.Attributes)
+		c.elements(name, p, expr, s.NestedObject.Attributes)
 	}
 }
 
-func checkElements(diags *diag.Diagnostics, where, path string, expr hclsyntax.Expression, attrs map[string]schema.Attribute) {
+func (c *keyChecker) elements(name string, p path.Path, expr hclsyntax.Expression, attrs map[string]schema.Attribute) {
 	if tuple, ok := expr.(*hclsyntax.TupleConsExpr); ok {
 		for i, e := range tuple.Exprs {
-			checkObject(diags, where, fmt.Sprintf("%s[%d]", path, i), e, attrs)
+			c.object(fmt.Sprintf("%s[%d]", name, i), p.AtListIndex(i), e, attrs)
 		}
 	}
 }
 
-// checkObject checks an inline object's keys against attrs, and its values in turn.
-func checkObject(diags *diag.Diagnostics, where, path string, expr hclsyntax.Expression, attrs map[string]schema.Attribute) {
+// object checks an inline object's keys against attrs, and its values in turn.
+func (c *keyChecker) object(name string, p path.Path, expr hclsyntax.Expression, attrs map[string]schema.Attribute) {
 	obj, ok := expr.(*hclsyntax.ObjectConsExpr)
 	if !ok {
 		return // a reference or a function's result: its keys are not in the text
@@ -124,19 +216,21 @@ func checkObject(diags *diag.Diagnostics, where, path string, expr hclsyntax.Exp
 		s, ok := attrs[key]
 		if !ok {
 			known := make([]string, 0, len(attrs))
-			for name := range attrs {
-				known = append(known, name)
+			for k := range attrs {
+				known = append(known, k)
 			}
 			slices.Sort(known)
 			r := item.KeyExpr.Range()
-			diags.AddError("Unknown Attribute In Object",
-				fmt.Sprintf("%s:%d: %s in %s has no attribute %q. Terraform drops keys an object's type does not have "+
-					"without a word (terraform-plugin-framework#1210), so the plan would not use this value.\n\n"+
-					"Correct or remove %q: %s has %s.", r.Filename, r.Start.Line, path, where, key, key, path,
-					strings.Join(known, ", ")))
+			f := c.block
+			f.at, f.summary = p, "Unknown Attribute In Object"
+			f.detail = fmt.Sprintf("%s:%d: %s in %s has no attribute %q. Terraform drops keys an object's type does not have "+
+				"without a word (terraform-plugin-framework#1210), so the plan would not use this value.\n\n"+
+				"Correct or remove %q: %s has %s.", r.Filename, r.Start.Line, name, c.where, key, key, name,
+				strings.Join(known, ", "))
+			c.findings = append(c.findings, f)
 			continue
 		}
-		checkObjectKeys(diags, where, path+"."+key, item.ValueExpr, s)
+		c.attribute(name+"."+key, p.AtName(key), item.ValueExpr, s)
 	}
 }
 

@@ -52,10 +52,10 @@ resource "other_thing" "x" {
 		t.Fatal(err)
 	}
 	p := &mlcomputeProvider{}
-	diags := unknownObjectKeys(context.Background(), dir, p.Resources(context.Background()))
+	findings := unknownObjectKeys(context.Background(), dir, p.Resources(context.Background()))
 	var got []string
-	for _, d := range diags {
-		got = append(got, d.Detail())
+	for _, f := range findings {
+		got = append(got, f.detail)
 	}
 	want := []string{
 		`main.tf:7: scale_settings in mlcompute_compute_cluster.cpu has no attribute "max_node_countt"`,
@@ -73,7 +73,19 @@ resource "other_thing" "x" {
 	if !strings.Contains(got[0], "scale_settings has max_node_count, min_node_count, scale_down_nodes_after_idle_duration") {
 		t.Errorf("the diagnostic does not list the attribute's keys: %s", got[0])
 	}
-	if diags := unknownObjectKeys(context.Background(), t.TempDir(), p.Resources(context.Background())); len(diags) != 0 {
-		t.Errorf("a directory without .tf files: %v", diags)
+	// Each finding carries the block's literal name, which the planned name matches, and
+	// the attribute's path, where the plan reports it.
+	wantAt := []struct{ name, at string }{
+		{"cpu", "scale_settings"},
+		{"alice", "schedules[0]"},
+		{"churn", `deployments["blue"].request_settings`},
+	}
+	for i, w := range wantAt {
+		if f := findings[i]; f.name != w.name || f.at.String() != w.at {
+			t.Errorf("finding %d is for name %q at %s; want %q at %s", i, f.name, f.at, w.name, w.at)
+		}
+	}
+	if findings := unknownObjectKeys(context.Background(), t.TempDir(), p.Resources(context.Background())); len(findings) != 0 {
+		t.Errorf("a directory without .tf files: %v", findings)
 	}
 }

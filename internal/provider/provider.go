@@ -122,15 +122,12 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 	}
 }
 
-// ValidateConfig checks the keys of object values written in the configuration's text,
-// which terraform drops without a word when they are unknown (object_keys.go). Terraform
-// runs the provider in its working directory, the root module's.
+// ValidateConfig reports the unknown keys of object values written in the configuration's
+// text, which terraform drops without a word (object_keys.go), in resources whose name is
+// not a literal; a resource's own plan reports the others. Terraform runs the provider in
+// its working directory, the root module's.
 func (p *mlcomputeProvider) ValidateConfig(ctx context.Context, _ provider.ValidateConfigRequest, resp *provider.ValidateConfigResponse) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return
-	}
-	resp.Diagnostics.Append(unknownObjectKeys(ctx, dir, p.Resources(ctx))...)
+	reportUnmatchedObjectKeys(ctx, p.Resources(ctx), &resp.Diagnostics)
 }
 
 // providerModel is the provider's configuration.

@@ -310,6 +310,7 @@ func stringMapValue(m map[string]string, prior types.Map) types.Map {
 // ModifyPlan shows vcpus and memory_gb as known after apply when the kubernetes block
 // changes: the engine reads the capacity of the nodes again.
 func (r *attachedComputeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	reportObjectKeys(ctx, "mlcompute_attached_compute", req, &resp.Diagnostics)
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
 		return
 	}

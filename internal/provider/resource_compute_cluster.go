@@ -210,6 +210,7 @@ func (r *computeClusterResource) ValidateConfig(ctx context.Context, req resourc
 // can still be planned and destroyed. It also warns when the cluster keeps nodes while idle
 // (DESIGN: cost hygiene).
 func (r *computeClusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	reportObjectKeys(ctx, "mlcompute_compute_cluster", req, &resp.Diagnostics)
 	if req.Plan.Raw.IsNull() {
 		return // a destroy
 	}

@@ -233,6 +233,7 @@ func (r *computeInstanceResource) Configure(_ context.Context, req resource.Conf
 // and destroyed. It also warns when nothing would ever stop the instance (DESIGN: cost
 // hygiene).
 func (r *computeInstanceResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	reportObjectKeys(ctx, "mlcompute_compute_instance", req, &resp.Diagnostics)
 	if req.Plan.Raw.IsNull() {
 		return // a destroy
 	}

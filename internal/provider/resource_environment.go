@@ -31,6 +31,7 @@ var (
 	_ resource.Resource                = (*environmentResource)(nil)
 	_ resource.ResourceWithConfigure   = (*environmentResource)(nil)
 	_ resource.ResourceWithImportState = (*environmentResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*environmentResource)(nil)
 )
 
 // NewEnvironmentResource returns the mlcompute_environment resource.
@@ -154,6 +155,11 @@ func (r *environmentResource) Schema(_ context.Context, _ resource.SchemaRequest
 			},
 		},
 	}
+}
+
+// ModifyPlan reports the unknown keys written in the block's inline objects (object_keys.go).
+func (r *environmentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	reportObjectKeys(ctx, "mlcompute_environment", req, &resp.Diagnostics)
 }
 
 func (r *environmentResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {

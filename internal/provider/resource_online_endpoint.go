@@ -185,6 +185,7 @@ func knownInt64Map(m types.Map) (map[string]int64, bool) {
 // scale_settings (validation.DefaultMaxQueueWait). It also checks the deployments against
 // the workspace's quota (quota_plan.go).
 func (r *onlineEndpointResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	reportObjectKeys(ctx, "mlcompute_online_endpoint", req, &resp.Diagnostics)
 	if req.Plan.Raw.IsNull() {
 		return // a destroy
 	}

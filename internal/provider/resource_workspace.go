@@ -132,6 +132,7 @@ func (r *workspaceResource) Configure(_ context.Context, req resource.ConfigureR
 // create or a replacement), so an existing workspace whose location the operator has since
 // stopped serving can still be planned and destroyed.
 func (r *workspaceResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	reportObjectKeys(ctx, "mlcompute_workspace", req, &resp.Diagnostics)
 	if req.Plan.Raw.IsNull() || r.client == nil {
 		return // a destroy, or the provider is not configured yet (terraform validate)
 	}
