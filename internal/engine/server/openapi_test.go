@@ -132,6 +132,12 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"EnvironmentUpdate":      api.EnvironmentUpdate{},
 		"Environment":            api.Environment{},
 		"EnvironmentList":        api.EnvironmentList{},
+		"TokenSpec":              api.TokenSpec{},
+		"Token":                  api.Token{},
+		"TokenCreated":           api.TokenCreated{},
+		"TokenList":              api.TokenList{},
+		"AuditEntry":             api.AuditEntry{},
+		"AuditList":              api.AuditList{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
