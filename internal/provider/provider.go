@@ -98,7 +98,8 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 					"set with the `MLCOMPUTE_TOKEN` environment variable. It is required when `endpoint` is an " +
 					"`http` or `https` address, loopback included (a TCP port is open to every local user). For an engine " +
 					"on this machine started with `mlcompute serve --listen tcp://...` and no `--token-file`, the provider " +
-					"reads the token the engine wrote to `api.token` in `data_dir`.",
+					"reads the token the engine wrote to `api.token` in `data_dir`. A token made with `mlcompute token create` " +
+					"acts with its role (`reader`, `contributor` or `operator`) on its workspaces only.",
 				Optional:  true,
 				Sensitive: true,
 			},
