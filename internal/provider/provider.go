@@ -220,7 +220,8 @@ func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token
 	case api.IsUnauthorized(err):
 		resp.Diagnostics.AddAttributeError(path.Root("token"), "Engine Rejected Token",
 			fmt.Sprintf("The engine at %s refused the provider's token.\n\nSet token (or %s) to the token the engine "+
-				"was started with ('mlcompute serve --token-file').\n\nOriginal error: %s", endpoint, envToken, err))
+				"was started with ('mlcompute serve --token-file') or to one made with 'mlcompute token create'; an expired "+
+				"or revoked token must be replaced.\n\nOriginal error: %s", endpoint, envToken, err))
 		return nil
 	case errors.Is(err, tlsconfig.ErrUntrusted):
 		resp.Diagnostics.AddAttributeError(path.Root("ca_certificate"), "Engine Certificate Not Trusted",
