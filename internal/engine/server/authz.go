@@ -42,6 +42,19 @@ var (
 	admin      = perm{auth.Admin, noWorkspace}
 )
 
+// Permission names the route's permission as openapi.yaml's x-permission does.
+func (r Route) Permission() string {
+	switch r.need {
+	case anyToken:
+		return "any"
+	case writeNamed:
+		return "write-named"
+	case readAll:
+		return "read-all"
+	}
+	return string(r.need.verb)
+}
+
 // need resolves a route's permission for one request.
 func (p perm) need(req *http.Request) auth.Need {
 	n := auth.Need{Verb: p.verb}
