@@ -104,33 +104,42 @@ func callOf(req *http.Request) *call {
 
 // authenticate finds who makes the request: the token file's token (an operator), a token
 // of the store, or an instance's activity token on its activity route. An engine without a
-// token (a Unix socket) serves everyone as an operator. nil means 401.
+// token (a Unix socket) serves everyone as an operator. An error means 401.
 func (s *Server) authenticate(req *http.Request) (*call, *api.Error) {
+	c, reason, err := s.identify(req)
+	if err != nil && s.opts.Metrics != nil {
+		s.opts.Metrics.AuthFailure(reason)
+	}
+	return c, err
+}
+
+// identify is authenticate without the count of failures, which it gives a reason.
+func (s *Server) identify(req *http.Request) (*call, string, *api.Error) {
 	if s.opts.Token == "" {
-		return &call{id: auth.Local}, nil
+		return &call{id: auth.Local}, "", nil
 	}
 	bearer, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	if !ok || bearer == "" {
-		return nil, api.Errorf(api.CodeUnauthorized, "token", "missing token: set the provider's token (or MLCOMPUTE_TOKEN) to an API token of the engine")
+		return nil, "missing", api.Errorf(api.CodeUnauthorized, "token", "missing token: set the provider's token (or MLCOMPUTE_TOKEN) to an API token of the engine")
 	}
 	if validBearer(req.Header.Get("Authorization"), s.opts.Token) {
-		return &call{id: auth.Identity{Name: api.TokenFileName, Role: api.RoleOperator}}, nil
+		return &call{id: auth.Identity{Name: api.TokenFileName, Role: api.RoleOperator}}, "", nil
 	}
 	if s.opts.Tokens != nil {
 		id, found, expired := s.opts.Tokens.Lookup(bearer)
 		if found {
-			return &call{id: id}, nil
+			return &call{id: id}, "", nil
 		}
 		if expired {
 			err := api.Errorf(api.CodeUnauthorized, "token", "token %q has expired: ask an operator for a new one (mlcompute token create)", id.Name)
 			s.audit(&call{id: id}, "", req, http.StatusUnauthorized, err)
-			return nil, err
+			return nil, "expired", err
 		}
 	}
 	if ws, ok := s.activityAllowed(req); ok {
-		return &call{id: auth.Identity{Name: "activity", Role: api.RoleContributor, Workspaces: []string{ws}}, quiet: true}, nil
+		return &call{id: auth.Identity{Name: "activity", Role: api.RoleContributor, Workspaces: []string{ws}}, quiet: true}, "", nil
 	}
-	return nil, api.Errorf(api.CodeUnauthorized, "token", "unknown or revoked token: set the provider's token (or MLCOMPUTE_TOKEN) to an API token of the engine")
+	return nil, "unknown", api.Errorf(api.CodeUnauthorized, "token", "unknown or revoked token: set the provider's token (or MLCOMPUTE_TOKEN) to an API token of the engine")
 }
 
 func withCall(req *http.Request, c *call) *http.Request {

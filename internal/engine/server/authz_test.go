@@ -305,23 +305,16 @@ func TestOperatorManagesTokens(t *testing.T) {
 	}
 
 	// No secret is in the audit log, the engine's log, or /metrics.
-	req, _ := http.NewRequest("GET", r.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+fileToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scrape, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || !strings.Contains(string(scrape), "mlcompute_api_request_duration_seconds") {
-		t.Fatalf("/metrics: %d %.200s", res.StatusCode, scrape)
+	scrape := r.scrape()
+	if !strings.Contains(scrape, `mlcompute_api_auth_failures_total{reason="expired"} 1`) {
+		t.Fatalf("/metrics does not count the expired token's call:\n%s", grepLines(scrape, "auth_failures"))
 	}
 	auditRaw, err := os.ReadFile(r.auditPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, secret := range []string{fileToken, created.Secret, exp.Secret} {
-		for where, text := range map[string]string{"audit log": string(auditRaw), "log": r.logs.String(), "/metrics": string(scrape)} {
+		for where, text := range map[string]string{"audit log": string(auditRaw), "log": r.logs.String(), "/metrics": scrape} {
 			if strings.Contains(text, secret) {
 				t.Errorf("a token's secret is in the %s", where)
 			}
@@ -397,6 +390,36 @@ func TestBruteForceOfTokens(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Fatalf("the audit log grew by %d bytes", len(after)-len(before))
 	}
+	// The brute force shows in /metrics instead.
+	if scrape := r.scrape(); !strings.Contains(scrape, `mlcompute_api_auth_failures_total{reason="unknown"} 10000`+"\n") {
+		t.Fatalf("/metrics does not count the 10,000 unknown tokens:\n%s", grepLines(scrape, "auth_failures"))
+	}
+}
+
+func (r *authRig) scrape() string {
+	r.t.Helper()
+	req, _ := http.NewRequest("GET", r.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+fileToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		r.t.Fatalf("/metrics: %d", res.StatusCode)
+	}
+	return string(body)
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestUnixSocketEngineWithoutTokens: with no token file, every caller is the local

@@ -95,7 +95,7 @@ func isUIPath(p string) bool { return p == "/ui" || strings.HasPrefix(p, "/ui/")
 // uiAuthorized reports whether a request may see the page: no token configured, a token
 // that may read every workspace (the page shows them all), or a valid session cookie.
 func (s *Server) uiAuthorized(req *http.Request) bool {
-	if c, err := s.authenticate(req); err == nil && c.id.Allows(auth.Need{Verb: auth.Read, Workspace: auth.AllWorkspaces}) {
+	if c, _, err := s.identify(req); err == nil && c.id.Allows(auth.Need{Verb: auth.Read, Workspace: auth.AllWorkspaces}) {
 		return true
 	}
 	c, err := req.Cookie(UICookie)
