@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +73,9 @@ func TestRolesOverTLS(t *testing.T) {
 		}
 		secrets = append(secrets, created.Secret)
 	}
-	ci, err := Connect(ctx, ConnectOptions{Endpoint: "https://" + addr, Token: secrets[0], DataDir: dir})
+	// The contributor's calls go through a tap that records every byte on the wire.
+	tap := newWireTap(t, addr)
+	ci, err := Connect(ctx, ConnectOptions{Endpoint: "https://" + tap.addr, Token: secrets[0], DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +129,103 @@ func TestRolesOverTLS(t *testing.T) {
 			t.Errorf("audit.log lacks %q:\n%s", want, all)
 		}
 	}
+	wire := tap.bytes()
+	if len(wire) == 0 || wire[0] != 0x16 { // a TLS handshake record
+		t.Fatalf("the tap saw %d bytes, starting %q; want a TLS handshake", len(wire), wire[:min(len(wire), 8)])
+	}
+	if bytes.Contains(wire, []byte(secrets[0])) || bytes.Contains(wire, []byte("Bearer")) || bytes.Contains(wire, []byte("/v1/workspaces")) {
+		t.Error("the contributor's token or request crossed the wire in clear")
+	}
 	for _, s := range append(secrets, fileToken) {
 		if bytes.Contains(raw, []byte(s)) || strings.Contains(logs.String(), s) {
 			t.Error("a token's secret is in audit.log or the engine's log")
 		}
 	}
+}
+
+// TestWireTapSeesPlainHTTP is the tap's control: without TLS the token is on the wire, so
+// TestRolesOverTLS's check of the tap can fail.
+func TestWireTapSeesPlainHTTP(t *testing.T) {
+	dir := shortDir(t)
+	addr := startTCP(t, Options{DataDir: dir, Listen: "tcp://127.0.0.1:0", Token: "plain-s3cret"})
+	tap := newWireTap(t, addr)
+	if _, err := mustClient(t, "http://"+tap.addr, "plain-s3cret").Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(tap.bytes(), []byte("Bearer plain-s3cret")) {
+		t.Fatalf("the tap did not see the plain request: %q", tap.bytes())
+	}
+}
+
+// wireTap relays TCP connections to a target and records what the client sends.
+type wireTap struct {
+	addr string
+	mu   sync.Mutex
+	sent bytes.Buffer
+}
+
+func newWireTap(t *testing.T, target string) *wireTap {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := &wireTap{addr: ln.Addr().String()}
+	var (
+		wg     sync.WaitGroup
+		connMu sync.Mutex
+		conns  []net.Conn
+	)
+	// Idle keep-alive connections are closed here rather than after the client's timeout.
+	t.Cleanup(func() {
+		ln.Close()
+		connMu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		connMu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			connMu.Lock()
+			conns = append(conns, client, server)
+			connMu.Unlock()
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(io.MultiWriter(server, tap), client)
+				server.Close()
+			}()
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(client, server)
+				client.Close()
+			}()
+		}
+	}()
+	return tap
+}
+
+func (w *wireTap) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sent.Write(p)
+}
+
+func (w *wireTap) bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.Clone(w.sent.Bytes())
 }
