@@ -223,6 +223,9 @@ func newJobShowCommand(g *globals) *cobra.Command {
 			if j.Environment != "" {
 				fmt.Fprintf(w, "environment: %s (content hash %s)\n", j.Environment, j.EnvironmentHash)
 			}
+			if j.SubmittedBy != "" {
+				fmt.Fprintf(w, "submitted by: %s\n", j.SubmittedBy)
+			}
 			fmt.Fprintf(w, "nodes:   %s\ncommand: %s\n", strings.Join(j.Nodes, ", "), strings.Join(j.Command, " "))
 			printJobIO(w, j)
 			return nil

@@ -57,7 +57,10 @@ func engineErrorDetail(action string, err error) string {
 		fix = "Raise the family's limit in the workspace's quotas, lower the node count, or choose a VM size of another family."
 	case code == api.CodeUnauthorized:
 		cause = fmt.Sprintf("The engine refused to %s because the provider's token is missing or wrong.", action)
-		fix = "Set the provider's token (or MLCOMPUTE_TOKEN) to the token the engine was started with ('mlcompute serve --token-file')."
+		fix = "Set the provider's token (or MLCOMPUTE_TOKEN) to an API token of the engine: its token file's ('mlcompute serve --token-file') or one made with 'mlcompute token create'. An expired or revoked token must be replaced."
+	case code == api.CodeForbidden:
+		cause = fmt.Sprintf("The engine refused to %s because the provider's token lacks the permission (its role or workspaces do not allow it).", action)
+		fix = "Use a token whose role and workspaces allow it (contributor or operator on this workspace), or ask an operator for one ('mlcompute token create')."
 	case code == api.CodeUnavailable:
 		cause = fmt.Sprintf("The engine could not %s because it is not available right now.", action)
 		fix = "Wait a moment and apply again; 'mlcompute status' shows the engine's health."

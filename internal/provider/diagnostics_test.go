@@ -92,6 +92,11 @@ func TestAddEngineError(t *testing.T) {
 			want: []string{"token is missing or wrong", "MLCOMPUTE_TOKEN"},
 		},
 		{
+			name: "forbidden names the missing permission",
+			err:  api.Errorf(api.CodeForbidden, "", `token "ci" (role reader, workspaces w) lacks the permission write on workspace "w"`),
+			want: []string{"lacks the permission (its role or workspaces", "mlcompute token create", `lacks the permission write on workspace "w"`},
+		},
+		{
 			name: "not an API error",
 			err:  errors.New("boom"),
 			want: []string{"The engine failed to create workspace \"w\".", "bug in the engine", "Engine error: boom"},

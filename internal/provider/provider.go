@@ -98,7 +98,8 @@ func (p *mlcomputeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 					"set with the `MLCOMPUTE_TOKEN` environment variable. It is required when `endpoint` is an " +
 					"`http` or `https` address, loopback included (a TCP port is open to every local user). For an engine " +
 					"on this machine started with `mlcompute serve --listen tcp://...` and no `--token-file`, the provider " +
-					"reads the token the engine wrote to `api.token` in `data_dir`.",
+					"reads the token the engine wrote to `api.token` in `data_dir`. A token made with `mlcompute token create` " +
+					"acts with its role (`reader`, `contributor` or `operator`) on its workspaces only.",
 				Optional:  true,
 				Sensitive: true,
 			},
@@ -216,7 +217,8 @@ func (p *mlcomputeProvider) connectEndpoint(ctx context.Context, endpoint, token
 	case api.IsUnauthorized(err):
 		resp.Diagnostics.AddAttributeError(path.Root("token"), "Engine Rejected Token",
 			fmt.Sprintf("The engine at %s refused the provider's token.\n\nSet token (or %s) to the token the engine "+
-				"was started with ('mlcompute serve --token-file').\n\nOriginal error: %s", endpoint, envToken, err))
+				"was started with ('mlcompute serve --token-file') or to one made with 'mlcompute token create'; an expired "+
+				"or revoked token must be replaced.\n\nOriginal error: %s", endpoint, envToken, err))
 		return nil
 	case errors.Is(err, tlsconfig.ErrUntrusted):
 		resp.Diagnostics.AddAttributeError(path.Root("ca_certificate"), "Engine Certificate Not Trusted",

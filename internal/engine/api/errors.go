@@ -16,8 +16,10 @@ const (
 	CodeConflict      ErrorCode = "conflict"
 	CodeQuotaExceeded ErrorCode = "quota_exceeded"
 	CodeUnauthorized  ErrorCode = "unauthorized"
-	CodeUnavailable   ErrorCode = "unavailable"
-	CodeInternal      ErrorCode = "internal"
+	// CodeForbidden: the token is good, but its role or workspaces do not allow the call.
+	CodeForbidden   ErrorCode = "forbidden"
+	CodeUnavailable ErrorCode = "unavailable"
+	CodeInternal    ErrorCode = "internal"
 )
 
 // HTTPStatus is the one place that maps codes to HTTP status codes.
@@ -33,6 +35,8 @@ func (c ErrorCode) HTTPStatus() int {
 		return http.StatusUnprocessableEntity
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
 	default:
@@ -86,8 +90,9 @@ func IsConflict(err error) bool      { return CodeOf(err) == CodeConflict }
 func IsInvalid(err error) bool       { return CodeOf(err) == CodeInvalid }
 func IsQuotaExceeded(err error) bool { return CodeOf(err) == CodeQuotaExceeded }
 func IsUnauthorized(err error) bool  { return CodeOf(err) == CodeUnauthorized }
+func IsForbidden(err error) bool     { return CodeOf(err) == CodeForbidden }
 
 // Codes lists every error code, in the order the OpenAPI document gives them.
 func Codes() []ErrorCode {
-	return []ErrorCode{CodeInvalid, CodeNotFound, CodeConflict, CodeQuotaExceeded, CodeUnauthorized, CodeUnavailable, CodeInternal}
+	return []ErrorCode{CodeInvalid, CodeNotFound, CodeConflict, CodeQuotaExceeded, CodeUnauthorized, CodeForbidden, CodeUnavailable, CodeInternal}
 }

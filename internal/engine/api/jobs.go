@@ -46,6 +46,10 @@ type JobSpec struct {
 	// path on the node (or a literal's value) when it queues the job.
 	Inputs  map[string]JobInput  `json:"inputs,omitempty"`
 	Outputs map[string]JobOutput `json:"outputs,omitempty"`
+	// SubmittedBy is the name of the token that submits the job. The server sets it from
+	// the request's token; it never crosses the wire in a spec, so no caller can claim
+	// another's name.
+	SubmittedBy string `json:"-"`
 }
 
 // Input and output types and modes (Azure ML's names).
@@ -141,8 +145,11 @@ type Job struct {
 	Inputs          map[string]JobInput  `json:"inputs,omitempty"`
 	Outputs         map[string]JobOutput `json:"outputs,omitempty"`
 	// Reason says why a job that has not started yet is waiting (read-only).
-	Reason      string     `json:"reason,omitempty"`
-	SubmittedAt time.Time  `json:"submitted_at"`
+	Reason      string    `json:"reason,omitempty"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	// SubmittedBy names the token that submitted the job ("local" through an engine's
+	// Unix socket without tokens; empty for jobs submitted before tokens had names).
+	SubmittedBy string     `json:"submitted_by,omitempty"`
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	EndedAt     *time.Time `json:"ended_at,omitempty"`
 }

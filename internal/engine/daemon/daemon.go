@@ -24,6 +24,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
@@ -254,10 +255,21 @@ func Run(ctx context.Context, opts Options) error {
 		go func() { _ = scoring.Serve(scoringLn) }()
 	}
 
+	tokens, err := auth.OpenTokens(st, opts.Clock)
+	if err != nil {
+		return err
+	}
+	audit, err := auth.OpenAudit(filepath.Join(opts.DataDir, auth.AuditFile))
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
+
 	var lastCall atomic.Int64
 	lastCall.Store(opts.Clock.Now().UnixNano())
 	api := server.New(server.Options{
-		Engine: eng, Logger: opts.Logger, Token: opts.Token, Snapshots: snapshots, Backup: st.Backup,
+		Engine: eng, Logger: opts.Logger, Token: opts.Token, Tokens: tokens, Audit: audit,
+		Snapshots: snapshots, Backup: st.Backup,
 		OnRequest: func() { lastCall.Store(opts.Clock.Now().UnixNano()) },
 		Shutdown:  stop,
 		Metrics:   m,

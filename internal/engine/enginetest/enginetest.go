@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
@@ -131,7 +132,18 @@ func Start(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Metrics: m, Snapshots: snapshots, Backup: st.Backup}), ReadHeaderTimeout: 10 * time.Second}
+	tokens, err := auth.OpenTokens(st, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := auth.OpenAudit(filepath.Join(dir, auth.AuditFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: server.New(server.Options{
+		Engine: eng, Logger: logger, Token: opts.Token, Tokens: tokens, Audit: audit, Metrics: m,
+		Snapshots: snapshots, Backup: st.Backup,
+	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
@@ -139,6 +151,7 @@ func Start(t testing.TB, opts Options) *Engine {
 		eng.CloseScoring()
 		cancel()
 		_ = st.Close()
+		_ = audit.Close()
 	})
 	return &Engine{Engine: eng, Endpoint: "unix://" + sock, Clock: fakeClock, DataDir: dir, Driver: fakeDrv, ScoringURL: eng.Status().ScoringURL, Metrics: m}
 }

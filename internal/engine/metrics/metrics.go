@@ -40,12 +40,13 @@ type Metrics struct {
 	clock    clock.PassiveClock
 	registry *prometheus.Registry
 
-	nodeCreate  *prometheus.HistogramVec
-	nodeRelease *prometheus.HistogramVec
-	lateness    prometheus.Histogram
-	apiLatency  *prometheus.HistogramVec
-	scoring     *prometheus.HistogramVec
-	endpoint    endpointFamilies
+	nodeCreate   *prometheus.HistogramVec
+	nodeRelease  *prometheus.HistogramVec
+	lateness     prometheus.Histogram
+	apiLatency   *prometheus.HistogramVec
+	authFailures *prometheus.CounterVec
+	scoring      *prometheus.HistogramVec
+	endpoint     endpointFamilies
 	// own are the engine's collectors (not the Go runtime's and the process's).
 	own []prometheus.Collector
 }
@@ -89,6 +90,10 @@ func New(opts Options) *Metrics {
 			Help:    "Latency of the engine's API requests by method, route pattern and status code.",
 			Buckets: apiBuckets,
 		}, []string{"method", "route", "code"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "api_auth_failures_total",
+			Help: "API requests refused with 401, by reason: missing (no token), unknown (not a token of this engine, or revoked) or expired.",
+		}, []string{"reason"}),
 		scoring: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "scoring_request_duration_seconds",
 			Help:    "Latency of scoring requests through the router by endpoint, deployment and status code; the _count is the number of requests. Requests for no known endpoint have endpoint \"\".",
@@ -97,7 +102,7 @@ func New(opts Options) *Metrics {
 		endpoint: newEndpointFamilies(),
 	}
 	m.register(m.endpoint.collectors()...)
-	m.register(m.nodeCreate, m.nodeRelease, m.lateness, m.apiLatency, m.scoring)
+	m.register(m.nodeCreate, m.nodeRelease, m.lateness, m.apiLatency, m.authFailures, m.scoring)
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -156,6 +161,12 @@ func (m *Metrics) IdleReleaseLateness(d time.Duration) {
 // the label set stays bounded.
 func (m *Metrics) ObserveAPI(method, route string, code int, d time.Duration) {
 	m.apiLatency.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// AuthFailure counts one request refused with 401 for reason (missing, unknown, expired):
+// the calls of unknown tokens are in no log, so this is where a brute force shows.
+func (m *Metrics) AuthFailure(reason string) {
+	m.authFailures.WithLabelValues(reason).Inc()
 }
 
 // Since is the time elapsed since start on the metrics' clock.

@@ -106,10 +106,13 @@ func (s *Server) submitJob(w http.ResponseWriter, req *http.Request) error {
 	if err := validation.Job(spec); err != nil {
 		return err
 	}
+	c := callOf(req)
+	spec.SubmittedBy = c.id.Name
 	j, err := s.opts.Engine.SubmitJob(req.Context(), req.PathValue("workspace"), spec, req.Header.Get(api.IdempotencyKeyHeader))
 	if err != nil {
 		return err
 	}
+	c.target = req.URL.Path + "/" + j.ID
 	writeJSON(w, http.StatusCreated, j)
 	return nil
 }

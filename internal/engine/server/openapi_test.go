@@ -18,7 +18,7 @@ import (
 var openapiYAML []byte
 
 type openapiDoc struct {
-	Paths      map[string]map[string]any `yaml:"paths"`
+	Paths      map[string]map[string]yaml.Node `yaml:"paths"`
 	Components struct {
 		Schemas map[string]struct {
 			Properties map[string]any `yaml:"properties"`
@@ -132,6 +132,12 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"EnvironmentUpdate":      api.EnvironmentUpdate{},
 		"Environment":            api.Environment{},
 		"EnvironmentList":        api.EnvironmentList{},
+		"TokenSpec":              api.TokenSpec{},
+		"Token":                  api.Token{},
+		"TokenCreated":           api.TokenCreated{},
+		"TokenList":              api.TokenList{},
+		"AuditEntry":             api.AuditEntry{},
+		"AuditList":              api.AuditList{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -173,4 +179,25 @@ func jsonFields(t reflect.Type) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestOpenAPIPermissions holds each operation's documented x-permission to the permission
+// the server's route table checks.
+func TestOpenAPIPermissions(t *testing.T) {
+	doc := loadOpenAPI(t)
+	for _, r := range server.Routes {
+		node, ok := doc.Paths[r.Path][strings.ToLower(r.Method)]
+		if !ok {
+			continue // TestOpenAPIMatchesRoutes reports it
+		}
+		var op struct {
+			Permission string `yaml:"x-permission"`
+		}
+		if err := node.Decode(&op); err != nil {
+			t.Fatal(err)
+		}
+		if op.Permission != r.Permission() {
+			t.Errorf("%s %s: openapi.yaml documents x-permission %q; the server checks %q", r.Method, r.Path, op.Permission, r.Permission())
+		}
+	}
 }

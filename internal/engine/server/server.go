@@ -3,11 +3,13 @@
 package server
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/ui"
@@ -26,8 +29,15 @@ import (
 type Options struct {
 	Engine *engine.Engine
 	Logger hclog.Logger
-	// Token, when set, must be presented as "Authorization: Bearer <token>" on every call.
+	// Token, when set, turns authentication on: every call must present a token as
+	// "Authorization: Bearer <token>", this one (the token file's, an operator on every
+	// workspace) or one of Tokens. Unset, every caller is an operator (a Unix socket,
+	// whose file mode is the access control).
 	Token string
+	// Tokens are the engine's API tokens with their roles (nil: only Token).
+	Tokens *auth.Tokens
+	// Audit, when set, receives every change, job submit and denied token use.
+	Audit *auth.AuditLog
 	// OnRequest is called at the start of every API call (the daemon's idle timer). Scrapes
 	// of /metrics and the status page's requests are not API calls: watching an engine does
 	// not keep it up.
@@ -49,57 +59,63 @@ type Options struct {
 
 // Route is one API operation; Routes is the table both the mux and the OpenAPI test read.
 type Route struct {
-	Method  string
-	Path    string
+	Method string
+	Path   string
+	// need is the permission the operation needs (authorize).
+	need    perm
 	handler func(*Server, http.ResponseWriter, *http.Request) error
 }
 
 // Routes lists every API operation.
 var Routes = []Route{
-	{"GET", "/v1/status", (*Server).status},
-	{"POST", "/v1/shutdown", (*Server).shutdown},
-	{"GET", "/v1/backup", (*Server).backup},
-	{"GET", "/v1/workspaces", (*Server).listWorkspaces},
-	{"POST", "/v1/workspaces", (*Server).createWorkspace},
-	{"GET", "/v1/workspaces/{workspace}", (*Server).getWorkspace},
-	{"PUT", "/v1/workspaces/{workspace}", (*Server).updateWorkspace},
-	{"DELETE", "/v1/workspaces/{workspace}", (*Server).deleteWorkspace},
-	{"GET", "/v1/workspaces/{workspace}/computes", (*Server).listComputes},
-	{"POST", "/v1/workspaces/{workspace}/computes", (*Server).createCompute},
-	{"GET", "/v1/workspaces/{workspace}/computes/{compute}", (*Server).getCompute},
-	{"PUT", "/v1/workspaces/{workspace}/computes/{compute}", (*Server).updateCompute},
-	{"DELETE", "/v1/workspaces/{workspace}/computes/{compute}", (*Server).deleteCompute},
-	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/start", instanceAction(api.ActionStart)},
-	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/stop", instanceAction(api.ActionStop)},
-	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/restart", instanceAction(api.ActionRestart)},
-	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/activity", (*Server).reportActivity},
-	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/exec", (*Server).exec},
-	{"POST", "/v1/workspaces/{workspace}/quota:check", (*Server).checkQuota},
-	{"GET", "/v1/workspaces/{workspace}/environments", (*Server).listEnvironments},
-	{"POST", "/v1/workspaces/{workspace}/environments", (*Server).createEnvironment},
-	{"GET", "/v1/workspaces/{workspace}/environments/{environment}", (*Server).getEnvironment},
-	{"PUT", "/v1/workspaces/{workspace}/environments/{environment}", (*Server).updateEnvironment},
-	{"DELETE", "/v1/workspaces/{workspace}/environments/{environment}", (*Server).deleteEnvironment},
-	{"POST", "/v1/workspaces/{workspace}/snapshots", (*Server).putSnapshot},
-	{"GET", "/v1/workspaces/{workspace}/jobs", (*Server).listJobs},
-	{"POST", "/v1/workspaces/{workspace}/jobs", (*Server).submitJob},
-	{"GET", "/v1/workspaces/{workspace}/jobs/{job}", (*Server).getJob},
-	{"DELETE", "/v1/workspaces/{workspace}/jobs/{job}", (*Server).deleteJob},
-	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}", (*Server).downloadJobOutput},
-	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}/metadata", (*Server).getJobOutput},
-	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/cancel", (*Server).cancelJob},
-	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/logs", (*Server).jobLogs},
-	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints", (*Server).listEndpoints},
-	{"POST", "/v1/workspaces/{workspace}/onlineEndpoints", (*Server).createEndpoint},
-	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}", (*Server).getEndpoint},
-	{"PUT", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}", (*Server).updateEndpoint},
-	{"DELETE", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}", (*Server).deleteEndpoint},
-	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}/keys", (*Server).getEndpointKeys},
-	{"POST", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}/regenerateKeys", (*Server).regenerateEndpointKeys},
-	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}/token", (*Server).getEndpointToken},
-	{"GET", "/v1/sizes", (*Server).listSizes},
-	{"GET", "/v1/sizes/isolated", (*Server).listIsolatedSizes},
-	{"POST", "/v1/ui/logins", (*Server).createUILogin},
+	{"GET", "/v1/status", anyToken, (*Server).status},
+	{"POST", "/v1/shutdown", admin, (*Server).shutdown},
+	{"GET", "/v1/backup", admin, (*Server).backup},
+	{"GET", "/v1/workspaces", anyToken, (*Server).listWorkspaces},
+	{"POST", "/v1/workspaces", writeNamed, (*Server).createWorkspace},
+	{"GET", "/v1/workspaces/{workspace}", read, (*Server).getWorkspace},
+	{"PUT", "/v1/workspaces/{workspace}", write, (*Server).updateWorkspace},
+	{"DELETE", "/v1/workspaces/{workspace}", write, (*Server).deleteWorkspace},
+	{"GET", "/v1/workspaces/{workspace}/computes", read, (*Server).listComputes},
+	{"POST", "/v1/workspaces/{workspace}/computes", write, (*Server).createCompute},
+	{"GET", "/v1/workspaces/{workspace}/computes/{compute}", read, (*Server).getCompute},
+	{"PUT", "/v1/workspaces/{workspace}/computes/{compute}", write, (*Server).updateCompute},
+	{"DELETE", "/v1/workspaces/{workspace}/computes/{compute}", write, (*Server).deleteCompute},
+	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/start", write, instanceAction(api.ActionStart)},
+	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/stop", write, instanceAction(api.ActionStop)},
+	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/restart", write, instanceAction(api.ActionRestart)},
+	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/activity", write, (*Server).reportActivity},
+	{"POST", "/v1/workspaces/{workspace}/computes/{compute}/exec", write, (*Server).exec},
+	{"POST", "/v1/workspaces/{workspace}/quota:check", read, (*Server).checkQuota},
+	{"GET", "/v1/workspaces/{workspace}/environments", read, (*Server).listEnvironments},
+	{"POST", "/v1/workspaces/{workspace}/environments", write, (*Server).createEnvironment},
+	{"GET", "/v1/workspaces/{workspace}/environments/{environment}", read, (*Server).getEnvironment},
+	{"PUT", "/v1/workspaces/{workspace}/environments/{environment}", write, (*Server).updateEnvironment},
+	{"DELETE", "/v1/workspaces/{workspace}/environments/{environment}", write, (*Server).deleteEnvironment},
+	{"POST", "/v1/workspaces/{workspace}/snapshots", write, (*Server).putSnapshot},
+	{"GET", "/v1/workspaces/{workspace}/jobs", read, (*Server).listJobs},
+	{"POST", "/v1/workspaces/{workspace}/jobs", write, (*Server).submitJob},
+	{"GET", "/v1/workspaces/{workspace}/jobs/{job}", read, (*Server).getJob},
+	{"DELETE", "/v1/workspaces/{workspace}/jobs/{job}", write, (*Server).deleteJob},
+	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}", read, (*Server).downloadJobOutput},
+	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}/metadata", read, (*Server).getJobOutput},
+	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/cancel", write, (*Server).cancelJob},
+	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/logs", read, (*Server).jobLogs},
+	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints", read, (*Server).listEndpoints},
+	{"POST", "/v1/workspaces/{workspace}/onlineEndpoints", write, (*Server).createEndpoint},
+	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}", read, (*Server).getEndpoint},
+	{"PUT", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}", write, (*Server).updateEndpoint},
+	{"DELETE", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}", write, (*Server).deleteEndpoint},
+	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}/keys", write, (*Server).getEndpointKeys},
+	{"POST", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}/regenerateKeys", write, (*Server).regenerateEndpointKeys},
+	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}/token", write, (*Server).getEndpointToken},
+	{"GET", "/v1/sizes", anyToken, (*Server).listSizes},
+	{"GET", "/v1/sizes/isolated", anyToken, (*Server).listIsolatedSizes},
+	{"POST", "/v1/ui/logins", readAll, (*Server).createUILogin},
+	{"GET", "/v1/tokens", admin, (*Server).listTokens},
+	{"POST", "/v1/tokens", admin, (*Server).createToken},
+	{"DELETE", "/v1/tokens/{token}", admin, (*Server).revokeToken},
+	{"GET", "/v1/audit", admin, (*Server).auditLog},
 }
 
 // Server is an http.Handler serving the API.
@@ -126,15 +142,13 @@ func New(opts Options) *Server {
 	}
 	for _, r := range Routes {
 		s.mux.HandleFunc(r.Method+" "+r.Path, func(w http.ResponseWriter, req *http.Request) {
+			sw := &metrics.StatusWriter{ResponseWriter: w}
+			w = sw
 			if m := s.opts.Metrics; m != nil {
 				start := m.Now()
-				sw := &metrics.StatusWriter{ResponseWriter: w}
-				w = sw
 				defer func() { m.ObserveAPI(r.Method, r.Path, sw.Status(), m.Since(start)) }()
 			}
-			if err := r.handler(s, w, req); err != nil {
-				s.writeError(w, req, err)
-			}
+			s.serveRoute(r, w, req, sw)
 		})
 	}
 	if opts.Metrics != nil {
@@ -154,10 +168,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if s.opts.OnRequest != nil && req.URL.Path != "/metrics" {
 		s.opts.OnRequest()
 	}
-	if s.opts.Token != "" && !validBearer(req.Header.Get("Authorization"), s.opts.Token) && !s.activityAllowed(req) {
-		s.writeError(w, req, api.Errorf(api.CodeUnauthorized, "token", "missing or wrong token: set the provider's token (or MLCOMPUTE_TOKEN) to the engine's token"))
+	c, authErr := s.authenticate(req)
+	if authErr != nil {
+		s.writeError(w, req, authErr)
 		return
 	}
+	req = withCall(req, c)
 	if err := validation.IdempotencyKey(req.Header.Get(api.IdempotencyKeyHeader)); err != nil {
 		s.writeError(w, req, err)
 		return
@@ -165,25 +181,49 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	s.mux.ServeHTTP(w, req)
 }
 
+// serveRoute runs one API operation: the permission check of its route (403 naming the
+// permission a token lacks), the handler, and the audit entry of a change or a denial.
+func (s *Server) serveRoute(r Route, w http.ResponseWriter, req *http.Request, sw *metrics.StatusWriter) {
+	c := callOf(req)
+	action := r.Method + " " + r.Path
+	if need := r.need.need(req); !c.id.Allows(need) {
+		err := c.id.Denied(need)
+		s.writeError(w, req, err)
+		s.audit(c, action, req, http.StatusForbidden, err)
+		return
+	}
+	err := r.handler(s, w, req)
+	if err != nil {
+		s.writeError(w, req, err)
+	}
+	if r.audited() {
+		s.audit(c, action, req, sw.Status(), err)
+	}
+}
+
 // activityAllowed reports whether req reports activity on a compute instance with that
 // instance's activity token, the one token besides the API's that the server takes: the
 // engine gives it to the processes on the instance's node, and it allows only this call.
-func (s *Server) activityAllowed(req *http.Request) bool {
+// It returns the instance's workspace.
+func (s *Server) activityAllowed(req *http.Request) (string, bool) {
 	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	if !ok || req.Method != http.MethodPost {
-		return false
+		return "", false
 	}
 	parts := strings.Split(strings.TrimPrefix(req.URL.Path, "/"), "/")
 	// v1 workspaces {workspace} computes {compute} activity
 	if len(parts) != 6 || parts[0] != "v1" || parts[1] != "workspaces" || parts[3] != "computes" || parts[5] != "activity" {
-		return false
+		return "", false
 	}
-	return s.opts.Engine != nil && s.opts.Engine.ActivityTokenValid(parts[2], parts[4], token)
+	return parts[2], s.opts.Engine != nil && s.opts.Engine.ActivityTokenValid(parts[2], parts[4], token)
 }
 
+// validBearer compares digests, so that neither the time nor the length of the
+// comparison depends on how much of the token a caller guessed.
 func validBearer(header, token string) bool {
 	got, ok := strings.CutPrefix(header, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(token))
+	return ok && subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 func (s *Server) writeError(w http.ResponseWriter, req *http.Request, err error) {
@@ -242,6 +282,9 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, req *http.Request) error 
 	if err != nil {
 		return err
 	}
+	// A token scoped to workspaces sees only those.
+	id := callOf(req).id
+	list = slices.DeleteFunc(list, func(ws api.Workspace) bool { return !id.InWorkspace(ws.Name) })
 	writeJSON(w, http.StatusOK, api.WorkspaceList{Workspaces: nonNil(list)})
 	return nil
 }
@@ -251,6 +294,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, req *http.Request) error
 	if err := decode(req, &spec); err != nil {
 		return err
 	}
+	callOf(req).target = "/v1/workspaces/" + spec.Name
 	ws, err := s.opts.Engine.CreateWorkspace(req.Context(), spec, req.Header.Get(api.IdempotencyKeyHeader))
 	if err != nil {
 		return err

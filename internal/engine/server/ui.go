@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/ui"
 )
 
@@ -91,10 +92,10 @@ func (a *uiAuth) expire(now time.Time) {
 // isUIPath reports whether a path belongs to the status page.
 func isUIPath(p string) bool { return p == "/ui" || strings.HasPrefix(p, "/ui/") }
 
-// uiAuthorized reports whether a request may see the page: no token configured, a valid
-// bearer token, or a valid session cookie.
+// uiAuthorized reports whether a request may see the page: no token configured, a token
+// that may read every workspace (the page shows them all), or a valid session cookie.
 func (s *Server) uiAuthorized(req *http.Request) bool {
-	if s.opts.Token == "" || validBearer(req.Header.Get("Authorization"), s.opts.Token) {
+	if c, _, err := s.identify(req); err == nil && c.id.Allows(auth.Need{Verb: auth.Read, Workspace: auth.AllWorkspaces}) {
 		return true
 	}
 	c, err := req.Cookie(UICookie)

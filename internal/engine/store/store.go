@@ -43,9 +43,12 @@ const (
 	// ReuseIndex holds, for each reuse key of a pipeline step, the runs that completed with
 	// it and their outputs' manifest digests, keyed "<workspace>/<key>/<pipeline ID>/<step>".
 	ReuseIndex Bucket = "reuse_index"
+	// Tokens holds the API tokens, keyed by name: their role, workspaces, expiry and the
+	// SHA-256 of their secret, never the secret.
+	Tokens Bucket = "tokens"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex, Tokens}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")

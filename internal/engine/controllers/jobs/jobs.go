@@ -94,7 +94,7 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 	}
 	j := model.Job{Job: api.Job{
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
-		Command: slices.Clone(spec.Command), Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now,
+		Command: slices.Clone(spec.Command), Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now, SubmittedBy: spec.SubmittedBy,
 		DisplayName: spec.DisplayName, ExperimentName: spec.ExperimentName, Description: spec.Description, Tags: spec.Tags, TimeoutSeconds: spec.TimeoutSeconds,
 		Inputs: maps.Clone(spec.Inputs), Outputs: maps.Clone(spec.Outputs),
 	}}
