@@ -20,6 +20,7 @@ set -euo pipefail
 packages=(
 	openssh-server # the SSH driver's tests run real sshd hosts
 	iproute2       # ... inside network namespaces (ip netns)
+	tcpdump        # the team engine's test records its network link: no token in clear
 	python3-venv   # the online endpoint example's model server, environments' builds
 	munge          # the Slurm driver's tests run a real Slurm cluster on loopback:
 	slurmctld      # ... its controller,

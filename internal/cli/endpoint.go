@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
@@ -159,7 +160,7 @@ func newEndpointInvokeCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			status, out, err := invoke(cmd.Context(), c, ws, args[0], deployment, body)
+			status, out, err := invoke(cmd.Context(), c, g.scoringCA, ws, args[0], deployment, body)
 			if err != nil {
 				return err
 			}
@@ -177,8 +178,9 @@ func newEndpointInvokeCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// invoke scores one request and returns the response status and body.
-func invoke(ctx context.Context, c *client.Client, ws, name, deployment string, body []byte) (int, []byte, error) {
+// invoke scores one request and returns the response status and body. caFor gives the CA
+// (PEM) that an https scoring_uri's certificate must chain to.
+func invoke(ctx context.Context, c *client.Client, caFor func(scoringURI string) ([]byte, error), ws, name, deployment string, body []byte) (int, []byte, error) {
 	ep, err := c.GetEndpoint(ctx, ws, name)
 	if err != nil {
 		return 0, nil, err
@@ -199,7 +201,17 @@ func invoke(ctx context.Context, c *client.Client, ws, name, deployment string, 
 	if deployment != "" {
 		req.Header.Set("azureml-model-deployment", deployment)
 	}
-	res, err := scoringClient.Do(req)
+	transport := &http.Transport{Proxy: nil}
+	if strings.HasPrefix(ep.ScoringURI, "https://") {
+		ca, err := caFor(ep.ScoringURI)
+		if err != nil {
+			return 0, nil, err
+		}
+		if transport.TLSClientConfig, err = tlsconfig.Client(ca); err != nil {
+			return 0, nil, err
+		}
+	}
+	res, err := (&http.Client{Transport: transport}).Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("sending the scoring request: %w", err)
 	}
@@ -210,8 +222,6 @@ func invoke(ctx context.Context, c *client.Client, ws, name, deployment string, 
 	}
 	return res.StatusCode, out, nil
 }
-
-var scoringClient = &http.Client{Transport: &http.Transport{Proxy: nil}}
 
 // credentialOf returns the primary key of a key endpoint, or a fresh AML token.
 func credentialOf(ctx context.Context, c *client.Client, ep *api.Endpoint) (string, error) {

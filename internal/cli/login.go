@@ -57,6 +57,21 @@ func (g *globals) tlsOption() ([]client.Option, error) {
 	return []client.Option{client.WithTLS(cfg)}, nil
 }
 
+// scoringCA is the CA an https scoring_uri's certificate must chain to: the engine's
+// scoring router serves the same certificate as its API, so it is the API endpoint's CA
+// (MLCOMPUTE_CA_CERT, the one `mlcompute login` stored, or the data dir's own), and for an
+// engine reached over its unix socket, the CA its data dir holds for loopback.
+func (g *globals) scoringCA(scoringURI string) ([]byte, error) {
+	ca, err := caCertFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(g.endpoint, "https://") {
+		return daemon.EndpointCA(g.endpoint, ca, g.tokenDataDir()), nil
+	}
+	return daemon.EndpointCA(scoringURI, ca, g.tokenDataDir()), nil
+}
+
 func newLoginCommand(g *globals) *cobra.Command {
 	var endpoint, fingerprint string
 	cmd := &cobra.Command{

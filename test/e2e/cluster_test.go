@@ -45,12 +45,19 @@ func (u *user) compute(name string) api.Compute {
 
 func (u *user) waitFor(what string, limit time.Duration, cond func() bool) {
 	u.t.Helper()
+	if !waitUntil(limit, cond) {
+		u.t.Fatalf("never reached within %s: %s", limit, what)
+	}
+}
+
+// waitUntil polls cond until it holds (true) or limit passes (false).
+func waitUntil(limit time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if cond() {
-			return
+			return true
 		}
 	}
-	u.t.Fatalf("never reached within %s: %s", limit, what)
+	return false
 }
 
 // TestE2E_ClusterScalesForRealJobs: a cluster declared with min 0 scales to a node when a
