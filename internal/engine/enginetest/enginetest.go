@@ -4,6 +4,7 @@ package enginetest
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -131,7 +132,8 @@ func Start(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Metrics: m, Snapshots: snapshots, Backup: st.Backup}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: server.New(server.Options{Engine: eng, Logger: logger, Token: opts.Token, Metrics: m, Snapshots: snapshots, Backup: st.Backup,
+		BackupArchive: func(ctx context.Context, w io.Writer) error { return eng.Backup(ctx, w, "state.db", "artifacts") }}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()

@@ -140,18 +140,8 @@ func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
 	c.collect.Lock()
 	defer c.collect.Unlock()
 	var referenced []string
-	err = c.core.View(func(tx *store.Tx) error {
-		all, err := store.List[model.Job](tx, store.Jobs, "")
-		for _, j := range all {
-			referenced = append(referenced, j.ArtifactDigests()...)
-		}
-		if err != nil {
-			return err
-		}
-		endpoints, err := store.List[model.Endpoint](tx, store.Endpoints, "")
-		for _, e := range endpoints {
-			referenced = append(referenced, e.ModelDigests()...)
-		}
+	err = c.core.View(func(tx *store.Tx) (err error) {
+		referenced, err = referencedArtifacts(tx)
 		return err
 	})
 	if err != nil {
@@ -162,6 +152,78 @@ func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
 		c.log.Info("artifacts collected", "blobs", blobs, "bytes", bytes)
 	}
 	return blobs, bytes, err
+}
+
+// referencedArtifacts lists the manifest digests the records reference: jobs' registered
+// and pending outputs and inputs, and online endpoints' models.
+func referencedArtifacts(tx *store.Tx) ([]string, error) {
+	var referenced []string
+	jobs, err := store.List[model.Job](tx, store.Jobs, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		referenced = append(referenced, j.ArtifactDigests()...)
+	}
+	endpoints, err := store.List[model.Endpoint](tx, store.Endpoints, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range endpoints {
+		referenced = append(referenced, e.ModelDigests()...)
+	}
+	return referenced, nil
+}
+
+// Backup writes a backup of the engine's data to w as a tar stream: the store's records
+// as stateName (a consistent copy, as of one read transaction), then every blob those
+// records reference below artifactsDir, in the artifact store's own layout, so that the
+// archive extracted into an empty data dir gives back jobs whose outputs download. The
+// blobs are pinned in the same transaction (no collection runs in between) and until
+// they are written: a job deleted meanwhile loses none of them.
+func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifactsDir string) error {
+	tw := tar.NewWriter(w)
+	now := c.core.Clock().Now()
+	var blobs []string
+	release := func() {}
+	err := c.core.View(func(tx *store.Tx) (err error) {
+		if blobs, release, err = c.holdReferenced(tx); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: stateName, Mode: 0o600, Size: tx.Size(), ModTime: now}); err != nil {
+			return err
+		}
+		_, err = tx.WriteTo(tw)
+		return err
+	})
+	defer release()
+	if err != nil {
+		return fmt.Errorf("backing up the store: %w", err)
+	}
+	if c.Artifacts != nil {
+		if err := c.Artifacts.WriteBlobs(ctx, tw, artifactsDir, blobs, now); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// holdReferenced pins the blobs tx's records reference, with collections kept out.
+func (c *Controller) holdReferenced(tx *store.Tx) (blobs []string, release func(), err error) {
+	if c.Artifacts == nil {
+		return nil, func() {}, nil
+	}
+	c.collect.RLock()
+	defer c.collect.RUnlock()
+	referenced, err := referencedArtifacts(tx)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	blobs, release, err = c.Artifacts.Hold(referenced)
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("holding the artifacts the store references: %w", err)
+	}
+	return blobs, release, nil
 }
 
 // JobOutput returns a registered output of a Completed job, refusing, naming which, an
