@@ -25,15 +25,7 @@ import (
 // downloads as written; once the backup is over, the held blobs go at the next collection.
 func TestABackupKeepsTheBlobsItsStoreCopyReferences(t *testing.T) {
 	env, c, st := setupFiles(t)
-	j, nodes := runWithOutput(t, env, c, "train", 1)
-	task := env.Job("lab", j.ID).TaskKey(0)
-	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), modelFiles)
-	env.Driver.FinishTask(nodes[0], task, 0)
-	env.Settle()
-	digest := env.Job("lab", j.ID).Outputs["model"].Digest
-	if digest == "" {
-		t.Fatal("no output registered")
-	}
+	j, digest := completeWithModel(t, env, c, "train")
 
 	restored := t.TempDir()
 	pr, pw := io.Pipe()

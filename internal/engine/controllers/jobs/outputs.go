@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tarball"
 )
 
 // A job's outputs leave its node when rank 0 exits with status 0: rank 0's outputs are
@@ -64,66 +65,15 @@ func (c *Controller) takeOutputs(ctx context.Context, j model.Job, nodeID string
 // own directory for a rw_mount output.
 func (c *Controller) openOutput(ctx context.Context, j model.Job, nodeID, name string, out api.JobOutput) (io.ReadCloser, error) {
 	if out.Mode == api.ModeRWMount {
-		dir := c.core.MountPath(j.Job, model.OutputsDir, name)
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(tarTree(dir, out.Type == api.URIFile, name, pw)) }()
-		return pr, nil
+		root := c.core.MountPath(j.Job, model.OutputsDir, name)
+		if out.Type == api.URIFile {
+			root = filepath.Join(root, name) // the one file, named after the output (ioPath)
+		}
+		return driver.StreamOutput(ctx, func(ctx context.Context, w io.Writer) error {
+			return tarball.Write(ctx, w, root, tarball.Options{Shown: name})
+		}), nil
 	}
 	return c.core.Driver().FetchOutput(ctx, nodeID, j.TaskKey(0), model.OutputRel(name, out))
-}
-
-// tarTree writes dir's contents as a tar stream (for a uri_file, only the file named
-// file), symlinks as symlinks and other kinds as they are, for the store to judge.
-func tarTree(dir string, single bool, file string, w io.Writer) error {
-	tw := tar.NewWriter(w)
-	root := dir
-	if single {
-		root = filepath.Join(dir, file)
-	}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root && d.IsDir() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return fmt.Errorf("file %q: %w", p, err)
-		}
-		rel, _ := filepath.Rel(filepath.Dir(root), p)
-		if !single {
-			rel, _ = filepath.Rel(root, p)
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }
 
 // collecting keeps a collection from running between an intake's commit and its
