@@ -18,9 +18,9 @@ import (
 )
 
 // The engine guide's restore recipe: `mlcompute shutdown`, then at once extract a backup
-// into the data dir (tar -xf, which writes state.db). shutdown returns only once the engine has exited and released its store, so
-// nothing the old engine commits late lands in the restored file, and the engine started
-// next serves the backup's state.
+// into the data dir (tar -xf, which writes state.db). shutdown returns only once the
+// engine has exited and released its store, so nothing the old engine commits late lands
+// in the restored file, and the engine started next serves the backup's state.
 func TestRestoreRightAfterShutdown(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {

@@ -55,10 +55,10 @@ func (s *Store) Hold(digests []string) (names []string, release func(), err erro
 	return names, release, nil
 }
 
-// WriteBlobs writes the named blobs to tw as dir/blobs/<2 hex>/<name> (directories
-// first, mode 0700), the store's own layout below dir (so a tar extracted into a data dir restores them), each mode 0600 with
-// modTime. Each blob is hashed as it is read: one whose content is not its name fails the
-// backup, naming it.
+// WriteBlobs writes the named blobs to tw as dir/blobs/<2 hex>/<name>, the store's own
+// layout below dir (so the archive extracted into a data dir restores them): directories
+// first (mode 0700), each blob mode 0600, all with modTime. Each blob is hashed as it is
+// read: one whose content is not its name fails the backup, naming it.
 func (s *Store) WriteBlobs(ctx context.Context, tw *tar.Writer, dir string, names []string, modTime time.Time) error {
 	bufp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bufp)
