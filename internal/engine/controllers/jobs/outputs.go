@@ -136,17 +136,26 @@ func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifac
 	now := c.core.Clock().Now()
 	var blobs []string
 	release := func() {}
+	defer func() { release() }()
+	// The collection lock is taken before the transaction, as CollectArtifacts takes it,
+	// and let go as soon as the blobs are pinned.
+	c.collect.RLock()
+	var once sync.Once
+	unlock := func() { once.Do(c.collect.RUnlock) }
+	defer unlock()
 	err := c.core.View(func(tx *store.Tx) (err error) {
-		if blobs, release, err = c.holdReferenced(tx); err != nil {
-			return err
+		if c.Artifacts != nil {
+			if blobs, release, err = c.holdReferenced(tx); err != nil {
+				return err
+			}
 		}
+		unlock()
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: stateName, Mode: 0o600, Size: tx.Size(), ModTime: now}); err != nil {
 			return err
 		}
 		_, err = tx.WriteTo(tw)
 		return err
 	})
-	defer release()
 	if err != nil {
 		return fmt.Errorf("backing up the store: %w", err)
 	}
@@ -158,13 +167,8 @@ func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifac
 	return tw.Close()
 }
 
-// holdReferenced pins the blobs tx's records reference, with collections kept out.
+// holdReferenced pins the blobs tx's records reference. The caller keeps collections out.
 func (c *Controller) holdReferenced(tx *store.Tx) (blobs []string, release func(), err error) {
-	if c.Artifacts == nil {
-		return nil, func() {}, nil
-	}
-	c.collect.RLock()
-	defer c.collect.RUnlock()
 	referenced, err := referencedArtifacts(tx)
 	if err != nil {
 		return nil, func() {}, err
