@@ -1,24 +1,33 @@
 package cli
 
 import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 func newBackupCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "backup FILE",
-		Short: "Write a consistent copy of the engine's store to FILE while it runs",
-		Long: "Write a consistent copy of the engine's store (state.db) to FILE while the engine " +
-			"runs, as of one moment. The copy is written next to FILE, checked by opening it as a " +
-			"store, and only then renamed to FILE (mode 0600). To restore it, stop the engine " +
-			"('mlcompute shutdown') and copy FILE over <data-dir>/state.db.",
+		Short: "Write a consistent backup of the engine's store and job outputs to FILE while it runs",
+		Long: "Write a consistent backup of the engine's store (state.db) and of the job outputs it " +
+			"references (the artifact store's blobs) to FILE while the engine runs, as of one moment: " +
+			"a tar archive laid out as the data dir. The archive is written next to FILE, checked " +
+			"(the store opens, every blob has its digest), and only then renamed to FILE (mode " +
+			"0600). To restore it, stop the engine ('mlcompute shutdown') and extract FILE into the " +
+			"data dir: tar -xf FILE -C <data-dir>.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.connect(cmd.Context())
@@ -34,7 +43,7 @@ func newBackupCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("creating the backup: %w", err)
 			}
 			defer os.Remove(tmp.Name()) // gone after the rename; removed on any failure
-			n, err := c.Backup(cmd.Context(), tmp)
+			_, err = c.BackupArchive(cmd.Context(), tmp)
 			if err == nil {
 				err = tmp.Sync()
 			}
@@ -44,16 +53,88 @@ func newBackupCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("writing the backup: %w", err)
 			}
-			check, err := store.Open(tmp.Name(), time.Second)
+			sum, err := checkBackup(tmp.Name())
 			if err != nil {
-				return fmt.Errorf("the backup does not open as a store: %w", err)
+				return fmt.Errorf("checking the backup: %w", err)
 			}
-			check.Close()
 			if err := os.Rename(tmp.Name(), dest); err != nil {
 				return fmt.Errorf("writing the backup: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote a backup of the engine's store (%d bytes) to %s\n", n, dest)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote a backup of the engine's store (%d bytes) and %d artifact blobs (%d bytes) to %s\n",
+				sum.storeBytes, sum.blobs, sum.blobBytes, dest)
 			return nil
 		},
 	}
+}
+
+type backupSummary struct {
+	storeBytes, blobBytes int64
+	blobs                 int
+}
+
+// checkBackup reads a backup archive: its state.db must open as a store, and each blob
+// under artifacts/blobs/ must have the sha256 it is named by.
+func checkBackup(file string) (backupSummary, error) {
+	var sum backupSummary
+	f, err := os.Open(file)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	sawStore := false
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return sum, err
+		}
+		switch {
+		case hdr.Name == daemon.StoreFile:
+			if err := checkStoreCopy(filepath.Dir(file), tr); err != nil {
+				return sum, err
+			}
+			sum.storeBytes, sawStore = hdr.Size, true
+		case hdr.Typeflag == tar.TypeReg && path.Dir(path.Dir(hdr.Name)) == daemon.ArtifactsDir+"/blobs":
+			h := sha256.New()
+			if _, err := io.Copy(h, tr); err != nil {
+				return sum, err
+			}
+			if got := hex.EncodeToString(h.Sum(nil)); got != path.Base(hdr.Name) {
+				return sum, fmt.Errorf("blob %s has content of sha256 %s", hdr.Name, got)
+			}
+			sum.blobs++
+			sum.blobBytes += hdr.Size
+		case hdr.Typeflag == tar.TypeDir:
+		default:
+			return sum, fmt.Errorf("unexpected entry %q", hdr.Name)
+		}
+	}
+	if !sawStore {
+		return sum, fmt.Errorf("no %s in the archive", daemon.StoreFile)
+	}
+	return sum, nil
+}
+
+// checkStoreCopy opens the store's copy (written to a file in dir) as a store.
+func checkStoreCopy(dir string, r io.Reader) error {
+	tmp, err := os.CreateTemp(dir, ".state-check-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, r)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(tmp.Name(), time.Second)
+	if err != nil {
+		return fmt.Errorf("the backup's %s does not open as a store: %w", daemon.StoreFile, err)
+	}
+	return st.Close()
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,13 +14,14 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// mlcompute backup FILE writes a private, usable copy of a running engine's store.
+// mlcompute backup FILE writes a private, usable copy of a running engine's store, as a
+// tar archive that extracts into a data dir.
 func TestBackupCommand(t *testing.T) {
 	e := enginetest.Start(t, enginetest.Options{})
 	if _, err := e.Client(t, "").CreateWorkspace(context.Background(), api.WorkspaceSpec{Name: "kept"}); err != nil {
 		t.Fatal(err)
 	}
-	dest := filepath.Join(t.TempDir(), "state-backup.db")
+	dest := filepath.Join(t.TempDir(), "backup.tar")
 	out, errOut, err := runCLI(e, "backup", dest)
 	if err != nil {
 		t.Fatalf("backup: %v (%s)", err, errOut)
@@ -38,7 +40,12 @@ func TestBackupCommand(t *testing.T) {
 	if len(leftovers) != 0 {
 		t.Errorf("partial files left: %v", leftovers)
 	}
-	st, err := store.Open(dest, time.Second)
+	// The archive is laid out as a data dir: extracted, its state.db opens as a store.
+	restored := t.TempDir()
+	if out, err := exec.Command("tar", "-xf", dest, "-C", restored).CombinedOutput(); err != nil {
+		t.Fatalf("tar -xf: %v: %s", err, out)
+	}
+	st, err := store.Open(filepath.Join(restored, "state.db"), time.Second)
 	if err != nil {
 		t.Fatalf("opening the backup: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,10 +17,10 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 )
 
-// The engine guide's restore recipe: `mlcompute shutdown`, then at once copy a backup over
-// state.db. shutdown returns only once the engine has exited and released its store, so
-// nothing the old engine commits late lands in the restored file, and the engine started
-// next serves the backup's state.
+// The engine guide's restore recipe: `mlcompute shutdown`, then at once extract a backup
+// into the data dir (tar -xf, which writes state.db). shutdown returns only once the
+// engine has exited and released its store, so nothing the old engine commits late lands
+// in the restored file, and the engine started next serves the backup's state.
 func TestRestoreRightAfterShutdown(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -61,7 +62,7 @@ func TestRestoreRightAfterShutdown(t *testing.T) {
 
 	c := connect()
 	workspace(c, "before")
-	backup := filepath.Join(dir, "backup.db")
+	backup := filepath.Join(dir, "backup.tar")
 	cli("backup", backup)
 	workspace(c, "after")
 
@@ -77,12 +78,8 @@ func TestRestoreRightAfterShutdown(t *testing.T) {
 		t.Fatalf("the engine still holds its lock (and store) after shutdown returned: %v", err)
 	}
 	lock.Close()
-	data, err := os.ReadFile(backup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, daemon.StoreFile), data, 0o600); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("tar", "-xf", backup, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar -xf %s: %v: %s", backup, err, out)
 	}
 
 	c = connect()

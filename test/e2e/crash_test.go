@@ -19,7 +19,8 @@ import (
 )
 
 // The crash suite (issue "safe under crashes"): each round SIGKILLs the engine at a random
-// moment of a user's operation (an apply, job runs, an endpoint rollout, a destroy), lets
+// moment of a user's operation (an apply, job runs, an endpoint rollout, a destroy, the
+// intake of a job's output; crash_intake_test.go), lets
 // it come back (the embedded engine is started again by the next provider or CLI call;
 // `mlcompute serve` is started again by the test after a random downtime, while the
 // provider and the CLI wait for it), and then checks the invariants:
@@ -30,7 +31,10 @@ import (
 //   - the node agents are the engine's nodes, node for node, and after destroy no process
 //     of the data dir is left;
 //   - the instance runs again and the endpoint is rolled out, drained and on its split;
-//   - every finished job has its exit code and its full log, each line once, in order.
+//   - every finished job has its exit code and its full log, each line once, in order;
+//   - a job killed while its output is taken in ends Completed with its whole output (the
+//     download byte-identical) or Failed with nothing registered, and after the next
+//     collection the store holds exactly the blobs registered outputs reference.
 //
 // Half the kills in the middle of an operation are followed by a second one while the new
 // engine recovers from the first.
@@ -56,6 +60,7 @@ var crashScenarios = []crashScenario{
 	{"jobs", crashDuringJobs},
 	{"rollout", crashDuringRollout},
 	{"destroy", crashDuringDestroy},
+	{"intake", crashDuringIntake},
 }
 
 func TestE2E_CrashRounds(t *testing.T) {

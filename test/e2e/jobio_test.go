@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,7 +16,8 @@ import (
 // TestE2E_JobOutputsAndInputs: a job submitted from YAML copies a local input of many
 // files into its output; job download gives the same tree byte for byte; a second job
 // takes the output as azureml://jobs/<job>/outputs/model and reads it; a job that writes
-// half its output and exits 1 registers nothing; deleting the jobs leaves no blob.
+// half its output and exits 1 registers nothing; deleting the jobs leaves no blob; a backup
+// taken before, extracted into a fresh data dir, downloads the same tree.
 func TestE2E_JobOutputsAndInputs(t *testing.T) {
 	t.Parallel()
 	u := newUser(t)
@@ -73,30 +75,12 @@ outputs:
 		t.Fatalf("train job %s, output %+v; want Completed with %d files", job.Status, model, len(want))
 	}
 
-	dl := t.TempDir()
-	if out, code := u.cli("job", "download", "--workspace", "e2e-team", "train-e2e", "--output-name", "model", "--download-path", dl); code != 0 {
-		t.Fatalf("job download exited %d:\n%s", code, out)
-	}
-	got := map[string][]byte{}
-	root := filepath.Join(dl, "named-outputs", "model")
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		got[filepath.ToSlash(rel)], err = os.ReadFile(p)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(want) {
-		t.Fatalf("downloaded %d files; want %d", len(got), len(want))
-	}
-	for name, content := range want {
-		if !bytes.Equal(got[name], content) {
-			t.Fatalf("downloaded %s differs from what the job wrote (%d bytes, want %d)", name, len(got[name]), len(content))
-		}
+	checkDownload(u, "train-e2e", want)
+
+	// A backup holds the output (restored at the end, into a fresh data dir).
+	backup := filepath.Join(t.TempDir(), "backup.tar")
+	if out, code := u.cli("backup", backup); code != 0 {
+		t.Fatalf("backup exited %d:\n%s", code, out)
 	}
 
 	read := writeYAML("read.yaml", `type: command
@@ -146,6 +130,48 @@ outputs:
 	})
 	if len(blobs) != 0 {
 		t.Fatalf("after the jobs were deleted the store holds %d blobs; want none", len(blobs))
+	}
+
+	// The backup taken before the deletes, extracted into a fresh data dir once this engine
+	// stopped (the restored one takes over its scoring port), downloads the same output.
+	if out, code := u.cli("shutdown"); code != 0 {
+		t.Fatalf("shutdown exited %d:\n%s", code, out)
+	}
+	restored := newUser(t)
+	if out, err := exec.Command("tar", "-xf", backup, "-C", restored.home).CombinedOutput(); err != nil {
+		t.Fatalf("tar -xf %s: %v: %s", backup, err, out)
+	}
+	checkDownload(restored, "train-e2e", want)
+}
+
+// checkDownload downloads the job's output "model" and compares it with want, file by
+// file (the CLI itself checks every digest).
+func checkDownload(u *user, job string, want map[string][]byte) {
+	u.t.Helper()
+	dl := u.t.TempDir()
+	if out, code := u.cli("job", "download", "--workspace", "e2e-team", job, "--output-name", "model", "--download-path", dl); code != 0 {
+		u.t.Fatalf("job download exited %d:\n%s", code, out)
+	}
+	got := map[string][]byte{}
+	root := filepath.Join(dl, "named-outputs", "model")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		got[filepath.ToSlash(rel)], err = os.ReadFile(p)
+		return err
+	})
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		u.t.Fatalf("downloaded %d files; want %d", len(got), len(want))
+	}
+	for name, content := range want {
+		if !bytes.Equal(got[name], content) {
+			u.t.Fatalf("downloaded %s differs from what the job wrote (%d bytes, want %d)", name, len(got[name]), len(content))
+		}
 	}
 }
 

@@ -316,7 +316,18 @@ func (c *Client) Shutdown(ctx context.Context) error {
 // cut short (the engine failed or went away midway) is an error, never a short success.
 // It is not retried: w may already hold part of a copy.
 func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/backup", nil)
+	return c.backup(ctx, "/v1/backup", w)
+}
+
+// BackupArchive writes a backup of the engine's store and of the artifacts it references
+// to w, as a tar archive laid out as the data dir (state.db, artifacts/blobs/...), and
+// returns its size. A copy cut short is an error. It is not retried.
+func (c *Client) BackupArchive(ctx context.Context, w io.Writer) (int64, error) {
+	return c.backup(ctx, "/v1/backup?artifacts=true", w)
+}
+
+func (c *Client) backup(ctx context.Context, path string, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return 0, fmt.Errorf("building request: %w", err)
 	}

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tarball"
 )
 
 // CheckTaskPath accepts a path in a task's working directory as TaskInput.Dest,
@@ -116,9 +117,6 @@ func copyFile(src, dst string, perm fs.FileMode) error {
 	return err
 }
 
-// outputCopyBuffer is the buffer of one file's copy into the tar stream.
-const outputCopyBuffer = 256 << 10
-
 // WriteOutputTar writes the path rel of the working directory work, on this machine, to
 // w as FetchOutput's tar stream: a directory's contents (names relative to it) or a file
 // under its base name. It fails naming the file at a socket, device or fifo, and with
@@ -129,87 +127,10 @@ func WriteOutputTar(ctx context.Context, w io.Writer, work, rel string) error {
 		return err
 	}
 	root := filepath.Join(work, filepath.FromSlash(rel))
-	info, err := os.Lstat(root)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
 		return NotFound(fmt.Errorf("output %s does not exist in the task's working directory", rel))
 	}
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(w)
-	buf := make([]byte, outputCopyBuffer)
-	if !info.IsDir() {
-		if err := writeTarEntry(tw, root, path.Base(rel), info, rel, buf); err != nil {
-			return err
-		}
-		return tw.Close()
-	}
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		name, err := filepath.Rel(root, p)
-		if err != nil || name == "." {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return writeTarEntry(tw, p, filepath.ToSlash(name), info, path.Join(rel, filepath.ToSlash(name)), buf)
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-// writeTarEntry writes one file, directory or symlink; shown is the name errors give.
-func writeTarEntry(tw *tar.Writer, p, name string, info fs.FileInfo, shown string, buf []byte) error {
-	link := ""
-	switch mode := info.Mode(); {
-	case mode&fs.ModeSymlink != 0:
-		var err error
-		if link, err = os.Readlink(p); err != nil {
-			return err
-		}
-	case mode&fs.ModeSocket != 0:
-		return fmt.Errorf("output file %s is a socket; an output holds regular files, directories and symlinks", shown)
-	case mode&(fs.ModeDevice|fs.ModeCharDevice) != 0:
-		return fmt.Errorf("output file %s is a device; an output holds regular files, directories and symlinks", shown)
-	case mode&fs.ModeNamedPipe != 0:
-		return fmt.Errorf("output file %s is a fifo; an output holds regular files, directories and symlinks", shown)
-	case !mode.IsRegular() && !mode.IsDir():
-		return fmt.Errorf("output file %s is not a regular file, directory or symlink", shown)
-	}
-	hdr, err := tar.FileInfoHeader(info, link)
-	if err != nil {
-		return err
-	}
-	hdr.Name = name
-	if info.IsDir() {
-		hdr.Name += "/"
-	}
-	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	if !info.Mode().IsRegular() {
-		return nil
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	n, err := io.CopyBuffer(tw, io.LimitReader(f, info.Size()), buf)
-	if err == nil && n != info.Size() {
-		err = fmt.Errorf("output file %s shrank while it was read", shown)
-	}
-	return err
+	return tarball.Write(ctx, w, root, tarball.Options{Shown: rel})
 }
 
 // FetchLocalOutput is FetchOutput's stream for a task whose working directory work is on

@@ -35,9 +35,13 @@ func TestEndpointRunsInItsEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The environment's build counts against the probes' budget (environment_id's docs):
+	// 180 one-second probes leave room for a build on a loaded machine.
+	probe := fastProbe()
+	probe.FailureThreshold = 180
 	d := api.DeploymentSpec{
 		InstanceType: "Standard_DS2_v2", InstanceCount: 1, Command: []string{"python", "-c", envServer},
-		EnvironmentID: env.ID, LivenessProbe: fastProbe(), ReadinessProbe: fastProbe(),
+		EnvironmentID: env.ID, LivenessProbe: probe, ReadinessProbe: probe,
 	}
 	ep, err := c.CreateEndpoint(ctx, "serve", api.EndpointSpec{Name: "envscore", Deployments: map[string]api.DeploymentSpec{"blue": d}, Traffic: map[string]int64{"blue": 100}})
 	if err != nil {

@@ -67,7 +67,7 @@ func deployment(t *testing.T, name string) api.DeploymentSpec {
 func waitState(t *testing.T, c *client.Client, ws, name, state string) *api.Endpoint {
 	t.Helper()
 	var ep *api.Endpoint
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var err error
 		if ep, err = c.GetEndpoint(context.Background(), ws, name); err != nil {
 			t.Fatal(err)

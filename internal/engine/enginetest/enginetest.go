@@ -4,6 +4,7 @@ package enginetest
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -143,6 +144,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	srv := &http.Server{Handler: server.New(server.Options{
 		Engine: eng, Logger: logger, Token: opts.Token, Tokens: tokens, Audit: audit, Metrics: m,
 		Snapshots: snapshots, Backup: st.Backup,
+		BackupArchive: func(ctx context.Context, w io.Writer) error { return eng.Backup(ctx, w, "state.db", "artifacts") },
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -55,6 +56,10 @@ type Options struct {
 	// Backup, when set, serves GET /v1/backup: a consistent copy of the engine's store
 	// (store.Store.Backup).
 	Backup func(fn func(size int64, copyTo func(io.Writer) (int64, error)) error) error
+	// BackupArchive, when set, serves GET /v1/backup?artifacts=true: the store's copy and
+	// the artifacts it references, as one tar archive laid out as the data dir
+	// (jobs.Controller.Backup).
+	BackupArchive func(ctx context.Context, w io.Writer) error
 }
 
 // Route is one API operation; Routes is the table both the mux and the OpenAPI test read.
@@ -261,7 +266,14 @@ func (s *Server) shutdown(w http.ResponseWriter, _ *http.Request) error {
 // backup streams a consistent copy of the store (application/octet-stream, with its
 // Content-Length). A failure after the first byte aborts the connection, so the client
 // sees a short body rather than a damaged copy that looks whole.
-func (s *Server) backup(w http.ResponseWriter, _ *http.Request) error {
+func (s *Server) backup(w http.ResponseWriter, req *http.Request) error {
+	withArtifacts, err := boolParam(req, "artifacts")
+	if err != nil {
+		return err
+	}
+	if withArtifacts {
+		return s.backupArchive(w, req)
+	}
 	if s.opts.Backup == nil {
 		return api.Errorf(api.CodeInvalid, "", "this engine cannot make backups over the API")
 	}
@@ -275,6 +287,40 @@ func (s *Server) backup(w http.ResponseWriter, _ *http.Request) error {
 		}
 		return nil
 	})
+}
+
+// backupArchive streams the store's copy and the artifacts it references as a tar
+// archive (application/x-tar, no length: the archive's end marks a whole one). An error
+// before the first byte is an API error; after it, the connection is aborted.
+func (s *Server) backupArchive(w http.ResponseWriter, req *http.Request) error {
+	if s.opts.BackupArchive == nil {
+		return api.Errorf(api.CodeInvalid, "artifacts", "this engine cannot make backups with artifacts over the API")
+	}
+	sw := &startedWriter{w: w}
+	err := s.opts.BackupArchive(req.Context(), sw)
+	if err != nil && !sw.started {
+		return err
+	}
+	if err != nil {
+		s.log.Error("backup failed", "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// startedWriter sends the tar archive's headers with its first byte.
+type startedWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (sw *startedWriter) Write(p []byte) (int, error) {
+	if !sw.started {
+		sw.started = true
+		sw.w.Header().Set("Content-Type", "application/x-tar")
+		sw.w.WriteHeader(http.StatusOK)
+	}
+	return sw.w.Write(p)
 }
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, req *http.Request) error {

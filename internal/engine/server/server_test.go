@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -247,5 +250,37 @@ func TestActivityTokenOnlyReportsActivity(t *testing.T) {
 	}
 	if _, err := app.GetCompute(ctx, "lab", "dev"); !api.IsUnauthorized(err) {
 		t.Fatalf("reading the instance with its activity token: %v; want unauthorized", err)
+	}
+}
+
+// GET /v1/backup?artifacts=true: an error before the archive's first byte is an API error
+// (400 naming the parameter for a bad value, or for an engine that cannot make one); an
+// error after it breaks the stream, so a client never takes a cut archive for a whole one.
+func TestBackupArchiveErrors(t *testing.T) {
+	ctx := context.Background()
+	none := newServer(t, server.Options{})
+	if _, err := newClient(t, none.URL, "").BackupArchive(ctx, io.Discard); !api.IsInvalid(err) || api.FieldOf(err) != "artifacts" {
+		t.Fatalf("an engine without archives: %v; want invalid on artifacts", err)
+	}
+	resp, err := http.Get(none.URL + "/v1/backup?artifacts=maybe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("artifacts=maybe: status %d; want 400", resp.StatusCode)
+	}
+	early := newServer(t, server.Options{BackupArchive: func(context.Context, io.Writer) error {
+		return api.Errorf(api.CodeInternal, "", "manifest gone")
+	}})
+	if _, err := newClient(t, early.URL, "").BackupArchive(ctx, io.Discard); err == nil || !strings.Contains(err.Error(), "manifest gone") {
+		t.Fatalf("an error before the first byte: %v; want it reported", err)
+	}
+	late := newServer(t, server.Options{BackupArchive: func(_ context.Context, w io.Writer) error {
+		_, _ = w.Write(make([]byte, 4096))
+		return errors.New("blob damaged")
+	}})
+	if n, err := newClient(t, late.URL, "").BackupArchive(ctx, io.Discard); err == nil {
+		t.Fatalf("an error after %d bytes went unnoticed", n)
 	}
 }

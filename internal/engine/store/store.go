@@ -64,8 +64,8 @@ type DamagedError struct {
 }
 
 func (e *DamagedError) Error() string {
-	return fmt.Sprintf("the engine's store %s is damaged (%s): stop every engine on this data dir, then copy a backup "+
-		"over it (one made with 'mlcompute backup FILE'), or move it away to start with an empty store", e.Path, e.Cause)
+	return fmt.Sprintf("the engine's store %s is damaged (%s): stop every engine on this data dir, then restore a backup "+
+		"(one made with 'mlcompute backup FILE': tar -xf FILE -C <data dir>), or move it away to start with an empty store", e.Path, e.Cause)
 }
 
 // Unwrap makes errors.Is(err, ErrDamaged) true.
@@ -281,6 +281,13 @@ type Tx struct {
 	wrote map[Bucket]bool // the buckets written, for Store.Changed
 	dirty bool            // anything written, a bucket's sequence included: Update commits
 }
+
+// Size is the size of the copy WriteTo writes.
+func (t *Tx) Size() int64 { return t.tx.Size() }
+
+// WriteTo writes a consistent copy of the whole database to w, as of this transaction
+// (a backup taken together with what the transaction reads).
+func (t *Tx) WriteTo(w io.Writer) (int64, error) { return t.tx.WriteTo(w) }
 
 func (t *Tx) markWritten(b Bucket) {
 	t.dirty = true

@@ -18,10 +18,10 @@ import (
 // directory, named by its absolute path: only a node on the engine's filesystem sees it.
 
 var (
-	ioNameRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
-	bindingRE  = regexp.MustCompile(`\$\{\{\s*([^}]*?)\s*\}\}`)
-	jobNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$`)
-	inputTypes = []string{api.URIFolder, api.URIFile}
+	ioNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
+	bindingRE = regexp.MustCompile(`\$\{\{\s*([^}]*?)\s*\}\}`)
+	jobNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$`)
+	ioTypes   = []string{api.URIFolder, api.URIFile}
 )
 
 // sharesFilesystem reports whether a compute's nodes see the engine's filesystem: local
@@ -39,32 +39,17 @@ func (c *Controller) prepareIO(tx *store.Tx, j *model.Job, rec model.Compute) er
 	for _, name := range sortedKeys(j.Inputs) {
 		in := j.Inputs[name]
 		field := "inputs." + name
-		if !ioNameRE.MatchString(name) {
-			return api.Errorf(api.CodeInvalid, field, "input name %q must start with a letter or '_' and hold only letters, digits and '_'", name)
-		}
 		if in.Value != nil {
+			if err := inputModes.checkName(name); err != nil {
+				return err
+			}
 			if in.Type != "" || in.Path != "" || in.SnapshotID != "" || in.Mode != "" {
 				return api.Errorf(api.CodeInvalid, field, "a literal input has a value and nothing else")
 			}
 			continue
 		}
-		if in.Type == "" {
-			in.Type = api.URIFolder
-		}
-		if !slices.Contains(inputTypes, in.Type) {
-			return api.Errorf(api.CodeInvalid, field+".type", "%q is not allowed (allowed: %s)", in.Type, strings.Join(inputTypes, ", "))
-		}
-		if in.Mode == "" {
-			in.Mode = api.ModeDownload
-		}
-		switch in.Mode {
-		case api.ModeDownload:
-		case api.ModeROMount:
-			if !shared {
-				return api.Errorf(api.CodeInvalid, field+".mode", "input %q: mode ro_mount needs nodes that share the engine's filesystem (local nodes), and compute %q's do not; use mode download", name, j.Compute)
-			}
-		default:
-			return api.Errorf(api.CodeInvalid, field+".mode", "%q is not allowed for an input (allowed: download, ro_mount)", in.Mode)
+		if err := inputModes.check(name, j.Compute, shared, &in.Type, &in.Mode); err != nil {
+			return err
 		}
 		switch {
 		case in.SnapshotID != "":
@@ -98,26 +83,8 @@ func (c *Controller) prepareIO(tx *store.Tx, j *model.Job, rec model.Compute) er
 	for _, name := range sortedKeys(j.Outputs) {
 		out := j.Outputs[name]
 		field := "outputs." + name
-		if !ioNameRE.MatchString(name) {
-			return api.Errorf(api.CodeInvalid, field, "output name %q must start with a letter or '_' and hold only letters, digits and '_'", name)
-		}
-		if out.Type == "" {
-			out.Type = api.URIFolder
-		}
-		if !slices.Contains(inputTypes, out.Type) {
-			return api.Errorf(api.CodeInvalid, field+".type", "%q is not allowed (allowed: %s)", out.Type, strings.Join(inputTypes, ", "))
-		}
-		if out.Mode == "" {
-			out.Mode = api.ModeUpload
-		}
-		switch out.Mode {
-		case api.ModeUpload:
-		case api.ModeRWMount:
-			if !shared {
-				return api.Errorf(api.CodeInvalid, field+".mode", "output %q: mode rw_mount needs nodes that share the engine's filesystem (local nodes), and compute %q's do not; use mode upload", name, j.Compute)
-			}
-		default:
-			return api.Errorf(api.CodeInvalid, field+".mode", "%q is not allowed for an output (allowed: upload, rw_mount)", out.Mode)
+		if err := outputModes.check(name, j.Compute, shared, &out.Type, &out.Mode); err != nil {
+			return err
 		}
 		if out.Digest != "" || out.Size != 0 || out.FileCount != 0 {
 			return api.Errorf(api.CodeInvalid, field, "an output's digest, size and file count are the engine's to set")
@@ -125,6 +92,51 @@ func (c *Controller) prepareIO(tx *store.Tx, j *model.Job, rec model.Compute) er
 		j.Outputs[name] = out
 	}
 	return c.bindCommand(j)
+}
+
+// ioKind is what inputs and outputs check alike: their names, types and modes, where
+// each has a mode that copies (the default) and one that mounts the engine's directory.
+type ioKind struct{ kind, copy, mount string }
+
+var (
+	inputModes  = ioKind{"input", api.ModeDownload, api.ModeROMount}
+	outputModes = ioKind{"output", api.ModeUpload, api.ModeRWMount}
+)
+
+func (k ioKind) checkName(name string) error {
+	if !ioNameRE.MatchString(name) {
+		return api.Errorf(api.CodeInvalid, k.kind+"s."+name, "%s name %q must start with a letter or '_' and hold only letters, digits and '_'", k.kind, name)
+	}
+	return nil
+}
+
+// check checks an input's or output's name, defaults its type (uri_folder) and mode (the
+// copying one) and checks them: the mounting mode needs nodes that share the engine's
+// filesystem (shared), which compute's do not when it is false.
+func (k ioKind) check(name, compute string, shared bool, typ, mode *string) error {
+	if err := k.checkName(name); err != nil {
+		return err
+	}
+	field := k.kind + "s." + name
+	if *typ == "" {
+		*typ = api.URIFolder
+	}
+	if !slices.Contains(ioTypes, *typ) {
+		return api.Errorf(api.CodeInvalid, field+".type", "%q is not allowed (allowed: %s)", *typ, strings.Join(ioTypes, ", "))
+	}
+	if *mode == "" {
+		*mode = k.copy
+	}
+	switch *mode {
+	case k.copy:
+	case k.mount:
+		if !shared {
+			return api.Errorf(api.CodeInvalid, field+".mode", "%s %q: mode %s needs nodes that share the engine's filesystem (local nodes), and compute %q's do not; use mode %s", k.kind, name, k.mount, compute, k.copy)
+		}
+	default:
+		return api.Errorf(api.CodeInvalid, field+".mode", "%q is not allowed for an %s (allowed: %s, %s)", *mode, k.kind, k.copy, k.mount)
+	}
+	return nil
 }
 
 // bindCommand replaces each ${{inputs.<name>}} and ${{outputs.<name>}} of the command's

@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tarball"
 )
 
 // A job's outputs leave its node when rank 0 exits with status 0: rank 0's outputs are
@@ -64,66 +65,15 @@ func (c *Controller) takeOutputs(ctx context.Context, j model.Job, nodeID string
 // own directory for a rw_mount output.
 func (c *Controller) openOutput(ctx context.Context, j model.Job, nodeID, name string, out api.JobOutput) (io.ReadCloser, error) {
 	if out.Mode == api.ModeRWMount {
-		dir := c.core.MountPath(j.Job, model.OutputsDir, name)
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(tarTree(dir, out.Type == api.URIFile, name, pw)) }()
-		return pr, nil
+		root := c.core.MountPath(j.Job, model.OutputsDir, name)
+		if out.Type == api.URIFile {
+			root = filepath.Join(root, name) // the one file, named after the output (ioPath)
+		}
+		return driver.StreamOutput(ctx, func(ctx context.Context, w io.Writer) error {
+			return tarball.Write(ctx, w, root, tarball.Options{Shown: name})
+		}), nil
 	}
 	return c.core.Driver().FetchOutput(ctx, nodeID, j.TaskKey(0), model.OutputRel(name, out))
-}
-
-// tarTree writes dir's contents as a tar stream (for a uri_file, only the file named
-// file), symlinks as symlinks and other kinds as they are, for the store to judge.
-func tarTree(dir string, single bool, file string, w io.Writer) error {
-	tw := tar.NewWriter(w)
-	root := dir
-	if single {
-		root = filepath.Join(dir, file)
-	}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root && d.IsDir() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return fmt.Errorf("file %q: %w", p, err)
-		}
-		rel, _ := filepath.Rel(filepath.Dir(root), p)
-		if !single {
-			rel, _ = filepath.Rel(root, p)
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }
 
 // collecting keeps a collection from running between an intake's commit and its
@@ -140,18 +90,8 @@ func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
 	c.collect.Lock()
 	defer c.collect.Unlock()
 	var referenced []string
-	err = c.core.View(func(tx *store.Tx) error {
-		all, err := store.List[model.Job](tx, store.Jobs, "")
-		for _, j := range all {
-			referenced = append(referenced, j.ArtifactDigests()...)
-		}
-		if err != nil {
-			return err
-		}
-		endpoints, err := store.List[model.Endpoint](tx, store.Endpoints, "")
-		for _, e := range endpoints {
-			referenced = append(referenced, e.ModelDigests()...)
-		}
+	err = c.core.View(func(tx *store.Tx) (err error) {
+		referenced, err = referencedArtifacts(tx)
 		return err
 	})
 	if err != nil {
@@ -162,6 +102,82 @@ func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
 		c.log.Info("artifacts collected", "blobs", blobs, "bytes", bytes)
 	}
 	return blobs, bytes, err
+}
+
+// referencedArtifacts lists the manifest digests the records reference: jobs' registered
+// and pending outputs and inputs, and online endpoints' models.
+func referencedArtifacts(tx *store.Tx) ([]string, error) {
+	var referenced []string
+	jobs, err := store.List[model.Job](tx, store.Jobs, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		referenced = append(referenced, j.ArtifactDigests()...)
+	}
+	endpoints, err := store.List[model.Endpoint](tx, store.Endpoints, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range endpoints {
+		referenced = append(referenced, e.ModelDigests()...)
+	}
+	return referenced, nil
+}
+
+// Backup writes a backup of the engine's data to w as a tar stream: the store's records
+// as stateName (a consistent copy, as of one read transaction), then every blob those
+// records reference below artifactsDir, in the artifact store's own layout, so that the
+// archive extracted into an empty data dir gives back jobs whose outputs download. The
+// blobs are pinned in the same transaction (no collection runs in between) and until
+// they are written: a job deleted meanwhile loses none of them.
+func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifactsDir string) error {
+	tw := tar.NewWriter(w)
+	now := c.core.Clock().Now()
+	var blobs []string
+	release := func() {}
+	defer func() { release() }()
+	// The collection lock is taken before the transaction, as CollectArtifacts takes it,
+	// and let go as soon as the blobs are pinned.
+	c.collect.RLock()
+	var once sync.Once
+	unlock := func() { once.Do(c.collect.RUnlock) }
+	defer unlock()
+	err := c.core.View(func(tx *store.Tx) (err error) {
+		if c.Artifacts != nil {
+			if blobs, release, err = c.holdReferenced(tx); err != nil {
+				return err
+			}
+		}
+		unlock()
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: stateName, Mode: 0o600, Size: tx.Size(), ModTime: now}); err != nil {
+			return err
+		}
+		_, err = tx.WriteTo(tw)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("backing up the store: %w", err)
+	}
+	if c.Artifacts != nil {
+		if err := c.Artifacts.WriteBlobs(ctx, tw, artifactsDir, blobs, now); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// holdReferenced pins the blobs tx's records reference. The caller keeps collections out.
+func (c *Controller) holdReferenced(tx *store.Tx) (blobs []string, release func(), err error) {
+	referenced, err := referencedArtifacts(tx)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	blobs, release, err = c.Artifacts.Hold(referenced)
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("holding the artifacts the store references: %w", err)
+	}
+	return blobs, release, nil
 }
 
 // JobOutput returns a registered output of a Completed job, refusing, naming which, an

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,6 +91,22 @@ func runWithOutput(t *testing.T, env *computestest.Env, c *jobs.Controller, name
 		t.Fatalf("job %s is %s; want running", j.ID, rec.Status)
 	}
 	return j, rec.Nodes
+}
+
+// completeWithModel runs a one-node job that writes modelFiles as its output "model" and
+// exits 0, and returns it with the output's registered digest.
+func completeWithModel(t *testing.T, env *computestest.Env, c *jobs.Controller, name string) (*api.Job, string) {
+	t.Helper()
+	j, nodes := runWithOutput(t, env, c, name, 1)
+	task := env.Job("lab", j.ID).TaskKey(0)
+	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), modelFiles)
+	env.Driver.FinishTask(nodes[0], task, 0)
+	env.Settle()
+	digest := env.Job("lab", j.ID).Outputs["model"].Digest
+	if digest == "" {
+		t.Fatalf("job %s registered no output", j.ID)
+	}
+	return j, digest
 }
 
 func TestAJobThatExits0RegistersItsOutputInTheWriteThatCompletesIt(t *testing.T) {
@@ -230,11 +247,7 @@ func TestRank0sOutputWaitsForTheOtherRanks(t *testing.T) {
 
 func TestAnOutputIsTheNextJobsInput(t *testing.T) {
 	env, c, _ := setupFiles(t)
-	first, nodes := runWithOutput(t, env, c, "first", 1)
-	task := env.Job("lab", first.ID).TaskKey(0)
-	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), modelFiles)
-	env.Driver.FinishTask(nodes[0], task, 0)
-	env.Settle()
+	first, _ := completeWithModel(t, env, c, "first")
 	second := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"sh", "-c", "cat ${{inputs.m}}/weights.bin"},
 		Inputs: map[string]api.JobInput{"m": {Path: "azureml://jobs/first/outputs/model"}}}, "")
 	env.Settle()
@@ -285,12 +298,7 @@ func TestAnInterruptedIntakeRegistersNothingAndIsDoneAgain(t *testing.T) {
 // collection after the job is deleted; once no endpoint references it, it goes.
 func TestAnEndpointsModelIsKeptFromCollection(t *testing.T) {
 	env, c, st := setupFiles(t)
-	j, nodes := runWithOutput(t, env, c, "train", 1)
-	task := env.Job("lab", j.ID).TaskKey(0)
-	writeFiles(t, filepath.Join(env.Driver.WorkDir(nodes[0], task), "outputs", "model"), modelFiles)
-	env.Driver.FinishTask(nodes[0], task, 0)
-	env.Settle()
-	digest := env.Job("lab", j.ID).Outputs["model"].Digest
+	j, digest := completeWithModel(t, env, c, "train")
 	ep := model.Endpoint{Workspace: "lab", Name: "churn", Deployments: map[string]model.Deployment{
 		"blue": {Spec: api.DeploymentSpec{ModelPath: api.JobOutputURI(j.ID, "model"), ModelDigest: digest}},
 	}}
@@ -315,5 +323,57 @@ func TestAnEndpointsModelIsKeptFromCollection(t *testing.T) {
 	}
 	if got, blobs := st.Usage(); got != 0 || blobs != 0 {
 		t.Fatalf("after the endpoint went the store holds %d bytes in %d blobs; want none", got, blobs)
+	}
+}
+
+// A rw_mount output is the engine's own directory: at exit 0 the engine reads it as it
+// reads a node's output (a uri_file's one file under the output's name), and a socket
+// there fails the job naming the output and the file.
+func TestRWMountOutputsAreTakenFromTheEnginesDirectory(t *testing.T) {
+	env, c, _ := setupFiles(t)
+	c.SharedFilesystem = true
+	j := submit(t, c, api.JobSpec{Name: "mounted", Compute: "cpu", Command: []string{"train"},
+		Outputs: map[string]api.JobOutput{"m": {Mode: api.ModeRWMount}, "f": {Mode: api.ModeRWMount, Type: api.URIFile}}}, "")
+	env.Settle()
+	rec := env.Job("lab", j.ID)
+	writeFiles(t, env.Core.MountPath(rec.Job, model.OutputsDir, "m"), modelFiles)
+	writeFiles(t, env.Core.MountPath(rec.Job, model.OutputsDir, "f"), map[string]string{"f": "one file"})
+	env.Driver.FinishTask(rec.Nodes[0], rec.TaskKey(0), 0)
+	env.Settle()
+	done := env.Job("lab", j.ID)
+	if done.Status != api.JobCompleted || done.Outputs["m"].FileCount != 3 || done.Outputs["f"].FileCount != 1 {
+		t.Fatalf("job %s (%s), outputs %+v; want Completed with 3 files and 1", done.Status, done.Error, done.Outputs)
+	}
+	for name, want := range map[string]map[string]string{"m": modelFiles, "f": {"f": "one file"}} {
+		var buf bytes.Buffer
+		if err := c.WriteOutput(context.Background(), &buf, done.Outputs[name].Digest); err != nil {
+			t.Fatal(err)
+		}
+		if got := tarFiles(t, &buf); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("output %s holds %v; want %v", name, got, want)
+		}
+	}
+
+	j = submit(t, c, api.JobSpec{Name: "socket", Compute: "cpu", Command: []string{"train"},
+		Outputs: map[string]api.JobOutput{"m": {Mode: api.ModeRWMount}}}, "")
+	env.Settle()
+	rec = env.Job("lab", j.ID)
+	dir := env.Core.MountPath(rec.Job, model.OutputsDir, "m")
+	writeFiles(t, dir, modelFiles)
+	wd, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil { // socket paths are short: bind a relative one
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", "sock")
+	_ = os.Chdir(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	env.Driver.FinishTask(rec.Nodes[0], rec.TaskKey(0), 0)
+	env.Settle()
+	failed := env.Job("lab", j.ID)
+	if failed.Status != api.JobFailed || !strings.Contains(failed.Error, `output "m": `) || !strings.Contains(failed.Error, "output file m/sock is a socket") || failed.Outputs["m"].Digest != "" {
+		t.Fatalf("job %s (%q), output %+v; want Failed naming m/sock with nothing registered", failed.Status, failed.Error, failed.Outputs["m"])
 	}
 }

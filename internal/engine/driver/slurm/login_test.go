@@ -66,6 +66,24 @@ func TestLoginNode(t *testing.T) {
 	if ev.ExitCode != 6 || err != nil || string(out) != h.User+" hello\n" {
 		t.Fatalf("task via the login node: exit %d, output %q, %v; want 6 and %q", ev.ExitCode, out, err, h.User+" hello\n")
 	}
+	// A task's code and inputs (an endpoint's model is one) are copied in over the login
+	// node's SSH connection before it starts: nothing is shared with this machine.
+	codeDir, modelDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(codeDir, "score.txt"), []byte("code\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(modelDir, "MODEL"), []byte("weights\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := driver.TaskSpec{Key: "files", CodeDir: codeDir, Inputs: []driver.TaskInput{{Src: modelDir, Dest: "model"}},
+		Command: []string{"sh", "-c", `cat score.txt "$` + driver.WorkDirEnv + `/model/MODEL"; case "$PWD" in "$HOME"/*) echo on-login-home;; esac`}}
+	if err := d.StartTask(ctx, "viaLogin", files); err != nil {
+		t.Fatal(err)
+	}
+	ev = waitEvent(t, d, "TaskExited", func(ev driver.Event) bool { return ev.Kind == driver.TaskExited && ev.TaskKey == "files" })
+	if out, err := d.TaskOutput(ctx, "viaLogin", "files", 0); ev.ExitCode != 0 || err != nil || string(out) != "code\nweights\non-login-home\n" {
+		t.Fatalf("a task with code and a model input via the login node: exit %d, output %q, %v", ev.ExitCode, out, err)
+	}
 	var session bytes.Buffer
 	code, err := d.Exec(ctx, "viaLogin", driver.ExecSpec{Command: []string{"sh", "-c", "cat; exit 2"}, Stdin: strings.NewReader("typed\n"), Output: &session})
 	if err != nil || code != 2 || session.String() != "typed\n" {

@@ -1,17 +1,14 @@
 package ssh
 
 import (
-	"archive/tar"
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tarball"
 )
 
 // PutDir copies the contents of the local directory src into dst on the machine (a path
@@ -24,7 +21,7 @@ func (c *Client) PutDir(ctx context.Context, src, dst string) error { return Put
 // Client.PutDir does (dst relative to the shell's working directory, or absolute).
 func PutDir(ctx context.Context, sh Shell, src, dst string) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeTar(pw, src)) }()
+	go func() { pw.CloseWithError(tarball.Write(ctx, pw, src, tarball.Options{SkipSpecial: true})) }()
 	defer pr.Close()
 	cmd := fmt.Sprintf(`rm -rf %[1]s && mkdir -p %[1]s && tar -x -m -f - -C %[1]s`, shellQuote(dst))
 	stderr, code, err := sh.RunShell(ctx, cmd, pr, io.Discard)
@@ -75,53 +72,4 @@ func OutputDirs(outputs []driver.TaskOutput) []string {
 		}
 	}
 	return dirs
-}
-
-func writeTar(w io.Writer, src string) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(path); err != nil {
-				return err
-			}
-		case !info.Mode().IsRegular() && !info.IsDir():
-			return nil
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }
