@@ -57,6 +57,22 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.file != "" {
+				p, err := pipelineFile(f.file)
+				if err != nil {
+					return err
+				}
+				if p != nil {
+					if err := refusePipelineFlags(cmd, args); err != nil {
+						return err
+					}
+					c, err := g.workspaceClient(cmd.Context(), ws, "")
+					if err != nil {
+						return err
+					}
+					return submitPipeline(cmd, c, ws, f.file, p, stream)
+				}
+			}
 			spec := api.JobSpec{Compute: f.compute, InstanceType: f.instanceType, InstanceCount: f.count, Command: args, Env: map[string]string{}, Environment: f.environment}
 			code := f.code
 			var uploads map[string]string
@@ -210,6 +226,10 @@ func newJobShowCommand(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), j)
 			}
 			w := cmd.OutOrStdout()
+			if j.Type == api.JobTypePipeline {
+				printPipeline(w, j)
+				return nil
+			}
 			fmt.Fprintf(w, "job:     %s\ncompute: %s\nstatus:  %s\n", j.ID, j.Compute, j.Status)
 			if j.ExitCode != nil {
 				fmt.Fprintf(w, "exit:    %d\n", *j.ExitCode)

@@ -9,25 +9,87 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// A pipeline file is checked, then refused plainly: no engine part runs pipelines yet.
-func TestJobFromFileRefusesPipeline(t *testing.T) {
+// A pipeline file becomes a pipeline submission: each step a command job with its
+// bindings apart, paths from the file's directory, the compute's YAML path kept for the
+// engine's errors. A bad binding is refused at its line before anything is sent.
+func TestPipelineFromFile(t *testing.T) {
 	dir := t.TempDir()
+	for _, d := range []string{"src", "raw"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	file := filepath.Join(dir, "pipeline.yaml")
-	yaml := "type: pipeline\nsettings:\n  default_compute: cpu\njobs:\n  a:\n    command: echo\n"
+	yaml := `type: pipeline
+inputs:
+  raw: {type: uri_folder, path: ./raw}
+  epochs: 3
+outputs:
+  model: {type: uri_folder}
+settings:
+  default_compute: azureml:cpu
+  continue_on_step_failure: true
+jobs:
+  prep:
+    command: cp -r ${{inputs.raw}} ${{outputs.data}}
+    inputs:
+      raw: ${{parent.inputs.raw}}
+    outputs:
+      data: {type: uri_folder}
+  train:
+    code: src
+    compute: gpu
+    is_deterministic: false
+    retry_settings: {max_retries: 2, timeout: 60}
+    limits: {timeout: 90}
+    command: python train.py ${{inputs.data}} ${{inputs.epochs}} ${{outputs.model}}
+    inputs:
+      data: {path: "${{parent.jobs.prep.outputs.data}}", mode: ro_mount}
+      epochs: ${{parent.inputs.epochs}}
+    outputs:
+      model: ${{parent.outputs.model}}
+`
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err := jobFromFile(&cobra.Command{}, submitFlags{file: file}, nil)
-	if err == nil || !strings.Contains(err.Error(), "pipeline jobs are checked but cannot be submitted yet") {
-		t.Fatalf("error %v", err)
+	p, err := pipelineFile(file)
+	if err != nil || p == nil {
+		t.Fatalf("pipelineFile: %v %v", p, err)
+	}
+	spec, up, err := pipelineFromFile(file, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := spec.Pipeline
+	if spec.Type != "pipeline" || !ps.ContinueOnStepFailure || ps.ForceRerun || len(ps.Steps) != 2 {
+		t.Fatalf("spec %+v", spec)
+	}
+	if *ps.Inputs["epochs"].Value != "3" || ps.Inputs["raw"].Type != "uri_folder" || up.own["raw"] != filepath.Join(dir, "raw") {
+		t.Fatalf("pipeline inputs %+v, uploads %v", ps.Inputs, up.own)
+	}
+	prep, train := ps.Steps[0], ps.Steps[1]
+	if prep.Name != "prep" || prep.Job.Compute != "cpu" || prep.ComputePath != "settings.default_compute" || *prep.IsDeterministic != true {
+		t.Fatalf("prep %+v", prep)
+	}
+	if prep.InputBindings["raw"] != "parent.inputs.raw" || prep.Job.Inputs["raw"].Type != "uri_folder" {
+		t.Fatalf("prep's inputs %+v bindings %v", prep.Job.Inputs, prep.InputBindings)
+	}
+	if train.Job.Compute != "gpu" || train.ComputePath != "jobs.train.compute" || *train.IsDeterministic || train.MaxRetries != 2 || train.Job.TimeoutSeconds != 60 {
+		t.Fatalf("train %+v", train)
+	}
+	if train.InputBindings["data"] != "parent.jobs.prep.outputs.data" || train.Job.Inputs["data"].Mode != "ro_mount" ||
+		train.InputBindings["epochs"] != "parent.inputs.epochs" || train.OutputBindings["model"] != "model" {
+		t.Fatalf("train's bindings %v %v, inputs %+v", train.InputBindings, train.OutputBindings, train.Job.Inputs)
+	}
+	if up.code["train"] != filepath.Join(dir, "src") || up.code["prep"] != "" {
+		t.Fatalf("code uploads %v", up.code)
 	}
 	// A pipeline with a bad binding is refused for the binding, at its line.
-	bad := yaml + "    inputs:\n      d: ${{parent.jobs.b.outputs.o}}\n"
+	bad := strings.Replace(yaml, "${{parent.jobs.prep.outputs.data}}", "${{parent.jobs.b.outputs.o}}", 1)
 	if err := os.WriteFile(file, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err = jobFromFile(&cobra.Command{}, submitFlags{file: file}, nil)
-	if err == nil || !strings.Contains(err.Error(), `line 8: jobs.a.inputs.d: unknown step "b" (steps: a)`) {
+	if _, err = pipelineFile(file); err == nil || !strings.Contains(err.Error(), `line 25: jobs.train.inputs.data.path: unknown step "b" (steps: prep, train)`) {
 		t.Fatalf("error %v", err)
 	}
 }

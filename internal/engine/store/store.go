@@ -75,6 +75,7 @@ type Store struct {
 	// changed holds, per bucket, the channel that the next committed write to it closes.
 	changedMu sync.Mutex
 	changed   map[Bucket]chan struct{}
+	hooks     []commitHook
 }
 
 // Open opens (creating if needed) the database at path. It fails with ErrLocked after
@@ -225,9 +226,28 @@ func (s *Store) Update(fn func(*Tx) error) error {
 				delete(s.changed, b)
 			}
 		}
+		hooks := s.hooks
 		s.changedMu.Unlock()
+		for _, h := range hooks {
+			if t.wrote[h.bucket] {
+				h.f()
+			}
+		}
 	}
 	return err
+}
+
+// OnCommit has f called after each Update that wrote bucket b has committed, in the
+// writer's goroutine: f must be quick and must not write (hand work to a loop).
+func (s *Store) OnCommit(b Bucket, f func()) {
+	s.changedMu.Lock()
+	defer s.changedMu.Unlock()
+	s.hooks = append(s.hooks, commitHook{b, f})
+}
+
+type commitHook struct {
+	bucket Bucket
+	f      func()
 }
 
 // update is bbolt's DB.Update, but for the commit of a transaction that wrote nothing.
