@@ -460,7 +460,9 @@ func TestPipelineSubmitRefusals(t *testing.T) {
 			`jobs.c.compute: unknown compute "tpu" in workspace "lab" (computes: cpu, gpu)`},
 		{"unknown environment", func(p *api.PipelineSpec) { p.Steps[0].Job.Environment = "conda" },
 			`jobs.a.environment: unknown environment "conda" in workspace "lab" (environments: py)`},
-		{"cycle", func(p *api.PipelineSpec) { p.Steps[0].InputBindings = map[string]string{"z": "parent.jobs.d.outputs.out"} },
+		{"cycle", func(p *api.PipelineSpec) {
+			p.Steps[0].InputBindings = map[string]string{"z": "parent.jobs.d.outputs.out"}
+		},
 			"jobs.a: steps form a cycle: a -> b -> d -> a"},
 		{"unknown output", func(p *api.PipelineSpec) { p.Steps[1].InputBindings["x"] = "parent.jobs.a.outputs.nope" },
 			`jobs.b.inputs.x: step "a" has no output "nope" (outputs: out)`},
