@@ -289,6 +289,10 @@ type actions struct {
 // decides from stored state only and is safe to run twice.
 func (c *Controller) Reconcile(ctx context.Context, name string) {
 	workspace, id, _ := strings.Cut(name, "/")
+	// The outputs of the runs that ready steps could reuse are verified (every blob read)
+	// before the write, not in it: a write holds up every other writer.
+	verified := c.verifyCandidates(ctx, workspace, id)
+	present := func(digest string) bool { return verified[digest] }
 	var act actions
 	err := c.write(func(tx *store.Tx) error {
 		act = actions{}
@@ -301,7 +305,7 @@ func (c *Controller) Reconcile(ctx context.Context, name string) {
 		if !ok || p.PipelineRun == nil || api.Terminal(p.Status) {
 			return nil
 		}
-		changed, err := c.pass(ctx, tx, &p, &act)
+		changed, err := c.pass(tx, &p, present, &act)
 		if err != nil || !changed {
 			return err
 		}
@@ -361,7 +365,7 @@ func (c *Controller) stepNotQueued(workspace, id string, s submission, why error
 
 // pass decides a pipeline's next moves and records them in p (and in the store: reused
 // steps' jobs, the reuse index). It reports whether p changed.
-func (c *Controller) pass(ctx context.Context, tx *store.Tx, p *model.Job, act *actions) (bool, error) {
+func (c *Controller) pass(tx *store.Tx, p *model.Job, present func(string) bool, act *actions) (bool, error) {
 	run := p.PipelineRun
 	if run.Steps == nil {
 		run.Steps = map[string]*model.StepRun{}
@@ -429,7 +433,7 @@ func (c *Controller) pass(ctx context.Context, tx *store.Tx, p *model.Job, act *
 		act.cancel = append(act.cancel, run.Steps[name].Job)
 	}
 	for _, name := range d.Start {
-		reused, err := c.start(ctx, tx, p, stepSpec(run.Spec, name), act)
+		reused, err := c.start(tx, p, stepSpec(run.Spec, name), present, act)
 		if err != nil {
 			return false, err
 		}
@@ -455,35 +459,11 @@ func stepSpec(spec api.PipelineSpec, name string) api.PipelineStepSpec {
 // upstream steps' jobs' outputs, computes its reuse key, and either takes an earlier
 // run's outputs (a job of the step, Completed at once) or has its job queued once the
 // pass is committed. It reports whether the step was reused.
-func (c *Controller) start(ctx context.Context, tx *store.Tx, p *model.Job, s api.PipelineStepSpec, act *actions) (bool, error) {
+func (c *Controller) start(tx *store.Tx, p *model.Job, s api.PipelineStepSpec, present func(string) bool, act *actions) (bool, error) {
 	run := p.PipelineRun
 	sr := &model.StepRun{Job: model.StepJobID(p.ID, s.Name, 0)}
 	run.Steps[s.Name] = sr
-	spec := s.Job
-	spec.Type, spec.Name = api.JobTypeCommand, sr.Job
-	spec.Inputs = maps.Clone(spec.Inputs)
-	if spec.Inputs == nil {
-		spec.Inputs = map[string]api.JobInput{}
-	}
-	for _, name := range sortedKeys(s.InputBindings) {
-		b, _ := parseBinding(s.InputBindings[name])
-		decl := spec.Inputs[name]
-		var in api.JobInput
-		if b.parentInput != "" {
-			in = p.Inputs[b.parentInput]
-			in.Digest, in.Size, in.FileCount = "", 0, 0 // the step's job resolves its own
-		} else {
-			up := run.Steps[b.step]
-			in = api.JobInput{Type: decl.Type, Path: api.JobOutputURI(up.Job, b.output)}
-			if in.Type == "" {
-				in.Type = outType(stepSpec(run.Spec, b.step).Job.Outputs[b.output])
-			}
-		}
-		if in.Value == nil && decl.Mode != "" {
-			in.Mode = decl.Mode
-		}
-		spec.Inputs[name] = in
-	}
+	spec := bindStep(p, s, sr.Job)
 	sr.Spec = &spec
 	key, ok, missing := reuse.Key(keyParts(tx, p.Workspace, spec))
 	if ok {
@@ -492,7 +472,7 @@ func (c *Controller) start(ctx context.Context, tx *store.Tx, p *model.Job, s ap
 		sr.KeyMissing = missing
 	}
 	policy := reuse.Policy{ForceRerun: run.Spec.ForceRerun, Deterministic: s.IsDeterministic == nil || *s.IsDeterministic}
-	if src, job, hit := c.reusable(ctx, tx, p.Workspace, sr.Key, policy); hit {
+	if src, job, hit := reusable(tx, p.Workspace, sr.Key, policy, present); hit {
 		if _, taken := model.GetJob(tx, p.Workspace, sr.Job); !taken {
 			now := c.clock.Now().UTC()
 			zero := 0
@@ -515,6 +495,41 @@ func (c *Controller) start(ctx context.Context, tx *store.Tx, p *model.Job, s ap
 	}
 	act.submit = append(act.submit, submission{step: s.Name, job: sr.Job, spec: spec})
 	return false, nil
+}
+
+// bindStep is a step's job as submitted: named jobID, its inputs bound to the pipeline's
+// inputs and to its upstream steps' jobs' outputs (azureml://jobs/<job>/outputs/<o>).
+func bindStep(p *model.Job, s api.PipelineStepSpec, jobID string) api.JobSpec {
+	run := p.PipelineRun
+	spec := s.Job
+	spec.Type, spec.Name = api.JobTypeCommand, jobID
+	spec.Inputs = maps.Clone(spec.Inputs)
+	if spec.Inputs == nil {
+		spec.Inputs = map[string]api.JobInput{}
+	}
+	for _, name := range sortedKeys(s.InputBindings) {
+		b, _ := parseBinding(s.InputBindings[name])
+		decl := spec.Inputs[name]
+		var in api.JobInput
+		if b.parentInput != "" {
+			in = p.Inputs[b.parentInput]
+			in.Digest, in.Size, in.FileCount = "", 0, 0 // the step's job resolves its own
+		} else {
+			up := ""
+			if r := run.Steps[b.step]; r != nil {
+				up = r.Job
+			}
+			in = api.JobInput{Type: decl.Type, Path: api.JobOutputURI(up, b.output)}
+			if in.Type == "" {
+				in.Type = outType(stepSpec(run.Spec, b.step).Job.Outputs[b.output])
+			}
+		}
+		if in.Value == nil && decl.Mode != "" {
+			in.Mode = decl.Mode
+		}
+		spec.Inputs[name] = in
+	}
+	return spec
 }
 
 // finish ends the pipeline: when it Completed its outputs are registered from the step

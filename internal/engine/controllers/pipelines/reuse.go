@@ -52,21 +52,15 @@ func keyParts(tx *store.Tx, workspace string, spec api.JobSpec) reuse.Parts {
 	return p
 }
 
-// reusable finds the earlier run a step reuses, and the job of that run whose outputs it
-// takes: the newest run of key whose every output is in the artifacts store with its
-// digest (Verify reads each blob). A run whose pipeline or step job was deleted is not a
-// candidate.
-func (c *Controller) reusable(ctx context.Context, tx *store.Tx, workspace, key string, policy reuse.Policy) (reuse.Run, model.Job, bool) {
-	if key == "" || c.artifacts == nil {
-		return reuse.Run{}, model.Job{}, false
-	}
+// candidates lists the recorded runs of key whose pipeline and step job still exist,
+// the step job Completed, with those jobs by the run's ReusedFrom.
+func candidates(tx *store.Tx, workspace, key string) ([]reuse.Run, map[string]model.Job) {
 	runs, err := model.ReuseRuns(tx, workspace, key)
 	if err != nil {
-		c.log.Warn("reading the reuse index failed", "error", err)
-		return reuse.Run{}, model.Job{}, false
+		return nil, nil
 	}
 	sources := map[string]model.Job{}
-	var candidates []reuse.Run
+	var out []reuse.Run
 	for _, r := range runs {
 		p, ok := model.GetJob(tx, workspace, r.Job)
 		if !ok || p.PipelineRun == nil || p.PipelineRun.Steps[r.Step] == nil {
@@ -77,14 +71,73 @@ func (c *Controller) reusable(ctx context.Context, tx *store.Tx, workspace, key 
 			continue
 		}
 		sources[r.ReusedFrom()] = j
-		candidates = append(candidates, r)
+		out = append(out, r)
 	}
-	present := func(digest string) bool { return c.artifacts.Verify(ctx, digest) == nil }
-	hit, ok := reuse.Hit(true, policy, candidates, present)
+	return out, sources
+}
+
+// reusable finds the earlier run a step reuses, and the job of that run whose outputs it
+// takes: the newest candidate whose every output is present (rules/reuse's Hit).
+func reusable(tx *store.Tx, workspace, key string, policy reuse.Policy, present func(string) bool) (reuse.Run, model.Job, bool) {
+	runs, sources := candidates(tx, workspace, key)
+	hit, ok := reuse.Hit(key != "", policy, runs, present)
 	if !ok {
 		return reuse.Run{}, model.Job{}, false
 	}
 	return hit, sources[hit.ReusedFrom()], true
+}
+
+// verifyCandidates reads, outside any write, the outputs of every run that a step of the
+// pipeline could reuse now (a step not started whose upstream steps Completed), and
+// returns which digests are in the artifacts store whole (Verify). A digest it did not
+// verify counts as absent: the step runs.
+func (c *Controller) verifyCandidates(ctx context.Context, workspace, id string) map[string]bool {
+	if c.artifacts == nil {
+		return nil
+	}
+	var digests []string
+	_ = c.view(func(tx *store.Tx) error {
+		p, ok := model.GetJob(tx, workspace, id)
+		if !ok || p.PipelineRun == nil || api.Terminal(p.Status) || p.PipelineRun.Spec.ForceRerun {
+			return nil
+		}
+		run := p.PipelineRun
+		shape, _ := shape(run.Spec)
+		for i, s := range run.Spec.Steps {
+			if run.Steps[s.Name] != nil || (s.IsDeterministic != nil && !*s.IsDeterministic) || !upstreamCompleted(tx, &p, shape.Steps[i].Upstream()) {
+				continue
+			}
+			key, ok, _ := reuse.Key(keyParts(tx, workspace, bindStep(&p, s, "")))
+			if !ok {
+				continue
+			}
+			runs, _ := candidates(tx, workspace, key)
+			for _, r := range runs {
+				digests = append(digests, r.Outputs...)
+			}
+		}
+		return nil
+	})
+	out := map[string]bool{}
+	for _, d := range digests {
+		if _, done := out[d]; !done {
+			out[d] = c.artifacts.Verify(ctx, d) == nil
+		}
+	}
+	return out
+}
+
+func upstreamCompleted(tx *store.Tx, p *model.Job, upstream []string) bool {
+	for _, up := range upstream {
+		sr := p.PipelineRun.Steps[up]
+		if sr == nil {
+			return false
+		}
+		if st, _, _ := stepStatus(tx, p.Workspace, sr); st != api.JobCompleted {
+			return false
+		}
+	}
+	return true
 }
 
 // outputDigests lists a completed job's registered outputs' manifest digests.
