@@ -3,6 +3,7 @@ package enginetest_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,14 @@ func (r *pipelineRig) run(spec api.JobSpec) *api.Job {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	return r.wait(j.ID)
+}
+
+// wait waits for a pipeline's end.
+func (r *pipelineRig) wait(id string) *api.Job {
+	r.t.Helper()
+	j := r.job(id)
+	var err error
 	for !api.Terminal(j.Status) {
 		select {
 		case <-r.ctx.Done():
@@ -250,4 +259,41 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Two identical pipelines submitted together run each step once: for every step, one
+// pipeline ran it and the other reused that run.
+func TestPipelinesSubmittedTogetherRunEachStepOnce(t *testing.T) {
+	r := newPipelineRig(t)
+	rawDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(rawDir, "a.csv"), []byte("1\n2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw := r.snapshot(rawDir)
+	first, err := r.c.SubmitJob(r.ctx, "mlws", r.spec(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := r.run(r.spec(raw))
+	p1 := r.wait(first.ID)
+	ran := map[string]int{}
+	for _, p := range []*api.Job{p1, second} {
+		other := p1.ID
+		if p == p1 {
+			other = second.ID
+		}
+		for step, from := range r.reusedFrom(p) {
+			switch from {
+			case "":
+				ran[step]++
+			case other + "/" + step:
+			default:
+				t.Fatalf("pipeline %s: step %s reused %s", p.ID, step, from)
+			}
+		}
+	}
+	if !equalMaps(map[string]string{"prep": fmt.Sprint(ran["prep"]), "train": fmt.Sprint(ran["train"]), "score": fmt.Sprint(ran["score"])},
+		map[string]string{"prep": "1", "train": "1", "score": "1"}) {
+		t.Fatalf("steps ran %v times across the two pipelines; want once each", ran)
+	}
 }

@@ -43,9 +43,12 @@ const (
 	// ReuseIndex holds, for each reuse key of a pipeline step, the runs that completed with
 	// it and their outputs' manifest digests, keyed "<workspace>/<key>/<pipeline ID>/<step>".
 	ReuseIndex Bucket = "reuse_index"
+	// ReuseInFlight holds, for each reuse key a pipeline step runs with now, that run and
+	// the pipelines whose steps of the same key wait for it, keyed "<workspace>/<key>".
+	ReuseInFlight Bucket = "reuse_in_flight"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex, ReuseInFlight}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")

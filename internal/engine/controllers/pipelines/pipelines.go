@@ -356,6 +356,9 @@ func (c *Controller) stepNotQueued(workspace, id string, s submission, why error
 			return nil
 		}
 		sr.Status, sr.Reason = api.JobFailed, "its job was refused: "+why.Error()
+		if err := model.EndFlight(tx, workspace, sr.Key, sr.Job); err != nil {
+			return err
+		}
 		return model.PutJob(tx, p)
 	})
 	if err != nil {
@@ -388,6 +391,11 @@ func (c *Controller) pass(tx *store.Tx, p *model.Job, present func(string) bool,
 			act.submit = append(act.submit, submission{step: s.Name, job: sr.Job, spec: *sr.Spec})
 			states[s.Name] = pipeline.StepState{Status: pipeline.Running}
 			continue
+		}
+		if api.Terminal(child.Status) && sr.Key != "" {
+			if err := model.EndFlight(tx, p.Workspace, sr.Key, sr.Job); err != nil {
+				return false, err
+			}
 		}
 		switch child.Status {
 		case api.JobCompleted:
@@ -493,8 +501,40 @@ func (c *Controller) start(tx *store.Tx, p *model.Job, s api.PipelineStepSpec, p
 			return true, model.ClearPipelineWake(tx, p.Workspace, p.ID, j.ID)
 		}
 	}
+	if sr.Key != "" && policy.Deterministic && !policy.ForceRerun {
+		// Single flight: a step whose key another step runs now waits for that run's end
+		// (its pipeline is woken then) and reuses it, instead of running it twice.
+		if f, ok := model.GetFlight(tx, p.Workspace, sr.Key); ok && f.Job != sr.Job && inFlight(tx, p.Workspace, f) {
+			delete(run.Steps, s.Name)
+			if !slices.Contains(f.Waiters, p.ID) {
+				f.Waiters = append(f.Waiters, p.ID)
+				if err := model.PutFlight(tx, p.Workspace, sr.Key, f); err != nil {
+					return false, err
+				}
+			}
+			c.log.Debug("step waits for a run of the same key", "pipeline", p.Key(), "step", s.Name, "job", f.Job)
+			return false, nil
+		}
+		if err := model.PutFlight(tx, p.Workspace, sr.Key, model.Flight{Pipeline: p.ID, Step: s.Name, Job: sr.Job}); err != nil {
+			return false, err
+		}
+	}
 	act.submit = append(act.submit, submission{step: s.Name, job: sr.Job, spec: spec})
 	return false, nil
+}
+
+// inFlight reports whether the step job of a recorded flight still runs, or is about to
+// be queued (its pipeline chose it and it has not ended).
+func inFlight(tx *store.Tx, workspace string, f model.Flight) bool {
+	if j, ok := model.GetJob(tx, workspace, f.Job); ok {
+		return !api.Terminal(j.Status)
+	}
+	p, ok := model.GetJob(tx, workspace, f.Pipeline)
+	if !ok || p.PipelineRun == nil || api.Terminal(p.Status) {
+		return false
+	}
+	sr := p.PipelineRun.Steps[f.Step]
+	return sr != nil && sr.Job == f.Job && sr.Status == ""
 }
 
 // bindStep is a step's job as submitted: named jobID, its inputs bound to the pipeline's

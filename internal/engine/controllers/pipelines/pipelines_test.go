@@ -482,3 +482,37 @@ func TestPipelineSubmitRefusals(t *testing.T) {
 		})
 	}
 }
+
+// Single flight: two pipelines with the same steps submitted together run each step
+// once; the second's steps wait for the first's runs and reuse them.
+func TestPipelinesWithTheSameStepsRunEachStepOnce(t *testing.T) {
+	r := newRig(t)
+	p1 := r.submit(diamond("p1"))
+	p2 := r.submit(diamond("p2"))
+	r.wantSubmitted("p1-a")
+	r.wantSteps(p2, "a Pending", "b Pending", "c Pending", "d Pending")
+	for _, s := range []string{"a", "b", "c", "d"} {
+		for _, job := range r.jobs.submitted {
+			if strings.HasSuffix(job, "-"+s) {
+				r.end(job, api.JobCompleted)
+			}
+		}
+		r.settle(p1)
+		r.settle(p2)
+	}
+	r.wantSubmitted("p1-a", "p1-b", "p1-c", "p1-d")
+	r.wantSteps(p2, "a Completed reused_from p1/a", "b Completed reused_from p1/b", "c Completed reused_from p1/c", "d Completed reused_from p1/d")
+
+	// A run that fails lets the waiting step run itself.
+	spec := diamond("p3")
+	spec.Pipeline.Steps[0].Job.Command = []string{"sh", "-c", "new a"}
+	p3 := r.submit(spec)
+	spec.Name = "p4"
+	p4 := r.submit(spec)
+	r.wantSubmitted("p1-a", "p1-b", "p1-c", "p1-d", "p3-a")
+	r.end("p3-a", api.JobFailed)
+	r.settle(p3)
+	r.settle(p4)
+	r.wantSubmitted("p1-a", "p1-b", "p1-c", "p1-d", "p3-a", "p4-a")
+	r.wantSteps(p4, "a Queued", "b Pending", "c Pending", "d Pending")
+}
