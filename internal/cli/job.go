@@ -208,7 +208,7 @@ func newJobListCommand(g *globals) *cobra.Command {
 }
 
 func newJobShowCommand(g *globals) *cobra.Command {
-	var ws, output string
+	var ws, output, explain string
 	cmd := &cobra.Command{
 		Use:   "show JOB",
 		Short: "Show a job's status, exit code, compute and nodes",
@@ -221,6 +221,9 @@ func newJobShowCommand(g *globals) *cobra.Command {
 			j, err := c.GetJob(cmd.Context(), ws, args[0])
 			if err != nil {
 				return err
+			}
+			if explain != "" {
+				return explainStep(cmd.Context(), c, ws, j, explain, cmd.OutOrStdout())
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), j)
@@ -250,6 +253,7 @@ func newJobShowCommand(g *globals) *cobra.Command {
 	}
 	addWorkspaceFlag(cmd, &ws)
 	addOutputFlag(cmd, &output)
+	cmd.Flags().StringVar(&explain, "explain", "", "for a pipeline job: the reuse key's parts of step STEP, and which differ from the last run of that step name")
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/jobspec"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/reuse"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 )
 
@@ -298,4 +299,87 @@ func stepDuration(s api.PipelineStep) string {
 		return "running"
 	}
 	return s.EndedAt.Sub(*s.StartedAt).Round(time.Millisecond).String()
+}
+
+// explainStep prints the parts of a pipeline step's reuse key next to those of the last
+// earlier run of a step of that name (in the newest pipeline submitted before this one
+// that ran or reused it), marking those that differ: why the step ran, or why it did not.
+func explainStep(ctx context.Context, c *client.Client, ws string, j *api.Job, name string, w io.Writer) error {
+	if j.Type != api.JobTypePipeline {
+		return fmt.Errorf("--explain takes a pipeline job's step; %s is a command job", j.ID)
+	}
+	i := slices.IndexFunc(j.Steps, func(s api.PipelineStep) bool { return s.Name == name })
+	if i < 0 {
+		names := make([]string, len(j.Steps))
+		for k, s := range j.Steps {
+			names[k] = s.Name
+		}
+		return fmt.Errorf("pipeline %s has no step %q (steps: %s)", j.ID, name, strings.Join(names, ", "))
+	}
+	s := j.Steps[i]
+	fmt.Fprintf(w, "step %s of %s: %s\n", name, j.ID, stepLine(s))
+	switch {
+	case s.KeyParts == nil:
+		fmt.Fprintln(w, "no key yet: the step has not started")
+		return nil
+	case s.Key == "":
+		fmt.Fprintf(w, "no key: %s could not be computed, so the step ran\n", s.KeyMissing)
+	default:
+		fmt.Fprintf(w, "key: %s\n", s.Key)
+	}
+	all, err := c.ListJobs(ctx, ws)
+	if err != nil {
+		return err
+	}
+	var last *api.PipelineStep
+	lastFrom := ""
+	for _, other := range all { // newest first
+		if other.Type != api.JobTypePipeline || other.ID == j.ID || !other.SubmittedAt.Before(j.SubmittedAt) {
+			continue
+		}
+		k := slices.IndexFunc(other.Steps, func(o api.PipelineStep) bool { return o.Name == name && o.KeyParts != nil })
+		if k >= 0 {
+			last, lastFrom = &other.Steps[k], other.ID+"/"+name
+			break
+		}
+	}
+	cur := reuse.Parts(*s.KeyParts)
+	var prev *reuse.Parts
+	if last != nil {
+		p := reuse.Parts(*last.KeyParts)
+		prev = &p
+		fmt.Fprintf(w, "last run of %s: %s (key %s)\n", name, lastFrom, cmpOr(last.Key, "none"))
+	} else {
+		fmt.Fprintf(w, "no earlier run of a step named %s\n", name)
+	}
+	for _, comp := range reuse.Explain(cur, prev) {
+		mark := " "
+		if comp.Differs {
+			mark = "*"
+		}
+		line := fmt.Sprintf("%s %s: %s", mark, comp.Name, shown(comp.Value))
+		if comp.Differs && prev != nil {
+			line += "  (last: " + shown(comp.Last) + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}
+
+// shown is a key part as printed: an unknown part says so, an empty one is "-".
+func shown(v string) string {
+	switch v {
+	case reuse.Unknown:
+		return "(unknown)"
+	case "":
+		return "-"
+	}
+	return v
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

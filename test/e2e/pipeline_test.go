@@ -140,4 +140,32 @@ func TestE2E_PipelineResumesAfterSIGKILLAndReuses(t *testing.T) {
 	if count("prep") != 1 || count("score") != 1 {
 		t.Fatalf("the reused run ran prep %d times, score %d", count("prep"), count("score"))
 	}
+	second := strings.Fields(out[strings.Index(out, "job:"):])[1]
+
+	// An edit to train's code: train and score run, prep is reused; --explain says which
+	// parts of the key changed since the last run of the step.
+	write("src/train.sh", "cat \"$1\"/* | wc -l > \"$2\"/lines\necho v2 >> \"$2\"/lines\n")
+	out, code = u.cli("job", "submit", "--workspace", "e2e-team", "-f", file)
+	if code != 0 {
+		t.Fatalf("third submit exited %d:\n%s", code, out)
+	}
+	third := strings.TrimSpace(out)
+	u.waitFor("third pipeline ended", 60*time.Second, func() bool { p = show(third); return api.Terminal(p.Status) })
+	if p.Status != api.JobCompleted || count("prep") != 1 || count("train") < 2 || count("score") != 2 {
+		t.Fatalf("after editing train.sh: %s; prep ran %d times, train %d, score %d", p.Status, count("prep"), count("train"), count("score"))
+	}
+	out, code = u.cli("job", "show", "--workspace", "e2e-team", third, "--explain", "train")
+	if code != 0 {
+		t.Fatalf("job show --explain: exit %d: %s", code, out)
+	}
+	t.Logf("job show %s --explain train:\n%s", third, out)
+	for _, want := range []string{"last run of train: " + second + "/train", "\n* code: ", "\n  inputs.data: uri_folder sha256:", "\n  command: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--explain train lacks %q:\n%s", want, out)
+		}
+	}
+	out, _ = u.cli("job", "show", "--workspace", "e2e-team", third, "--explain", "score")
+	if !strings.Contains(out, "\n* inputs.model: ") || strings.Contains(out, "\n* code") {
+		t.Errorf("--explain score should mark inputs.model alone:\n%s", out)
+	}
 }

@@ -72,7 +72,27 @@ type PipelineStep struct {
 	// Upstream lists the steps whose outputs this step takes.
 	Upstream []string `json:"upstream,omitempty"`
 	// Retries counts the runs after a failure of its own (retry_settings).
-	Retries   int64      `json:"retries,omitempty"`
-	StartedAt *time.Time `json:"started_at,omitempty"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	Retries int64 `json:"retries,omitempty"`
+	// Key is the step's reuse key once it started ("" when it has none), KeyParts what it
+	// was computed from, and KeyMissing the part that could not be computed.
+	Key        string         `json:"key,omitempty"`
+	KeyParts   *ReuseKeyParts `json:"key_parts,omitempty"`
+	KeyMissing string         `json:"key_missing,omitempty"`
+	StartedAt  *time.Time     `json:"started_at,omitempty"`
+	EndedAt    *time.Time     `json:"ended_at,omitempty"`
+}
+
+// ReuseKeyParts are what a step's reuse key is computed from (rules/reuse's Parts): its
+// command, environment variables and distribution, its code's and environment's content
+// hashes, each file or folder input's content digest, each literal input, and each
+// output's declaration. Compute and node count are not among them.
+type ReuseKeyParts struct {
+	Command         string            `json:"command"`
+	Env             map[string]string `json:"environment_variables"`
+	Distribution    string            `json:"distribution"`
+	CodeHash        string            `json:"code"`
+	EnvironmentHash string            `json:"environment"`
+	Inputs          map[string]string `json:"inputs"`
+	Literals        map[string]string `json:"literals"`
+	Outputs         map[string]string `json:"outputs"`
 }

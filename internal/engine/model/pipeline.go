@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/reuse"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -33,8 +34,9 @@ type StepRun struct {
 	Reason string `json:"reason,omitempty"`
 	// Key is the step's reuse key ("" when it could not be computed); KeyMissing names
 	// the part that could not be.
-	Key        string `json:"key,omitempty"`
-	KeyMissing string `json:"key_missing,omitempty"`
+	Key        string       `json:"key,omitempty"`
+	KeyMissing string       `json:"key_missing,omitempty"`
+	KeyParts   *reuse.Parts `json:"key_parts,omitempty"`
 	// ReusedFrom names the run whose outputs the step reused.
 	ReusedFrom string `json:"reused_from,omitempty"`
 	// Recorded says the step's completed run is in the reuse index.

@@ -109,6 +109,7 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"PipelineSpec":           api.PipelineSpec{},
 		"PipelineStepSpec":       api.PipelineStepSpec{},
 		"PipelineStep":           api.PipelineStep{},
+		"ReuseKeyParts":          api.ReuseKeyParts{},
 		"Job":                    api.Job{},
 		"LogChunk":               api.LogChunk{},
 		"SnapshotRef":            api.SnapshotRef{},

@@ -241,6 +241,11 @@ func (c *Controller) Describe(_ context.Context, j *api.Job) (*api.Job, error) {
 			st := api.PipelineStep{Name: s.Name, Compute: s.Job.Compute, Status: api.StepPending, Upstream: shape.Steps[i].Upstream()}
 			if sr := p.PipelineRun.Steps[s.Name]; sr != nil {
 				st.Job, st.Reason, st.ReusedFrom, st.Retries = sr.Job, sr.Reason, sr.ReusedFrom, sr.Retries
+				st.Key, st.KeyMissing = sr.Key, sr.KeyMissing
+				if sr.KeyParts != nil {
+					kp := api.ReuseKeyParts(*sr.KeyParts)
+					st.KeyParts = &kp
+				}
 				status, child, found := stepStatus(tx, p.Workspace, sr)
 				st.Status = status
 				if found {
@@ -473,7 +478,9 @@ func (c *Controller) start(tx *store.Tx, p *model.Job, s api.PipelineStepSpec, p
 	run.Steps[s.Name] = sr
 	spec := bindStep(p, s, sr.Job)
 	sr.Spec = &spec
-	key, ok, missing := reuse.Key(keyParts(tx, p.Workspace, spec))
+	parts := keyParts(tx, p.Workspace, spec)
+	sr.KeyParts = &parts
+	key, ok, missing := reuse.Key(parts)
 	if ok {
 		sr.Key = key
 	} else {

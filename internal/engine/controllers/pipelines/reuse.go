@@ -1,9 +1,11 @@
 package pipelines
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
+	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
@@ -17,9 +19,13 @@ import (
 // The compute and the node count are left out. A part it cannot know is reuse.Unknown,
 // so the step has no key (and runs).
 func keyParts(tx *store.Tx, workspace string, spec api.JobSpec) reuse.Parts {
-	cmd, _ := json.Marshal(spec.Command)
+	// The words as a JSON array, with <, > and & as written (readable in --explain).
+	var cmd bytes.Buffer
+	enc := json.NewEncoder(&cmd)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(spec.Command) // strings only: cannot fail
 	p := reuse.Parts{
-		Command: string(cmd), Env: maps.Clone(spec.Env), CodeHash: spec.SnapshotID,
+		Command: strings.TrimSuffix(cmd.String(), "\n"), Env: maps.Clone(spec.Env), CodeHash: spec.SnapshotID,
 		Inputs: map[string]string{}, Literals: map[string]string{}, Outputs: map[string]string{},
 	}
 	if spec.Environment != "" {
