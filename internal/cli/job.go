@@ -197,7 +197,11 @@ func newJobListCommand(g *globals) *cobra.Command {
 				if j.ExitCode != nil {
 					exit = fmt.Sprint(*j.ExitCode)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Compute, j.Status, exit, j.Count, j.SubmittedAt.Format(time.RFC3339))
+				compute := j.Compute
+				if j.Type == api.JobTypePipeline {
+					compute = "(pipeline)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, compute, j.Status, exit, j.Count, j.SubmittedAt.Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},
