@@ -21,7 +21,7 @@ import (
 func newJobCommand(g *globals) *cobra.Command {
 	job := &cobra.Command{Use: "job", Short: "Submit and follow training jobs"}
 	job.AddCommand(newJobSubmitCommand(g), newJobListCommand(g), newJobShowCommand(g), newJobLogsCommand(g), newJobCancelCommand(g),
-		newJobDownloadCommand(g), newJobDeleteCommand(g))
+		newJobDownloadCommand(g), newJobDeleteCommand(g), newJobRerunCommand(g))
 	return job
 }
 

@@ -383,3 +383,34 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+func newJobRerunCommand(g *globals) *cobra.Command {
+	var (
+		ws, from string
+		force    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rerun PIPELINE [--from STEP] [--force]",
+		Short: "Run a pipeline job's definition again, reusing steps by key; prints the new job's ID",
+		Long: "Submit a new run of a pipeline job as it was submitted (its code and inputs as uploaded then). " +
+			"Steps are reused by key as in any run; --from STEP runs STEP and every step after it anew, " +
+			"--force runs every step anew.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.workspaceClient(cmd.Context(), ws, "")
+			if err != nil {
+				return err
+			}
+			j, err := c.RerunJob(cmd.Context(), ws, args[0], api.RerunRequest{From: from, Force: force})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), j.ID)
+			return nil
+		},
+	}
+	addWorkspaceFlag(cmd, &ws)
+	cmd.Flags().StringVar(&from, "from", "", "run this step and every step after it anew")
+	cmd.Flags().BoolVar(&force, "force", false, "run every step anew")
+	return cmd
+}

@@ -156,6 +156,11 @@ func (e *Engine) CancelJob(ctx context.Context, workspace, id string) (*api.Job,
 	return e.jobs.CancelJob(ctx, workspace, id)
 }
 
+// RerunJob submits a new run of a pipeline job's definition (api.RerunRequest).
+func (e *Engine) RerunJob(ctx context.Context, workspace, id string, req api.RerunRequest) (*api.Job, error) {
+	return e.pipelines.Rerun(ctx, workspace, id, req)
+}
+
 func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {
 	return e.jobs.JobLogs(ctx, workspace, id, rank, offset)
 }

@@ -168,4 +168,16 @@ func TestE2E_PipelineResumesAfterSIGKILLAndReuses(t *testing.T) {
 	if !strings.Contains(out, "\n* inputs.model: ") || strings.Contains(out, "\n* code") {
 		t.Errorf("--explain score should mark inputs.model alone:\n%s", out)
 	}
+
+	// job rerun --from score: a new run in which score runs and the others are reused.
+	trainRuns := count("train")
+	out, code = u.cli("job", "rerun", "--workspace", "e2e-team", third, "--from", "score")
+	if code != 0 {
+		t.Fatalf("job rerun exited %d:\n%s", code, out)
+	}
+	fourth := strings.TrimSpace(out)
+	u.waitFor("rerun ended", 60*time.Second, func() bool { p = show(fourth); return api.Terminal(p.Status) })
+	if p.Status != api.JobCompleted || count("score") != 3 || count("train") != trainRuns || count("prep") != 1 {
+		t.Fatalf("rerun --from score: %s; prep ran %d times, train %d (before: %d), score %d", p.Status, count("prep"), count("train"), trainRuns, count("score"))
+	}
 }

@@ -50,6 +50,9 @@ type PipelineStepSpec struct {
 	// MaxRetries is retry_settings.max_retries: how many times the step runs again after
 	// a failure of its own (a lost node requeues it without using one).
 	MaxRetries int64 `json:"max_retries,omitempty"`
+	// ForceRerun runs this step even when an earlier run could be reused (job rerun
+	// --from: the step named and the steps after it).
+	ForceRerun bool `json:"force_rerun,omitempty"`
 	// ComputePath and EnvironmentPath say where the step's compute and environment were
 	// written ("jobs.train.compute", "settings.default_compute"), so an error names it;
 	// absent: jobs.<step>.compute and jobs.<step>.environment.
@@ -95,4 +98,12 @@ type ReuseKeyParts struct {
 	Inputs          map[string]string `json:"inputs"`
 	Literals        map[string]string `json:"literals"`
 	Outputs         map[string]string `json:"outputs"`
+}
+
+// RerunRequest is the body of POST .../jobs/{job}/rerun: a new run of a pipeline job's
+// definition, reusing steps by key as any run does. From names a step that runs anew,
+// with the steps after it; Force runs every step anew.
+type RerunRequest struct {
+	From  string `json:"from,omitempty"`
+	Force bool   `json:"force,omitempty"`
 }

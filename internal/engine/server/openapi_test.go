@@ -110,6 +110,7 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"PipelineStepSpec":       api.PipelineStepSpec{},
 		"PipelineStep":           api.PipelineStep{},
 		"ReuseKeyParts":          api.ReuseKeyParts{},
+		"RerunRequest":           api.RerunRequest{},
 		"Job":                    api.Job{},
 		"LogChunk":               api.LogChunk{},
 		"SnapshotRef":            api.SnapshotRef{},

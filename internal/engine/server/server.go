@@ -87,6 +87,7 @@ var Routes = []Route{
 	{"DELETE", "/v1/workspaces/{workspace}/jobs/{job}", (*Server).deleteJob},
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}", (*Server).downloadJobOutput},
 	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/cancel", (*Server).cancelJob},
+	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/rerun", (*Server).rerunJob},
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/logs", (*Server).jobLogs},
 	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints", (*Server).listEndpoints},
 	{"POST", "/v1/workspaces/{workspace}/onlineEndpoints", (*Server).createEndpoint},

@@ -225,6 +225,73 @@ func (c *Controller) Cancel(ctx context.Context, workspace, id string) (*api.Job
 	return c.Describe(ctx, &p.Job)
 }
 
+// Rerun submits a new run of a pipeline job's definition, as it was submitted: steps are
+// reused by key as in any run. from names a step that runs anew with every step after it;
+// force runs every step anew.
+func (c *Controller) Rerun(ctx context.Context, workspace, id string, req api.RerunRequest) (*api.Job, error) {
+	var spec api.JobSpec
+	err := c.view(func(tx *store.Tx) error {
+		p, ok := model.GetJob(tx, workspace, id)
+		if !ok {
+			return model.NotFoundJob(workspace, id)
+		}
+		if p.PipelineRun == nil {
+			return api.Errorf(api.CodeInvalid, "job", "job %q is a command job; job rerun takes a pipeline job (submit a command job again with job submit)", id)
+		}
+		ps := p.PipelineRun.Spec
+		ps.Steps = slices.Clone(ps.Steps)
+		ps.ForceRerun = ps.ForceRerun || req.Force
+		if req.From != "" {
+			shape, _ := shape(ps)
+			anew := downstream(shape, req.From)
+			if anew == nil {
+				return api.Errorf(api.CodeInvalid, "from", "pipeline %q has no step %q (steps: %s)", id, req.From, stepNames(ps))
+			}
+			for i := range ps.Steps {
+				ps.Steps[i].ForceRerun = ps.Steps[i].ForceRerun || anew[ps.Steps[i].Name]
+			}
+		}
+		spec = api.JobSpec{Type: api.JobTypePipeline, Pipeline: &ps, DisplayName: p.DisplayName, ExperimentName: p.ExperimentName, Description: p.Description, Tags: p.Tags}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Submit(ctx, workspace, spec, "")
+}
+
+// downstream returns the step from and every step that depends on it, directly or
+// through others; nil when there is no such step.
+func downstream(p pipeline.Pipeline, from string) map[string]bool {
+	if !slices.ContainsFunc(p.Steps, func(s pipeline.Step) bool { return s.Name == from }) {
+		return nil
+	}
+	out := map[string]bool{from: true}
+	for grew := true; grew; {
+		grew = false
+		for _, s := range p.Steps {
+			if out[s.Name] {
+				continue
+			}
+			for _, up := range s.Upstream() {
+				if out[up] {
+					out[s.Name], grew = true, true
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func stepNames(ps api.PipelineSpec) string {
+	names := make([]string, len(ps.Steps))
+	for i, s := range ps.Steps {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
 // Describe fills a pipeline job's Steps from its record and its steps' jobs.
 func (c *Controller) Describe(_ context.Context, j *api.Job) (*api.Job, error) {
 	if j.Type != api.JobTypePipeline {
@@ -486,7 +553,7 @@ func (c *Controller) start(tx *store.Tx, p *model.Job, s api.PipelineStepSpec, p
 	} else {
 		sr.KeyMissing = missing
 	}
-	policy := reuse.Policy{ForceRerun: run.Spec.ForceRerun, Deterministic: s.IsDeterministic == nil || *s.IsDeterministic}
+	policy := reuse.Policy{ForceRerun: run.Spec.ForceRerun || s.ForceRerun, Deterministic: s.IsDeterministic == nil || *s.IsDeterministic}
 	if src, job, hit := reusable(tx, p.Workspace, sr.Key, policy, present); hit {
 		if _, taken := model.GetJob(tx, p.Workspace, sr.Job); !taken {
 			now := c.clock.Now().UTC()

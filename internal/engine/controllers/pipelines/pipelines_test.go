@@ -25,6 +25,8 @@ type fakeJobs struct {
 	canceled  []string
 	// crash makes SubmitStep fail as an engine stopping does (its context canceled).
 	crash bool
+	// names are the IDs NewJobID gives, in turn, to jobs submitted without a name.
+	names []string
 }
 
 func (f *fakeJobs) SubmitStep(ctx context.Context, ws string, spec api.JobSpec, key, pipeline, step string) (*api.Job, error) {
@@ -69,7 +71,10 @@ func (f *fakeJobs) CancelJob(_ context.Context, ws, id string) (*api.Job, error)
 
 func (f *fakeJobs) NewJobID(_ *store.Tx, name string) (string, error) {
 	if name == "" {
-		return "", errors.New("the tests name their pipelines")
+		if len(f.names) == 0 {
+			return "", errors.New("the test named no more pipelines")
+		}
+		name, f.names = f.names[0], f.names[1:]
 	}
 	return name, nil
 }
@@ -515,4 +520,34 @@ func TestPipelinesWithTheSameStepsRunEachStepOnce(t *testing.T) {
 	r.settle(p4)
 	r.wantSubmitted("p1-a", "p1-b", "p1-c", "p1-d", "p3-a", "p4-a")
 	r.wantSteps(p4, "a Queued", "b Pending", "c Pending", "d Pending")
+}
+
+// job rerun: a new run of the definition; --from runs the step and the steps after it
+// anew, the others are reused; --force runs every step.
+func TestPipelineRerun(t *testing.T) {
+	r := newRig(t)
+	p1 := r.submit(diamond("p1"))
+	for _, s := range []string{"a", "b", "c", "d"} {
+		r.end("p1-"+s, api.JobCompleted)
+		r.settle(p1)
+	}
+	r.jobs.submitted = nil
+	rerun := func(req api.RerunRequest) string {
+		j, err := r.c.Rerun(context.Background(), "lab", p1, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.settle(j.ID)
+		return j.ID
+	}
+	// A rerun has no name of its own: the fake's NewJobID gives these.
+	r.jobs.names = []string{"p2", "p3"}
+	p2 := rerun(api.RerunRequest{From: "b"})
+	r.wantSteps(p2, "a Completed reused_from p1/a", "b Queued", "c Completed reused_from p1/c", "d Pending")
+	r.jobs.submitted = nil
+	p3 := rerun(api.RerunRequest{Force: true})
+	r.wantSubmitted(p3 + "-a")
+	if _, err := r.c.Rerun(context.Background(), "lab", p1, api.RerunRequest{From: "z"}); err == nil || !strings.Contains(err.Error(), `pipeline "p1" has no step "z" (steps: a, b, c, d)`) {
+		t.Fatalf("rerun --from z: %v", err)
+	}
 }

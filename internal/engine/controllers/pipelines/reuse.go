@@ -110,7 +110,7 @@ func (c *Controller) verifyCandidates(ctx context.Context, workspace, id string)
 		run := p.PipelineRun
 		shape, _ := shape(run.Spec)
 		for i, s := range run.Spec.Steps {
-			if run.Steps[s.Name] != nil || (s.IsDeterministic != nil && !*s.IsDeterministic) || !upstreamCompleted(tx, &p, shape.Steps[i].Upstream()) {
+			if run.Steps[s.Name] != nil || s.ForceRerun || (s.IsDeterministic != nil && !*s.IsDeterministic) || !upstreamCompleted(tx, &p, shape.Steps[i].Upstream()) {
 				continue
 			}
 			key, ok, _ := reuse.Key(keyParts(tx, workspace, bindStep(&p, s, "")))
