@@ -297,3 +297,46 @@ func TestPipelinesSubmittedTogetherRunEachStepOnce(t *testing.T) {
 		t.Fatalf("steps ran %v times across the two pipelines; want once each", ran)
 	}
 }
+
+// job cancel of a pipeline on local nodes kills its running step and ends it Canceled.
+func TestPipelineOnLocalNodesCancel(t *testing.T) {
+	r := newPipelineRig(t)
+	rawDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(rawDir, "a.csv"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := r.spec(r.snapshot(rawDir))
+	started := filepath.Join(t.TempDir(), "started")
+	spec.Pipeline.Steps[0].Job.Command = []string{"sh", "-c", "touch " + started + " && sleep 600"}
+	p, err := r.c.SubmitJob(r.ctx, "mlws", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		select {
+		case <-r.ctx.Done():
+			t.Fatal("prep never started")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	got, err := r.c.CancelJob(r.ctx, "mlws", p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != api.JobCanceled {
+		t.Fatalf("cancel answered %s: %+v", got.Status, got.Steps)
+	}
+	statuses := map[string]string{}
+	for _, s := range r.wait(p.ID).Steps {
+		statuses[s.Name] = s.Status
+	}
+	if !equalMaps(statuses, map[string]string{"prep": api.JobCanceled, "train": api.JobCanceled, "score": api.JobCanceled}) {
+		t.Fatalf("steps %v", statuses)
+	}
+	if j := r.job(p.ID + "-prep"); j.Status != api.JobCanceled {
+		t.Fatalf("prep's job %s", j.Status)
+	}
+}

@@ -221,7 +221,18 @@ func (c *Controller) Cancel(ctx context.Context, workspace, id string) (*api.Job
 	if err != nil {
 		return nil, err
 	}
+	// The first pass cancels the running steps' jobs (at once, in their own writes); the
+	// second takes their ends in and ends the pipeline, so the answer shows it Canceled.
+	// Both are safe to run beside the work loop's: each decides from the store.
 	c.Reconcile(ctx, p.Key())
+	c.Reconcile(ctx, p.Key())
+	err = c.view(func(tx *store.Tx) error {
+		p, _ = model.GetJob(tx, workspace, id)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	return c.Describe(ctx, &p.Job)
 }
 

@@ -334,11 +334,21 @@ func TestPipelineContinueOnStepFailureLetsIndependentBranchesFinish(t *testing.T
 func TestPipelineCancelCancelsRunningSteps(t *testing.T) {
 	r := newRig(t)
 	p := r.submit(diamond("p1"))
-	if _, err := r.c.Cancel(context.Background(), "lab", p); err != nil {
+	r.end("p1-a", api.JobCompleted)
+	r.settle(p)
+	got, err := r.c.Cancel(context.Background(), "lab", p)
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The answer already shows the pipeline and its steps canceled.
+	if got.Status != api.JobCanceled || got.Steps[1].Status != api.JobCanceled {
+		t.Fatalf("cancel answered %s, steps %+v", got.Status, got.Steps)
+	}
+	if !slices.Equal(r.jobs.canceled, []string{"p1-b", "p1-c"}) {
+		t.Fatalf("canceled %v", r.jobs.canceled)
+	}
 	r.settle(p)
-	r.wantSteps(p, "a Canceled", "b Canceled (pipeline canceled)", "c Canceled (pipeline canceled)", "d Canceled (pipeline canceled)")
+	r.wantSteps(p, "a Completed", "b Canceled", "c Canceled", "d Canceled (pipeline canceled)")
 	if got := r.pipeline(p); got.Status != api.JobCanceled || got.Error != "canceled by user" {
 		t.Fatalf("pipeline %s (%s)", got.Status, got.Error)
 	}
