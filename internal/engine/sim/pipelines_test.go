@@ -163,4 +163,3 @@ func (w *world) isUpstream(m *pipelineModel, up, s string) bool {
 	}
 	return false
 }
-

@@ -12,8 +12,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -100,7 +100,7 @@ type world struct {
 	// pipelines are the pipeline jobs submitted ("<ws>/<id>"), in order.
 	pipelines     map[string]*pipelineModel
 	pipelineOrder []string
-	tasks    map[string]*taskPlan // "<node>/<task>"
+	tasks         map[string]*taskPlan // "<node>/<task>"
 }
 
 func newWorld(seed uint64, dir string) (*world, error) {
@@ -112,7 +112,7 @@ func newWorld(seed uint64, dir string) (*world, error) {
 		clk: clk, drv: fake.NewWithOptions(clk, fake.Options{Dir: filepath.Join(dir, "tasks")}), path: filepath.Join(dir, "state.db"),
 		computes: map[string]*computeModel{}, jobs: map[string]*jobModel{}, tasks: map[string]*taskPlan{},
 		pipelines: map[string]*pipelineModel{},
-		vmSize: cpuSize, family: cpuFamily,
+		vmSize:    cpuSize, family: cpuFamily,
 	}
 	switch seed % 3 {
 	case 0:
