@@ -74,8 +74,10 @@ type PipelineStep struct {
 	ReusedFrom string `json:"reused_from,omitempty"`
 	// Upstream lists the steps whose outputs this step takes.
 	Upstream []string `json:"upstream,omitempty"`
-	// Retries counts the runs after a failure of its own (retry_settings).
-	Retries int64 `json:"retries,omitempty"`
+	// Retries counts the runs after a failure of its own (retry_settings); Requeues the
+	// runs after its node was lost, which use no retry.
+	Retries  int64 `json:"retries,omitempty"`
+	Requeues int64 `json:"requeues,omitempty"`
 	// Key is the step's reuse key once it started ("" when it has none), KeyParts what it
 	// was computed from, and KeyMissing the part that could not be computed.
 	Key        string         `json:"key,omitempty"`

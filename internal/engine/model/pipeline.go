@@ -41,15 +41,21 @@ type StepRun struct {
 	ReusedFrom string `json:"reused_from,omitempty"`
 	// Recorded says the step's completed run is in the reuse index.
 	Recorded bool `json:"recorded,omitempty"`
-	// Retries counts the runs after failures of the step's own.
-	Retries int64 `json:"retries,omitempty"`
+	// Retries counts the runs after failures of the step's own; Requeues the runs after
+	// its node was lost (they use no retry).
+	Retries  int64 `json:"retries,omitempty"`
+	Requeues int64 `json:"requeues,omitempty"`
 }
 
-// StepJobID is the ID of a step's job: <pipeline>-<step>, and -retry<N> for its Nth retry.
-func StepJobID(pipeline, step string, retry int64) string {
+// StepJobID is the ID of a step's job: <pipeline>-<step>, then -retry<N> after its Nth
+// retry and -requeue<M> after its Mth requeue (its node lost).
+func StepJobID(pipeline, step string, retry, requeue int64) string {
 	id := pipeline + "-" + step
 	if retry > 0 {
 		id += "-retry" + strconv.FormatInt(retry, 10)
+	}
+	if requeue > 0 {
+		id += "-requeue" + strconv.FormatInt(requeue, 10)
 	}
 	return id
 }

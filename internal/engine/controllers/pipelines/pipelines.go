@@ -318,7 +318,7 @@ func (c *Controller) Describe(_ context.Context, j *api.Job) (*api.Job, error) {
 		for i, s := range p.PipelineRun.Spec.Steps {
 			st := api.PipelineStep{Name: s.Name, Compute: s.Job.Compute, Status: api.StepPending, Upstream: shape.Steps[i].Upstream()}
 			if sr := p.PipelineRun.Steps[s.Name]; sr != nil {
-				st.Job, st.Reason, st.ReusedFrom, st.Retries = sr.Job, sr.Reason, sr.ReusedFrom, sr.Retries
+				st.Job, st.Reason, st.ReusedFrom, st.Retries, st.Requeues = sr.Job, sr.Reason, sr.ReusedFrom, sr.Retries, sr.Requeues
 				st.Key, st.KeyMissing = sr.Key, sr.KeyMissing
 				if sr.KeyParts != nil {
 					kp := api.ReuseKeyParts(*sr.KeyParts)
@@ -491,16 +491,25 @@ func (c *Controller) pass(tx *store.Tx, p *model.Job, present func(string) bool,
 				sr.Recorded, changed = true, true
 			}
 		case api.JobFailed:
-			if !run.CancelRequested && pipeline.Retry(pipeline.ExitFailed, int(sr.Retries), int(s.MaxRetries)) == pipeline.RetryStep {
-				sr.Retries++
-				sr.Job = model.StepJobID(p.ID, s.Name, sr.Retries)
+			exit := pipeline.ExitFailed
+			if child.NodeLost {
+				exit = pipeline.ExitNodeLost
+			}
+			next := pipeline.Retry(exit, int(sr.Retries), int(s.MaxRetries))
+			if !run.CancelRequested && next != pipeline.Fail {
+				if next == pipeline.Requeue {
+					sr.Requeues++
+				} else {
+					sr.Retries++
+				}
+				sr.Job = model.StepJobID(p.ID, s.Name, sr.Retries, sr.Requeues)
 				spec := *sr.Spec
 				spec.Name = sr.Job
 				sr.Spec = &spec
 				act.submit = append(act.submit, submission{step: s.Name, job: sr.Job, spec: spec})
 				states[s.Name] = pipeline.StepState{Status: pipeline.Running}
 				changed = true
-				c.log.Info("step retried", "pipeline", p.Key(), "step", s.Name, "retry", sr.Retries, "max_retries", s.MaxRetries)
+				c.log.Info("step runs again", "pipeline", p.Key(), "step", s.Name, "node_lost", child.NodeLost, "retries", sr.Retries, "max_retries", s.MaxRetries, "requeues", sr.Requeues)
 				continue
 			}
 			states[s.Name] = pipeline.StepState{Status: pipeline.Failed}
@@ -552,7 +561,7 @@ func stepSpec(spec api.PipelineSpec, name string) api.PipelineStepSpec {
 // pass is committed. It reports whether the step was reused.
 func (c *Controller) start(tx *store.Tx, p *model.Job, s api.PipelineStepSpec, present func(string) bool, act *actions) (bool, error) {
 	run := p.PipelineRun
-	sr := &model.StepRun{Job: model.StepJobID(p.ID, s.Name, 0)}
+	sr := &model.StepRun{Job: model.StepJobID(p.ID, s.Name, 0, 0)}
 	run.Steps[s.Name] = sr
 	spec := bindStep(p, s, sr.Job)
 	sr.Spec = &spec

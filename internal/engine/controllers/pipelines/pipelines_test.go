@@ -561,3 +561,27 @@ func TestPipelineRerun(t *testing.T) {
 		t.Fatalf("rerun --from z: %v", err)
 	}
 }
+
+// A step whose node was lost runs again without using a retry; a failure of its own then
+// fails it (max_retries 0).
+func TestPipelineRequeuesAStepWhoseNodeWasLost(t *testing.T) {
+	r := newRig(t)
+	p := r.submit(diamond("p1"))
+	err := r.st.Update(func(tx *store.Tx) error {
+		j, _ := model.GetJob(tx, "lab", "p1-a")
+		j.Finish(api.JobFailed, nil, "node n1 was lost while the job ran", r.clock.Now())
+		j.NodeLost = true
+		return model.PutJob(tx, j)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.settle(p)
+	r.wantSubmitted("p1-a", "p1-a-requeue1")
+	if a := r.pipeline(p).Steps[0]; a.Requeues != 1 || a.Retries != 0 || a.Status != api.JobQueued {
+		t.Fatalf("a: %+v", a)
+	}
+	r.end("p1-a-requeue1", api.JobFailed)
+	r.settle(p)
+	r.wantSteps(p, "a Failed", "b Skipped (upstream a failed)", "c Skipped (upstream a failed)", "d Skipped (upstream a failed)")
+}
