@@ -21,7 +21,7 @@ import (
 func newJobCommand(g *globals) *cobra.Command {
 	job := &cobra.Command{Use: "job", Short: "Submit and follow training jobs"}
 	job.AddCommand(newJobSubmitCommand(g), newJobListCommand(g), newJobShowCommand(g), newJobLogsCommand(g), newJobCancelCommand(g),
-		newJobDownloadCommand(g), newJobDeleteCommand(g))
+		newJobDownloadCommand(g), newJobDeleteCommand(g), newJobRerunCommand(g))
 	return job
 }
 
@@ -57,6 +57,22 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.file != "" {
+				p, err := pipelineFile(f.file)
+				if err != nil {
+					return err
+				}
+				if p != nil {
+					if err := refusePipelineFlags(cmd, args); err != nil {
+						return err
+					}
+					c, err := g.workspaceClient(cmd.Context(), ws, "")
+					if err != nil {
+						return err
+					}
+					return submitPipeline(cmd, c, ws, f.file, p, stream)
+				}
+			}
 			spec := api.JobSpec{Compute: f.compute, InstanceType: f.instanceType, InstanceCount: f.count, Command: args, Env: map[string]string{}, Environment: f.environment}
 			code := f.code
 			var uploads map[string]string
@@ -181,7 +197,11 @@ func newJobListCommand(g *globals) *cobra.Command {
 				if j.ExitCode != nil {
 					exit = fmt.Sprint(*j.ExitCode)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Compute, j.Status, exit, j.Count, j.SubmittedAt.Format(time.RFC3339))
+				compute := j.Compute
+				if j.Type == api.JobTypePipeline {
+					compute = "(pipeline)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, compute, j.Status, exit, j.Count, j.SubmittedAt.Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},
@@ -192,7 +212,7 @@ func newJobListCommand(g *globals) *cobra.Command {
 }
 
 func newJobShowCommand(g *globals) *cobra.Command {
-	var ws, output string
+	var ws, output, explain string
 	cmd := &cobra.Command{
 		Use:   "show JOB",
 		Short: "Show a job's status, exit code, compute and nodes",
@@ -206,10 +226,17 @@ func newJobShowCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if explain != "" {
+				return explainStep(cmd.Context(), c, ws, j, explain, cmd.OutOrStdout())
+			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), j)
 			}
 			w := cmd.OutOrStdout()
+			if j.Type == api.JobTypePipeline {
+				printPipeline(w, j)
+				return nil
+			}
 			fmt.Fprintf(w, "job:     %s\ncompute: %s\nstatus:  %s\n", j.ID, j.Compute, j.Status)
 			if j.ExitCode != nil {
 				fmt.Fprintf(w, "exit:    %d\n", *j.ExitCode)
@@ -233,6 +260,7 @@ func newJobShowCommand(g *globals) *cobra.Command {
 	}
 	addWorkspaceFlag(cmd, &ws)
 	addOutputFlag(cmd, &output)
+	cmd.Flags().StringVar(&explain, "explain", "", "for a pipeline job: the reuse key's parts of step STEP, and which differ from the last run of that step name")
 	return cmd
 }
 

@@ -46,9 +46,7 @@ func jobFromFile(cmd *cobra.Command, f submitFlags, args []string) (api.JobSpec,
 		return api.JobSpec{}, "", nil, fmt.Errorf("%s: %w", f.file, err)
 	}
 	if spec.Pipeline != nil {
-		// The file is checked (bindings, cycles, types) but no engine part runs a
-		// pipeline yet: say so rather than submit something else.
-		return api.JobSpec{}, "", nil, fmt.Errorf("%s: pipeline jobs are checked but cannot be submitted yet; submit each step as a command job (type: command)", f.file)
+		return api.JobSpec{}, "", nil, fmt.Errorf("%s: a pipeline job (type: pipeline) is submitted with its steps: use pipelineFromFile", f.file)
 	}
 	c := spec.Command
 	base := filepath.Dir(f.file)
@@ -93,40 +91,54 @@ func jobFromFile(cmd *cobra.Command, f submitFlags, args []string) (api.JobSpec,
 		// Whole seconds, as Azure gives it; a Go duration such as 90ms rounds up.
 		out.TimeoutSeconds = int64((c.Timeout + time.Second - 1) / time.Second)
 	}
-	// Local inputs: name -> path, packed and uploaded by the caller.
-	uploads := map[string]string{}
-	out.Inputs = map[string]api.JobInput{}
-	for name, in := range c.Inputs {
-		switch {
-		case in.Literal != "":
-			v := in.Value
-			out.Inputs[name] = api.JobInput{Value: &v}
-		case strings.HasPrefix(in.Path, jobspec.AzureMLPrefix):
-			out.Inputs[name] = api.JobInput{Type: in.Type, Mode: in.Mode, Path: in.Path}
-		default:
-			p := local(in.Path)
-			st, err := os.Stat(p)
-			switch {
-			case err != nil:
-				return api.JobSpec{}, "", nil, fmt.Errorf("%s: line %d: inputs.%s.path: %s does not exist or cannot be read: %v", f.file, c.Lines["inputs."+name+".path"], name, in.Path, err)
-			case in.Type == jobspec.URIFolder && !st.IsDir():
-				return api.JobSpec{}, "", nil, fmt.Errorf("%s: line %d: inputs.%s.path: %s is not a directory (a uri_folder input is one; a single file is type: uri_file)", f.file, c.Lines["inputs."+name+".path"], name, in.Path)
-			case in.Type == jobspec.URIFile && !st.Mode().IsRegular():
-				return api.JobSpec{}, "", nil, fmt.Errorf("%s: line %d: inputs.%s.path: %s is not a regular file (a uri_file input is one)", f.file, c.Lines["inputs."+name+".path"], name, in.Path)
-			}
-			ji := api.JobInput{Type: in.Type, Mode: in.Mode, Path: in.Path}
-			if in.Type == jobspec.URIFile {
-				ji.FileName = filepath.Base(p)
-			}
-			out.Inputs[name] = ji
-			uploads[name] = p
-		}
+	var uploads map[string]string
+	if out.Inputs, uploads, err = fileInputs(f.file, c.Lines, "", c.Inputs, local); err != nil {
+		return api.JobSpec{}, "", nil, err
 	}
 	out.Outputs = map[string]api.JobOutput{}
 	for name, o := range c.Outputs {
 		out.Outputs[name] = api.JobOutput{Type: o.Type, Mode: o.Mode}
 	}
 	return out, code, uploads, nil
+}
+
+// fileInputs turns the inputs of a job's YAML into the API's: a literal keeps its value,
+// an azureml:// path is passed on, and a local path (relative to the file) is checked and
+// listed in uploads (name -> path) for the caller to pack and upload. prefix is the YAML
+// path of the job ("" or "jobs.<step>."), for the lines of errors. Inputs bound to a
+// pipeline (${{parent...}}) are left to the caller.
+func fileInputs(file string, lines map[string]int, prefix string, inputs map[string]jobspec.Input, local func(string) string) (map[string]api.JobInput, map[string]string, error) {
+	uploads := map[string]string{}
+	out := map[string]api.JobInput{}
+	for name, in := range inputs {
+		path := prefix + "inputs." + name + ".path"
+		switch {
+		case in.Binding != nil:
+		case in.Literal != "":
+			v := in.Value
+			out[name] = api.JobInput{Value: &v}
+		case strings.HasPrefix(in.Path, jobspec.AzureMLPrefix):
+			out[name] = api.JobInput{Type: in.Type, Mode: in.Mode, Path: in.Path}
+		default:
+			p := local(in.Path)
+			st, err := os.Stat(p)
+			switch {
+			case err != nil:
+				return nil, nil, fmt.Errorf("%s: line %d: %s: %s does not exist or cannot be read: %v", file, lines[path], path, in.Path, err)
+			case in.Type == jobspec.URIFolder && !st.IsDir():
+				return nil, nil, fmt.Errorf("%s: line %d: %s: %s is not a directory (a uri_folder input is one; a single file is type: uri_file)", file, lines[path], path, in.Path)
+			case in.Type == jobspec.URIFile && !st.Mode().IsRegular():
+				return nil, nil, fmt.Errorf("%s: line %d: %s: %s is not a regular file (a uri_file input is one)", file, lines[path], path, in.Path)
+			}
+			ji := api.JobInput{Type: in.Type, Mode: in.Mode, Path: in.Path}
+			if in.Type == jobspec.URIFile {
+				ji.FileName = filepath.Base(p)
+			}
+			out[name] = ji
+			uploads[name] = p
+		}
+	}
+	return out, uploads, nil
 }
 
 // uploadInputs packs and uploads each local input as a snapshot (a uri_file's one file

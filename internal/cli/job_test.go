@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -110,5 +112,38 @@ func TestJobSubmitStreamShowsStatusChanges(t *testing.T) {
 	q, r := strings.Index(err, "Queued ("), strings.Index(err, "Running on")
 	if q < 0 || r < q || strings.Count(err, "Running on") != 1 {
 		t.Fatalf("stderr:\n%s\nwant Queued, then Running once", err)
+	}
+}
+
+// A pipeline whose default compute the workspace does not have is refused by the engine
+// at submit; the CLI names the YAML path and its line. Flags that set a command job's
+// fields are refused beside a pipeline's file.
+func TestJobSubmitPipelineRefusesAnUnknownComputeAtItsLine(t *testing.T) {
+	e := enginetest.Start(t, enginetest.Options{})
+	c := e.Client(t, "")
+	ctx := context.Background()
+	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateCompute(ctx, "lab", api.ComputeSpec{Name: "cpu", Type: api.TypeComputeCluster, VMSize: "Standard_DS3_v2",
+		ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "pipeline.yaml")
+	yaml := "type: pipeline\nsettings:\n  default_compute: azureml:tpu\njobs:\n  a:\n    command: echo a\n  b:\n    compute: cpu\n    command: echo b\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runCLI(e, "job", "submit", "--workspace", "lab", "-f", file)
+	want := `pipeline.yaml: line 3: settings.default_compute: unknown compute "tpu" in workspace "lab" (computes: cpu)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v; want %q", err, want)
+	}
+	_, _, err = runCLI(e, "job", "submit", "--workspace", "lab", "-f", file, "--compute", "cpu")
+	if err == nil || !strings.Contains(err.Error(), "--compute sets a command job's compute; a pipeline's steps take theirs from the file") {
+		t.Fatalf("error %v", err)
+	}
+	if jobs, _ := c.ListJobs(ctx, "lab"); len(jobs) != 0 {
+		t.Fatalf("refused pipelines left jobs: %+v", jobs)
 	}
 }

@@ -121,20 +121,44 @@ func (e *Engine) DeleteEnvironment(ctx context.Context, workspace, name string) 
 
 // Jobs.
 
+// A pipeline job is submitted and canceled by the pipelines' controller, which also
+// fills in its steps when it is read; its steps' jobs are jobs like any other.
+
 func (e *Engine) SubmitJob(ctx context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
+	if spec.Type == api.JobTypePipeline {
+		return e.pipelines.Submit(ctx, workspace, spec, idempotencyKey)
+	}
 	return e.jobs.SubmitJob(ctx, workspace, spec, idempotencyKey)
 }
 
 func (e *Engine) GetJob(ctx context.Context, workspace, id string) (*api.Job, error) {
-	return e.jobs.GetJob(ctx, workspace, id)
+	j, err := e.jobs.GetJob(ctx, workspace, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.pipelines.Describe(ctx, j)
 }
 
 func (e *Engine) ListJobs(ctx context.Context, workspace string) ([]api.Job, error) {
-	return e.jobs.ListJobs(ctx, workspace)
+	list, err := e.jobs.ListJobs(ctx, workspace)
+	for i := range list {
+		if err == nil && list[i].Type == api.JobTypePipeline {
+			_, err = e.pipelines.Describe(ctx, &list[i])
+		}
+	}
+	return list, err
 }
 
 func (e *Engine) CancelJob(ctx context.Context, workspace, id string) (*api.Job, error) {
+	if e.isPipeline(ctx, workspace, id) {
+		return e.pipelines.Cancel(ctx, workspace, id)
+	}
 	return e.jobs.CancelJob(ctx, workspace, id)
+}
+
+// RerunJob submits a new run of a pipeline job's definition (api.RerunRequest).
+func (e *Engine) RerunJob(ctx context.Context, workspace, id string, req api.RerunRequest) (*api.Job, error) {
+	return e.pipelines.Rerun(ctx, workspace, id, req)
 }
 
 func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {

@@ -30,6 +30,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/environments"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/instances"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/pipelines"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
@@ -111,6 +112,7 @@ type Engine struct {
 	instances  *instances.Controller
 	attached   *attached.Controller
 	jobs       *jobs.Controller
+	pipelines  *pipelines.Controller
 	endpoints  *endpoints.Controller
 	envs       *environments.Controller
 }
@@ -185,7 +187,9 @@ func New(cfg Config) (*Engine, error) {
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Write: core.Write, Locations: e.locations,
 		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,
 	})
+	e.pipelines = newPipelines(e, cfg, log)
 	e.loop.Handle(runtime.Compute, core.Reconcile)
+	e.loop.Handle(runtime.Pipeline, e.pipelines.Reconcile)
 	e.loop.Handle(runtime.Endpoint, e.endpoints.Reconcile)
 	return e, nil
 }
@@ -210,6 +214,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.loop.Go(e.envs.Collect)
 	e.loop.Go(e.collectArtifacts)
+	e.resumePipelines()
 	if !e.manual {
 		go e.loop.Run(ctx)
 	}

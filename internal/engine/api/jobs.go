@@ -21,7 +21,11 @@ const ServerlessCompute = "serverless"
 // JobSpec is a job submission. The code snapshot, when any, is uploaded first
 // (POST /v1/workspaces/{ws}/snapshots) and named by its ID.
 type JobSpec struct {
-	Compute string `json:"compute"`
+	// Type is "command" (the default) or "pipeline"; a pipeline's steps are in Pipeline,
+	// and Compute and Command stay empty.
+	Type     string        `json:"type,omitempty"`
+	Pipeline *PipelineSpec `json:"pipeline,omitempty"`
+	Compute  string        `json:"compute"`
 	// InstanceType is a VM size for --compute serverless, or one of an attached Kubernetes
 	// compute's instance types (its default when empty).
 	InstanceType  string            `json:"instance_type,omitempty"`
@@ -120,9 +124,19 @@ func ParseJobOutputURI(uri string) (job, output string, ok bool) {
 
 // Job is a job as the engine holds it.
 type Job struct {
-	ID        string `json:"id"`
-	Workspace string `json:"workspace"`
-	Compute   string `json:"compute"`
+	ID string `json:"id"`
+	// Type is "pipeline" for a pipeline job (its steps in Steps), empty for a command job.
+	Type  string         `json:"type,omitempty"`
+	Steps []PipelineStep `json:"steps,omitempty"`
+	// Pipeline is the ID of the pipeline job (same workspace) whose step this job runs,
+	// and Step the step's name; both empty for a job of its own.
+	Pipeline string `json:"pipeline,omitempty"`
+	Step     string `json:"step,omitempty"`
+	// ReusedFrom is set on a pipeline step's job that reused an earlier run's outputs
+	// instead of running: "<pipeline>/<step>" of that run.
+	ReusedFrom string `json:"reused_from,omitempty"`
+	Workspace  string `json:"workspace"`
+	Compute    string `json:"compute"`
 	// InstanceType is the instance type of a job on an attached Kubernetes compute.
 	InstanceType string            `json:"instance_type,omitempty"`
 	Status       string            `json:"status"`

@@ -110,6 +110,15 @@ func (c *Client) CancelJob(ctx context.Context, workspace, id string) (*api.Job,
 	return &out, nil
 }
 
+// RerunJob submits a new run of a pipeline job (api.RerunRequest) and returns it.
+func (c *Client) RerunJob(ctx context.Context, workspace, id string, req api.RerunRequest) (*api.Job, error) {
+	var out api.Job
+	if err := c.send(ctx, request{method: "POST", path: jobsPath(workspace) + "/" + url.PathEscape(id) + "/rerun", body: req}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // JobLogs returns a rank's output from offset.
 func (c *Client) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) (*api.LogChunk, error) {
 	q := url.Values{}

@@ -254,6 +254,7 @@ func (c *Core) NodeGone(id, reason string) {
 		if n.JobID != "" {
 			if j, ok := model.GetJob(tx, model.WorkspaceOf(n.Compute), n.JobID); ok && !api.Terminal(j.Status) {
 				j.Finish(api.JobFailed, nil, fmt.Sprintf("node %s was lost while the job ran: %s", n.ID, reason), c.clock.Now().UTC())
+				j.NodeLost = true
 				if err := model.PutJob(tx, j); err != nil {
 					return err
 				}

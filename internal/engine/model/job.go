@@ -38,10 +38,12 @@ type Job struct {
 	// other ranks still run: Finish registers them (Outputs) when the job ends Completed
 	// and drops them at any other end.
 	PendingOutputs map[string]api.JobOutput `json:"pending_outputs,omitempty"`
-	// Pipeline is the ID of the pipeline job (same workspace) whose step this job runs,
-	// and Step the step's name; both empty for a job of its own.
-	Pipeline string `json:"pipeline,omitempty"`
-	Step     string `json:"step,omitempty"`
+	// NodeLost says the job failed because a node under it was lost (it died, or its
+	// allocation ended by itself), not by a failure of its own: a pipeline requeues such a
+	// step without using one of its retries.
+	NodeLost bool `json:"node_lost,omitempty"`
+	// PipelineRun is a pipeline job's definition and its steps' runs (Type "pipeline").
+	PipelineRun *PipelineRun `json:"pipeline_run,omitempty"`
 }
 
 // EnvTaskPrefix starts the task keys of environment preparation (builds and checks).

@@ -16,8 +16,8 @@ func TestPutJobLeavesAPipelineWakeWhenAStepEnds(t *testing.T) {
 	dir := t.TempDir()
 	st := storetest.Open(t, dir)
 	step := func(id, status string) Job {
-		j := Job{ComputeKey: "ws/cpu", Pipeline: "pipe-1", Step: id}
-		j.Workspace, j.ID, j.Status = "ws", "pipe-1-"+id, status
+		j := Job{ComputeKey: "ws/cpu"}
+		j.Workspace, j.ID, j.Status, j.Pipeline, j.Step = "ws", "pipe-1-"+id, status, "pipe-1", id
 		return j
 	}
 	own := Job{ComputeKey: "ws/cpu"}

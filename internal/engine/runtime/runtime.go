@@ -41,6 +41,8 @@ const (
 	// EndpointInstance is one process of an endpoint deployment (its instance ID). It has no
 	// handler: it only names the object of probe timers.
 	EndpointInstance
+	// Pipeline is a pipeline job ("<workspace>/<id>").
+	Pipeline
 )
 
 func (k Kind) String() string {
@@ -51,6 +53,8 @@ func (k Kind) String() string {
 		return "endpoint"
 	case EndpointInstance:
 		return "endpoint instance"
+	case Pipeline:
+		return "pipeline"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -66,6 +70,9 @@ func (k Key) String() string { return k.Kind.String() + " " + k.Name }
 // ComputeKey and EndpointKey build keys.
 func ComputeKey(name string) Key  { return Key{Kind: Compute, Name: name} }
 func EndpointKey(name string) Key { return Key{Kind: Endpoint, Name: name} }
+
+// PipelineKey builds the key of a pipeline job ("<workspace>/<id>").
+func PipelineKey(name string) Key { return Key{Kind: Pipeline, Name: name} }
 
 func compareKeys(a, b Key) int {
 	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))

@@ -173,6 +173,19 @@ func (s *Server) cancelJob(w http.ResponseWriter, req *http.Request) error {
 	return nil
 }
 
+func (s *Server) rerunJob(w http.ResponseWriter, req *http.Request) error {
+	var body api.RerunRequest
+	if err := decode(req, &body); err != nil {
+		return err
+	}
+	j, err := s.opts.Engine.RerunJob(req.Context(), req.PathValue("workspace"), req.PathValue("job"), body)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, j)
+	return nil
+}
+
 func (s *Server) jobLogs(w http.ResponseWriter, req *http.Request) error {
 	rank, err := queryNonNegative(req, "rank")
 	if err != nil {

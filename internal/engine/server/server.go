@@ -105,6 +105,7 @@ var Routes = []Route{
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}", read, (*Server).downloadJobOutput},
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/outputs/{output}/metadata", read, (*Server).getJobOutput},
 	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/cancel", write, (*Server).cancelJob},
+	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/rerun", write, (*Server).rerunJob},
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/logs", read, (*Server).jobLogs},
 	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints", read, (*Server).listEndpoints},
 	{"POST", "/v1/workspaces/{workspace}/onlineEndpoints", write, (*Server).createEndpoint},

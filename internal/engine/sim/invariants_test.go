@@ -92,6 +92,10 @@ func (w *world) check() error {
 		m.status = j.Status
 	}
 
+	if err := w.checkPipelines(byKey); err != nil {
+		return err
+	}
+
 	// The engine holds exactly the computes the harness created and did not delete.
 	w.checks++
 	for _, k := range sortedKeys(w.computes) {

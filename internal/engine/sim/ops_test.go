@@ -26,6 +26,8 @@ var ops = []op{
 	{"update instance", 3, (*world).updateInstance},
 	{"submit job", 14, (*world).submitJob},
 	{"cancel job", 3, (*world).cancelJob},
+	{"submit pipeline", 4, (*world).submitPipeline},
+	{"cancel pipeline", 1, (*world).cancelPipeline},
 	{"kill node", 2, (*world).killNode},
 	{"instance action", 6, (*world).instanceAction},
 	{"open session", 3, (*world).openSession},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -96,16 +97,22 @@ type world struct {
 	computes map[string]*computeModel
 	jobs     map[string]*jobModel // "<ws>/<id>"
 	jobOrder []string
-	tasks    map[string]*taskPlan // "<node>/<task>"
+	// pipelines are the pipeline jobs submitted ("<ws>/<id>"), in order.
+	pipelines     map[string]*pipelineModel
+	pipelineOrder []string
+	tasks         map[string]*taskPlan // "<node>/<task>"
 }
 
 func newWorld(seed uint64, dir string) (*world, error) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	w := &world{
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		clk: clk, drv: fake.New(clk), path: filepath.Join(dir, "state.db"),
+		// Tasks get working directories, and the engine an artifacts store, so pipeline
+		// steps' outputs are taken in and passed on.
+		clk: clk, drv: fake.NewWithOptions(clk, fake.Options{Dir: filepath.Join(dir, "tasks")}), path: filepath.Join(dir, "state.db"),
 		computes: map[string]*computeModel{}, jobs: map[string]*jobModel{}, tasks: map[string]*taskPlan{},
-		vmSize: cpuSize, family: cpuFamily,
+		pipelines: map[string]*pipelineModel{},
+		vmSize:    cpuSize, family: cpuFamily,
 	}
 	switch seed % 3 {
 	case 0:
@@ -140,8 +147,13 @@ func (w *world) start() error {
 	if err != nil {
 		return err
 	}
+	arts, err := artifacts.Open(filepath.Join(filepath.Dir(w.path), "artifacts"))
+	if err != nil {
+		st.Close()
+		return err
+	}
 	e, err := engine.New(engine.Config{
-		Store: st, Clock: w.clk, Driver: w.drv, DataDir: filepath.Dir(w.path),
+		Store: st, Clock: w.clk, Driver: w.drv, DataDir: filepath.Dir(w.path), Artifacts: arts,
 		CapacityVCPUs: w.capacity, GPUs: w.gpus, MinIdleShutdown: minIdle, Manual: true,
 		NewID: w.newID,
 	})

@@ -43,12 +43,15 @@ const (
 	// ReuseIndex holds, for each reuse key of a pipeline step, the runs that completed with
 	// it and their outputs' manifest digests, keyed "<workspace>/<key>/<pipeline ID>/<step>".
 	ReuseIndex Bucket = "reuse_index"
+	// ReuseInFlight holds, for each reuse key a pipeline step runs with now, that run and
+	// the pipelines whose steps of the same key wait for it, keyed "<workspace>/<key>".
+	ReuseInFlight Bucket = "reuse_in_flight"
 	// Tokens holds the API tokens, keyed by name: their role, workspaces, expiry and the
 	// SHA-256 of their secret, never the secret.
 	Tokens Bucket = "tokens"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex, Tokens}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex, ReuseInFlight, Tokens}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")
@@ -78,6 +81,7 @@ type Store struct {
 	// changed holds, per bucket, the channel that the next committed write to it closes.
 	changedMu sync.Mutex
 	changed   map[Bucket]chan struct{}
+	hooks     []commitHook
 }
 
 // Open opens (creating if needed) the database at path. It fails with ErrLocked after
@@ -228,9 +232,28 @@ func (s *Store) Update(fn func(*Tx) error) error {
 				delete(s.changed, b)
 			}
 		}
+		hooks := s.hooks
 		s.changedMu.Unlock()
+		for _, h := range hooks {
+			if t.wrote[h.bucket] {
+				h.f()
+			}
+		}
 	}
 	return err
+}
+
+// OnCommit has f called after each Update that wrote bucket b has committed, in the
+// writer's goroutine: f must be quick and must not write (hand work to a loop).
+func (s *Store) OnCommit(b Bucket, f func()) {
+	s.changedMu.Lock()
+	defer s.changedMu.Unlock()
+	s.hooks = append(s.hooks, commitHook{b, f})
+}
+
+type commitHook struct {
+	bucket Bucket
+	f      func()
 }
 
 // update is bbolt's DB.Update, but for the commit of a transaction that wrote nothing.

@@ -65,6 +65,19 @@ func New(core Core, snapshots model.SnapshotStore) *Controller {
 
 // SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
 func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
+	return c.submit(ctx, workspace, spec, idempotencyKey, "", "")
+}
+
+// SubmitStep queues the job of a pipeline's step, as SubmitJob; the job records its
+// pipeline and step, so its end wakes the pipeline (model.PutJob).
+func (c *Controller) SubmitStep(ctx context.Context, workspace string, spec api.JobSpec, idempotencyKey, pipeline, step string) (*api.Job, error) {
+	return c.submit(ctx, workspace, spec, idempotencyKey, pipeline, step)
+}
+
+func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobSpec, idempotencyKey, pipeline, step string) (*api.Job, error) {
+	if spec.Type != "" && spec.Type != api.JobTypeCommand {
+		return nil, api.Errorf(api.CodeInvalid, "type", "job type %q is not a command job's (allowed here: %s)", spec.Type, api.JobTypeCommand)
+	}
 	if len(spec.Command) == 0 {
 		return nil, api.Errorf(api.CodeInvalid, "command", "a job needs a command")
 	}
@@ -96,7 +109,7 @@ func (c *Controller) SubmitJob(ctx context.Context, workspace string, spec api.J
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
 		Command: slices.Clone(spec.Command), Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now, SubmittedBy: spec.SubmittedBy,
 		DisplayName: spec.DisplayName, ExperimentName: spec.ExperimentName, Description: spec.Description, Tags: spec.Tags, TimeoutSeconds: spec.TimeoutSeconds,
-		Inputs: maps.Clone(spec.Inputs), Outputs: maps.Clone(spec.Outputs),
+		Inputs: maps.Clone(spec.Inputs), Outputs: maps.Clone(spec.Outputs), Pipeline: pipeline, Step: step,
 	}}
 	err = c.core.Write(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
