@@ -7,9 +7,10 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// NewJobID picks a new job's ID in a write, as SubmitJob does: name when given (refused,
-// naming the workspace, when a job of any workspace has it, or when it is not a valid
-// name), else the next job-<sequence> no job has taken. A pipeline job gets its ID here.
+// NewJobID picks a new job's ID in a write (SubmitJob's and a pipeline's): name when
+// given (refused, naming the workspace, when a job of any workspace has it, or when it is
+// not a valid name), else the next job-<sequence> no job has taken, so that sequential
+// IDs keep first-in-first-out order when submissions share a timestamp.
 func (c *Controller) NewJobID(tx *store.Tx, name string) (string, error) {
 	if name != "" {
 		if !jobNameRE.MatchString(name) {

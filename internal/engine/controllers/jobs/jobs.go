@@ -116,22 +116,6 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 		if err != nil {
 			return err
 		}
-		seq, err := tx.NextSequence(store.Jobs)
-		if err != nil {
-			return err
-		}
-		// Sequential IDs keep first-in-first-out order when submissions share a timestamp;
-		// one a user took as a job's name is skipped.
-		j.ID = fmt.Sprintf("job-%08d", seq)
-		for _, taken := jobIDTaken(tx, j.ID); taken && spec.Name == ""; _, taken = jobIDTaken(tx, j.ID) {
-			if seq, err = tx.NextSequence(store.Jobs); err != nil {
-				return err
-			}
-			j.ID = fmt.Sprintf("job-%08d", seq)
-		}
-		if spec.Name != "" {
-			j.ID = spec.Name
-		}
 		if idempotencyKey != "" {
 			var rec model.Idempotency
 			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil {
@@ -145,8 +129,8 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 				return nil
 			}
 		}
-		if other, taken := jobIDTaken(tx, j.ID); taken {
-			return api.Errorf(api.CodeConflict, "name", "a job named %q already exists (in workspace %q); give another name", j.ID, other)
+		if j.ID, err = c.NewJobID(tx, spec.Name); err != nil {
+			return err
 		}
 		if spec.Environment != "" {
 			env, err := model.GetEnvironment(tx, workspace, spec.Environment)
