@@ -3,7 +3,9 @@ package jobspec
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -354,7 +356,7 @@ func (p *PipelineJob) check() error {
 	boundBy := map[string]string{}
 	for _, step := range p.Order {
 		s := p.Jobs[step]
-		for _, o := range sortedKeys(s.Outputs) {
+		for _, o := range slices.Sorted(maps.Keys(s.Outputs)) {
 			parent := s.Outputs[o].ParentOutput
 			if parent == "" {
 				continue
@@ -370,7 +372,7 @@ func (p *PipelineJob) check() error {
 			}
 		}
 	}
-	for _, o := range sortedKeys(p.Outputs) {
+	for _, o := range slices.Sorted(maps.Keys(p.Outputs)) {
 		if boundBy[o] == "" {
 			at("outputs."+o, "no step binds pipeline output %q: give a step's output the value ${{parent.outputs.%s}}", o, o)
 		}
@@ -404,13 +406,4 @@ func (p *PipelineJob) fillBoundTypes() {
 			s.Inputs[name] = in
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -237,7 +237,7 @@ func ResolveJobOutput(tx *store.Tx, workspace, uri string) (api.JobOutput, error
 	}
 	out, declared := j.Outputs[output]
 	if !declared {
-		return api.JobOutput{}, api.Errorf(api.CodeNotFound, "path", "%s: job %q has no output %q (its outputs: %s)", uri, jobID, output, outputNames(j.Outputs))
+		return api.JobOutput{}, api.Errorf(api.CodeNotFound, "path", "%s: job %q has no output %q (its outputs: %s)", uri, jobID, output, KeyList(j.Outputs))
 	}
 	if j.Status != api.JobCompleted {
 		return api.JobOutput{}, api.Errorf(api.CodeConflict, "path", "%s: job %q is %s; only a Completed job's outputs are registered", uri, jobID, j.Status)
@@ -248,16 +248,30 @@ func ResolveJobOutput(tx *store.Tx, workspace, uri string) (api.JobOutput, error
 	return out, nil
 }
 
-func outputNames(m map[string]api.JobOutput) string {
+// KeyList is a map's keys, sorted and joined with ", ", or "none": the list an error
+// gives of what a name could have been.
+func KeyList[V any](m map[string]V) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}
+
+// IdempotentJob returns the job an earlier submission with idempotency key made, if one
+// did: a retried submission is answered with it. A key whose job is gone is a conflict.
+func IdempotentJob(tx *store.Tx, workspace, key string) (Job, bool, error) {
+	if key == "" {
+		return Job{}, false, nil
 	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
+	var rec Idempotency
+	if ok, err := tx.Get(store.Idempotency, key, &rec); err != nil || !ok {
+		return Job{}, false, err
+	}
+	prior, found := GetJob(tx, workspace, rec.ID)
+	if !found {
+		return Job{}, false, api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", key, rec.ID)
+	}
+	return prior, true, nil
 }
 
 // Directories of a task's working directory that hold a job's downloaded inputs and

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ func (c *Controller) sharesFilesystem(rec model.Compute) bool {
 // command. j holds the spec's inputs and outputs and has its ID; rec is its compute.
 func (c *Controller) prepareIO(tx *store.Tx, j *model.Job, rec model.Compute) error {
 	shared := c.sharesFilesystem(rec)
-	for _, name := range sortedKeys(j.Inputs) {
+	for _, name := range slices.Sorted(maps.Keys(j.Inputs)) {
 		in := j.Inputs[name]
 		field := "inputs." + name
 		if in.Value != nil {
@@ -80,7 +81,7 @@ func (c *Controller) prepareIO(tx *store.Tx, j *model.Job, rec model.Compute) er
 		}
 		j.Inputs[name] = in
 	}
-	for _, name := range sortedKeys(j.Outputs) {
+	for _, name := range slices.Sorted(maps.Keys(j.Outputs)) {
 		out := j.Outputs[name]
 		field := "outputs." + name
 		if err := outputModes.check(name, j.Compute, shared, &out.Type, &out.Mode); err != nil {
@@ -162,7 +163,7 @@ func (c *Controller) nodePath(j *model.Job, kind, name string) (string, error) {
 	case "inputs":
 		in, ok := j.Inputs[name]
 		if !ok {
-			return "", api.Errorf(api.CodeInvalid, "command", "${{inputs.%s}} names an input the job does not declare (inputs: %s)", name, keyList(j.Inputs))
+			return "", api.Errorf(api.CodeInvalid, "command", "${{inputs.%s}} names an input the job does not declare (inputs: %s)", name, model.KeyList(j.Inputs))
 		}
 		if in.Value != nil {
 			return *in.Value, nil
@@ -171,7 +172,7 @@ func (c *Controller) nodePath(j *model.Job, kind, name string) (string, error) {
 	case "outputs":
 		out, ok := j.Outputs[name]
 		if !ok {
-			return "", api.Errorf(api.CodeInvalid, "command", "${{outputs.%s}} names an output the job does not declare (outputs: %s)", name, keyList(j.Outputs))
+			return "", api.Errorf(api.CodeInvalid, "command", "${{outputs.%s}} names an output the job does not declare (outputs: %s)", name, model.KeyList(j.Outputs))
 		}
 		return c.ioPath(j, model.OutputsDir, name, out.Mode == api.ModeRWMount, out.Type, name), nil
 	}
@@ -190,20 +191,4 @@ func (c *Controller) ioPath(j *model.Job, dir, name string, mounted bool, typ, f
 		return base + "/" + file
 	}
 	return base
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func keyList[V any](m map[string]V) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	return strings.Join(sortedKeys(m), ", ")
 }

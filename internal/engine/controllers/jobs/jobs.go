@@ -116,18 +116,9 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 		if err != nil {
 			return err
 		}
-		if idempotencyKey != "" {
-			var rec model.Idempotency
-			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil {
-				return err
-			} else if ok {
-				prior, found := model.GetJob(tx, workspace, rec.ID)
-				if !found {
-					return api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", idempotencyKey, rec.ID)
-				}
-				j = prior
-				return nil
-			}
+		if prior, ok, err := model.IdempotentJob(tx, workspace, idempotencyKey); err != nil || ok {
+			j = prior
+			return err
 		}
 		if j.ID, err = c.NewJobID(tx, spec.Name); err != nil {
 			return err

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -42,7 +44,7 @@ func (c *Controller) takeOutputs(ctx context.Context, j model.Job, nodeID string
 		}
 		return nil, nil, err
 	}
-	for _, name := range sortedKeys(j.Outputs) {
+	for _, name := range slices.Sorted(maps.Keys(j.Outputs)) {
 		out := j.Outputs[name]
 		r, err := c.openOutput(ctx, j, nodeID, name, out)
 		if err != nil {

@@ -30,18 +30,9 @@ func (c *Controller) Submit(ctx context.Context, workspace string, spec api.JobS
 		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
-		if idempotencyKey != "" {
-			var rec model.Idempotency
-			if ok, err := tx.Get(store.Idempotency, idempotencyKey, &rec); err != nil {
-				return err
-			} else if ok {
-				prior, found := model.GetJob(tx, workspace, rec.ID)
-				if !found {
-					return api.Errorf(api.CodeConflict, "", "idempotency key %q was used for %s", idempotencyKey, rec.ID)
-				}
-				p = prior
-				return nil
-			}
+		if prior, ok, err := model.IdempotentJob(tx, workspace, idempotencyKey); err != nil || ok {
+			p = prior
+			return err
 		}
 		if err := checkTargets(tx, workspace, *ps); err != nil {
 			return err
@@ -51,7 +42,7 @@ func (c *Controller) Submit(ctx context.Context, workspace string, spec api.JobS
 			return err
 		}
 		inputs := maps.Clone(ps.Inputs)
-		for _, name := range sortedKeys(inputs) {
+		for _, name := range slices.Sorted(maps.Keys(inputs)) {
 			in := inputs[name]
 			if strings.HasPrefix(in.Path, "azureml:") {
 				// Pinned while the pipeline runs, as a job's input is.

@@ -259,11 +259,11 @@ func (c *Controller) pass(tx *store.Tx, p *model.Job, present func(string) bool,
 	}
 	shape, _ := shape(run.Spec)
 	d := pipeline.Decide(shape, states, pipeline.Settings{ContinueOnStepFailure: run.Spec.ContinueOnStepFailure, Canceled: run.CancelRequested})
-	for _, name := range sortedKeys(d.Skip) {
+	for _, name := range slices.Sorted(maps.Keys(d.Skip)) {
 		run.Steps[name] = &model.StepRun{Status: api.JobSkipped, Reason: d.Skip[name]}
 		changed = true
 	}
-	for _, name := range sortedKeys(d.Abandon) {
+	for _, name := range slices.Sorted(maps.Keys(d.Abandon)) {
 		run.Steps[name] = &model.StepRun{Status: api.JobCanceled, Reason: d.Abandon[name]}
 		changed = true
 	}
@@ -379,7 +379,7 @@ func bindStep(p *model.Job, s api.PipelineStepSpec, jobID string) api.JobSpec {
 	if spec.Inputs == nil {
 		spec.Inputs = map[string]api.JobInput{}
 	}
-	for _, name := range sortedKeys(s.InputBindings) {
+	for _, name := range slices.Sorted(maps.Keys(s.InputBindings)) {
 		b, _ := parseBinding(s.InputBindings[name])
 		decl := spec.Inputs[name]
 		var in api.JobInput

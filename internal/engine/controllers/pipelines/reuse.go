@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -149,7 +150,7 @@ func upstreamCompleted(tx *store.Tx, p *model.Job, upstream []string) bool {
 // outputDigests lists a completed job's registered outputs' manifest digests.
 func outputDigests(j model.Job) []string {
 	var out []string
-	for _, name := range sortedKeys(j.Outputs) {
+	for _, name := range slices.Sorted(maps.Keys(j.Outputs)) {
 		if d := j.Outputs[name].Digest; d != "" {
 			out = append(out, d)
 		}

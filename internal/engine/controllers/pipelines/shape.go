@@ -2,10 +2,13 @@ package pipelines
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/pipeline"
 )
 
@@ -41,13 +44,13 @@ func shape(spec api.PipelineSpec) (pipeline.Pipeline, []pipeline.Error) {
 		for name, out := range s.Job.Outputs {
 			st.Outputs[name] = outType(out)
 		}
-		for _, name := range sortedKeys(s.Job.Inputs) {
+		for _, name := range slices.Sorted(maps.Keys(s.Job.Inputs)) {
 			if _, bound := s.InputBindings[name]; bound {
 				continue
 			}
 			st.Inputs = append(st.Inputs, pipeline.Input{Name: name, Type: ioType(s.Job.Inputs[name])})
 		}
-		for _, name := range sortedKeys(s.InputBindings) {
+		for _, name := range slices.Sorted(maps.Keys(s.InputBindings)) {
 			path := "jobs." + s.Name + ".inputs." + name
 			b, ok := parseBinding(s.InputBindings[name])
 			if !ok {
@@ -95,13 +98,13 @@ func validate(spec api.PipelineSpec) error {
 			errs = append(errs, pipeline.Error{Path: "jobs." + s.Name, Message: "step named twice"})
 		}
 		seen[s.Name] = true
-		for _, out := range sortedKeys(s.OutputBindings) {
+		for _, out := range slices.Sorted(maps.Keys(s.OutputBindings)) {
 			path := "jobs." + s.Name + ".outputs." + out
 			if _, ok := s.Job.Outputs[out]; !ok {
 				errs = append(errs, pipeline.Error{Path: path, Message: fmt.Sprintf("step %q declares no output %q", s.Name, out)})
 			}
 			if _, ok := spec.Outputs[s.OutputBindings[out]]; !ok {
-				errs = append(errs, pipeline.Error{Path: path, Message: fmt.Sprintf("unknown pipeline output %q (outputs: %s)", s.OutputBindings[out], keyList(spec.Outputs))})
+				errs = append(errs, pipeline.Error{Path: path, Message: fmt.Sprintf("unknown pipeline output %q (outputs: %s)", s.OutputBindings[out], model.KeyList(spec.Outputs))})
 			}
 		}
 	}
@@ -120,20 +123,4 @@ func validate(spec api.PipelineSpec) error {
 		msgs[i] = e.Error()
 	}
 	return api.Errorf(api.CodeInvalid, errs[0].Path, "%s", strings.Join(msgs, "; "))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func keyList[V any](m map[string]V) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	return strings.Join(sortedKeys(m), ", ")
 }

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -97,7 +99,7 @@ func Validate(p Pipeline) []Error {
 				}
 				typ, ok := up.Outputs[b.Output]
 				if !ok {
-					errs = append(errs, Error{b.Path, fmt.Sprintf("step %q has no output %q (outputs: %s)", b.Step, b.Output, strings.Join(sortedKeys(up.Outputs), ", "))})
+					errs = append(errs, Error{b.Path, fmt.Sprintf("step %q has no output %q (outputs: %s)", b.Step, b.Output, strings.Join(slices.Sorted(maps.Keys(up.Outputs)), ", "))})
 					continue
 				}
 				if !compatible(in.Type, typ) {
@@ -106,7 +108,7 @@ func Validate(p Pipeline) []Error {
 			case b.ParentInput != "":
 				typ, ok := p.Inputs[b.ParentInput]
 				if !ok {
-					errs = append(errs, Error{b.Path, fmt.Sprintf("unknown pipeline input %q (inputs: %s)", b.ParentInput, strings.Join(sortedKeys(p.Inputs), ", "))})
+					errs = append(errs, Error{b.Path, fmt.Sprintf("unknown pipeline input %q (inputs: %s)", b.ParentInput, strings.Join(slices.Sorted(maps.Keys(p.Inputs)), ", "))})
 					continue
 				}
 				if !compatible(in.Type, typ) {
@@ -203,15 +205,6 @@ func names(steps map[string]Step) []string {
 	out := make([]string, 0, len(steps))
 	for n := range steps {
 		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
 	}
 	sort.Strings(out)
 	return out

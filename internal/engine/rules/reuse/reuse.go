@@ -26,6 +26,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 )
 
@@ -73,7 +75,7 @@ func (p Parts) unknown() string {
 	case p.EnvironmentHash == Unknown:
 		return "environment"
 	}
-	for _, name := range sortedKeys(p.Inputs) {
+	for _, name := range slices.Sorted(maps.Keys(p.Inputs)) {
 		if d := p.Inputs[name]; d == Unknown || d == "" {
 			return "inputs." + name
 		}
@@ -101,16 +103,16 @@ func Explain(cur Parts, last *Parts) []Component {
 			{"code", p.CodeHash},
 			{"environment", p.EnvironmentHash},
 		}
-		for _, k := range sortedKeys(p.Env) {
+		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 			out = append(out, [2]string{"environment_variables." + k, p.Env[k]})
 		}
-		for _, k := range sortedKeys(p.Inputs) {
+		for _, k := range slices.Sorted(maps.Keys(p.Inputs)) {
 			out = append(out, [2]string{"inputs." + k, p.Inputs[k]})
 		}
-		for _, k := range sortedKeys(p.Literals) {
+		for _, k := range slices.Sorted(maps.Keys(p.Literals)) {
 			out = append(out, [2]string{"inputs." + k, p.Literals[k]})
 		}
-		for _, k := range sortedKeys(p.Outputs) {
+		for _, k := range slices.Sorted(maps.Keys(p.Outputs)) {
 			out = append(out, [2]string{"outputs." + k, p.Outputs[k]})
 		}
 		return out
@@ -187,12 +189,3 @@ func Hit(hasKey bool, policy Policy, runs []Run, present func(digest string) boo
 
 // ReusedFrom is how a reused step names the run it took its outputs from.
 func (r Run) ReusedFrom() string { return r.Job + "/" + r.Step }
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
