@@ -18,7 +18,9 @@
 //
 // -mode router (also part of the default -mode all) compares the engine's scoring router
 // with nginx as a reverse proxy in front of the same model server, under the same wrk load
-// (scoring.go); it needs nginx and wrk, which make bench installs.
+// (scoring.go), first over plain HTTP, then both over TLS on one certificate made by the
+// engine's tlsconfig (tls.go; -router-pass picks one); it needs nginx and wrk, which make
+// bench installs.
 //
 // -mode artifacts (also part of -mode all) times the store of job outputs taking in and
 // giving back a 1 GiB tree of 10,000 files against cp -r of it (artifacts.go).
