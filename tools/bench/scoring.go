@@ -227,10 +227,11 @@ func (p scoringPass) run(ctx context.Context) (err error) {
 		{Name: "mlcompute router" + suffix, URL: scheme + "://" + rt.addr + router.ScoringPath(scoringEndpoint), Procs: rt.pids},
 	}
 	// The floors forward bytes and speak no TLS: they bound the plain pass only.
-	for _, model := range floorModels {
-		if p.tls != nil {
-			break
-		}
+	floors := floorModels
+	if p.tls != nil {
+		floors = nil
+	}
+	for _, model := range floors {
 		fl, err := startFloorProc(model, p.backend.addr, workers)
 		if err != nil {
 			return err
@@ -505,9 +506,9 @@ func benchHold(autoscale bool, conns int) *router.Hold {
 	return &router.Hold{MaxWait: 500 * time.Millisecond, MaxHeld: 2 * int64(conns), Kick: func() {}}
 }
 
-// waitScoring waits until url answers, through client, a scoring request with the model server's answer
-// (nginx needs a moment to start), or fails at once when exited, if not nil, reports that
-// the server has exited.
+// waitScoring waits until url answers a scoring request, sent through client, with the
+// model server's answer (nginx needs a moment to start), or fails at once when exited, if
+// not nil, reports that the server has exited.
 func waitScoring(ctx context.Context, client *http.Client, url, key string, exited func() error) error {
 	deadline := time.Now().Add(15 * time.Second)
 	var last error
