@@ -18,7 +18,9 @@
 //
 // -mode router (also part of the default -mode all) compares the engine's scoring router
 // with nginx as a reverse proxy in front of the same model server, under the same wrk load
-// (scoring.go); it needs nginx and wrk, which make bench installs.
+// (scoring.go), first over plain HTTP, then both over TLS on one certificate made by the
+// engine's tlsconfig (tls.go; -router-pass picks one); it needs nginx and wrk, which make
+// bench installs.
 //
 // -mode artifacts (also part of -mode all) times the store of job outputs taking in and
 // giving back a 1 GiB tree of 10,000 files against cp -r of it (artifacts.go).
@@ -175,6 +177,7 @@ type options struct {
 	wrkDuration      time.Duration
 	unloadedDuration time.Duration
 	cpuProfile       string
+	routerPass       string
 	serveBackend     bool
 	serveRouter      bool
 	serveFloor       string
@@ -200,7 +203,9 @@ func main() {
 	flag.DurationVar(&o.unloadedDuration, "unloaded-duration", 2*time.Second,
 		"wrk -d of each run of the one-request-at-a-time latency pass (wrk -t1 -c1), whole seconds; 0 skips it (-mode router)")
 	flag.BoolVar(&o.routerAutoscale, "router-autoscale", false, "serve the benchmarked deployment autoscaled (scale_settings.type = target_utilization), to compare its throughput with the default (-mode router)")
-	flag.StringVar(&o.cpuProfile, "router-cpuprofile", "", "write a CPU profile of the router during the loaded runs to this file (-mode router)")
+	flag.StringVar(&o.cpuProfile, "router-cpuprofile", "", "write a CPU profile of the router during the loaded runs to this file, and of the TLS pass's to FILE-tls.EXT (-mode router)")
+	flag.StringVar(&o.routerPass, "router-pass", "all", "which passes of -mode router: "+strings.Join(routerPasses, ", ")+
+		" (plain: router and nginx over HTTP, with the floors; tls: both over TLS on one certificate from the engine's tlsconfig)")
 	flag.BoolVar(&o.serveBackend, "serve-backend", false, "internal to -mode router: serve the model server on loopback until stdin closes")
 	flag.BoolVar(&o.serveRouter, "serve-router", false, "internal to -mode router: serve the scoring router as stdin configures it, until stdin closes")
 	flag.StringVar(&o.serveFloor, "serve-floor", "", "internal to -mode router: serve the floor proxy of a model ("+strings.Join(floorModels, ", ")+") until stdin closes")

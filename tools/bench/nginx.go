@@ -23,7 +23,8 @@ import (
 // keep-alive connections to the backend that is never recycled by request count (Go's
 // transport and server never do that either), and the per-request work the router does
 // as far as nginx can express it: check the key, strip it, set the X-Forwarded-* and
-// X-Request-Id headers, name the deployment on the response. Every path is in the
+// X-Request-Id headers, name the deployment on the response. In the TLS pass it serves
+// TLS 1.2 or later on the router's certificate. Every path is in the
 // scratch dir, so it runs without root and touches nothing of a system nginx.
 var nginxConfig = template.Must(template.New("nginx.conf").Parse(`# Written by tools/bench for one run; deleted afterwards.
 {{- if .User}}
@@ -60,7 +61,14 @@ http {
     }
 
     server {
-        listen {{.Listen}} reuseport;
+        listen {{.Listen}} reuseport{{if .TLSCert}} ssl{{end}};
+{{- if .TLSCert}}
+        ssl_certificate {{.TLSCert}};
+        ssl_certificate_key {{.TLSKey}};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:SSL:10m;
+        ssl_session_timeout 1h;
+{{- end}}
 
         location = {{.Path}} {
             if ($http_authorization != "Bearer {{.Key}}") {
@@ -92,6 +100,9 @@ type nginxSettings struct {
 	Path       string // the scoring path proxied to the backend's /score
 	Key        string
 	Deployment string
+	// TLSCert and TLSKey, when set, serve TLS 1.2 or later with this chain and key (the
+	// router's, from tlsconfig), with a session cache as an operator would configure it.
+	TLSCert, TLSKey string
 }
 
 // nginxProc is a running nginx master (in the foreground) and its workers.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -26,6 +27,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 )
@@ -69,7 +71,11 @@ type scoringTarget struct {
 	Procs func() []int
 }
 
-// runScoring is -mode router.
+// The passes of -mode router (-router-pass): plain HTTP, as the engine serves scoring on
+// loopback by default, and TLS, as it serves it with --tls or off loopback.
+var routerPasses = []string{"all", "plain", "tls"}
+
+// runScoring is -mode router: the plain pass, then the TLS pass, each against its own nginx.
 func runScoring(ctx context.Context, o options) (err error) {
 	if o.wrkThreads < 1 || o.wrkConns < o.wrkThreads {
 		return errors.New("-wrk-threads must be at least 1 and -wrk-connections at least -wrk-threads")
@@ -82,6 +88,9 @@ func runScoring(ctx context.Context, o options) (err error) {
 	}
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")
+	}
+	if !slices.Contains(routerPasses, o.routerPass) {
+		return fmt.Errorf("-router-pass %q: must be one of %s", o.routerPass, strings.Join(routerPasses, ", "))
 	}
 	wrk, err := lookTool(o.wrk)
 	if err != nil {
@@ -106,6 +115,10 @@ func runScoring(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
+	script := filepath.Join(dir, "post.lua")
+	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
+		return err
+	}
 
 	backend, err := startBackend()
 	if err != nil {
@@ -117,8 +130,52 @@ func runScoring(ctx context.Context, o options) (err error) {
 		}
 	}()
 
+	p := scoringPass{o: o, wrk: wrk, nginx: nginx, key: key, script: script, backend: backend}
+	if o.routerPass != "tls" {
+		p.dir = filepath.Join(dir, "plain")
+		if err := p.run(ctx); err != nil {
+			return err
+		}
+	}
+	if o.routerPass != "plain" {
+		p.dir = filepath.Join(dir, "tls")
+		if p.tls, err = makeBenchCert(p.dir); err != nil {
+			return err
+		}
+		if err := p.run(ctx); err != nil {
+			return fmt.Errorf("TLS pass: %w", err)
+		}
+	}
+	return nil
+}
+
+// scoringPass is one pass of -mode router: the model server reached directly, through
+// nginx and through the router, plain or over TLS, and in the plain pass through the floors.
+type scoringPass struct {
+	o           options
+	wrk, nginx  string
+	key, script string
+	backend     *helperProc
+	dir         string    // the pass's scratch dir (nginx's config, pid and logs)
+	tls         *benchTLS // nil for the plain pass
+}
+
+// run starts the pass's proxies, measures them and prints its tables.
+func (p scoringPass) run(ctx context.Context) (err error) {
+	o := p.o
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return err
+	}
+	scheme, suffix, profile := "http", "", o.cpuProfile
+	if p.tls != nil {
+		scheme, suffix, profile = "https", " (TLS)", tlsProfilePath(o.cpuProfile)
+	}
 	workers := runtime.GOMAXPROCS(0)
-	rt, err := startRouterProc(routerConfig{Backend: backend.addr, Key: key, Conns: o.wrkConns, Profile: o.cpuProfile, Autoscale: o.routerAutoscale}, workers)
+	cfg := routerConfig{Backend: p.backend.addr, Key: p.key, Conns: o.wrkConns, Profile: profile, Autoscale: o.routerAutoscale}
+	if p.tls != nil {
+		cfg.TLSCert, cfg.TLSKey = p.tls.CertFile, p.tls.KeyFile
+	}
+	rt, err := startRouterProc(cfg, workers)
 	if err != nil {
 		return err
 	}
@@ -136,17 +193,21 @@ func runScoring(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	ngx, err := startNginx(nginx, nginxSettings{
-		Dir:        dir,
+	settings := nginxSettings{
+		Dir:        p.dir,
 		User:       userDirective,
 		Workers:    workers,
 		Listen:     "127.0.0.1:" + port,
-		Backend:    backend.addr,
+		Backend:    p.backend.addr,
 		Keepalive:  o.wrkConns,
 		Path:       router.ScoringPath(scoringEndpoint),
-		Key:        key,
+		Key:        p.key,
 		Deployment: scoringDeployment,
-	})
+	}
+	if p.tls != nil {
+		settings.TLSCert, settings.TLSKey = p.tls.CertFile, p.tls.KeyFile
+	}
+	ngx, err := startNginx(p.nginx, settings)
 	if err != nil {
 		return err
 	}
@@ -156,16 +217,22 @@ func runScoring(ctx context.Context, o options) (err error) {
 		}
 	}()
 
-	nginxName := nginxVersion(ctx, nginx)
+	nginxName := nginxVersion(ctx, p.nginx)
 	// In the order of directRow, nginxRow, routerRow, then the floors (floor.go). Besides
 	// wrk and the model server, a target costs the CPU time of its proxy's processes.
+	// The direct path is plain HTTP in both passes: the model server has no TLS.
 	targets := []scoringTarget{
-		{Name: "backend direct", URL: "http://" + backend.addr + "/score", Procs: func() []int { return nil }},
-		{Name: nginxName, URL: "http://127.0.0.1:" + port + router.ScoringPath(scoringEndpoint), Procs: ngx.pids},
-		{Name: "mlcompute router", URL: "http://" + rt.addr + router.ScoringPath(scoringEndpoint), Procs: rt.pids},
+		{Name: "backend direct", URL: "http://" + p.backend.addr + "/score", Procs: func() []int { return nil }},
+		{Name: nginxName + suffix, URL: scheme + "://127.0.0.1:" + port + router.ScoringPath(scoringEndpoint), Procs: ngx.pids},
+		{Name: "mlcompute router" + suffix, URL: scheme + "://" + rt.addr + router.ScoringPath(scoringEndpoint), Procs: rt.pids},
 	}
-	for _, model := range floorModels {
-		fl, err := startFloorProc(model, backend.addr, workers)
+	// The floors forward bytes and speak no TLS: they bound the plain pass only.
+	floors := floorModels
+	if p.tls != nil {
+		floors = nil
+	}
+	for _, model := range floors {
+		fl, err := startFloorProc(model, p.backend.addr, workers)
 		if err != nil {
 			return err
 		}
@@ -176,24 +243,25 @@ func runScoring(ctx context.Context, o options) (err error) {
 		}()
 		targets = append(targets, scoringTarget{Name: "floor: " + model + ", bytes only", URL: "http://" + fl.addr + "/score", Procs: fl.pids})
 	}
-	backendPid := backend.cmd.Process.Pid
+	client, err := p.tls.client()
+	if err != nil {
+		return err
+	}
+	defer client.CloseIdleConnections()
+	backendPid := p.backend.cmd.Process.Pid
 	for i, t := range targets {
 		var exited func() error
 		if i == nginxRow {
 			exited = ngx.failure
 		}
-		if err := waitScoring(ctx, t.URL, key, exited); err != nil {
+		if err := waitScoring(ctx, client, t.URL, p.key, exited); err != nil {
 			return fmt.Errorf("%s: %w", t.Name, err)
 		}
 	}
 
-	script := filepath.Join(dir, "post.lua")
-	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
-		return err
-	}
 	loaded := wrkLoad{
-		Binary: wrk, Threads: o.wrkThreads, Connections: o.wrkConns,
-		Script: script, Header: "Authorization: Bearer " + key,
+		Binary: p.wrk, Threads: o.wrkThreads, Connections: o.wrkConns,
+		Script: p.script, Header: "Authorization: Bearer " + p.key,
 	}
 	for _, t := range targets {
 		if _, err := loaded.run(ctx, t.URL, scoringWarmup); err != nil {
@@ -206,8 +274,12 @@ func runScoring(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	fmt.Printf("\nscoring over loopback: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs, %d nginx workers, router GOMAXPROCS %d and GOGC %d (the engine's), no CPU pinning\n",
-		o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU(), workers, workers, daemon.GCPercent)
+	over := "loopback"
+	if p.tls != nil {
+		over = "loopback with TLS (" + p.tls.Describe + "; the model server plain)"
+	}
+	fmt.Printf("\nscoring over %s: wrk -t%d -c%d -d%s --latency, POST of %d bytes, median of %d runs, %d CPUs, %d nginx workers, router GOMAXPROCS %d and GOGC %d (the engine's), no CPU pinning\n",
+		over, o.wrkThreads, o.wrkConns, o.wrkDuration, len(scoringPayload), o.runs, runtime.NumCPU(), workers, workers, daemon.GCPercent)
 	results, err := scoringRuns(ctx, loaded, targets, backendPid, o.wrkDuration, o.runs)
 	if o.cpuProfile != "" {
 		// The profile covers the loaded runs only; the router served nothing else then.
@@ -227,8 +299,8 @@ func runScoring(ctx context.Context, o options) (err error) {
 		// each proxy's own cost per request, not the queueing its lower throughput causes.
 		one := loaded
 		one.Threads, one.Connections = 1, 1
-		fmt.Printf("\nscoring one request at a time: wrk -t1 -c1 -d%s --latency, median of %d runs\n",
-			o.unloadedDuration, o.runs)
+		fmt.Printf("\nscoring one request at a time%s: wrk -t1 -c1 -d%s --latency, median of %d runs\n",
+			suffix, o.unloadedDuration, o.runs)
 		results, err := scoringRuns(ctx, one, targets, backendPid, o.unloadedDuration, o.runs)
 		if err != nil {
 			return err
@@ -236,6 +308,16 @@ func runScoring(ctx context.Context, o options) (err error) {
 		printLatency("latency, one request at a time", targets, results)
 	}
 	return nil
+}
+
+// tlsProfilePath is where the TLS pass writes the router's CPU profile: FILE-tls.EXT for
+// -router-cpuprofile FILE.EXT, so that the plain pass's profile is kept.
+func tlsProfilePath(path string) string {
+	if path == "" {
+		return ""
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-tls" + ext
 }
 
 // scoringRuns runs the load against every target, runs times, and returns each target's
@@ -355,14 +437,14 @@ func medianFloat(vs []float64) float64 {
 // connection count, so a full wrk load never gets 429. The request timeout is left at
 // its default, as a user would: the timer it arms is part of the router's cost.
 func serveRouter(backendAddr, key string, conns int) (addr string, stop func(), err error) {
-	return serveRouterWith(backendAddr, key, conns, false)
+	return serveRouterWith(routerConfig{Backend: backendAddr, Key: key, Conns: conns})
 }
 
-// serveRouterWith is serveRouter, with the deployment autoscaled when autoscale is set: the
-// router then holds requests that find no room (none do under wrk's load), which is what
-// -router-autoscale measures the cost of.
-func serveRouterWith(backendAddr, key string, conns int, autoscale bool) (addr string, stop func(), err error) {
-	u, err := url.Parse("http://" + backendAddr)
+// serveRouterWith is serveRouter for cfg: with the deployment autoscaled when cfg.Autoscale
+// is set (the router then holds requests that find no room, which none do under wrk's
+// load; -router-autoscale measures the cost of that), and over TLS when cfg.TLSCert is set.
+func serveRouterWith(cfg routerConfig) (addr string, stop func(), err error) {
+	u, err := url.Parse("http://" + cfg.Backend)
 	if err != nil {
 		return "", nil, err
 	}
@@ -370,12 +452,12 @@ func serveRouterWith(backendAddr, key string, conns int, autoscale bool) (addr s
 	r.SetEndpoint(router.Endpoint{
 		Name:     scoringEndpoint,
 		AuthMode: router.AuthModeKey,
-		Keys:     [2]string{key, ""},
+		Keys:     [2]string{cfg.Key, ""},
 		Traffic:  map[string]int{scoringDeployment: 100},
 		Deployments: map[string]*router.Deployment{scoringDeployment: {
 			Backends:                 []router.Backend{{ID: "bench-0", URL: u, Ready: true}},
-			MaxConcurrentPerInstance: conns,
-			Hold:                     benchHold(autoscale, conns),
+			MaxConcurrentPerInstance: cfg.Conns,
+			Hold:                     benchHold(cfg.Autoscale, cfg.Conns),
 		}},
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -383,8 +465,26 @@ func serveRouterWith(backendAddr, key string, conns int, autoscale bool) (addr s
 		r.Close()
 		return "", nil, err
 	}
-	// As the engine serves it: on the event loops, with the lean server for the rest.
-	srv := &router.LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}}
+	var srv interface {
+		Serve(net.Listener) error
+		Close() error
+	}
+	if cfg.TLSCert != "" {
+		// As the engine serves it with --tls: its TLS listener, its scoring server over
+		// it, and the router's handler in the engine's metrics.
+		if ln, err = tlsListener(ln, cfg.TLSCert, cfg.TLSKey); err != nil {
+			r.Close()
+			return "", nil, err
+		}
+		s := daemon.ScoringTLSServer(metrics.New(metrics.Options{}).Scoring(r))
+		// Not the engine's: wrk's connections closing at the end of each run would print
+		// a handshake error each into the tables.
+		s.ErrorLog = log.New(io.Discard, "", 0)
+		srv = s
+	} else {
+		// As the engine serves it: on the event loops, with the lean server for the rest.
+		srv = &router.LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -406,12 +506,10 @@ func benchHold(autoscale bool, conns int) *router.Hold {
 	return &router.Hold{MaxWait: 500 * time.Millisecond, MaxHeld: 2 * int64(conns), Kick: func() {}}
 }
 
-// waitScoring waits until url answers a scoring request with the model server's answer
-// (nginx needs a moment to start), or fails at once when exited, if not nil, reports that
-// the server has exited.
-func waitScoring(ctx context.Context, url, key string, exited func() error) error {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	defer client.CloseIdleConnections()
+// waitScoring waits until url answers a scoring request, sent through client, with the
+// model server's answer (nginx needs a moment to start), or fails at once when exited, if
+// not nil, reports that the server has exited.
+func waitScoring(ctx context.Context, client *http.Client, url, key string, exited func() error) error {
 	deadline := time.Now().Add(15 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
@@ -592,6 +690,10 @@ type routerConfig struct {
 	Profile string // where "profile on"/"profile off" write a CPU profile
 	// Autoscale serves the deployment as an autoscaled one (its router.Hold set).
 	Autoscale bool `json:",omitempty"`
+	// TLSCert and TLSKey, when set, serve the router over TLS as the engine does with
+	// --tls (serveRouterTLS).
+	TLSCert string `json:",omitempty"`
+	TLSKey  string `json:",omitempty"`
 }
 
 // startRouterProc starts the router process with GOMAXPROCS set to workers and reads the
@@ -637,7 +739,7 @@ func serveRouterProcess(stdin io.Reader, stdout io.Writer) (err error) {
 		return fmt.Errorf("reading the configuration: %w", err)
 	}
 	daemon.SetGCPace() // the engine's pace (mlcompute serve)
-	addr, stop, err := serveRouterWith(cfg.Backend, cfg.Key, cfg.Conns, cfg.Autoscale)
+	addr, stop, err := serveRouterWith(cfg)
 	if err != nil {
 		return err
 	}

@@ -82,6 +82,85 @@ func TestServeRouter_ForwardsWithKeyOnly(t *testing.T) {
 	}
 }
 
+// Over TLS the router serves the run's certificate, which a client pinning the run's CA
+// accepts; plain HTTP on its port gets no scoring answer.
+func TestServeRouter_TLSServesTheRunsCertificate(t *testing.T) {
+	backend, _ := startTestBackend(t)
+	cert, err := makeBenchCert(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, stop, err := serveRouterWith(routerConfig{Backend: backend, Key: "k3y", Conns: 4, TLSCert: cert.CertFile, TLSKey: cert.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	client, err := cert.client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	path := "/" + scoringEndpoint + "/score"
+	if err := scoreOnce(context.Background(), client, "https://"+front+path, "k3y"); err != nil {
+		t.Fatal(err)
+	}
+	err = scoreOnce(context.Background(), client, "https://"+front+path, "wrong")
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a wrong key over TLS got %v, want 401", err)
+	}
+	plain := &http.Client{Timeout: 10 * time.Second}
+	if err := scoreOnce(context.Background(), plain, "http://"+front+path, "k3y"); err == nil {
+		t.Fatal("plain HTTP to the TLS port got a scoring answer")
+	}
+	other, err := makeBenchCert(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongCA, err := other.client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scoreOnce(context.Background(), wrongCA, "https://"+front+path, "k3y"); err == nil || !strings.Contains(err.Error(), "not trusted") {
+		t.Fatalf("a client pinning another CA got %v, want the engine's untrusted-certificate error", err)
+	}
+}
+
+// nginx's TLS pass listens with ssl on the run's certificate and key, TLS 1.2 or later;
+// the plain pass has no ssl at all.
+func TestNginxConfig_TLSOnlyInTheTLSPass(t *testing.T) {
+	base := nginxSettings{Dir: "/scratch", Workers: 2, Listen: "127.0.0.1:8080", Backend: "127.0.0.1:9", Keepalive: 32, Path: "/bench/score", Key: "k", Deployment: "blue"}
+	var plain, secure strings.Builder
+	if err := nginxConfig.Execute(&plain, base); err != nil {
+		t.Fatal(err)
+	}
+	withTLS := base
+	withTLS.TLSCert, withTLS.TLSKey = "/scratch/server.pem", "/scratch/server-key.pem"
+	if err := nginxConfig.Execute(&secure, withTLS); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain.String(), "ssl") {
+		t.Errorf("the plain config mentions ssl:\n%s", plain.String())
+	}
+	for _, want := range []string{
+		"listen 127.0.0.1:8080 reuseport ssl;",
+		"ssl_certificate /scratch/server.pem;",
+		"ssl_certificate_key /scratch/server-key.pem;",
+		"ssl_protocols TLSv1.2 TLSv1.3;",
+	} {
+		if !strings.Contains(secure.String(), want) {
+			t.Errorf("the TLS config lacks %q:\n%s", want, secure.String())
+		}
+	}
+}
+
+func TestTLSProfilePath(t *testing.T) {
+	for in, want := range map[string]string{"": "", "router.pprof": "router-tls.pprof", "/tmp/p": "/tmp/p-tls"} {
+		if got := tlsProfilePath(in); got != want {
+			t.Errorf("tlsProfilePath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestMedianFloat(t *testing.T) {
 	for _, tc := range []struct {
 		in   []float64

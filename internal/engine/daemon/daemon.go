@@ -240,7 +240,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	ln = secured[0]
 	if tlsOn[1] {
-		scoringTLS = &http.Server{Handler: m.Scoring(eng.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second}
+		scoringTLS = ScoringTLSServer(m.Scoring(eng.ScoringHandler()))
 		eng.ScoringOverTLS()
 	}
 	ctx, stop := context.WithCancel(ctx)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
@@ -120,4 +122,11 @@ func certHosts(ip net.IP) []string {
 func dedupe(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
+}
+
+// ScoringTLSServer is the server of a scoring listener that serves TLS: net/http, as the
+// scoring event loops speak plain HTTP only. h is the router's handler in the engine's
+// metrics. The scoring benchmark (tools/bench) serves the router with it too.
+func ScoringTLSServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 }
