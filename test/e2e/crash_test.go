@@ -417,8 +417,8 @@ func (r *crashRound) recordedNodes(ws string) map[string]bool {
 
 // nodeAgents lists the node agent processes serving a node of this data dir (a standby
 // agent not yet given a node is the engine's, not a node's).
-func (r *crashRound) nodeAgents() []string {
-	nodes := filepath.Join(r.home, "nodes")
+func (u *user) nodeAgents() []string {
+	nodes := filepath.Join(u.home, "nodes")
 	var agents []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,4 +178,112 @@ func TestE2E_PipelineAcrossComputeTargets(t *testing.T) {
 		t.Fatalf("the reused run ran a step again")
 	}
 	u.mustTerraform("destroy", "-auto-approve")
+}
+
+// nodeLostYAML is prep -> train on the cluster cpu; train's first run never ends by itself
+// (the test kills its node under it), a second one finishes.
+const nodeLostYAML = `type: pipeline
+settings:
+  default_compute: azureml:cpu
+jobs:
+  prep:
+    command: echo 7 > ${{outputs.data}}/n
+    outputs:
+      data:
+        type: uri_folder
+  train:
+    command: echo ran >> RUNS/train && if [ "$(wc -l < RUNS/train)" -eq 1 ]; then sleep 600; fi && cp ${{inputs.data}}/n ${{outputs.model}}/n
+    inputs:
+      data: ${{parent.jobs.prep.outputs.data}}
+    outputs:
+      model:
+        type: uri_folder
+`
+
+// TestE2E_PipelineStepRequeuedWhenItsNodeDies: kill -9 of the node agent under a running
+// step: the step's job does not stay Running (it fails as NodeLost within 30 s), the
+// pipeline runs the step again as <pipeline>-train-requeue1 without using a retry, and
+// it completes with prep's output passed on by digest.
+func TestE2E_PipelineStepRequeuedWhenItsNodeDies(t *testing.T) {
+	t.Parallel()
+	u := newUser(t)
+	u.writeConfig(clusterConfig)
+	u.mustTerraform("apply", "-auto-approve")
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	if err := os.Mkdir(runs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(nodeLostYAML, "RUNS", runs)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := u.cli("job", "submit", "--workspace", "e2e-team", "-f", file)
+	if code != 0 {
+		t.Fatalf("job submit -f: exit %d: %s", code, out)
+	}
+	id := strings.TrimSpace(out)
+	show := func(job string) api.Job {
+		out, code := u.cli("job", "show", "--workspace", "e2e-team", job, "-o", "json")
+		if code != 0 {
+			t.Fatalf("job show %s: exit %d: %s", job, code, out)
+		}
+		var j api.Job
+		decodeJSON(t, out, &j)
+		return j
+	}
+	u.waitFor("train running", 60*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(runs, "train"))
+		return len(b) > 0
+	})
+	first := show(id + "-train")
+	if first.Status != api.JobRunning || len(first.Nodes) != 1 {
+		t.Fatalf("train's job: %s on %v; want Running on one node", first.Status, first.Nodes)
+	}
+	firstRun := func() []string {
+		return slices.DeleteFunc(u.processesOfHome(), func(p string) bool { return !strings.HasSuffix(p, " sleep 600 ") })
+	}
+	u.waitFor("the first run's sleep seen", 30*time.Second, func() bool { return len(firstRun()) == 1 })
+	var agent int
+	for _, a := range u.nodeAgents() {
+		if pid, node, _ := strings.Cut(a, " "); node == first.Nodes[0] {
+			agent = atoi(pid)
+		}
+	}
+	if agent == 0 {
+		t.Fatalf("no node agent for %s among %v", first.Nodes[0], u.nodeAgents())
+	}
+	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	u.waitFor("train's job no longer Running after its node died", 30*time.Second, func() bool { return show(first.ID).Status != api.JobRunning })
+	t.Logf("train's job left Running %s after kill -9 of its node agent", time.Since(killed).Round(10*time.Millisecond))
+	if j := show(first.ID); j.Status != api.JobFailed || !strings.Contains(j.Error, "was lost") {
+		t.Fatalf("train's first job: %s (%s); want Failed, its node lost", j.Status, j.Error)
+	}
+	// Nor does its process outlive the node (the first run's sleep 600).
+	u.waitFor("the first run's process gone", 30*time.Second, func() bool { return len(firstRun()) == 0 })
+
+	var p api.Job
+	u.waitFor("pipeline ended", 90*time.Second, func() bool { p = show(id); return api.Terminal(p.Status) })
+	if p.Status != api.JobCompleted {
+		t.Fatalf("pipeline %s (%s): %+v", p.Status, p.Error, p.Steps)
+	}
+	var train api.PipelineStep
+	for _, s := range p.Steps {
+		if s.Name == "train" {
+			train = s
+		}
+	}
+	if train.Job != id+"-train-requeue1" || train.Retries != 0 {
+		t.Fatalf("train step %+v; want job %s-train-requeue1 and no retry used", train, id)
+	}
+	again, prep := show(train.Job), show(id+"-prep")
+	if d := prep.Outputs["data"].Digest; d == "" || again.Inputs["data"].Digest != d {
+		t.Fatalf("prep registered %q, the requeued train took %q", d, again.Inputs["data"].Digest)
+	}
+	if b, _ := os.ReadFile(filepath.Join(runs, "train")); string(b) != "ran\nran\n" {
+		t.Fatalf("train ran %q; want twice (killed, then requeued)", b)
+	}
 }
