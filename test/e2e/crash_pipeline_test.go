@@ -107,22 +107,13 @@ func crashDuringPipeline(r *crashRound) {
 		r.crashAgainWhileRecovering()
 	}
 
-	show := func(job string) api.Job {
-		out, code := r.cli("job", "show", "--workspace", "crash", job, "-o", "json")
-		if code != 0 {
-			r.t.Fatalf("job show %s: exit %d: %s", job, code, out)
-		}
-		var j api.Job
-		decodeJSON(r.t, out, &j)
-		return j
-	}
-	r.waitFor("pipeline "+id+" ended", 90*time.Second, func() bool { p = show(id); return api.Terminal(p.Status) })
+	r.waitFor("pipeline "+id+" ended", 90*time.Second, func() bool { p = r.showJob("crash", id); return api.Terminal(p.Status) })
 	if p.Status != api.JobCompleted {
 		r.t.Fatalf("pipeline %s after the crash: %s (%s), steps %+v", id, p.Status, p.Error, p.Steps)
 	}
 	jobs := map[string]api.Job{}
 	for _, s := range p.Steps {
-		j := show(s.Job)
+		j := r.showJob("crash", s.Job)
 		jobs[s.Name] = j
 		if s.Status != api.JobCompleted || j.Status != api.JobCompleted {
 			r.t.Errorf("step %s: %s, its job %s %s; want both Completed", s.Name, s.Status, j.ID, j.Status)

@@ -102,15 +102,6 @@ func TestE2E_PipelineAcrossComputeTargets(t *testing.T) {
 		b, _ := os.ReadFile(path)
 		return strings.Count(string(b), "ran\n")
 	}
-	show := func(job string) api.Job {
-		out, code := u.cli("job", "show", "--workspace", "e2e-team", job, "-o", "json")
-		if code != 0 {
-			t.Fatalf("job show %s: exit %d: %s", job, code, out)
-		}
-		var j api.Job
-		decodeJSON(t, out, &j)
-		return j
-	}
 
 	began := time.Now()
 	out, code := u.cli("job", "submit", "--workspace", "e2e-team", "-f", file, "--stream")
@@ -119,11 +110,11 @@ func TestE2E_PipelineAcrossComputeTargets(t *testing.T) {
 		t.Fatalf("job submit -f --stream exited %d:\n%s", code, out)
 	}
 	id := strings.Fields(out[strings.Index(out, "job:"):])[1]
-	p := show(id)
+	p := u.showJob("e2e-team", id)
 	if p.Status != api.JobCompleted {
 		t.Fatalf("pipeline %s: %s (%s)", id, p.Status, p.Error)
 	}
-	prep, train, score := show(id+"-prep"), show(id+"-train"), show(id+"-score")
+	prep, train, score := u.showJob("e2e-team", id+"-prep"), u.showJob("e2e-team", id+"-train"), u.showJob("e2e-team", id+"-score")
 	for _, c := range []struct {
 		job     api.Job
 		compute string
@@ -223,20 +214,11 @@ func TestE2E_PipelineStepRequeuedWhenItsNodeDies(t *testing.T) {
 		t.Fatalf("job submit -f: exit %d: %s", code, out)
 	}
 	id := strings.TrimSpace(out)
-	show := func(job string) api.Job {
-		out, code := u.cli("job", "show", "--workspace", "e2e-team", job, "-o", "json")
-		if code != 0 {
-			t.Fatalf("job show %s: exit %d: %s", job, code, out)
-		}
-		var j api.Job
-		decodeJSON(t, out, &j)
-		return j
-	}
 	u.waitFor("train running", 60*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(runs, "train"))
 		return len(b) > 0
 	})
-	first := show(id + "-train")
+	first := u.showJob("e2e-team", id+"-train")
 	if first.Status != api.JobRunning || len(first.Nodes) != 1 {
 		t.Fatalf("train's job: %s on %v; want Running on one node", first.Status, first.Nodes)
 	}
@@ -257,16 +239,16 @@ func TestE2E_PipelineStepRequeuedWhenItsNodeDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	u.waitFor("train's job no longer Running after its node died", 30*time.Second, func() bool { return show(first.ID).Status != api.JobRunning })
+	u.waitFor("train's job no longer Running after its node died", 30*time.Second, func() bool { return u.showJob("e2e-team", first.ID).Status != api.JobRunning })
 	t.Logf("train's job left Running %s after kill -9 of its node agent", time.Since(killed).Round(10*time.Millisecond))
-	if j := show(first.ID); j.Status != api.JobFailed || !strings.Contains(j.Error, "was lost") {
+	if j := u.showJob("e2e-team", first.ID); j.Status != api.JobFailed || !strings.Contains(j.Error, "was lost") {
 		t.Fatalf("train's first job: %s (%s); want Failed, its node lost", j.Status, j.Error)
 	}
 	// Nor does its process outlive the node (the first run's sleep 600).
 	u.waitFor("the first run's process gone", 30*time.Second, func() bool { return len(firstRun()) == 0 })
 
 	var p api.Job
-	u.waitFor("pipeline ended", 90*time.Second, func() bool { p = show(id); return api.Terminal(p.Status) })
+	u.waitFor("pipeline ended", 90*time.Second, func() bool { p = u.showJob("e2e-team", id); return api.Terminal(p.Status) })
 	if p.Status != api.JobCompleted {
 		t.Fatalf("pipeline %s (%s): %+v", p.Status, p.Error, p.Steps)
 	}
@@ -279,11 +261,23 @@ func TestE2E_PipelineStepRequeuedWhenItsNodeDies(t *testing.T) {
 	if train.Job != id+"-train-requeue1" || train.Retries != 0 {
 		t.Fatalf("train step %+v; want job %s-train-requeue1 and no retry used", train, id)
 	}
-	again, prep := show(train.Job), show(id+"-prep")
+	again, prep := u.showJob("e2e-team", train.Job), u.showJob("e2e-team", id+"-prep")
 	if d := prep.Outputs["data"].Digest; d == "" || again.Inputs["data"].Digest != d {
 		t.Fatalf("prep registered %q, the requeued train took %q", d, again.Inputs["data"].Digest)
 	}
 	if b, _ := os.ReadFile(filepath.Join(runs, "train")); string(b) != "ran\nran\n" {
 		t.Fatalf("train ran %q; want twice (killed, then requeued)", b)
 	}
+}
+
+// showJob is `mlcompute job show JOB -o json` in workspace ws.
+func (u *user) showJob(ws, job string) api.Job {
+	u.t.Helper()
+	out, code := u.cli("job", "show", "--workspace", ws, job, "-o", "json")
+	if code != 0 {
+		u.t.Fatalf("job show %s: exit %d: %s", job, code, out)
+	}
+	var j api.Job
+	decodeJSON(u.t, out, &j)
+	return j
 }
