@@ -21,25 +21,13 @@ func TestE2E_AttachedMachine(t *testing.T) {
 	t.Parallel()
 	u := newUser(t)
 	h := sshtest.Start(t)
-	key := h.KeyFile(t)
-	u.writeConfig(requiredProviders + fmt.Sprintf(`
+	u.writeConfig(requiredProviders + `
 provider "mlcompute" {}
 
 resource "mlcompute_workspace" "ws" {
   name = "e2e-team"
 }
-
-resource "mlcompute_attached_compute" "box" {
-  name         = "box"
-  workspace_id = mlcompute_workspace.ws.id
-  virtual_machine = {
-    address     = %q
-    ssh_port    = %d
-    username    = %q
-    private_key = file(%q)
-  }
-}
-`, h.Address, h.Port, h.User, key))
+` + attachedMachineHCL(t, "box", h))
 	u.mustTerraform("apply", "-auto-approve")
 	if out, code := u.terraform("plan", "-detailed-exitcode"); code != 0 {
 		t.Fatalf("plan after apply: exit %d:\n%s", code, out)

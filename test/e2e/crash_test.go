@@ -20,8 +20,8 @@ import (
 
 // The crash suite (issue "safe under crashes"): each round SIGKILLs the engine at a random
 // moment of a user's operation (an apply, job runs, an endpoint rollout, a destroy, the
-// intake of a job's output; crash_intake_test.go), lets
-// it come back (the embedded engine is started again by the next provider or CLI call;
+// intake of a job's output, crash_intake_test.go; a pipeline, crash_pipeline_test.go),
+// lets it come back (the embedded engine is started again by the next provider or CLI call;
 // `mlcompute serve` is started again by the test after a random downtime, while the
 // provider and the CLI wait for it), and then checks the invariants:
 //
@@ -32,6 +32,8 @@ import (
 //     of the data dir is left;
 //   - the instance runs again and the endpoint is rolled out, drained and on its split;
 //   - every finished job has its exit code and its full log, each line once, in order;
+//   - a pipeline ends Completed with every step run once and its outputs passed on by
+//     digest, no step left Running;
 //   - a job killed while its output is taken in ends Completed with its whole output (the
 //     download byte-identical) or Failed with nothing registered, and after the next
 //     collection the store holds exactly the blobs registered outputs reference.
@@ -39,7 +41,7 @@ import (
 // Half the kills in the middle of an operation are followed by a second one while the new
 // engine recovers from the first.
 //
-// `make test` runs MLCOMPUTE_CRASH_ROUNDS=10 (the default); `make test-crash ROUNDS=50`
+// `make test` runs 12 rounds (the default: each scenario in both modes); `make test-crash ROUNDS=50`
 // runs more. A failure names its round's seed; MLCOMPUTE_CRASH_SEED=S replays the rounds.
 
 type crashMode string
@@ -61,12 +63,13 @@ var crashScenarios = []crashScenario{
 	{"rollout", crashDuringRollout},
 	{"destroy", crashDuringDestroy},
 	{"intake", crashDuringIntake},
+	{"pipeline", crashDuringPipeline},
 }
 
 func TestE2E_CrashRounds(t *testing.T) {
 	t.Parallel()
 	requireAcc(t)
-	rounds := 10
+	rounds := 2 * len(crashScenarios) // each scenario in both modes
 	if s := os.Getenv("MLCOMPUTE_CRASH_ROUNDS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -414,8 +417,8 @@ func (r *crashRound) recordedNodes(ws string) map[string]bool {
 
 // nodeAgents lists the node agent processes serving a node of this data dir (a standby
 // agent not yet given a node is the engine's, not a node's).
-func (r *crashRound) nodeAgents() []string {
-	nodes := filepath.Join(r.home, "nodes")
+func (u *user) nodeAgents() []string {
+	nodes := filepath.Join(u.home, "nodes")
 	var agents []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {

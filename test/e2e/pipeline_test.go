@@ -81,15 +81,6 @@ func TestE2E_PipelineResumesAfterSIGKILLAndReuses(t *testing.T) {
 		t.Fatalf("job submit -f pipeline.yaml exited %d:\n%s", code, out)
 	}
 	id := strings.TrimSpace(out)
-	show := func(job string) api.Job {
-		out, code := u.cli("job", "show", "--workspace", "e2e-team", job, "-o", "json")
-		if code != 0 {
-			t.Fatalf("job show %s: exit %d: %s", job, code, out)
-		}
-		var j api.Job
-		decodeJSON(t, out, &j)
-		return j
-	}
 	u.waitFor("train running", 60*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(runs, "train"))
 		return len(b) > 0
@@ -104,7 +95,7 @@ func TestE2E_PipelineResumesAfterSIGKILLAndReuses(t *testing.T) {
 	}
 	write("gate", "go\n")
 	var p api.Job
-	u.waitFor("pipeline ended", 120*time.Second, func() bool { p = show(id); return api.Terminal(p.Status) })
+	u.waitFor("pipeline ended", 120*time.Second, func() bool { p = u.showJob("e2e-team", id); return api.Terminal(p.Status) })
 	if p.Status != api.JobCompleted {
 		t.Fatalf("pipeline %s (%s): %+v", p.Status, p.Error, p.Steps)
 	}
@@ -115,7 +106,7 @@ func TestE2E_PipelineResumesAfterSIGKILLAndReuses(t *testing.T) {
 	if count("prep") != 1 || count("score") != 1 {
 		t.Fatalf("after the restart prep ran %d times, score %d; want once each", count("prep"), count("score"))
 	}
-	prep, train := show(id+"-prep"), show(id+"-train")
+	prep, train := u.showJob("e2e-team", id+"-prep"), u.showJob("e2e-team", id+"-train")
 	if d := prep.Outputs["data"].Digest; d == "" || train.Inputs["data"].Digest != d {
 		t.Fatalf("prep registered %q, train took %q", d, train.Inputs["data"].Digest)
 	}
@@ -150,7 +141,7 @@ func TestE2E_PipelineResumesAfterSIGKILLAndReuses(t *testing.T) {
 		t.Fatalf("third submit exited %d:\n%s", code, out)
 	}
 	third := strings.TrimSpace(out)
-	u.waitFor("third pipeline ended", 60*time.Second, func() bool { p = show(third); return api.Terminal(p.Status) })
+	u.waitFor("third pipeline ended", 60*time.Second, func() bool { p = u.showJob("e2e-team", third); return api.Terminal(p.Status) })
 	if p.Status != api.JobCompleted || count("prep") != 1 || count("train") < 2 || count("score") != 2 {
 		t.Fatalf("after editing train.sh: %s; prep ran %d times, train %d, score %d", p.Status, count("prep"), count("train"), count("score"))
 	}
@@ -176,7 +167,7 @@ func TestE2E_PipelineResumesAfterSIGKILLAndReuses(t *testing.T) {
 		t.Fatalf("job rerun exited %d:\n%s", code, out)
 	}
 	fourth := strings.TrimSpace(out)
-	u.waitFor("rerun ended", 60*time.Second, func() bool { p = show(fourth); return api.Terminal(p.Status) })
+	u.waitFor("rerun ended", 60*time.Second, func() bool { p = u.showJob("e2e-team", fourth); return api.Terminal(p.Status) })
 	if p.Status != api.JobCompleted || count("score") != 3 || count("train") != trainRuns || count("prep") != 1 {
 		t.Fatalf("rerun --from score: %s; prep ran %d times, train %d (before: %d), score %d", p.Status, count("prep"), count("train"), trainRuns, count("score"))
 	}

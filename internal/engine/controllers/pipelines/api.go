@@ -7,9 +7,11 @@ import (
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/pipeline"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // The controller's API calls: submit, cancel, rerun and describe a pipeline job.
@@ -90,6 +92,14 @@ func checkTargets(tx *store.Tx, workspace string, ps api.PipelineSpec) error {
 		case "":
 			return api.Errorf(api.CodeInvalid, path, "%s: step %q has no compute (give jobs.%s.compute or settings.default_compute)", path, s.Name, s.Name)
 		case api.ServerlessCompute:
+			// Refused here rather than when the step starts: serverless needs a size.
+			field := "jobs." + s.Name + ".resources.instance_type"
+			if s.Job.InstanceType == "" {
+				return api.Errorf(api.CodeInvalid, field, "%s: step %q runs on serverless, which needs a VM size such as Standard_DS3_v2", field, s.Name)
+			}
+			if _, err := validation.VMSize(field, s.Job.InstanceType, catalog.ComputeCluster); err != nil {
+				return api.Errorf(api.CodeInvalid, field, "%s: %v", field, err)
+			}
 		default:
 			if rec, err := model.GetCompute(tx, workspace, s.Job.Compute); err != nil || rec.Serverless {
 				return api.Errorf(api.CodeInvalid, path, "%s: unknown compute %q in workspace %q (computes: %s)", path, s.Job.Compute, workspace, names(tx, store.Computes, workspace))

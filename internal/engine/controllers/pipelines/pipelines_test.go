@@ -473,6 +473,11 @@ func TestPipelineSubmitRefusals(t *testing.T) {
 		}, `settings.default_compute: unknown compute "tpu" in workspace "lab" (computes: cpu, gpu)`},
 		{"unknown compute of a step", func(p *api.PipelineSpec) { p.Steps[2].Job.Compute = "tpu" },
 			`jobs.c.compute: unknown compute "tpu" in workspace "lab" (computes: cpu, gpu)`},
+		{"serverless without a size", func(p *api.PipelineSpec) { p.Steps[1].Job.Compute = api.ServerlessCompute },
+			`jobs.b.resources.instance_type: step "b" runs on serverless, which needs a VM size such as Standard_DS3_v2`},
+		{"serverless of an unknown size", func(p *api.PipelineSpec) {
+			p.Steps[1].Job.Compute, p.Steps[1].Job.InstanceType = api.ServerlessCompute, "Standard_Nope"
+		}, `jobs.b.resources.instance_type: unknown VM size "Standard_Nope"`},
 		{"unknown environment", func(p *api.PipelineSpec) { p.Steps[0].Job.Environment = "conda" },
 			`jobs.a.environment: unknown environment "conda" in workspace "lab" (environments: py)`},
 		{"cycle", func(p *api.PipelineSpec) {
