@@ -24,6 +24,10 @@
 //
 // -mode artifacts (also part of -mode all) times the store of job outputs taking in and
 // giving back a 1 GiB tree of 10,000 files against cp -r of it (artifacts.go).
+//
+// -mode pipeline (also part of -mode all) times a 100-step fan-out/fan-in pipeline of
+// steps that do next to nothing against the same commands run directly, for the engine's
+// overhead per step, and the same pipeline with every step reused (pipeline.go).
 package main
 
 import (
@@ -184,7 +188,7 @@ type options struct {
 }
 
 // modes are the values of -mode.
-var modes = []string{"all", "terraform", "firstbyte", "router", "artifacts"}
+var modes = []string{"all", "terraform", "firstbyte", "router", "artifacts", "pipeline"}
 
 func main() {
 	var o options
@@ -261,6 +265,9 @@ func main() {
 	}
 	if err == nil && (o.mode == "all" || o.mode == "artifacts") {
 		err = runArtifacts(ctx, o)
+	}
+	if err == nil && (o.mode == "all" || o.mode == "pipeline") {
+		err = runPipeline(ctx, o)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
