@@ -77,38 +77,16 @@ var fbSteps = []fbStep{
 
 // runFirstByte measures scale-from-zero first-byte latency and prints its tables.
 func runFirstByte(ctx context.Context, o options) (err error) {
-	binDir, err := filepath.Abs(o.binDir)
+	e, err := startBenchEngine(ctx, o, "mlcompute-firstbyte-")
 	if err != nil {
 		return err
 	}
-	cli := filepath.Join(binDir, "mlcompute")
-	if _, err := os.Stat(cli); err != nil {
-		return fmt.Errorf("%w (run make build)", err)
-	}
-	dir, err := os.MkdirTemp("", "mlcompute-firstbyte-")
-	if err != nil {
-		return err
-	}
-	home := filepath.Join(dir, "home")
-	env := append(cleanEnv(), "MLCOMPUTE_HOME="+home)
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		out, serr := exec.CommandContext(sctx, cli, "shutdown").CombinedOutput()
-		if serr != nil && err == nil {
-			err = fmt.Errorf("shutting the engine down: %w\n%s", serr, out)
-		}
-		if o.keepDir {
-			fmt.Fprintf(os.Stderr, "kept %s\n", dir)
-		} else if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
-			err = rerr
+		if serr := e.stop(o.keepDir); err == nil {
+			err = serr
 		}
 	}()
-	// The engine the CLI would start for this MLCOMPUTE_HOME.
-	c, err := daemon.Connect(ctx, daemon.ConnectOptions{DataDir: home, Command: []string{cli, "serve"}})
-	if err != nil {
-		return fmt.Errorf("starting the engine: %w", err)
-	}
+	c, cli, env, home := e.c, e.cli, e.env, e.home
 	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: fbWorkspace}); err != nil {
 		return err
 	}

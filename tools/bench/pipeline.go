@@ -12,7 +12,6 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 )
 
 // -mode pipeline: the engine's overhead per pipeline step, and a pipeline whose every step
@@ -61,38 +60,16 @@ func fanPipeline(name, salt string) api.JobSpec {
 
 // runPipeline is -mode pipeline.
 func runPipeline(ctx context.Context, o options) (err error) {
-	binDir, err := filepath.Abs(o.binDir)
+	e, err := startBenchEngine(ctx, o, "mlcompute-pipeline-")
 	if err != nil {
 		return err
 	}
-	cli := filepath.Join(binDir, "mlcompute")
-	if _, err := os.Stat(cli); err != nil {
-		return fmt.Errorf("%w (run make build)", err)
-	}
-	dir, err := os.MkdirTemp("", "mlcompute-pipeline-")
-	if err != nil {
-		return err
-	}
-	home := filepath.Join(dir, "home")
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		shutdown := exec.CommandContext(sctx, cli, "shutdown")
-		shutdown.Env = append(cleanEnv(), "MLCOMPUTE_HOME="+home)
-		out, serr := shutdown.CombinedOutput()
-		if serr != nil && err == nil {
-			err = fmt.Errorf("shutting the engine down: %w\n%s", serr, out)
-		}
-		if o.keepDir {
-			fmt.Fprintf(os.Stderr, "kept %s\n", dir)
-		} else if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
-			err = rerr
+		if serr := e.stop(o.keepDir); err == nil {
+			err = serr
 		}
 	}()
-	c, err := daemon.Connect(ctx, daemon.ConnectOptions{DataDir: home, Command: []string{cli, "serve"}})
-	if err != nil {
-		return fmt.Errorf("starting the engine: %w", err)
-	}
+	c, dir := e.c, e.dir
 	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: pipelineWorkspace}); err != nil {
 		return err
 	}

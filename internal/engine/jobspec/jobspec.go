@@ -60,12 +60,36 @@ type Spec struct {
 }
 
 // CommandJob is a command job: one command on instance_count nodes.
-type CommandJob struct {
+// Names are the keys that name and describe a job, a command job's and a pipeline's alike.
+type Names struct {
 	Name           string
 	DisplayName    string
 	ExperimentName string
 	Description    string
 	Tags           map[string]string
+}
+
+// parse reads key, one of Names' keys, whose value v is at the YAML path path.
+func (n *Names) parse(key string, v *yaml.Node, path string) (err error) {
+	switch key {
+	case "name":
+		if n.Name, err = scalar(v, path); err == nil && !nameRE.MatchString(n.Name) {
+			err = errAt(v, path, "job name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (at most 255 characters)", n.Name)
+		}
+	case "display_name":
+		n.DisplayName, err = scalar(v, path)
+	case "experiment_name":
+		n.ExperimentName, err = scalar(v, path)
+	case "description":
+		n.Description, err = scalar(v, path)
+	case "tags":
+		n.Tags, err = stringMap(v, path)
+	}
+	return err
+}
+
+type CommandJob struct {
+	Names
 	// Code is the code directory as written (relative to the YAML file when not absolute).
 	Code    string
 	Command string
@@ -211,18 +235,8 @@ func parseCommand(m *yaml.Node, prefix string, step *Step) (*CommandJob, error) 
 			if s, err = scalar(v, path); err == nil && step != nil && s != TypeCommand {
 				err = errAt(v, path, "a step is a command job (type: command); %q steps are not supported", s)
 			}
-		case "name":
-			if c.Name, err = scalar(v, path); err == nil && !nameRE.MatchString(c.Name) {
-				err = errAt(v, path, "job name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (at most 255 characters)", c.Name)
-			}
-		case "display_name":
-			c.DisplayName, err = scalar(v, path)
-		case "experiment_name":
-			c.ExperimentName, err = scalar(v, path)
-		case "description":
-			c.Description, err = scalar(v, path)
-		case "tags":
-			c.Tags, err = stringMap(v, path)
+		case "name", "display_name", "experiment_name", "description", "tags":
+			err = c.parse(key, v, path)
 		case "code":
 			c.Code, err = nonEmpty(v, path)
 		case "command":

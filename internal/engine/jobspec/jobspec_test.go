@@ -61,8 +61,8 @@ func TestParseEveryKey(t *testing.T) {
 		t.Fatalf("spec = %+v", spec)
 	}
 	want := CommandJob{
-		Name: "train-1", DisplayName: "Train one", ExperimentName: "mnist", Description: "trains a model",
-		Tags: map[string]string{"owner": "ana", "stage": "dev"}, Code: "./src",
+		Names: Names{Name: "train-1", DisplayName: "Train one", ExperimentName: "mnist", Description: "trains a model",
+			Tags: map[string]string{"owner": "ana", "stage": "dev"}}, Code: "./src",
 		Command:     "python train.py --data ${{inputs.data}} --lr ${{inputs.lr}} --out ${{ outputs.model }}",
 		Environment: "torch", Compute: "gpu", InstanceCount: 2, InstanceType: "Standard_DS3_v2",
 		EnvVars: map[string]string{"SEED": "7"},

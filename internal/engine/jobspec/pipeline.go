@@ -19,14 +19,10 @@ import (
 // PipelineJob is a pipeline job: steps (command jobs) bound to each other's outputs and
 // to the pipeline's inputs and outputs.
 type PipelineJob struct {
-	Name           string
-	DisplayName    string
-	ExperimentName string
-	Description    string
-	Tags           map[string]string
-	Inputs         map[string]Input
-	Outputs        map[string]Output
-	Settings       Settings
+	Names
+	Inputs   map[string]Input
+	Outputs  map[string]Output
+	Settings Settings
 	// Jobs holds the steps by name; Order, their names as written.
 	Jobs  map[string]*Step
 	Order []string
@@ -181,18 +177,8 @@ func parsePipeline(root *yaml.Node) (*PipelineJob, error) {
 		switch key {
 		case "$schema", "type":
 			_, err = scalar(v, key)
-		case "name":
-			if p.Name, err = scalar(v, key); err == nil && !nameRE.MatchString(p.Name) {
-				err = errAt(v, key, "job name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (at most 255 characters)", p.Name)
-			}
-		case "display_name":
-			p.DisplayName, err = scalar(v, key)
-		case "experiment_name":
-			p.ExperimentName, err = scalar(v, key)
-		case "description":
-			p.Description, err = scalar(v, key)
-		case "tags":
-			p.Tags, err = stringMap(v, key)
+		case "name", "display_name", "experiment_name", "description", "tags":
+			err = p.parse(key, v, key)
 		case "inputs":
 			p.Inputs, err = parseInputs(v, key, p.Lines, false)
 		case "outputs":
