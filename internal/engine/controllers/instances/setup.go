@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
@@ -108,19 +107,11 @@ func (c *Controller) SetupExited(ctx context.Context, nodeID, task string, code 
 		if err := computes.WriteFileAtomic(logPath, output); err != nil {
 			c.log.Error("saving setup script output failed", "compute", rec.Key(), "error", err)
 		}
-		rec.Instance.SetupExited(code, logPath, lastLines(output, 10), now)
+		rec.Instance.SetupExited(code, logPath, computes.LastLines(output, 10), now)
 		return true
 	})
 	if key != "" {
 		c.log.Info("setup script exited", "compute", key, "stage", stage, "exit_code", code)
 		c.core.Kick(key)
 	}
-}
-
-func lastLines(b []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
