@@ -10,6 +10,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,9 +23,9 @@ import (
 func newBackupCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "backup FILE",
-		Short: "Write a consistent backup of the engine's store and job outputs to FILE while it runs",
-		Long: "Write a consistent backup of the engine's store (state.db) and of the job outputs it " +
-			"references (the artifact store's blobs) to FILE while the engine runs, as of one moment: " +
+		Short: "Write a consistent backup of the engine's store, job outputs and code snapshots to FILE while it runs",
+		Long: "Write a consistent backup of the engine's store (state.db), of the job outputs it " +
+			"references (the artifact store's blobs) and of the code snapshots to FILE while the engine runs, as of one moment: " +
 			"a tar archive laid out as the data dir. The archive is written next to FILE, checked " +
 			"(the store opens, every blob has its digest), and only then renamed to FILE (mode " +
 			"0600). To restore it, stop the engine ('mlcompute shutdown') and extract FILE into the " +
@@ -60,8 +62,8 @@ func newBackupCommand(g *globals) *cobra.Command {
 			if err := os.Rename(tmp.Name(), dest); err != nil {
 				return fmt.Errorf("writing the backup: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote a backup of the engine's store (%d bytes) and %d artifact blobs (%d bytes) to %s\n",
-				sum.storeBytes, sum.blobs, sum.blobBytes, dest)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote a backup of the engine's store (%d bytes), %d artifact blobs (%d bytes) and %d code snapshots to %s\n",
+				sum.storeBytes, sum.blobs, sum.blobBytes, len(sum.snapshots), dest)
 			return nil
 		},
 	}
@@ -70,10 +72,15 @@ func newBackupCommand(g *globals) *cobra.Command {
 type backupSummary struct {
 	storeBytes, blobBytes int64
 	blobs                 int
+	snapshots             map[string]bool
 }
 
-// checkBackup reads a backup archive: its state.db must open as a store, and each blob
-// under artifacts/blobs/ must have the sha256 it is named by.
+// snapshotEntry matches a name inside a code snapshot's tree: snapshots/<its id>/...
+var snapshotEntry = regexp.MustCompile(`^` + daemon.SnapshotsDir + `/([0-9a-f]{64})(/.*)?/?$`)
+
+// checkBackup reads a backup archive: its state.db must open as a store, each blob under
+// artifacts/blobs/ must have the sha256 it is named by, and everything else must be a
+// file, directory or link inside a code snapshot's tree.
 func checkBackup(file string) (backupSummary, error) {
 	var sum backupSummary
 	f, err := os.Open(file)
@@ -107,7 +114,13 @@ func checkBackup(file string) (backupSummary, error) {
 			}
 			sum.blobs++
 			sum.blobBytes += hdr.Size
-		case hdr.Typeflag == tar.TypeDir:
+		case snapshotEntry.MatchString(hdr.Name) && path.Clean(hdr.Name) == strings.TrimSuffix(hdr.Name, "/") &&
+			(hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeDir || hdr.Typeflag == tar.TypeSymlink):
+			if sum.snapshots == nil {
+				sum.snapshots = map[string]bool{}
+			}
+			sum.snapshots[snapshotEntry.FindStringSubmatch(hdr.Name)[1]] = true
+		case hdr.Typeflag == tar.TypeDir && (hdr.Name == daemon.SnapshotsDir+"/" || !strings.HasPrefix(hdr.Name, daemon.SnapshotsDir+"/")):
 		default:
 			return sum, fmt.Errorf("unexpected entry %q", hdr.Name)
 		}

@@ -202,10 +202,11 @@ func (e *Engine) WriteJobOutput(ctx context.Context, w io.Writer, digest string)
 	return e.jobs.WriteOutput(ctx, w, digest)
 }
 
-// Backup writes the store's records as stateName and the artifacts they reference below
-// artifactsDir, as one tar archive laid out as the data dir (see jobs.Controller.Backup).
-func (e *Engine) Backup(ctx context.Context, w io.Writer, stateName, artifactsDir string) error {
-	return e.jobs.Backup(ctx, w, stateName, artifactsDir)
+// Backup writes the store's records as stateName, the artifacts they reference below
+// artifactsDir and the code snapshots below snapshotsDir, as one tar archive laid out as
+// the data dir (see jobs.Controller.Backup).
+func (e *Engine) Backup(ctx context.Context, w io.Writer, stateName, artifactsDir, snapshotsDir string) error {
+	return e.jobs.Backup(ctx, w, stateName, artifactsDir, snapshotsDir)
 }
 
 // collectArtifacts removes the blobs no job references, once at start: what an intake

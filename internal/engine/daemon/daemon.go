@@ -271,11 +271,13 @@ func Run(ctx context.Context, opts Options) error {
 	api := server.New(server.Options{
 		Engine: eng, Logger: opts.Logger, Token: opts.Token, Tokens: tokens, Audit: audit,
 		Snapshots: snapshots, Backup: st.Backup,
-		BackupArchive: func(ctx context.Context, w io.Writer) error { return eng.Backup(ctx, w, StoreFile, ArtifactsDir) },
-		OnRequest:     func() { lastCall.Store(opts.Clock.Now().UnixNano()) },
-		Shutdown:      stop,
-		Metrics:       m,
-		Clock:         opts.Clock,
+		BackupArchive: func(ctx context.Context, w io.Writer) error {
+			return eng.Backup(ctx, w, StoreFile, ArtifactsDir, SnapshotsDir)
+		},
+		OnRequest: func() { lastCall.Store(opts.Clock.Now().UnixNano()) },
+		Shutdown:  stop,
+		Metrics:   m,
+		Clock:     opts.Clock,
 	})
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)

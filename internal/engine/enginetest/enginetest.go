@@ -144,7 +144,9 @@ func Start(t testing.TB, opts Options) *Engine {
 	srv := &http.Server{Handler: server.New(server.Options{
 		Engine: eng, Logger: logger, Token: opts.Token, Tokens: tokens, Audit: audit, Metrics: m,
 		Snapshots: snapshots, Backup: st.Backup,
-		BackupArchive: func(ctx context.Context, w io.Writer) error { return eng.Backup(ctx, w, "state.db", "artifacts") },
+		BackupArchive: func(ctx context.Context, w io.Writer) error {
+			return eng.Backup(ctx, w, "state.db", "artifacts", "snapshots")
+		},
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {

@@ -31,6 +31,8 @@ func WorkspaceOf(computeKey string) string {
 type SnapshotStore interface {
 	Put(r io.Reader) (id string, err error)
 	Path(id string) (string, error)
+	// IDs lists the stored snapshots (for a backup).
+	IDs() ([]string, error)
 }
 
 // EffectiveQuota is a family's vCPU limit in a workspace: the workspace's own quota when it

@@ -113,6 +113,25 @@ func (s *Store) Path(id string) (string, error) {
 	return p, nil
 }
 
+// IDs lists the stored snapshots, in lexical order. A snapshot being uploaded or deleted is
+// in the scratch directory, not here.
+func (s *Store) IDs() ([]string, error) {
+	entries, err := os.ReadDir(s.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing snapshots: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && validID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
 // Delete removes the snapshot id. It returns an error wrapping ErrNotFound when the
 // snapshot is already gone. The snapshot is first renamed out of sight, so Path never
 // returns a half-deleted directory.

@@ -35,6 +35,16 @@ type Options struct {
 // them), and owners are cleared. A socket, device or fifo fails the write naming the file,
 // unless opts.SkipSpecial. ctx stops a long write.
 func Write(ctx context.Context, w io.Writer, root string, opts Options) error {
+	tw := tar.NewWriter(w)
+	if err := Append(ctx, tw, root, "", opts); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// Append writes root to tw as Write does, with every name under prefix ("" for none), and
+// leaves tw open: for a stream that holds more than one tree (a backup).
+func Append(ctx context.Context, tw *tar.Writer, root, prefix string, opts Options) error {
 	shown := opts.Shown
 	if shown == "" {
 		shown = root
@@ -43,15 +53,11 @@ func Write(ctx context.Context, w io.Writer, root string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	tw := tar.NewWriter(w)
 	buf := make([]byte, copyBuffer)
 	if !info.IsDir() {
-		if err := writeEntry(tw, root, filepath.Base(root), info, shown, opts, buf); err != nil {
-			return err
-		}
-		return tw.Close()
+		return writeEntry(tw, root, path.Join(prefix, filepath.Base(root)), info, shown, opts, buf)
 	}
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -67,12 +73,8 @@ func Write(ctx context.Context, w io.Writer, root string, opts Options) error {
 			return err
 		}
 		name = filepath.ToSlash(name)
-		return writeEntry(tw, p, name, info, path.Join(filepath.ToSlash(shown), name), opts, buf)
+		return writeEntry(tw, p, path.Join(prefix, name), info, path.Join(filepath.ToSlash(shown), name), opts, buf)
 	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }
 
 // writeEntry writes one file, directory or symlink; shown is the name errors give.

@@ -40,7 +40,7 @@ func TestABackupKeepsTheBlobsItsStoreCopyReferences(t *testing.T) {
 		})
 		pr.Close()
 	}()
-	err := c.Backup(context.Background(), pw, "state.db", "artifacts")
+	err := c.Backup(context.Background(), pw, "state.db", "artifacts", "snapshots")
 	pw.CloseWithError(err)
 	if err != nil {
 		t.Fatalf("Backup: %v", err)

@@ -8,9 +8,11 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
@@ -132,8 +134,11 @@ func referencedArtifacts(tx *store.Tx) ([]string, error) {
 // records reference below artifactsDir, in the artifact store's own layout, so that the
 // archive extracted into an empty data dir gives back jobs whose outputs download. The
 // blobs are pinned in the same transaction (no collection runs in between) and until
-// they are written: a job deleted meanwhile loses none of them.
-func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifactsDir string) error {
+// they are written: a job deleted meanwhile loses none of them. Then every stored code
+// snapshot below snapshotsDir, so jobs rerun and schedules fire after a restore: snapshots
+// are never changed once stored and none is ever deleted, so each one the copy names is
+// there.
+func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifactsDir, snapshotsDir string) error {
 	tw := tar.NewWriter(w)
 	now := c.core.Clock().Now()
 	var blobs []string
@@ -166,7 +171,38 @@ func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifac
 			return err
 		}
 	}
+	if err := c.backupSnapshots(ctx, tw, snapshotsDir, now); err != nil {
+		return err
+	}
 	return tw.Close()
+}
+
+// backupSnapshots writes each stored snapshot's tree below dir/<id>/.
+func (c *Controller) backupSnapshots(ctx context.Context, tw *tar.Writer, dir string, now time.Time) error {
+	if c.snapshots == nil {
+		return nil
+	}
+	ids, err := c.snapshots.IDs()
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o700, ModTime: now}); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		root, err := c.snapshots.Path(id)
+		if err != nil {
+			return fmt.Errorf("backing up snapshot %s: %w", id, err)
+		}
+		name := path.Join(dir, id)
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o700, ModTime: now}); err != nil {
+			return err
+		}
+		if err := tarball.Append(ctx, tw, root, name, tarball.Options{Shown: name}); err != nil {
+			return fmt.Errorf("backing up snapshot %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // holdReferenced pins the blobs tx's records reference. The caller keeps collections out.
