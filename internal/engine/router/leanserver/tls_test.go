@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
@@ -41,18 +43,30 @@ func (l lines) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// serveTLS serves h over TLS. With hook the lean server reports failed handshakes to
-// HandshakeFailed (the failed channel), else to its ErrorLog. configure, when set,
-// changes the servers' tls.Config.
-func serveTLS(t *testing.T, h http.Handler, readHeaderTimeout time.Duration, hook bool, configure func(*tls.Config)) *tlsServed {
+// tlsOptions say how serveTLS serves.
+type tlsOptions struct {
+	readHeaderTimeout time.Duration // 10 s when zero
+	// logFailures has the lean server log failed handshakes to its ErrorLog (leanLog)
+	// rather than report them to HandshakeFailed (failed).
+	logFailures bool
+	configure   func(*tls.Config) // changes the servers' tls.Config
+	clock       clock.WithDelayedExecution
+}
+
+// serveTLS serves h over TLS.
+func serveTLS(t *testing.T, h http.Handler, o tlsOptions) *tlsServed {
 	t.Helper()
 	server, client := certificate(t)
-	if configure != nil {
-		configure(server)
+	if o.configure != nil {
+		o.configure(server)
+	}
+	readHeaderTimeout := o.readHeaderTimeout
+	if readHeaderTimeout == 0 {
+		readHeaderTimeout = 10 * time.Second
 	}
 	ts := &tlsServed{client: client, failed: make(chan handshakeFailure, 16), leanLog: make(lines, 16), plainLog: make(lines, 16)}
-	ts.srv = &Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: log.New(ts.leanLog, "", 0)}
-	if hook {
+	ts.srv = &Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: log.New(ts.leanLog, "", 0), Clock: o.clock}
+	if !o.logFailures {
 		ts.srv.HandshakeFailed = func(remote string, err error) { ts.failed <- handshakeFailure{remote, err} }
 	}
 	ln := tls.NewListener(listen(t), server)
@@ -122,7 +136,7 @@ var tlsEcho = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 // A TLS connection's requests see its TLS state, as on net/http: those the lean server
 // serves, and those of the connection after it went to net/http.
 func TestTLSRequestsCarryTheConnectionsState(t *testing.T) {
-	s := serveTLS(t, tlsEcho, 10*time.Second, true, nil)
+	s := serveTLS(t, tlsEcho, tlsOptions{})
 	requests := []string{
 		"POST /usual HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
 		"POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", // net/http's from here on
@@ -155,7 +169,7 @@ func TestTLSRequestsCarryTheConnectionsState(t *testing.T) {
 // Plain HTTP to the TLS port gets net/http's answer, to the byte, and is logged as
 // net/http logs it.
 func TestPlainHTTPToATLSPortGetsNetHTTPsAnswer(t *testing.T) {
-	s := serveTLS(t, tlsEcho, 10*time.Second, false, nil)
+	s := serveTLS(t, tlsEcho, tlsOptions{logFailures: true})
 	answer := func(addr string) string {
 		c := dialRaw(t, addr)
 		c.send("GET /score HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -198,7 +212,7 @@ func next[T any](t *testing.T, ch <-chan T, what string) T {
 // the certificate) get no request served, and each failed handshake is reported.
 func TestRefusedHandshakesAreReported(t *testing.T) {
 	served := make(chan string, 16)
-	s := serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served <- r.URL.Path }), 10*time.Second, true, nil)
+	s := serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served <- r.URL.Path }), tlsOptions{})
 	_, otherCA := certificate(t)
 	for _, tc := range []struct {
 		name   string
@@ -232,7 +246,7 @@ func TestRefusedHandshakesAreReported(t *testing.T) {
 // The handshake runs under ReadHeaderTimeout: a client that connects and sends nothing,
 // or only part of its hello, is closed and reported.
 func TestHandshakeUnderReadHeaderTimeout(t *testing.T) {
-	s := serveTLS(t, tlsEcho, 100*time.Millisecond, true, nil)
+	s := serveTLS(t, tlsEcho, tlsOptions{readHeaderTimeout: 100 * time.Millisecond})
 	for name, sent := range map[string]string{
 		"nothing":         "",
 		"part of a hello": "\x16\x03\x01\x02\x00\x01",
@@ -257,7 +271,7 @@ func TestHandshakeUnderReadHeaderTimeout(t *testing.T) {
 // After the handshake the first request's head is bounded by ReadHeaderTimeout too, as on
 // net/http: a client that says nothing is closed.
 func TestFirstRequestUnderReadHeaderTimeout(t *testing.T) {
-	s := serveTLS(t, tlsEcho, 100*time.Millisecond, true, nil)
+	s := serveTLS(t, tlsEcho, tlsOptions{readHeaderTimeout: 100 * time.Millisecond})
 	for _, addr := range []string{s.lean, s.plain} {
 		c := dialTLS(t, addr, s.client)
 		if !c.closed() {
@@ -274,7 +288,7 @@ func TestFirstRequestUnderReadHeaderTimeout(t *testing.T) {
 // A client that negotiates HTTP/2 by ALPN (when the listener's tls.Config offers it) is
 // served by net/http, which speaks it, with its TLS state.
 func TestHTTP2ByALPNGoesToNetHTTP(t *testing.T) {
-	s := serveTLS(t, tlsEcho, 10*time.Second, true, func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} })
+	s := serveTLS(t, tlsEcho, tlsOptions{configure: func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }})
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: s.client, ForceAttemptHTTP2: true}, Timeout: 20 * time.Second}
 	defer hc.CloseIdleConnections()
 	for _, path := range []string{"/one", "/two"} {
@@ -291,4 +305,60 @@ func TestHTTP2ByALPNGoesToNetHTTP(t *testing.T) {
 	if n := s.srv.handoffs.Load(); n != 1 {
 		t.Errorf("%d hand-offs, want the one HTTP/2 connection", n)
 	}
+}
+
+// The watch of a slow request reads the TLS connection from a second goroutine; when the
+// handler returns, that read is cut by a deadline, which crypto/tls survives: the
+// connection serves its next request.
+func TestWatchedTLSConnectionServesItsNextRequest(t *testing.T) {
+	clk := watchClock()
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	s := serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-proceed // the watch is reading the connection
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	}), tlsOptions{clock: clk})
+	c := dialTLS(t, s.lean, s.client)
+	c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	await(t, entered, "the slow handler to run")
+	clk.Step(watchDelay)
+	await(t, watchReading(s.srv), "the watch to read the connection")
+	close(proceed)
+	if res, body := c.response("GET"); res.StatusCode != 200 || body != "/slow" {
+		t.Fatalf("got %s %q, want 200 /slow", res.Status, body)
+	}
+	c.send("GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	if res, body := c.response("GET"); res.StatusCode != 200 || body != "/next" {
+		t.Fatalf("after the watch: got %s %q, want 200 /next", res.Status, body)
+	}
+}
+
+// watchReading is closed once the watch of one of srv's connections is reading it (it
+// stays open if none is within await's failsafe).
+func watchReading(srv *Server) <-chan struct{} {
+	ch := make(chan struct{})
+	reading := func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		for c := range srv.conns {
+			c.watchMu.Lock()
+			w := c.watching
+			c.watchMu.Unlock()
+			if w {
+				return true
+			}
+		}
+		return false
+	}
+	go func() {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if reading() {
+				close(ch)
+				return
+			}
+		}
+	}()
+	return ch
 }
