@@ -129,7 +129,7 @@ func dedupe(s []string) []string {
 // server (router/leanserver) over the TLS listener, as the scoring event loops speak plain
 // HTTP only. It serves TLS as net/http would (the handshake under the header timeout,
 // net/http's 400 to plain HTTP, Request.TLS, so the router sends X-Forwarded-Proto:
-// https) at a fraction of net/http's cost per request. h is the router's handler in the
+// https) for about two thirds of net/http's CPU per request (tools/bench/README.md). h is the router's handler in the
 // engine's metrics; a failed handshake is logged to logger at debug (a client's address
 // and crypto/tls's error, no secret). The scoring benchmark (tools/bench) serves the
 // router with it too.

@@ -188,11 +188,7 @@ func nonLoopbackIP(t *testing.T) string {
 // The scoring listener's failed handshakes are logged at debug, with the client's address
 // and without what the client sent: plain HTTP carrying an endpoint key, an old protocol.
 func TestScoringTLSServerLogsFailedHandshakesAtDebug(t *testing.T) {
-	g, err := tlsconfig.EnsureGenerated(t.TempDir(), []string{"127.0.0.1"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := tlsconfig.Server(g.CertFile, g.KeyFile)
+	cfg, _, err := tlsconfig.Pair(t.TempDir(), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -76,19 +75,7 @@ func serveTLS(b *testing.B, srv interface {
 	Close() error
 },
 ) (string, func() (net.Conn, error)) {
-	g, err := tlsconfig.EnsureGenerated(b.TempDir(), []string{"127.0.0.1"}, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
-	server, err := tlsconfig.Server(g.CertFile, g.KeyFile)
-	if err != nil {
-		b.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(g.CAFile)
-	if err != nil {
-		b.Fatal(err)
-	}
-	client, err := tlsconfig.Client(caPEM)
+	server, client, err := tlsconfig.Pair(b.TempDir(), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -90,19 +89,7 @@ func serveTLS(t *testing.T, h http.Handler, o tlsOptions) *tlsServed {
 // and returns the server's tls.Config and a client's that pins the CA.
 func certificate(t *testing.T) (server, client *tls.Config) {
 	t.Helper()
-	g, err := tlsconfig.EnsureGenerated(t.TempDir(), []string{"127.0.0.1"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = tlsconfig.Server(g.CertFile, g.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(g.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err = tlsconfig.Client(caPEM)
+	server, client, err := tlsconfig.Pair(t.TempDir(), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

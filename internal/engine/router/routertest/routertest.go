@@ -23,7 +23,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,19 +67,7 @@ func Run(t *testing.T, serve Serve) { run(t, serve, nil) }
 // *tls.Conn, with a certificate made as the engine makes its own (tlsconfig), and the
 // client pins its CA. The instance sees X-Forwarded-Proto: https.
 func RunTLS(t *testing.T, serve Serve) {
-	g, err := tlsconfig.EnsureGenerated(t.TempDir(), []string{"127.0.0.1"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := tlsconfig.Server(g.CertFile, g.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(g.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := tlsconfig.Client(caPEM)
+	server, client, err := tlsconfig.Pair(t.TempDir(), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
