@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -476,11 +475,9 @@ func serveRouterWith(cfg routerConfig) (addr string, stop func(), err error) {
 			r.Close()
 			return "", nil, err
 		}
-		s := daemon.ScoringTLSServer(metrics.New(metrics.Options{}).Scoring(r))
-		// Not the engine's: wrk's connections closing at the end of each run would print
-		// a handshake error each into the tables.
-		s.ErrorLog = log.New(io.Discard, "", 0)
-		srv = s
+		// Its failed handshakes (wrk's connections closing at the end of each run) go to
+		// a logger at debug, here one that drops them.
+		srv = daemon.ScoringTLSServer(metrics.New(metrics.Options{}).Scoring(r), hclog.NewNullLogger())
 	} else {
 		// As the engine serves it: on the event loops, with the lean server for the rest.
 		srv = &router.LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}}

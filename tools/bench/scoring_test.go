@@ -83,7 +83,7 @@ func TestServeRouter_ForwardsWithKeyOnly(t *testing.T) {
 }
 
 // Over TLS the router serves the run's certificate, which a client pinning the run's CA
-// accepts; plain HTTP on its port gets no scoring answer.
+// accepts; plain HTTP on its port gets a 400 and no scoring answer.
 func TestServeRouter_TLSServesTheRunsCertificate(t *testing.T) {
 	backend, _ := startTestBackend(t)
 	cert, err := makeBenchCert(t.TempDir())
@@ -109,8 +109,8 @@ func TestServeRouter_TLSServesTheRunsCertificate(t *testing.T) {
 		t.Fatalf("a wrong key over TLS got %v, want 401", err)
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
-	if err := scoreOnce(context.Background(), plain, "http://"+front+path, "k3y"); err == nil {
-		t.Fatal("plain HTTP to the TLS port got a scoring answer")
+	if err := scoreOnce(context.Background(), plain, "http://"+front+path, "k3y"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("plain HTTP to the TLS port got %v, want net/http's 400", err)
 	}
 	other, err := makeBenchCert(t.TempDir())
 	if err != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -215,8 +216,9 @@ func Run(ctx context.Context, opts Options) error {
 	// The scoring listener takes the event loops: the usual scoring request without a
 	// goroutine wake-up, anything else through the lean server and net/http.
 	scoring := eng.ScoringServer(m, opts.Logger)
-	// With TLS the scoring listener is net/http's: the event loops speak plain HTTP only.
-	var scoringTLS *http.Server
+	// With TLS the scoring listener is the lean server's: the event loops speak plain
+	// HTTP only.
+	var scoringTLS *leanserver.Server
 	defer func() {
 		// In-flight scoring requests get the same grace as API calls.
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -240,7 +242,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	ln = secured[0]
 	if tlsOn[1] {
-		scoringTLS = ScoringTLSServer(m.Scoring(eng.ScoringHandler()))
+		scoringTLS = ScoringTLSServer(m.Scoring(eng.ScoringHandler()), opts.Logger)
 		eng.ScoringOverTLS()
 	}
 	ctx, stop := context.WithCancel(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
@@ -124,9 +125,19 @@ func dedupe(s []string) []string {
 	return slices.Compact(s)
 }
 
-// ScoringTLSServer is the server of a scoring listener that serves TLS: net/http, as the
-// scoring event loops speak plain HTTP only. h is the router's handler in the engine's
-// metrics. The scoring benchmark (tools/bench) serves the router with it too.
-func ScoringTLSServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// ScoringTLSServer is the server of a scoring listener that serves TLS: the lean HTTP/1.1
+// server (router/leanserver) over the TLS listener, as the scoring event loops speak plain
+// HTTP only. It serves TLS as net/http would (the handshake under the header timeout,
+// net/http's 400 to plain HTTP, Request.TLS, so the router sends X-Forwarded-Proto:
+// https) for about two thirds of net/http's CPU per request (tools/bench/README.md). h is the router's handler in the
+// engine's metrics; a failed handshake is logged to logger at debug (a client's address
+// and crypto/tls's error, no secret). The scoring benchmark (tools/bench) serves the
+// router with it too.
+func ScoringTLSServer(h http.Handler, logger hclog.Logger) *leanserver.Server {
+	return &leanserver.Server{
+		Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		HandshakeFailed: func(remoteAddr string, err error) {
+			logger.Debug("scoring: TLS handshake failed", "remote", remoteAddr, "error", err)
+		},
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
@@ -59,8 +62,20 @@ func TestTLSOnLoopbackServesAPIAndScoring(t *testing.T) {
 	if _, err := mustClient(t, "http://"+addr, "tok").Status(ctx); err == nil {
 		t.Error("plain HTTP to the TLS port succeeded")
 	}
-	// TLS 1.0 and 1.1 clients are refused, on both listeners.
+	// Nor from scoring: net/http's 400 instead, from the lean server as from the API.
 	scoringAddr := strings.TrimPrefix(st.ScoringURL, "https://")
+	for _, a := range []string{addr, scoringAddr} {
+		res, err := http.Post("http://"+a+"/nothing/score", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatalf("plain HTTP to %s: %v", a, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "Client sent an HTTP request to an HTTPS server") {
+			t.Errorf("plain HTTP to %s got %d %q; want net/http's 400", a, res.StatusCode, body)
+		}
+	}
+	// TLS 1.0 and 1.1 clients are refused, on both listeners.
 	for _, a := range []string{addr, scoringAddr} {
 		for _, v := range []uint16{tls.VersionTLS10, tls.VersionTLS11} {
 			conn, err := tls.Dial("tcp", a, &tls.Config{MinVersion: v, MaxVersion: v, InsecureSkipVerify: true}) //nolint:gosec // the test's point
@@ -168,4 +183,67 @@ func nonLoopbackIP(t *testing.T) string {
 	}
 	t.Fatal("this machine has no IPv4 address off loopback; the test needs one to listen on")
 	return ""
+}
+
+// The scoring listener's failed handshakes are logged at debug, with the client's address
+// and without what the client sent: plain HTTP carrying an endpoint key, an old protocol.
+func TestScoringTLSServerLogsFailedHandshakesAtDebug(t *testing.T) {
+	cfg, _, err := tlsconfig.Pair(t.TempDir(), []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := make(logLines, 16)
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: logged})
+	srv := ScoringTLSServer(http.NotFoundHandler(), logger)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(tls.NewListener(ln, cfg)) }()
+	defer srv.Close()
+	addr := ln.Addr().String()
+
+	const key = "endpoint-key-that-must-not-be-logged"
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/ep/score", strings.NewReader(`{"secret":"`+key+`"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("plain HTTP got %d, want 400", res.StatusCode)
+	}
+	conn, err := tls.Dial("tcp", addr, &tls.Config{MinVersion: tls.VersionTLS11, MaxVersion: tls.VersionTLS11, InsecureSkipVerify: true}) //nolint:gosec // the test's point
+	if err == nil {
+		conn.Close()
+		t.Fatal("a TLS 1.1 client connected")
+	}
+	// Each failed handshake is reported once its connection is done with, which may be
+	// after the client has seen its end.
+	var out string
+	for i := 0; i < 2; i++ {
+		select {
+		case line := <-logged:
+			out += line
+		case <-time.After(20 * time.Second):
+			t.Fatalf("gave up waiting for the failed handshakes to be logged; logged:\n%s", out)
+		}
+	}
+	if strings.Count(out, "[DEBUG] scoring: TLS handshake failed") != 2 ||
+		!strings.Contains(out, "client sent an HTTP request to an HTTPS server") ||
+		!strings.Contains(out, "unsupported versions") || !strings.Contains(out, "remote=127.0.0.1:") {
+		t.Errorf("logged:\n%s\nwant two failed handshakes at debug, the plain HTTP one and the TLS 1.1 one, with the client's address", out)
+	}
+	if strings.Contains(out, key) {
+		t.Errorf("the log holds the endpoint key:\n%s", out)
+	}
+}
+
+// logLines is a log's output, one Write (an hclog line) at a time.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	l <- string(p)
+	return len(p), nil
 }

@@ -3,6 +3,7 @@ package router
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -44,16 +47,63 @@ func BenchmarkRawDirect(b *testing.B) {
 	rawLoad(b, rawBackend(b), "/score", "")
 }
 
+// BenchmarkRouterAllocsTLS is BenchmarkRouterAllocs over TLS, the router served as the
+// engine serves it with TLS (leanserver over a TLS listener, daemon.ScoringTLSServer).
+// The client's TLS allocations count too: compare with BenchmarkServerFloor's TLS runs.
+func BenchmarkRouterAllocsTLS(b *testing.B) {
+	backend := rawBackend(b)
+	r := New(Options{Logger: hclog.NewNullLogger()})
+	b.Cleanup(r.Close)
+	u, _ := url.Parse("http://" + backend)
+	r.SetEndpoint(Endpoint{
+		Name:     "bench",
+		AuthMode: AuthModeKey,
+		Keys:     [2]string{testPrimary, testSecondary},
+		Traffic:  map[string]int{"blue": 100},
+		Deployments: map[string]*Deployment{"blue": {
+			Name: "blue", Backends: []Backend{{ID: "b-0", URL: u, Ready: true}}, MaxConcurrentPerInstance: 1 << 20,
+		}},
+	})
+	addr, dial := serveTLS(b, &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second})
+	rawLoadOn(b, dial, addr, "/bench/score", "Authorization: Bearer "+testPrimary+"\r\n")
+}
+
+// serveTLS serves srv over TLS on loopback with a certificate made as the engine makes
+// its own, and returns its address and a dialer that pins the certificate's CA.
+func serveTLS(b *testing.B, srv interface {
+	Serve(net.Listener) error
+	Close() error
+},
+) (string, func() (net.Conn, error)) {
+	server, client, err := tlsconfig.Pair(b.TempDir(), []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(tls.NewListener(ln, server)) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	addr := ln.Addr().String()
+	return addr, func() (net.Conn, error) { return tls.Dial("tcp", addr, client) }
+}
+
 // rawLoad posts benchPayload over one keep-alive connection per parallel worker and
 // fails on any status but 200.
 func rawLoad(b *testing.B, addr, path, extraHeader string) {
+	rawLoadOn(b, func() (net.Conn, error) { return net.Dial("tcp", addr) }, addr, path, extraHeader)
+}
+
+// rawLoadOn is rawLoad over the connections dial makes.
+func rawLoadOn(b *testing.B, dial func() (net.Conn, error), addr, path, extraHeader string) {
 	req := []byte("POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n" + extraHeader +
 		"Content-Length: " + strconv.Itoa(len(benchPayload)) + "\r\n\r\n" + benchPayload)
 	b.SetParallelism(4)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		c, err := net.Dial("tcp", addr)
+		c, err := dial()
 		if err != nil {
 			b.Error(err)
 			return
@@ -155,5 +205,13 @@ func BenchmarkServerFloor(b *testing.B) {
 	})
 	b.Run("server=leanserver", func(b *testing.B) {
 		rawLoad(b, newFront(b, h).Listener.Addr().String(), "/bench/score", "")
+	})
+	b.Run("server=net-http/tls", func(b *testing.B) {
+		addr, dial := serveTLS(b, &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h})
+		rawLoadOn(b, dial, addr, "/bench/score", "")
+	})
+	b.Run("server=leanserver/tls", func(b *testing.B) {
+		addr, dial := serveTLS(b, &leanserver.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h})
+		rawLoadOn(b, dial, addr, "/bench/score", "")
 	})
 }

@@ -51,3 +51,23 @@ func TestCasesOnNetHTTP(t *testing.T) {
 		return func() { _ = srv.Close() }
 	})
 }
+
+// TestCasesOnTheLeanServerOverTLS serves the router as the engine does with TLS: on the
+// lean server over a TLS listener (daemon.ScoringTLSServer).
+func TestCasesOnTheLeanServerOverTLS(t *testing.T) {
+	routertest.RunTLS(t, func(t testing.TB, ln net.Listener, p routertest.Parts) func() {
+		srv := &leanserver.Server{Handler: p.Handler}
+		go func() { _ = srv.Serve(ln) }()
+		return func() { _ = srv.Close() }
+	})
+}
+
+// TestCasesOnNetHTTPOverTLS is the table over TLS on net/http, the reference the lean
+// server's TLS follows.
+func TestCasesOnNetHTTPOverTLS(t *testing.T) {
+	routertest.RunTLS(t, func(t testing.TB, ln net.Listener, p routertest.Parts) func() {
+		srv := &http.Server{Handler: p.Handler}
+		go func() { _ = srv.Serve(ln) }()
+		return func() { _ = srv.Close() }
+	})
+}

@@ -244,6 +244,27 @@ func writeFile(path string, data []byte) error {
 	return nil
 }
 
+// Pair makes (or keeps) the CA and server certificate for hosts in dir, as
+// EnsureGenerated does, and returns the server's tls.Config for it and a client's that
+// pins the CA: what a test or a benchmark of a TLS listener needs.
+func Pair(dir string, hosts []string, now time.Time) (server, client *tls.Config, err error) {
+	g, err := EnsureGenerated(dir, hosts, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if server, err = Server(g.CertFile, g.KeyFile); err != nil {
+		return nil, nil, err
+	}
+	caPEM, err := os.ReadFile(g.CAFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if client, err = Client(caPEM); err != nil {
+		return nil, nil, err
+	}
+	return server, client, nil
+}
+
 // Server returns the listeners' tls.Config for the certificate chain and key in the two
 // PEM files: TLS 1.2 or later.
 func Server(certFile, keyFile string) (*tls.Config, error) {

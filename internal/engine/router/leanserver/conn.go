@@ -3,6 +3,7 @@ package leanserver
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -58,6 +59,9 @@ type conn struct {
 	ctx        context.Context
 	remoteAddr string
 	state      atomic.Int32
+	// tlsState is the connection's TLS state after its handshake, every request's
+	// Request.TLS (as net/http shares one per connection); nil when it is not TLS.
+	tlsState *tls.ConnectionState
 	// headBuf holds a response's header lines between WriteHeader and the first write.
 	headBuf []byte
 	// pending holds a response's first body bytes until its framing is decided.
@@ -133,11 +137,29 @@ func (c *conn) serve() {
 		writers.Put(c.bw)
 		c.s.track(c, false)
 	}()
-	for {
-		if !c.awaitRequest() {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if !c.handshake(tc) {
 			return
 		}
-		n, ok := c.readHead()
+		if p := c.tlsState.NegotiatedProtocol; p != "" && p != "http/1.1" {
+			// HTTP/2 (ALPN): net/http's, on the *tls.Conn itself as it would have it.
+			handedOff = true
+			c.s.handOff(c.nc, c.br, nil)
+			return
+		}
+	}
+	// The first request's head, the wait for its first byte included, is bounded by
+	// ReadHeaderTimeout, as in net/http; later ones by IdleTimeout, then it.
+	first := c.s.ReadHeaderTimeout > 0
+	if first {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
+	}
+	for {
+		if !c.awaitRequest(first) {
+			return
+		}
+		n, ok := c.readHead(first)
+		first = false
 		if n == 0 {
 			return // the client went away, or took too long
 		}
@@ -150,7 +172,7 @@ func (c *conn) serve() {
 			// Not a usual request: net/http gets it, and the rest of the connection.
 			_ = c.nc.SetReadDeadline(time.Time{})
 			handedOff = true
-			c.s.handOff(c.nc, c.br)
+			c.s.handOff(c.nc, c.br, c.tlsState)
 			return
 		}
 		if c.s.IdleTimeout > 0 || c.s.ReadHeaderTimeout > 0 {
@@ -163,16 +185,59 @@ func (c *conn) serve() {
 	}
 }
 
+// handshake runs the TLS handshake of a connection from a TLS listener before its first
+// request, as net/http does: under ReadHeaderTimeout (for reading and writing), a client
+// that sent plain HTTP answered with net/http's 400, a failure reported to
+// Server.HandshakeFailed. It records the connection's TLS state; false when the
+// connection is to be closed.
+func (c *conn) handshake(tc *tls.Conn) bool {
+	if d := c.s.ReadHeaderTimeout; d > 0 {
+		_ = tc.SetDeadline(time.Now().Add(d))
+	}
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		var rh tls.RecordHeaderError
+		if errors.As(err, &rh) && rh.Conn != nil && recordHeaderLooksLikeHTTP(rh.RecordHeader) {
+			_, _ = io.WriteString(rh.Conn, plainHTTPResponse)
+			_ = rh.Conn.Close()
+			err = ErrPlainHTTP
+		}
+		c.s.handshakeFailed(c.remoteAddr, err)
+		return false
+	}
+	if c.s.ReadHeaderTimeout > 0 {
+		_ = tc.SetDeadline(time.Time{})
+	}
+	st := tc.ConnectionState()
+	c.tlsState = &st
+	return true
+}
+
+// ErrPlainHTTP is the handshake error of a client that sent plain HTTP to a TLS port.
+var ErrPlainHTTP = errors.New("client sent an HTTP request to an HTTPS server")
+
+// plainHTTPResponse is net/http's answer to plain HTTP on a TLS port, to the byte.
+const plainHTTPResponse = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+
+// recordHeaderLooksLikeHTTP reports whether the first five bytes a client sent to a TLS
+// port start a plain HTTP request (net/http's test).
+func recordHeaderLooksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
+}
+
 // awaitRequest waits for the first byte of the next request; false when the connection
-// is to be closed instead.
-func (c *conn) awaitRequest() bool {
+// is to be closed instead. first says the read deadline is set already.
+func (c *conn) awaitRequest(first bool) bool {
 	if !c.state.CompareAndSwap(stateActive, stateIdle) && c.state.Load() != stateIdle {
 		return false
 	}
 	if c.s.closing.Load() && c.br.Buffered() == 0 {
 		return false
 	}
-	if c.s.IdleTimeout > 0 {
+	if c.s.IdleTimeout > 0 && !first {
 		// Socket deadlines are on the wall clock, not the server's Clock: the kernel
 		// times them, and a fake clock's time means nothing to it (so here and below).
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.IdleTimeout))
@@ -185,9 +250,8 @@ func (c *conn) awaitRequest() bool {
 
 // readHead waits until the buffer holds a whole request head and returns its length,
 // with ok false when it is not there for this server: larger than the buffer. n is 0
-// when the connection failed first.
-func (c *conn) readHead() (n int, ok bool) {
-	deadline := false
+// when the connection failed first. deadline says the read deadline is set already.
+func (c *conn) readHead(deadline bool) (n int, ok bool) {
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
 		if end := headEnd(buf); end > 0 {
@@ -221,7 +285,7 @@ func (c *conn) serveRequest(h *head) (keep bool) {
 	req := (&http.Request{
 		Method: h.method, URL: &x.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h.header, Host: h.host, RemoteAddr: c.remoteAddr, RequestURI: h.target,
-		ContentLength: h.contentLength, Close: h.close, Body: http.NoBody,
+		ContentLength: h.contentLength, Close: h.close, Body: http.NoBody, TLS: c.tlsState,
 	}).WithContext(ctx)
 	if h.contentLength > 0 {
 		x.body = body{c: c, remaining: h.contentLength}

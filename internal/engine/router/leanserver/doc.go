@@ -50,10 +50,25 @@
 // handler has read the whole body. watchDelay runs on Server.Clock, so a test on a fake
 // clock steps it to start the watch.
 //
+// # TLS
+//
+// On a listener that accepts *tls.Conn (tls.NewListener), each connection is served as
+// net/http serves one: its handshake runs first, under Server.ReadHeaderTimeout for
+// reading and writing; a client that sends plain HTTP gets net/http's 400 "Client sent
+// an HTTP request to an HTTPS server" and the connection closes; a failed handshake goes
+// to Server.HandshakeFailed (or ErrorLog). Every request then has Request.TLS, one
+// tls.ConnectionState per connection as in net/http, and so does every request of a
+// connection handed to the net/http server (which sees the connection wrapped, not the
+// *tls.Conn: its ConnContext and handler carry the state over). A connection that
+// negotiated another protocol than HTTP/1.1 by ALPN (HTTP/2, when the listener's
+// tls.Config offers it) goes to the net/http server as it is, right after the handshake.
+//
 // # Timeouts
 //
-// Server.ReadHeaderTimeout bounds reading a request head, as in net/http, and
-// Server.IdleTimeout the wait for the next request on a kept-alive connection (zero: no
-// limit, as net/http with neither IdleTimeout nor ReadTimeout). A request's body has no
-// deadline of its own: the handler sets one with http.ResponseController when it wants.
+// Server.ReadHeaderTimeout bounds reading a request head, as in net/http: for a
+// connection's first request from the moment it is accepted (after the TLS handshake),
+// for later ones from their first byte. Server.IdleTimeout bounds the wait for the next
+// request on a kept-alive connection (zero: no limit, as net/http with neither
+// IdleTimeout nor ReadTimeout). A request's body has no deadline of its own: the handler
+// sets one with http.ResponseController when it wants.
 package leanserver

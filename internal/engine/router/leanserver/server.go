@@ -3,6 +3,7 @@ package leanserver
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log"
 	"net"
@@ -26,6 +27,11 @@ type Server struct {
 	IdleTimeout time.Duration
 	// ErrorLog receives handler panics and accept errors; nil is the log package's.
 	ErrorLog *log.Logger
+	// HandshakeFailed, when set, receives each failed TLS handshake (on a listener that
+	// accepts *tls.Conn): the client's address and crypto/tls's error, or ErrPlainHTTP
+	// for a client that spoke plain HTTP. Neither holds a secret. nil logs it to ErrorLog
+	// as net/http does.
+	HandshakeFailed func(remoteAddr string, err error)
 	// Clock times the watch of a running request for its client going away, the pause
 	// after a failed accept and the Date header; nil is the real clock. The read
 	// deadlines (ReadHeaderTimeout, IdleTimeout) are the socket's and run on the wall
@@ -71,7 +77,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.connGone = make(chan struct{}, 1)
 	s.handoff = &handoffListener{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
 	s.fallback = &http.Server{
-		Handler: s.Handler, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout, ErrorLog: s.ErrorLog,
+		Handler: withTLSState(s.Handler), ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout,
+		ErrorLog: s.ErrorLog, ConnContext: handedOffTLSState,
 	}
 	s.served.Add(1)
 	s.mu.Unlock()
@@ -150,10 +157,11 @@ func (s *Server) track(c *conn, add bool) bool {
 }
 
 // handOff gives nc, with what was read of it but not consumed, to the net/http server.
-func (s *Server) handOff(nc net.Conn, br *bufio.Reader) {
+// tlsState is the connection's TLS state, nil when it is not TLS.
+func (s *Server) handOff(nc net.Conn, br *bufio.Reader, tlsState *tls.ConnectionState) {
 	s.handoffs.Add(1)
-	if br.Buffered() > 0 {
-		nc = &bufferedConn{Conn: nc, br: br}
+	if br.Buffered() > 0 || tlsState != nil {
+		nc = &bufferedConn{Conn: nc, br: br, tls: tlsState}
 	}
 	select {
 	case s.handoff.conns <- nc:
@@ -228,6 +236,44 @@ func (s *Server) closeIdle() bool {
 	return len(s.conns) == 0
 }
 
+// tlsStateKey is the context key of a handed-off connection's TLS state.
+type tlsStateKey struct{}
+
+// handedOffTLSState is the net/http server's ConnContext: it keeps the TLS state of a
+// handed-off TLS connection for withTLSState.
+func handedOffTLSState(ctx context.Context, nc net.Conn) context.Context {
+	if bc, ok := nc.(*bufferedConn); ok && bc.tls != nil {
+		return context.WithValue(ctx, tlsStateKey{}, bc.tls)
+	}
+	return ctx
+}
+
+// withTLSState is h for the net/http server: a request on a handed-off TLS connection
+// gets its Request.TLS, as net/http sets it on a *tls.Conn of its own. A nil h is
+// http.DefaultServeMux, as for net/http.
+func withTLSState(h http.Handler) http.Handler {
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
+				r.TLS = st
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// handshakeFailed reports a failed TLS handshake.
+func (s *Server) handshakeFailed(remoteAddr string, err error) {
+	if s.HandshakeFailed != nil {
+		s.HandshakeFailed(remoteAddr, err)
+		return
+	}
+	s.logf("http: TLS handshake error from %s: %v", remoteAddr, err)
+}
+
 func (s *Server) logf(format string, args ...any) {
 	if s.ErrorLog != nil {
 		s.ErrorLog.Printf(format, args...)
@@ -263,10 +309,13 @@ func (l *handoffListener) close() { l.once.Do(func() { close(l.done) }) }
 
 func (l *handoffListener) Addr() net.Addr { return l.addr }
 
-// bufferedConn is a connection whose first bytes were already read into br.
+// bufferedConn is a connection whose first bytes were already read into br. tls is its
+// TLS state when it is a *tls.Conn whose handshake the lean server did: net/http, which
+// sees this wrapper and not the *tls.Conn, gets it through handedOffTLSState.
 type bufferedConn struct {
 	net.Conn
-	br *bufio.Reader
+	br  *bufio.Reader
+	tls *tls.ConnectionState
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) {

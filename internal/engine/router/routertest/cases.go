@@ -38,8 +38,8 @@ var cases = []testCase{
 	{"pipelined requests answered in order", pipelined},
 }
 
-// The usual request reaches its instance without the credential, with a generated request id
-// and X-Forwarded-For, and comes back with the deployment header and the instance's headers.
+// The usual request reaches its instance without the credential, with a generated request id,
+// X-Forwarded-For and X-Forwarded-Proto, and comes back with the deployment header and the instance's headers.
 func usualRequest(e *env) {
 	b := testbackend.New(e.t, "b0")
 	e.start(router.Options{}, keyEndpoint("ep", map[string]int{"blue": 100}, deployment("blue", 4, b)))
@@ -66,7 +66,7 @@ func usualRequest(e *env) {
 	if got.Method != http.MethodPost || got.Path != "/score" || got.Body != `{"x":1}` ||
 		got.Header.Get("Authorization") != "" || got.Header.Get("Content-Type") != "application/json" ||
 		len(id) != 1 || got.Header.Get(router.RequestIDHeader) != id[0] ||
-		got.Header.Get("X-Forwarded-For") != "127.0.0.1" {
+		got.Header.Get("X-Forwarded-For") != "127.0.0.1" || got.Header.Get("X-Forwarded-Proto") != e.proto() {
 		e.t.Errorf("backend saw %+v", got)
 	}
 	if st := e.stats("blue"); st.Requests != 1 || st.Responses2xx != 1 || st.InFlight != 0 {
@@ -138,8 +138,10 @@ func pathQueryAndHeaders(e *env) {
 			e.t.Fatalf("header %s forwarded: %q", h, v)
 		}
 	}
+	// An escaped path is not the lean server's to serve: X-Forwarded-Proto says that
+	// net/http, too, knew the connection was TLS.
 	if s.Header.Get("X-Client-Header") != "keep me" || s.Header.Get("Content-Type") != "application/json" ||
-		s.Header.Get("X-Forwarded-For") == "" {
+		s.Header.Get("X-Forwarded-For") == "" || s.Header.Get("X-Forwarded-Proto") != e.proto() {
 		e.t.Fatalf("end-to-end headers lost: %v", s.Header)
 	}
 

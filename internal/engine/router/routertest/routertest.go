@@ -4,7 +4,8 @@
 // through real connections against every way the router is served, as driver/drivertest
 // is for node drivers.
 //
-// A serving path is a Serve function; Run runs every case against it:
+// A serving path is a Serve function; Run runs every case against it, and RunTLS runs
+// them again over TLS (the listener a tls.NewListener, the client pinning its CA):
 //
 //	func TestCasesOnNetHTTP(t *testing.T) {
 //		routertest.Run(t, func(t testing.TB, ln net.Listener, p routertest.Parts) func() {
@@ -17,6 +18,7 @@ package routertest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net"
@@ -32,6 +34,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/internal/testbackend"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
 // failsafe bounds every wait so a bug hangs nothing; no case asserts on how long anything
@@ -58,10 +61,26 @@ type Parts struct {
 type Serve func(t testing.TB, ln net.Listener, p Parts) (stop func())
 
 // Run runs every case of the table, each as a subtest on its own router and server.
-func Run(t *testing.T, serve Serve) {
+func Run(t *testing.T, serve Serve) { run(t, serve, nil) }
+
+// RunTLS runs every case of the table over TLS: serve gets a listener that accepts
+// *tls.Conn, with a certificate made as the engine makes its own (tlsconfig), and the
+// client pins its CA. The instance sees X-Forwarded-Proto: https.
+func RunTLS(t *testing.T, serve Serve) {
+	server, client, err := tlsconfig.Pair(t.TempDir(), []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, serve, &tlsConfigs{server: server, client: client})
+}
+
+// tlsConfigs are the two sides of the table's TLS.
+type tlsConfigs struct{ server, client *tls.Config }
+
+func run(t *testing.T, serve Serve, tc *tlsConfigs) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.run(&env{t: t, serve: serve, over: make(chan struct{}, 1024)})
+			c.run(&env{t: t, serve: serve, tls: tc, over: make(chan struct{}, 1024)})
 		})
 	}
 }
@@ -75,6 +94,7 @@ type testCase struct {
 type env struct {
 	t        *testing.T
 	serve    Serve
+	tls      *tlsConfigs // nil: plain HTTP
 	r        *router.Router
 	clk      *testclock.FakeClock
 	url      string
@@ -103,7 +123,12 @@ func (e *env) start(opts router.Options, eps ...router.Endpoint) {
 		e.t.Fatal(err)
 	}
 	e.addr = ln.Addr().String()
-	e.url = "http://" + e.addr
+	e.url = e.proto() + "://" + e.addr
+	transport := &http.Transport{ExpectContinueTimeout: failsafe}
+	if e.tls != nil {
+		ln = tls.NewListener(ln, e.tls.server)
+		transport.TLSClientConfig = e.tls.client
+	}
 	p := Parts{
 		Router: e.r,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -114,8 +139,16 @@ func (e *env) start(opts router.Options, eps ...router.Endpoint) {
 	}
 	stop := e.serve(e.t, &countingListener{Listener: ln, accepted: &e.accepted}, p)
 	e.t.Cleanup(stop)
-	e.client = &http.Client{Transport: &http.Transport{ExpectContinueTimeout: failsafe}}
+	e.client = &http.Client{Transport: transport}
 	e.t.Cleanup(e.client.CloseIdleConnections)
+}
+
+// proto is the scheme the client speaks, what the instance sees in X-Forwarded-Proto.
+func (e *env) proto() string {
+	if e.tls != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // finished waits until n more requests are over on the router's side.
@@ -195,7 +228,13 @@ func (e *env) doAsync(req *http.Request) <-chan *response {
 // failsafe.
 func (e *env) dial() net.Conn {
 	e.t.Helper()
-	c, err := net.Dial("tcp", e.addr)
+	var c net.Conn
+	var err error
+	if e.tls != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: failsafe}, "tcp", e.addr, e.tls.client)
+	} else {
+		c, err = net.Dial("tcp", e.addr)
+	}
 	if err != nil {
 		e.t.Fatal(err)
 	}
