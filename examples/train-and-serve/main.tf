@@ -83,3 +83,8 @@ output "primary_key" {
   value     = one(mlcompute_online_endpoint.churn[*].primary_key)
   sensitive = true
 }
+
+output "workspace_id" {
+  description = "The workspace's ID, for computes and jobs beside this example's (../pipeline uses it)."
+  value       = mlcompute_workspace.mlops.id
+}

@@ -173,12 +173,19 @@ func uploadInputs(ctx context.Context, c *client.Client, ws string, spec *api.Jo
 	return nil
 }
 
+// copyFile copies src to dst with src's modification time: a snapshot holds its files'
+// times, so an unchanged file is the same snapshot (and a pipeline step taking it can be
+// reused) however often it is copied.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	info, err := in.Stat()
+	if err != nil {
+		return err
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -187,7 +194,10 @@ func copyFile(src, dst string) error {
 		out.Close()
 		return err
 	}
-	return out.Close()
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chtimes(dst, info.ModTime(), info.ModTime())
 }
 
 // shellJoin quotes words for sh -c, so a command after -- runs as given. A word holding

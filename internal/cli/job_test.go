@@ -147,3 +147,35 @@ func TestJobSubmitPipelineRefusesAnUnknownComputeAtItsLine(t *testing.T) {
 		t.Fatalf("refused pipelines left jobs: %+v", jobs)
 	}
 }
+
+// A uri_file input is copied into a directory of its own to be packed; the copy keeps the
+// file's time, so the same file uploaded twice is the same snapshot (and a pipeline step
+// taking it can be reused).
+func TestUploadInputsOfAnUnchangedFileGivesTheSameSnapshot(t *testing.T) {
+	e := enginetest.Start(t, enginetest.Options{})
+	c := e.Client(t, "")
+	ctx := context.Background()
+	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "rows.csv")
+	if err := os.WriteFile(file, []byte("a,b\n1,2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(file, old, old); err != nil {
+		t.Fatal(err)
+	}
+	upload := func() string {
+		spec := &api.JobSpec{Inputs: map[string]api.JobInput{"rows": {Type: api.URIFile, FileName: "rows.csv"}}}
+		if err := uploadInputs(ctx, c, "lab", spec, map[string]string{"rows": file}); err != nil {
+			t.Fatal(err)
+		}
+		return spec.Inputs["rows"].SnapshotID
+	}
+	first := upload()
+	time.Sleep(1100 * time.Millisecond) // a copy made a second later would carry a newer time
+	if second := upload(); first == "" || second != first {
+		t.Fatalf("the same file uploaded twice: snapshots %q and %q; want one", first, second)
+	}
+}

@@ -181,6 +181,17 @@ func (u *user) enginePID() int {
 	return st.PID
 }
 
+// engineID is the id of the user's engine (its data dir's engine-id), which names its
+// Slurm jobs and labels its pods.
+func (u *user) engineID() string {
+	u.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(u.home, "engine-id"))
+	if err != nil {
+		u.t.Fatalf("reading the engine id: %v", err)
+	}
+	return strings.TrimSpace(string(raw))
+}
+
 func (u *user) workspaces() []api.Workspace {
 	u.t.Helper()
 	list, err := u.client().ListWorkspaces(context.Background())

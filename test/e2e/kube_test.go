@@ -50,15 +50,6 @@ func kubeUser(t *testing.T) *user {
 	return u
 }
 
-func (u *user) engineID() string {
-	u.t.Helper()
-	raw, err := os.ReadFile(filepath.Join(u.home, "engine-id"))
-	if err != nil {
-		u.t.Fatalf("reading the engine id: %v", err)
-	}
-	return strings.TrimSpace(string(raw))
-}
-
 // enginePods lists the pods of this user's engine (by its label), by node key.
 func (u *user) enginePods(cs k8s.Interface) map[string]corev1.Pod {
 	u.t.Helper()

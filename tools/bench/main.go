@@ -28,6 +28,9 @@
 // -mode pipeline (also part of -mode all) times a 100-step fan-out/fan-in pipeline of
 // steps that do next to nothing against the same commands run directly, for the engine's
 // overhead per step, and the same pipeline with every step reused (pipeline.go).
+//
+// -mode pipeline-queue (also part of -mode all) times a pipeline's submit with no pipeline
+// queued, with 1,000 queued and with those 1,000 canceled (pipeline_queue.go).
 package main
 
 import (
@@ -188,7 +191,7 @@ type options struct {
 }
 
 // modes are the values of -mode.
-var modes = []string{"all", "terraform", "firstbyte", "router", "artifacts", "pipeline"}
+var modes = []string{"all", "terraform", "firstbyte", "router", "artifacts", "pipeline", "pipeline-queue"}
 
 func main() {
 	var o options
@@ -268,6 +271,9 @@ func main() {
 	}
 	if err == nil && (o.mode == "all" || o.mode == "pipeline") {
 		err = runPipeline(ctx, o)
+	}
+	if err == nil && (o.mode == "all" || o.mode == "pipeline-queue") {
+		err = runPipelineQueue(ctx, o)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -17,7 +17,9 @@
 //   - Tasks run under the wrapper of package ssh (TaskStore) in <workdir>/.mlcompute/tasks,
 //     a directory the login and the nodes share: the wrapper runs on the machine that runs
 //     the commands and starts `srun --jobid=ID --overlap` there, whose output and exit
-//     status it records in files, so an engine restart loses nothing.
+//     status it records in files, so an engine restart loses nothing. A task that ends by
+//     a signal is reported only after a squeue that ran after its end (heldAfterSignal):
+//     scancel of the job kills its steps too, and that is the node's end, not the task's.
 //   - Terminate signals the steps, cancels the job and waits until squeue no longer shows
 //     it, escalating to `scancel --signal=KILL --full` after Config.KillGrace.
 //   - sbatch refusing a job (a bad partition, account, QOS) is driver.ErrPermanent with

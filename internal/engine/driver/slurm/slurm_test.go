@@ -91,6 +91,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("RestartAdoptsNodesAndTasks", func(t *testing.T) { testRestart(t, c) })
 	t.Run("ControllerRestartKeepsNodes", func(t *testing.T) { testControllerRestart(t, c) })
 	t.Run("KilledSlurmdIsNodeGone", func(t *testing.T) { testKilledSlurmd(t, c) })
+	t.Run("ScancelUnderATaskIsNodeGone", func(t *testing.T) { testScancelUnderATask(t, c) })
 	t.Run("CyclesLeaveNoJobs", func(t *testing.T) { testCycles(t, c) })
 }
 
@@ -267,6 +268,49 @@ func testKilledSlurmd(t *testing.T, c *slurmtest.Cluster) {
 	t.Logf("slurmd of %s killed: NodeGone after %s (SlurmdTimeout=5)", name, time.Since(start).Round(time.Millisecond))
 	if err := d.Terminate(ctx, "victim"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testScancelUnderATask: scancel of a held node's job while a task runs on it ends both
+// the job and the task's srun (exit 143); the driver reports NodeGone, never the task's
+// exit, so a job on the node fails with its node lost rather than by its own exit. Three
+// rounds, since which of the two Slurm ends first varies.
+func testScancelUnderATask(t *testing.T, c *slurmtest.Cluster) {
+	d := newTestDriver(t, Config{})
+	ctx := ctxT(t)
+	for round := range 3 {
+		key := fmt.Sprintf("scancelled%d", round)
+		if _, err := d.Create(ctx, driver.NodeSpec{Key: key, Owner: "ws/c"}); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, key))
+		cmd := []string{"sh", "-c", "echo started; exec sleep 600"}
+		if err := d.StartTask(ctx, key, driver.TaskSpec{Key: "t", Command: cmd}); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(waitLimit); ; time.Sleep(50 * time.Millisecond) {
+			if out, _ := d.TaskOutput(ctx, key, "t", 0); string(out) == "started\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the task did not start")
+			}
+		}
+		d.mu.Lock()
+		id := d.nodes[key].job.ID
+		d.mu.Unlock()
+		start := time.Now()
+		c.Run("scancel", id)
+		ev := waitEvent(t, d, "NodeGone or TaskExited", func(ev driver.Event) bool {
+			return ev.NodeKey == key && (ev.Kind == driver.NodeGone || ev.Kind == driver.TaskExited)
+		})
+		if ev.Kind != driver.NodeGone {
+			t.Fatalf("round %d: scancel of the node's job %s gave %s (exit %d); want NodeGone", round, id, ev.Kind, ev.ExitCode)
+		}
+		t.Logf("round %d: scancel %s: NodeGone after %s", round, id, time.Since(start).Round(time.Millisecond))
+	}
+	if jobs := c.Jobs(); len(jobs) > 0 {
+		t.Fatalf("after the rounds squeue shows %v", jobs)
 	}
 }
 

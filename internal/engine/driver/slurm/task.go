@@ -129,6 +129,9 @@ func (d *Driver) watchTask(n *node, nodeKey, taskKey string) {
 				return
 			}
 			if err == nil && !running {
+				if code > 128 && !d.heldAfterSignal(ctx) {
+					return // the allocation ended under the task: the watch said NodeGone
+				}
 				d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: nodeKey, TaskKey: taskKey, ExitCode: code})
 				return
 			}
@@ -143,6 +146,32 @@ func (d *Driver) watchTask(n *node, nodeKey, taskKey string) {
 		}
 	}()
 }
+
+// heldAfterSignal says whether a node still holds its allocation after one of its tasks
+// ended by a signal (exit status above 128). scancel of the allocation also ends the
+// task's srun with SIGTERM's status, and which of the two the engine heard first would
+// decide whether the job failed by its own exit or with its node lost. So the task's end
+// waits for a squeue of the watch that ran wholly after it (three answers from now: the
+// one in flight, one after it, and the end of that one's handling, which cancels ctx when
+// it found the job over); a controller that does not answer for maxSignalWait poll
+// intervals lets the exit through.
+func (d *Driver) heldAfterSignal(ctx context.Context) bool {
+	want := d.ticks.Load() + 3
+	for range maxSignalWait {
+		if d.ticks.Load() >= want {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-d.cfg.Clock.After(d.cfg.PollInterval):
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// maxSignalWait bounds heldAfterSignal's wait, in poll intervals.
+const maxSignalWait = 20
 
 // adoptTasks watches the running tasks of a node the driver adopted (after a restart).
 // Called with d.mu held; the listing runs in the background.
