@@ -116,6 +116,120 @@ function endpointRow(ws, ep, dt) {
     h("td", {}, bar), h("td", {}, deps));
 }
 
+// --- Pipelines: a graph per pipeline job, drawn as inline SVG (no library, nothing fetched).
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== undefined && v !== null) el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+// bindingSource reads "parent.jobs.<step>.outputs.<output>" (a step's output) or
+// "parent.inputs.<name>" (the pipeline's input).
+function bindingSource(b) {
+  let m = /^parent\.jobs\.([^.]+)\.outputs\.(.+)$/.exec(b || "");
+  if (m) return { step: m[1], output: m[2] };
+  m = /^parent\.inputs\.(.+)$/.exec(b || "");
+  return m ? { input: m[1] } : null;
+}
+
+// pipelineEdges are the bindings from one step's outputs to another's inputs, one edge per
+// pair of steps, labelled "output → input" for each binding it carries.
+function pipelineEdges(steps) {
+  const names = new Set(steps.map((st) => st.name));
+  const edges = new Map();
+  for (const st of steps) {
+    for (const input of Object.keys(st.input_bindings || {}).sort()) {
+      const src = bindingSource(st.input_bindings[input]);
+      if (!src || !src.step || !names.has(src.step)) continue;
+      const key = src.step + "\u0000" + st.name;
+      if (!edges.has(key)) edges.set(key, { from: src.step, to: st.name, labels: [] });
+      edges.get(key).labels.push(src.output === input ? input : `${src.output} → ${input}`);
+    }
+    for (const up of st.upstream || []) { // an upstream step with no binding read (older engines)
+      const key = up + "\u0000" + st.name;
+      if (names.has(up) && !edges.has(key)) edges.set(key, { from: up, to: st.name, labels: [] });
+    }
+  }
+  return [...edges.values()];
+}
+
+// layers places each step one layer right of the furthest step it takes outputs from;
+// steps of one layer keep the pipeline's order.
+function layers(steps, edges) {
+  const ups = new Map(steps.map((st) => [st.name, []]));
+  for (const e of edges) ups.get(e.to).push(e.from);
+  const layer = new Map();
+  const visit = (name, seen) => {
+    if (layer.has(name)) return layer.get(name);
+    if (seen.has(name)) return 0; // a cycle: the engine refuses those at submit
+    seen.add(name);
+    const l = Math.max(-1, ...ups.get(name).map((u) => visit(u, seen))) + 1;
+    layer.set(name, l);
+    return l;
+  };
+  for (const st of steps) visit(st.name, new Set());
+  return layer;
+}
+
+const BOX_W = 180, BOX_H = 58, GAP_X = 70, GAP_Y = 18, PAD = 10;
+
+function pipelineGraph(ws, p) {
+  const steps = p.steps || [];
+  const edges = pipelineEdges(steps);
+  const layer = layers(steps, edges);
+  const rows = new Map();
+  const pos = new Map();
+  for (const st of steps) {
+    const l = layer.get(st.name);
+    const r = rows.get(l) || 0;
+    rows.set(l, r + 1);
+    pos.set(st.name, { x: PAD + l * (BOX_W + GAP_X), y: PAD + r * (BOX_H + GAP_Y) });
+  }
+  const width = PAD * 2 + (Math.max(0, ...layer.values()) + 1) * (BOX_W + GAP_X) - GAP_X;
+  const height = PAD * 2 + Math.max(1, ...rows.values()) * (BOX_H + GAP_Y) - GAP_Y;
+  const marker = `arrow-${p.id}`;
+  const paths = edges.map((e) => {
+    const a = pos.get(e.from), b = pos.get(e.to);
+    const x1 = a.x + BOX_W, y1 = a.y + BOX_H / 2, x2 = b.x - 2, y2 = b.y + BOX_H / 2, mx = (x1 + x2) / 2;
+    const label = e.labels.join(", ");
+    return s("g", { class: "edge", "data-from": e.from, "data-to": e.to, "data-label": label },
+      s("path", { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "marker-end": `url(#${marker})` }),
+      label ? s("text", { x: mx, y: (y1 + y2) / 2 - 4, "text-anchor": "middle" }, label) : null,
+      s("title", {}, `${e.from} → ${e.to}${label ? ": " + label : ""}`));
+  });
+  const boxes = steps.map((st) => {
+    const { x, y } = pos.get(st.name);
+    const inputs = Object.entries(st.input_bindings || {})
+      .map(([name, b]) => [name, bindingSource(b)]).filter(([, src]) => src && src.input)
+      .map(([name]) => name).sort();
+    const detail = st.reused_from ? `reused from ${st.reused_from}` : (st.compute || "");
+    return s("g", { class: "step", "data-step": st.name, "data-status": st.status, "data-reused-from": st.reused_from || null, transform: `translate(${x},${y})` },
+      s("rect", { width: BOX_W, height: BOX_H, rx: 5 }),
+      s("text", { x: 8, y: 17, class: "name" }, st.name),
+      s("text", { x: 8, y: 33, class: "state" }, st.status + (st.retries ? ` · retry ${st.retries}` : "")),
+      s("text", { x: 8, y: 49, class: "detail" }, detail.length > 30 ? detail.slice(0, 29) + "…" : detail),
+      s("title", {}, [`${st.name}: ${st.status}`, st.job && `job ${st.job}`, st.compute && `compute ${st.compute}`,
+        st.reused_from && `reused from ${st.reused_from}`, inputs.length && `pipeline inputs: ${inputs.join(", ")}`,
+        st.reason].filter(Boolean).join("\n")));
+  });
+  return h("div", { class: "pipeline", "data-pipeline": `${ws}/${p.id}`, "data-status": p.status },
+    h("div", {}, h("code", {}, p.id), " ", h("span", { class: "status", "data-status": p.status }, p.status),
+      h("span", { class: "muted" }, ` · ${steps.length} steps`)),
+    h("div", { class: "graph" }, s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `pipeline ${p.id}` },
+      s("defs", {}, s("marker", { id: marker, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        s("path", { d: "M0,0 L10,5 L0,10 z" }))),
+      paths, boxes)));
+}
+
 function render(state) {
   const now = new Date(state.time);
   const dt = previous ? (now - new Date(previous.time)) / 1000 : 0;
@@ -124,6 +238,7 @@ function render(state) {
   if (state.workspaces.length === 0) out.push(h("p", { class: "empty" }, "No workspaces yet."));
   for (const ws of state.workspaces) {
     const active = ws.jobs.filter((j) => !["Completed", "Failed", "Canceled"].includes(j.status));
+    const pipelines = ws.jobs.filter((j) => j.type === "pipeline");
     out.push(h("section", { class: "workspace", "data-workspace": ws.name },
       h("h2", {}, ws.name, h("span", { class: "muted" }, ` · ${ws.location}`)),
       h("h3", {}, "Computes"),
@@ -132,6 +247,8 @@ function render(state) {
       h("h3", {}, `Jobs (${active.length} queued or running)`),
       table(["Job", "Compute", "Status", "Nodes", "Submitted", "Command and output"],
         ws.jobs.map((j) => jobRow(j, now)), "No jobs."),
+      h("h3", {}, "Pipelines"),
+      pipelines.length ? pipelines.map((p) => pipelineGraph(ws.name, p)) : h("p", { class: "empty" }, "No pipelines."),
       h("h3", {}, "Online endpoints"),
       table(["Endpoint", "State", "Traffic", "Deployments"],
         ws.endpoints.map((e) => endpointRow(ws.name, e, dt)), "No endpoints.")));
