@@ -36,6 +36,8 @@ type Source interface {
 	JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error)
 	ListEndpoints(ctx context.Context, workspace string) ([]api.Endpoint, error)
 	ScoringStats(endpoint string) map[string]router.DeploymentStats
+	ListEnvironments(ctx context.Context, workspace string) ([]api.Environment, error)
+	History(ctx context.Context, workspace string) (*api.History, error)
 }
 
 // State is the body of GET /ui/api/state.
@@ -45,12 +47,15 @@ type State struct {
 	Workspaces []WorkspaceView `json:"workspaces"`
 }
 
-// WorkspaceView is a workspace with what it holds.
+// WorkspaceView is a workspace with what it holds, and the last hour of its computes and
+// deployments (the page plots History).
 type WorkspaceView struct {
 	api.Workspace
-	Computes  []api.Compute  `json:"computes"`
-	Jobs      []JobView      `json:"jobs"`
-	Endpoints []EndpointView `json:"endpoints"`
+	Computes     []api.Compute     `json:"computes"`
+	Jobs         []JobView         `json:"jobs"`
+	Endpoints    []EndpointView    `json:"endpoints"`
+	Environments []EnvironmentView `json:"environments"`
+	History      *api.History      `json:"history"`
 }
 
 // JobView is a job with the tail of its first rank's output.
@@ -121,6 +126,14 @@ func (b *Builder) Build(ctx context.Context, now time.Time) (*State, error) {
 		}
 		for _, ep := range eps {
 			v.Endpoints = append(v.Endpoints, EndpointView{Endpoint: ep, Stats: b.src.ScoringStats(ep.Name)})
+		}
+		envs, err := b.src.ListEnvironments(ctx, ws.Name)
+		if err != nil {
+			return nil, err
+		}
+		v.Environments = environmentViews(envs, jobs)
+		if v.History, err = b.src.History(ctx, ws.Name); err != nil {
+			return nil, err
 		}
 		st.Workspaces = append(st.Workspaces, v)
 	}
