@@ -53,6 +53,7 @@ type WorkspaceView struct {
 	api.Workspace
 	Computes     []api.Compute     `json:"computes"`
 	Jobs         []JobView         `json:"jobs"`
+	Pipelines    []api.Job         `json:"pipelines"`
 	Endpoints    []EndpointView    `json:"endpoints"`
 	Environments []EnvironmentView `json:"environments"`
 	History      *api.History      `json:"history"`
@@ -77,6 +78,9 @@ const (
 	LogTail = 8 << 10
 	// FinishedJobs is how many ended jobs per workspace are shown after the active ones.
 	FinishedJobs = 10
+	// FinishedPipelines is how many ended pipelines per workspace are drawn after the
+	// active ones (their steps' jobs would crowd them out of the jobs shown).
+	FinishedPipelines = 5
 )
 
 // Builder makes snapshots. It remembers how far it read each job's output, so a poll
@@ -116,7 +120,14 @@ func (b *Builder) Build(ctx context.Context, now time.Time) (*State, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, j := range selectJobs(jobs) {
+		var pipelines []api.Job
+		for _, j := range jobs {
+			if j.Type == api.JobTypePipeline {
+				pipelines = append(pipelines, j)
+			}
+		}
+		v.Pipelines = selectJobs(pipelines, FinishedPipelines)
+		for _, j := range selectJobs(jobs, FinishedJobs) {
 			shown[j.ID] = true
 			v.Jobs = append(v.Jobs, JobView{Job: j, Log: b.logTail(ctx, j)})
 		}
@@ -147,22 +158,23 @@ func (b *Builder) Build(ctx context.Context, now time.Time) (*State, error) {
 	return st, nil
 }
 
-// selectJobs keeps the active jobs (oldest first) and the most recently submitted ended ones.
-func selectJobs(jobs []api.Job) []api.Job {
-	var active, ended []api.Job
+// selectJobs keeps the active jobs (oldest first) and the ended most recently submitted
+// ones, at most ended of them.
+func selectJobs(jobs []api.Job, ended int) []api.Job {
+	var active, done []api.Job
 	for _, j := range jobs {
 		if api.Terminal(j.Status) {
-			ended = append(ended, j)
+			done = append(done, j)
 		} else {
 			active = append(active, j)
 		}
 	}
 	slices.SortStableFunc(active, func(a, b api.Job) int { return a.SubmittedAt.Compare(b.SubmittedAt) })
-	slices.SortStableFunc(ended, func(a, b api.Job) int { return b.SubmittedAt.Compare(a.SubmittedAt) })
-	if len(ended) > FinishedJobs {
-		ended = ended[:FinishedJobs]
+	slices.SortStableFunc(done, func(a, b api.Job) int { return b.SubmittedAt.Compare(a.SubmittedAt) })
+	if len(done) > ended {
+		done = done[:ended]
 	}
-	return append(active, ended...)
+	return append(append([]api.Job{}, active...), done...)
 }
 
 // logTail reads what is new in a job's first rank's output and returns its last LogTail

@@ -327,7 +327,7 @@ function render(state) {
   if (state.workspaces.length === 0) out.push(h("p", { class: "empty" }, "No workspaces yet."));
   for (const ws of state.workspaces) {
     const active = ws.jobs.filter((j) => !["Completed", "Failed", "Canceled"].includes(j.status));
-    const pipelines = ws.jobs.filter((j) => j.type === "pipeline");
+    const pipelines = ws.pipelines || [];
     out.push(h("section", { class: "workspace", "data-workspace": ws.name },
       h("h2", {}, ws.name, h("span", { class: "muted" }, ` · ${ws.location}`)),
       h("h3", {}, "Computes"),
