@@ -184,8 +184,9 @@ func (p *page) waitFor(what, js string) {
 			return
 		}
 	}
+	status, _ := chromedp.Run(p.ctx, chromedp.Text("#updated"))
 	body, _ := chromedp.Run(p.ctx, chromedp.Text("#app"))
-	p.t.Fatalf("the page never showed %s; it shows:\n%s", what, body)
+	p.t.Fatalf("the page never showed %s; it shows (%s):\n%s", what, status, body)
 }
 
 // count returns how many elements match a CSS selector.

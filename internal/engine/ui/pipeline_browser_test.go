@@ -13,21 +13,32 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest/scorer"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 )
 
-// TestMain lets this test binary be a local node's agent (enginetest.Options.AgentArgv).
+// TestMain lets this test binary be a local node's agent (enginetest.Options.AgentArgv) and
+// an endpoint's model server.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "node-agent" {
-		fs := flag.NewFlagSet("node-agent", flag.ExitOnError)
-		dir := fs.String("dir", "", "node dir")
-		_ = fs.Parse(os.Args[2:])
-		if err := nodeagent.Run(context.Background(), *dir, hclog.NewNullLogger()); err != nil {
-			fmt.Fprintln(os.Stderr, "node agent:", err)
-			os.Exit(1)
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "node-agent":
+			fs := flag.NewFlagSet("node-agent", flag.ExitOnError)
+			dir := fs.String("dir", "", "node dir")
+			_ = fs.Parse(os.Args[2:])
+			if err := nodeagent.Run(context.Background(), *dir, hclog.NewNullLogger()); err != nil {
+				fmt.Fprintln(os.Stderr, "node agent:", err)
+				os.Exit(1)
+			}
+			os.Exit(0)
+		case "scorer":
+			if err := scorer.Serve(context.Background()); err != nil {
+				fmt.Fprintln(os.Stderr, "scorer:", err)
+				os.Exit(1)
+			}
+			os.Exit(0)
 		}
-		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }

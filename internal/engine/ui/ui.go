@@ -113,9 +113,11 @@ func (b *Builder) Build(ctx context.Context, now time.Time) (*State, error) {
 	shown := map[string]bool{}
 	for _, ws := range workspaces {
 		v := WorkspaceView{Workspace: ws, Computes: []api.Compute{}, Jobs: []JobView{}, Endpoints: []EndpointView{}}
-		if v.Computes, err = b.src.ListComputes(ctx, ws.Name); err != nil {
+		computes, err := b.src.ListComputes(ctx, ws.Name)
+		if err != nil {
 			return nil, err
 		}
+		v.Computes = append(v.Computes, computes...) // [] rather than null for none
 		jobs, err := b.src.ListJobs(ctx, ws.Name)
 		if err != nil {
 			return nil, err
