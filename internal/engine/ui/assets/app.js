@@ -182,6 +182,9 @@ function layers(steps, edges) {
   return layer;
 }
 
+// clip shortens a text to n characters for a box; the box's tooltip has it whole.
+function clip(text, n) { return text.length > n ? text.slice(0, n - 1) + "…" : text; }
+
 const BOX_W = 180, BOX_H = 58, GAP_X = 70, GAP_Y = 18, PAD = 10;
 
 function pipelineGraph(ws, p) {
@@ -215,7 +218,7 @@ function pipelineGraph(ws, p) {
   const width = PAD * 2 + (Math.max(0, ...layer.values()) + 1) * (BOX_W + GAP_X) - GAP_X;
   const height = Math.max(PAD * 2 + Math.max(1, ...rows.values()) * (BOX_H + GAP_Y) - GAP_Y,
     ...routes.map((r) => (r.yc || 0) + PAD));
-  const marker = `arrow-${p.id}`;
+  const marker = `arrow-${ws}-${p.id}`.replace(/[^A-Za-z0-9_-]/g, "_");
   const paths = routes.map(({ e, d, lx, ly }) => {
     const label = e.labels.join(", ");
     return svg("g", { class: "edge", "data-from": e.from, "data-to": e.to, "data-label": label },
@@ -231,9 +234,9 @@ function pipelineGraph(ws, p) {
     const detail = st.reused_from ? `reused ${st.reused_from}` : (st.compute || "");
     return svg("g", { class: "step", "data-step": st.name, "data-status": st.status, "data-reused-from": st.reused_from || null, transform: `translate(${x},${y})` },
       svg("rect", { width: BOX_W, height: BOX_H, rx: 5 }),
-      svg("text", { x: 8, y: 17, class: "name" }, st.name),
+      svg("text", { x: 8, y: 17, class: "name" }, clip(st.name, 26)),
       svg("text", { x: 8, y: 33, class: "state" }, st.status + (st.retries ? ` · retry ${st.retries}` : "")),
-      svg("text", { x: 8, y: 49, class: "detail" }, detail.length > 30 ? detail.slice(0, 29) + "…" : detail),
+      svg("text", { x: 8, y: 49, class: "detail" }, clip(detail, 30)),
       svg("title", {}, [`${st.name}: ${st.status}`, st.job && `job ${st.job}`, st.compute && `compute ${st.compute}`,
         st.reused_from && `reused from ${st.reused_from}`, inputs.length && `pipeline inputs: ${inputs.join(", ")}`,
         st.reason].filter(Boolean).join("\n")));
