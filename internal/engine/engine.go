@@ -34,6 +34,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/history"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
@@ -115,6 +116,8 @@ type Engine struct {
 	pipelines  *pipelines.Controller
 	endpoints  *endpoints.Controller
 	envs       *environments.Controller
+	// history is what the status page plots, sampled while the engine runs.
+	history *history.History
 }
 
 // New builds an engine.
@@ -142,6 +145,7 @@ func New(cfg Config) (*Engine, error) {
 		store: cfg.Store, clock: cfg.Clock, log: log, locations: append([]string(nil), cfg.Locations...),
 		nodesDriver: cfg.NodesDriver, version: cfg.Version, dataDir: cfg.DataDir, artifacts: cfg.Artifacts, startedAt: cfg.Clock.Now().UTC(),
 		manual: cfg.Manual, driver: cfg.Driver, minIdleShutdown: cfg.MinIdleShutdown,
+		history: history.New(cfg.Clock.Now()),
 	}
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
 	e.nodes = lifecycle.New(lifecycle.Config{Clock: cfg.Clock, Logger: log, Loop: e.loop})
@@ -217,6 +221,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.resumePipelines()
 	if !e.manual {
 		go e.loop.Run(ctx)
+		go e.history.Run(ctx, e.clock, e.historySample, e.log.Named("history"))
 	}
 	return nil
 }

@@ -74,6 +74,10 @@ type PipelineStep struct {
 	ReusedFrom string `json:"reused_from,omitempty"`
 	// Upstream lists the steps whose outputs this step takes.
 	Upstream []string `json:"upstream,omitempty"`
+	// InputBindings maps each input bound in the pipeline to where it comes from, as
+	// PipelineStepSpec.InputBindings: "parent.inputs.<name>" or
+	// "parent.jobs.<step>.outputs.<output>" (the status page draws them as edges).
+	InputBindings map[string]string `json:"input_bindings,omitempty"`
 	// Retries counts the runs after a failure of its own (retry_settings); Requeues the
 	// runs after its node was lost, which use no retry.
 	Retries  int64 `json:"retries,omitempty"`

@@ -92,6 +92,15 @@ func (c *Client) ListJobs(ctx context.Context, workspace string) ([]api.Job, err
 	return out.Jobs, nil
 }
 
+// History returns the last hour's samples of a workspace's computes and deployments.
+func (c *Client) History(ctx context.Context, workspace string) (*api.History, error) {
+	var out api.History
+	if err := c.send(ctx, request{method: "GET", path: "/v1/workspaces/" + url.PathEscape(workspace) + "/history", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // GetJob returns a job.
 func (c *Client) GetJob(ctx context.Context, workspace, id string) (*api.Job, error) {
 	var out api.Job

@@ -98,6 +98,16 @@ func (s *Server) listJobs(w http.ResponseWriter, req *http.Request) error {
 	return nil
 }
 
+// history serves the last hour's samples of the workspace's computes and deployments.
+func (s *Server) history(w http.ResponseWriter, req *http.Request) error {
+	h, err := s.opts.Engine.History(req.Context(), req.PathValue("workspace"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, h)
+	return nil
+}
+
 func (s *Server) submitJob(w http.ResponseWriter, req *http.Request) error {
 	var spec api.JobSpec
 	if err := decode(req, &spec); err != nil {

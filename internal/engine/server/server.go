@@ -107,6 +107,7 @@ var Routes = []Route{
 	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/cancel", write, (*Server).cancelJob},
 	{"POST", "/v1/workspaces/{workspace}/jobs/{job}/rerun", write, (*Server).rerunJob},
 	{"GET", "/v1/workspaces/{workspace}/jobs/{job}/logs", read, (*Server).jobLogs},
+	{"GET", "/v1/workspaces/{workspace}/history", read, (*Server).history},
 	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints", read, (*Server).listEndpoints},
 	{"POST", "/v1/workspaces/{workspace}/onlineEndpoints", write, (*Server).createEndpoint},
 	{"GET", "/v1/workspaces/{workspace}/onlineEndpoints/{endpoint}", read, (*Server).getEndpoint},

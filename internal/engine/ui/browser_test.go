@@ -56,18 +56,10 @@ func artifactDir(t *testing.T) string {
 // Chromium, logged in through a one-time link, and watches a cluster get a node for a job,
 // run it, and release the node once idle.
 func TestStatusPageShowsAClusterScaleUpAndDown(t *testing.T) {
-	browser := chromiumPath(t)
 	const token = "ui-test-token"
 	e := enginetest.Start(t, enginetest.Options{Token: token})
-	srv := httptest.NewServer(server.New(server.Options{Engine: e.Engine, Token: token, Metrics: e.Metrics, Clock: e.Clock}))
-	t.Cleanup(srv.Close)
-	// The page's server listens on TCP (a browser cannot reach a unix socket); the test
-	// talks to the same server, since login codes live in the server that made them.
-	c, err := client.New(srv.URL, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
+	p := openPage(t, e, token, server.Options{Clock: e.Clock})
+	c, bctx, ctx := p.c, p.ctx, context.Background()
 	if _, err := c.CreateWorkspace(ctx, api.WorkspaceSpec{Name: "lab"}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,42 +69,8 @@ func TestStatusPageShowsAClusterScaleUpAndDown(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 900),
-		chromedp.Flag("disable-dev-shm-usage", true))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelTimeout()
-
-	// Without a session the page refuses.
-	if _, err := chromedp.Run(bctx, chromedp.Navigate(srv.URL+"/ui/")); err != nil {
-		t.Fatal(err)
-	}
-	denied, err := chromedp.Run(bctx, chromedp.Text("body"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(denied, "mlcompute ui") {
-		t.Fatalf("page without a session shows %q; want the hint to run mlcompute ui", denied)
-	}
-
-	login, err := c.CreateUILogin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Run(bctx, chromedp.Navigate(srv.URL+login.Path)); err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, cancelWait := context.WithTimeout(bctx, 20*time.Second)
-	_, err = chromedp.Run(waitCtx, chromedp.WaitVisible(`[data-compute="lab/cpu"]`))
-	cancelWait()
-	if err != nil {
-		body, _ := chromedp.Run(bctx, chromedp.Text("body"))
-		t.Fatalf("the page never showed compute lab/cpu (%v); it shows:\n%s", err, body)
-	}
+	p.login()
+	p.waitFor("compute lab/cpu", `!!document.querySelector('[data-compute="lab/cpu"]')`)
 	nodesShown := func() int {
 		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-compute="lab/cpu"] .node').length`))
 		if err != nil {
@@ -120,20 +78,7 @@ func TestStatusPageShowsAClusterScaleUpAndDown(t *testing.T) {
 		}
 		return n
 	}
-	waitFor := func(what, js string) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](js))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				return
-			}
-		}
-		body, _ := chromedp.Run(bctx, chromedp.Text("#app"))
-		t.Fatalf("the page never showed %s; it shows:\n%s", what, body)
-	}
+	waitFor := p.waitFor
 	if n := nodesShown(); n != 0 {
 		t.Fatalf("%d nodes shown before any job; min_node_count is 0", n)
 	}
@@ -168,6 +113,100 @@ func TestStatusPageShowsAClusterScaleUpAndDown(t *testing.T) {
 	waitFor("the cluster back at zero nodes", `document.querySelector('[data-compute="lab/cpu"]').dataset.nodes === "0"`)
 	screenshot(t, bctx, filepath.Join(dir, "status-page-scaled-down.png"))
 	t.Logf("screenshots in %s", dir)
+}
+
+// page is a headless Chromium on the status page of an engine served over TCP (a browser
+// cannot reach a unix socket), and a client of the same server, since login codes live in
+// the server that made them.
+type page struct {
+	t   *testing.T
+	url string
+	c   *client.Client
+	ctx context.Context
+}
+
+// openPage serves e's API with opts (its Engine, Token and Metrics set here) and opens a
+// browser on /ui without a session, checking that the page refuses it.
+func openPage(t *testing.T, e *enginetest.Engine, token string, opts server.Options) *page {
+	browser := chromiumPath(t)
+	opts.Engine, opts.Token, opts.Metrics = e.Engine, token, e.Metrics
+	srv := httptest.NewServer(server.New(opts))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 900),
+		chromedp.Flag("disable-dev-shm-usage", true))...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 150*time.Second)
+	t.Cleanup(cancelTimeout)
+	p := &page{t: t, url: srv.URL, c: c, ctx: bctx}
+
+	// Without a session the page refuses.
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(srv.URL+"/ui/")); err != nil {
+		t.Fatal(err)
+	}
+	denied, err := chromedp.Run(bctx, chromedp.Text("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(denied, "mlcompute ui") {
+		t.Fatalf("page without a session shows %q; want the hint to run mlcompute ui", denied)
+	}
+	return p
+}
+
+// login opens the one-time link `mlcompute ui` would print.
+func (p *page) login() {
+	p.t.Helper()
+	login, err := p.c.CreateUILogin(context.Background())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := chromedp.Run(p.ctx, chromedp.Navigate(p.url+login.Path)); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// waitFor waits until js is true in the page (it polls the engine every second).
+func (p *page) waitFor(what, js string) {
+	p.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](js))
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+	}
+	status, _ := chromedp.Run(p.ctx, chromedp.Text("#updated"))
+	body, _ := chromedp.Run(p.ctx, chromedp.Text("#app"))
+	p.t.Fatalf("the page never showed %s; it shows (%s):\n%s", what, status, body)
+}
+
+// count returns how many elements match a CSS selector.
+func (p *page) count(selector string) int {
+	p.t.Helper()
+	n, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, selector)))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return n
+}
+
+// attr returns an attribute of the first element matching a CSS selector ("" if none).
+func (p *page) attr(selector, name string) string {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {getAttribute: () => ""}).getAttribute(%q) || ""`, selector, name)))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return v
 }
 
 func screenshot(t *testing.T, ctx context.Context, path string) {

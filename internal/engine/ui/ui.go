@@ -36,6 +36,8 @@ type Source interface {
 	JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error)
 	ListEndpoints(ctx context.Context, workspace string) ([]api.Endpoint, error)
 	ScoringStats(endpoint string) map[string]router.DeploymentStats
+	ListEnvironments(ctx context.Context, workspace string) ([]api.Environment, error)
+	History(ctx context.Context, workspace string) (*api.History, error)
 }
 
 // State is the body of GET /ui/api/state.
@@ -45,12 +47,16 @@ type State struct {
 	Workspaces []WorkspaceView `json:"workspaces"`
 }
 
-// WorkspaceView is a workspace with what it holds.
+// WorkspaceView is a workspace with what it holds, and the last hour of its computes and
+// deployments (the page plots History).
 type WorkspaceView struct {
 	api.Workspace
-	Computes  []api.Compute  `json:"computes"`
-	Jobs      []JobView      `json:"jobs"`
-	Endpoints []EndpointView `json:"endpoints"`
+	Computes     []api.Compute     `json:"computes"`
+	Jobs         []JobView         `json:"jobs"`
+	Pipelines    []api.Job         `json:"pipelines"`
+	Endpoints    []EndpointView    `json:"endpoints"`
+	Environments []EnvironmentView `json:"environments"`
+	History      *api.History      `json:"history"`
 }
 
 // JobView is a job with the tail of its first rank's output.
@@ -72,6 +78,9 @@ const (
 	LogTail = 8 << 10
 	// FinishedJobs is how many ended jobs per workspace are shown after the active ones.
 	FinishedJobs = 10
+	// FinishedPipelines is how many ended pipelines per workspace are drawn after the
+	// active ones (their steps' jobs would crowd them out of the jobs shown).
+	FinishedPipelines = 5
 )
 
 // Builder makes snapshots. It remembers how far it read each job's output, so a poll
@@ -104,14 +113,23 @@ func (b *Builder) Build(ctx context.Context, now time.Time) (*State, error) {
 	shown := map[string]bool{}
 	for _, ws := range workspaces {
 		v := WorkspaceView{Workspace: ws, Computes: []api.Compute{}, Jobs: []JobView{}, Endpoints: []EndpointView{}}
-		if v.Computes, err = b.src.ListComputes(ctx, ws.Name); err != nil {
+		computes, err := b.src.ListComputes(ctx, ws.Name)
+		if err != nil {
 			return nil, err
 		}
+		v.Computes = append(v.Computes, computes...) // [] rather than null for none
 		jobs, err := b.src.ListJobs(ctx, ws.Name)
 		if err != nil {
 			return nil, err
 		}
-		for _, j := range selectJobs(jobs) {
+		var pipelines []api.Job
+		for _, j := range jobs {
+			if j.Type == api.JobTypePipeline {
+				pipelines = append(pipelines, j)
+			}
+		}
+		v.Pipelines = selectJobs(pipelines, FinishedPipelines)
+		for _, j := range selectJobs(jobs, FinishedJobs) {
 			shown[j.ID] = true
 			v.Jobs = append(v.Jobs, JobView{Job: j, Log: b.logTail(ctx, j)})
 		}
@@ -121,6 +139,14 @@ func (b *Builder) Build(ctx context.Context, now time.Time) (*State, error) {
 		}
 		for _, ep := range eps {
 			v.Endpoints = append(v.Endpoints, EndpointView{Endpoint: ep, Stats: b.src.ScoringStats(ep.Name)})
+		}
+		envs, err := b.src.ListEnvironments(ctx, ws.Name)
+		if err != nil {
+			return nil, err
+		}
+		v.Environments = environmentViews(envs, jobs)
+		if v.History, err = b.src.History(ctx, ws.Name); err != nil {
+			return nil, err
 		}
 		st.Workspaces = append(st.Workspaces, v)
 	}
@@ -134,22 +160,23 @@ func (b *Builder) Build(ctx context.Context, now time.Time) (*State, error) {
 	return st, nil
 }
 
-// selectJobs keeps the active jobs (oldest first) and the most recently submitted ended ones.
-func selectJobs(jobs []api.Job) []api.Job {
-	var active, ended []api.Job
+// selectJobs keeps the active jobs (oldest first) and the ended most recently submitted
+// ones, at most ended of them.
+func selectJobs(jobs []api.Job, ended int) []api.Job {
+	var active, done []api.Job
 	for _, j := range jobs {
 		if api.Terminal(j.Status) {
-			ended = append(ended, j)
+			done = append(done, j)
 		} else {
 			active = append(active, j)
 		}
 	}
 	slices.SortStableFunc(active, func(a, b api.Job) int { return a.SubmittedAt.Compare(b.SubmittedAt) })
-	slices.SortStableFunc(ended, func(a, b api.Job) int { return b.SubmittedAt.Compare(a.SubmittedAt) })
-	if len(ended) > FinishedJobs {
-		ended = ended[:FinishedJobs]
+	slices.SortStableFunc(done, func(a, b api.Job) int { return b.SubmittedAt.Compare(a.SubmittedAt) })
+	if len(done) > ended {
+		done = done[:ended]
 	}
-	return append(active, ended...)
+	return append(append([]api.Job{}, active...), done...)
 }
 
 // logTail reads what is new in a job's first rank's output and returns its last LogTail

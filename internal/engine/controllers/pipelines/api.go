@@ -253,7 +253,7 @@ func (c *Controller) Describe(_ context.Context, j *api.Job) (*api.Job, error) {
 		shape, _ := shape(p.PipelineRun.Spec)
 		j.Steps = j.Steps[:0]
 		for i, s := range p.PipelineRun.Spec.Steps {
-			st := api.PipelineStep{Name: s.Name, Compute: s.Job.Compute, Status: api.StepPending, Upstream: shape.Steps[i].Upstream()}
+			st := api.PipelineStep{Name: s.Name, Compute: s.Job.Compute, Status: api.StepPending, Upstream: shape.Steps[i].Upstream(), InputBindings: s.InputBindings}
 			if sr := p.PipelineRun.Steps[s.Name]; sr != nil {
 				st.Job, st.Reason, st.ReusedFrom, st.Retries, st.Requeues = sr.Job, sr.Reason, sr.ReusedFrom, sr.Retries, sr.Requeues
 				st.Key, st.KeyMissing = sr.Key, sr.KeyMissing
