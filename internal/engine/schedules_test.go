@@ -249,7 +249,9 @@ func TestScheduleRefusesBadSettings(t *testing.T) {
 	}{
 		{func(s *api.JobScheduleSpec) { s.Trigger.Expression = "*/5 * * *" }, "trigger.expression"},
 		{func(s *api.JobScheduleSpec) { s.Trigger.TimeZone = "Mars/Olympus" }, "trigger.time_zone"},
-		{func(s *api.JobScheduleSpec) { s.Trigger = api.JobScheduleTrigger{Type: "recurrence", Frequency: "fortnight", Interval: 1} }, "trigger.frequency"},
+		{func(s *api.JobScheduleSpec) {
+			s.Trigger = api.JobScheduleTrigger{Type: "recurrence", Frequency: "fortnight", Interval: 1}
+		}, "trigger.frequency"},
 		{func(s *api.JobScheduleSpec) {
 			s.Trigger.StartTime, s.Trigger.EndTime = "2026-04-01T00:00:00Z", "2026-03-01T00:00:00Z"
 		}, "trigger.end_time"},
