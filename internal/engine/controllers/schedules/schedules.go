@@ -9,7 +9,6 @@ package schedules
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/trigger"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // Jobs is the engine's job API, which the ticks' jobs go through as any user's.
@@ -73,58 +73,25 @@ func New(cfg Config) *Controller {
 // Name names the controller in logs.
 func (c *Controller) Name() string { return "schedules" }
 
-// nameRE leaves room for the tick's suffix in a job name (at most 255 characters).
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,200}$`)
-
 // Validate checks a schedule's settings, naming the attribute at fault and the values
 // allowed. The job is checked when a tick submits it (its compute may come later).
 func Validate(name string, t api.JobScheduleTrigger, job api.JobSpec, overlap, catchUp string) error {
-	if !nameRE.MatchString(name) {
-		return api.Errorf(api.CodeInvalid, "name", "schedule name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (at most 201 characters)", name)
-	}
-	if _, err := Trigger(t); err != nil {
+	if err := validation.ScheduleName.Check("name", name); err != nil {
 		return err
 	}
-	if overlap != "" && !contains(trigger.Overlaps, overlap) {
-		return api.Errorf(api.CodeInvalid, "overlap", "overlap %q is not one of %s", overlap, strings.Join(trigger.Overlaps, ", "))
+	if _, err := validation.ScheduleTrigger(t); err != nil {
+		return err
 	}
-	if catchUp != "" && !contains(trigger.CatchUps, catchUp) {
-		return api.Errorf(api.CodeInvalid, "catch_up", "catch_up %q is not one of %s", catchUp, strings.Join(trigger.CatchUps, ", "))
+	if err := validation.ScheduleOverlap(overlap); err != nil {
+		return err
+	}
+	if err := validation.ScheduleCatchUp(catchUp); err != nil {
+		return err
 	}
 	if job.Type == api.JobTypePipeline && job.Pipeline == nil || job.Type != api.JobTypePipeline && len(job.Command) == 0 {
 		return api.Errorf(api.CodeInvalid, "create_job", "create_job holds no command and no pipeline steps")
 	}
 	return nil
-}
-
-// Trigger converts a trigger of the API to the rule's, checked.
-func Trigger(t api.JobScheduleTrigger) (trigger.Trigger, error) {
-	out := trigger.Trigger{
-		Type: t.Type, Expression: t.Expression, Frequency: t.Frequency, Interval: t.Interval, TimeZone: t.TimeZone,
-	}
-	if s := t.Schedule; s != nil {
-		out.Hours, out.Minutes, out.WeekDays = s.Hours, s.Minutes, s.WeekDays
-	}
-	for _, b := range []struct {
-		field, value string
-		to           *time.Time
-	}{{"trigger.start_time", t.StartTime, &out.Start}, {"trigger.end_time", t.EndTime, &out.End}} {
-		if b.value == "" {
-			continue
-		}
-		at, err := time.Parse(time.RFC3339, b.value)
-		if err != nil {
-			return out, api.Errorf(api.CodeInvalid, b.field, "%s %q is not an RFC 3339 time such as 2026-01-01T09:00:00Z", b.field, b.value)
-		}
-		*b.to = at
-	}
-	if err := trigger.Validate(out); err != nil {
-		if fe, ok := err.(*trigger.FieldError); ok {
-			return out, api.Errorf(api.CodeInvalid, fe.Field, "%s", fe.Error())
-		}
-		return out, api.Errorf(api.CodeInvalid, "trigger", "%v", err)
-	}
-	return out, nil
 }
 
 // Create stores a new schedule with its next tick. A retry with the same idempotency key
@@ -320,7 +287,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 // decide commits what the due ticks do: the latest of them fires (or is skipped, with its
 // reason), and the next tick after now is the schedule's next.
 func (c *Controller) decide(ctx context.Context, s model.Schedule, now time.Time) (model.Schedule, error) {
-	t, err := Trigger(s.Trigger)
+	t, err := validation.ScheduleTrigger(s.Trigger)
 	if err != nil {
 		return s, err
 	}
@@ -423,7 +390,7 @@ func (c *Controller) plan(s *model.Schedule, now time.Time) {
 	if !*s.Enabled {
 		return
 	}
-	if t, err := Trigger(s.Trigger); err == nil {
+	if t, err := validation.ScheduleTrigger(s.Trigger); err == nil {
 		s.NextRunTime = next(t, now)
 	}
 }
@@ -455,15 +422,6 @@ func defaults(overlap, catchUp string) (string, string) {
 		catchUp = trigger.CatchUpLatest
 	}
 	return overlap, catchUp
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func ptr[T any](v T) *T { return &v }
