@@ -41,9 +41,11 @@ type JobScheduleSpec struct {
 	// each tick submits, named <schedule>-YYYYMMDDThhmmssZ.
 	CreateJob string  `json:"create_job"`
 	Job       JobSpec `json:"job"`
-	// ContentHash is the client's hash of CreateJob and the snapshots it uploaded; the
-	// engine keeps it as given.
+	// ContentHash is the client's hash of CreateJob and the snapshots it uploaded, and
+	// BasePath the directory it resolved CreateJob's relative paths from; the engine keeps
+	// both as given.
 	ContentHash string `json:"content_hash,omitempty"`
+	BasePath    string `json:"base_path,omitempty"`
 	// Enabled is true by default.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Overlap is allow, forbid (default) or replace; CatchUp none or latest (default).
@@ -57,6 +59,7 @@ type JobScheduleUpdate struct {
 	CreateJob   string             `json:"create_job"`
 	Job         JobSpec            `json:"job"`
 	ContentHash string             `json:"content_hash,omitempty"`
+	BasePath    string             `json:"base_path,omitempty"`
 	Enabled     *bool              `json:"enabled,omitempty"`
 	Overlap     string             `json:"overlap,omitempty"`
 	CatchUp     string             `json:"catch_up,omitempty"`

@@ -160,7 +160,7 @@ func (c *Controller) Update(ctx context.Context, workspace, name string, upd api
 		}
 		now := c.clock.Now().UTC()
 		out.JobScheduleSpec = api.JobScheduleSpec{
-			Name: name, Trigger: upd.Trigger, CreateJob: upd.CreateJob, Job: upd.Job, ContentHash: upd.ContentHash,
+			Name: name, Trigger: upd.Trigger, CreateJob: upd.CreateJob, Job: upd.Job, ContentHash: upd.ContentHash, BasePath: upd.BasePath,
 			Enabled: upd.Enabled, Overlap: upd.Overlap, CatchUp: upd.CatchUp,
 		}
 		out.UpdatedOn = now
