@@ -228,6 +228,9 @@ func newJobShowCommand(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), j)
 			}
 			w := cmd.OutOrStdout()
+			if warning := allReusedWarning(j); warning != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), warning)
+			}
 			if j.Type == api.JobTypePipeline {
 				printPipeline(w, j)
 				return nil
@@ -247,6 +250,9 @@ func newJobShowCommand(g *globals) *cobra.Command {
 			}
 			if j.SubmittedBy != "" {
 				fmt.Fprintf(w, "submitted by: %s\n", j.SubmittedBy)
+			}
+			if j.Schedule != "" {
+				fmt.Fprintf(w, "schedule: %s\n", j.Schedule)
 			}
 			fmt.Fprintf(w, "nodes:   %s\ncommand: %s\n", strings.Join(j.Nodes, ", "), strings.Join(j.Command, " "))
 			printJobIO(w, j)

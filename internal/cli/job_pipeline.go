@@ -116,8 +116,29 @@ func stepLine(s api.PipelineStep) string {
 
 // printPipeline prints a pipeline job and its steps as a tree: each step under the
 // upstream step it waits on longest, with its status, reused_from and duration.
+// allReusedWarning is the warning for a scheduled pipeline run whose every step was
+// reused (DESIGN 6): it ran nothing, which is right only if nothing it reads changed.
+// Empty for any other job.
+func allReusedWarning(j *api.Job) string {
+	if j.Schedule == "" || j.Type != api.JobTypePipeline || len(j.Steps) == 0 {
+		return ""
+	}
+	for _, s := range j.Steps {
+		if s.ReusedFrom == "" {
+			return ""
+		}
+	}
+	return fmt.Sprintf("warning: every step of %s, a run of schedule %s, was reused: it ran nothing. "+
+		"Reuse is keyed on the code, environment, inputs' content and step spec; if the run should have "+
+		"read something new (data behind a URL, the time), set is_deterministic: false on that step or "+
+		"settings.force_rerun: true.", j.ID, j.Schedule)
+}
+
 func printPipeline(w io.Writer, j *api.Job) {
 	fmt.Fprintf(w, "job:     %s\ntype:    pipeline\nstatus:  %s\n", j.ID, j.Status)
+	if j.Schedule != "" {
+		fmt.Fprintf(w, "schedule: %s\n", j.Schedule)
+	}
 	if j.Error != "" {
 		fmt.Fprintf(w, "error:   %s\n", j.Error)
 	}
