@@ -295,23 +295,23 @@ func (c *Controller) decide(ctx context.Context, s model.Schedule, now time.Time
 	if latest, ok, err := trigger.Missed(t, trigger.CatchUpLatest, tick.Add(-time.Nanosecond), now); err == nil && ok {
 		tick = latest
 	}
-	var reason string
-	action := trigger.Start
-	if tick.Before(c.startedAt) && s.CatchUp == trigger.CatchUpNone {
-		action, reason = trigger.Skip, "missed while the engine was down, and catch_up is none"
-	} else {
+	action, reason := trigger.Skip, "missed while the engine was down, and catch_up is none"
+	if !tick.Before(c.startedAt) || s.CatchUp != trigger.CatchUpNone {
 		action, reason = trigger.OnTick(s.Overlap, c.active(ctx, s), s.LastRunJob)
 	}
-	return s, c.write(s, func(s *model.Schedule) {
+	s, err = c.write(s, func(s *model.Schedule) {
 		s.LastTick = &tick
 		s.NextRunTime = next(t, now)
 		if action == trigger.Skip {
 			s.LastSkip = &api.ScheduleSkip{Tick: tick, Reason: reason}
-			c.log.Warn("schedule tick skipped", "schedule", s.ID, "tick", tick, "reason", reason)
 			return
 		}
 		s.Firing = &tick
 	})
+	if err == nil && action == trigger.Skip {
+		c.log.Warn("schedule tick skipped", "schedule", s.ID, "tick", tick, "reason", reason)
+	}
+	return s, err
 }
 
 // submit submits a tick's job: with overlap replace the active run is canceled first. The
@@ -340,7 +340,7 @@ func (c *Controller) submit(ctx context.Context, s model.Schedule, tick time.Tim
 	} else {
 		c.log.Error("submitting a schedule's job failed", "schedule", s.ID, "tick", tick, "error", err)
 	}
-	return s, c.write(s, func(s *model.Schedule) {
+	return c.write(s, func(s *model.Schedule) {
 		s.Firing = nil
 		if err != nil {
 			s.LastSkip = &api.ScheduleSkip{Tick: tick, Reason: fmt.Sprintf("submitting job %s failed: %v", name, err)}
@@ -359,18 +359,20 @@ func (c *Controller) active(ctx context.Context, s model.Schedule) bool {
 	return err == nil && !api.Terminal(j.Status)
 }
 
-// write applies f to the stored schedule and commits it, then to s (the caller's copy).
-func (c *Controller) write(s model.Schedule, f func(*model.Schedule)) error {
+// write applies f to the stored schedule, commits it and returns it as committed.
+func (c *Controller) write(s model.Schedule, f func(*model.Schedule)) (model.Schedule, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.store.Update(func(tx *store.Tx) error {
-		cur, err := model.GetSchedule(tx, s.Workspace, s.Name)
-		if err != nil {
+	var cur model.Schedule
+	err := c.store.Update(func(tx *store.Tx) error {
+		var err error
+		if cur, err = model.GetSchedule(tx, s.Workspace, s.Name); err != nil {
 			return err
 		}
 		f(&cur)
 		return tx.Put(store.Schedules, cur.Key(), cur)
 	})
+	return cur, err
 }
 
 func (c *Controller) load(workspace, name string) (model.Schedule, error) {
