@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/jobfile"
 )
 
 func newJobCommand(g *globals) *cobra.Command {
@@ -98,15 +97,11 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if code != "" {
-				var archive bytes.Buffer
-				if _, err := snapshot.Pack(code, &archive, snapshot.DefaultLimits); err != nil {
+				if spec.SnapshotID, err = jobfile.UploadCode(ctx, c, ws, code); err != nil {
 					return err
 				}
-				if spec.SnapshotID, err = c.PutSnapshot(ctx, ws, archive.Bytes()); err != nil {
-					return fmt.Errorf("uploading code: %w", err)
-				}
 			}
-			if err := uploadInputs(ctx, c, ws, &spec, uploads); err != nil {
+			if err := jobfile.UploadInputs(ctx, c, ws, &spec, uploads); err != nil {
 				return err
 			}
 			job, err := c.SubmitJob(ctx, ws, spec)
@@ -233,6 +228,9 @@ func newJobShowCommand(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), j)
 			}
 			w := cmd.OutOrStdout()
+			if warning := allReusedWarning(j); warning != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), warning)
+			}
 			if j.Type == api.JobTypePipeline {
 				printPipeline(w, j)
 				return nil
@@ -252,6 +250,9 @@ func newJobShowCommand(g *globals) *cobra.Command {
 			}
 			if j.SubmittedBy != "" {
 				fmt.Fprintf(w, "submitted by: %s\n", j.SubmittedBy)
+			}
+			if j.Schedule != "" {
+				fmt.Fprintf(w, "schedule: %s\n", j.Schedule)
 			}
 			fmt.Fprintf(w, "nodes:   %s\ncommand: %s\n", strings.Join(j.Nodes, ", "), strings.Join(j.Command, " "))
 			printJobIO(w, j)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +21,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/jobspec"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/jobfile"
 )
 
 // submitFlags are job submit's flags; beside -f, those given override the file.
@@ -46,27 +44,11 @@ func jobFromFile(cmd *cobra.Command, f submitFlags, args []string) (api.JobSpec,
 		return api.JobSpec{}, "", nil, fmt.Errorf("%s: %w", f.file, err)
 	}
 	if spec.Pipeline != nil {
-		return api.JobSpec{}, "", nil, fmt.Errorf("%s: a pipeline job (type: pipeline) is submitted with its steps: use pipelineFromFile", f.file)
+		return api.JobSpec{}, "", nil, fmt.Errorf("%s: a pipeline job (type: pipeline) is submitted with its steps: use jobfile.Pipeline", f.file)
 	}
-	c := spec.Command
-	base := filepath.Dir(f.file)
-	local := func(p string) string {
-		if filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(base, p)
-	}
-	out := api.JobSpec{
-		Name: c.Name, DisplayName: c.DisplayName, ExperimentName: c.ExperimentName, Description: c.Description, Tags: c.Tags,
-		Compute: c.Compute, InstanceType: c.InstanceType, InstanceCount: c.InstanceCount, Environment: c.Environment,
-		Env: c.EnvVars, Command: []string{"sh", "-c", c.Command},
-	}
-	if out.Env == nil {
-		out.Env = map[string]string{}
-	}
-	code := ""
-	if c.Code != "" {
-		code = local(c.Code)
+	out, code, uploads, err := jobfile.Command(f.file, filepath.Dir(f.file), spec.Command)
+	if err != nil {
+		return api.JobSpec{}, "", nil, err
 	}
 	flags := cmd.Flags()
 	if flags.Changed("compute") {
@@ -87,117 +69,7 @@ func jobFromFile(cmd *cobra.Command, f submitFlags, args []string) (api.JobSpec,
 	if len(args) > 0 {
 		out.Command = []string{"sh", "-c", shellJoin(args)}
 	}
-	if c.Timeout > 0 {
-		// Whole seconds, as Azure gives it; a Go duration such as 90ms rounds up.
-		out.TimeoutSeconds = int64((c.Timeout + time.Second - 1) / time.Second)
-	}
-	var uploads map[string]string
-	if out.Inputs, uploads, err = fileInputs(f.file, c.Lines, "", c.Inputs, local); err != nil {
-		return api.JobSpec{}, "", nil, err
-	}
-	out.Outputs = map[string]api.JobOutput{}
-	for name, o := range c.Outputs {
-		out.Outputs[name] = api.JobOutput{Type: o.Type, Mode: o.Mode}
-	}
 	return out, code, uploads, nil
-}
-
-// fileInputs turns the inputs of a job's YAML into the API's: a literal keeps its value,
-// an azureml:// path is passed on, and a local path (relative to the file) is checked and
-// listed in uploads (name -> path) for the caller to pack and upload. prefix is the YAML
-// path of the job ("" or "jobs.<step>."), for the lines of errors. Inputs bound to a
-// pipeline (${{parent...}}) are left to the caller.
-func fileInputs(file string, lines map[string]int, prefix string, inputs map[string]jobspec.Input, local func(string) string) (map[string]api.JobInput, map[string]string, error) {
-	uploads := map[string]string{}
-	out := map[string]api.JobInput{}
-	for name, in := range inputs {
-		path := prefix + "inputs." + name + ".path"
-		switch {
-		case in.Binding != nil:
-		case in.Literal != "":
-			v := in.Value
-			out[name] = api.JobInput{Value: &v}
-		case strings.HasPrefix(in.Path, jobspec.AzureMLPrefix):
-			out[name] = api.JobInput{Type: in.Type, Mode: in.Mode, Path: in.Path}
-		default:
-			p := local(in.Path)
-			st, err := os.Stat(p)
-			switch {
-			case err != nil:
-				return nil, nil, fmt.Errorf("%s: line %d: %s: %s does not exist or cannot be read: %v", file, lines[path], path, in.Path, err)
-			case in.Type == jobspec.URIFolder && !st.IsDir():
-				return nil, nil, fmt.Errorf("%s: line %d: %s: %s is not a directory (a uri_folder input is one; a single file is type: uri_file)", file, lines[path], path, in.Path)
-			case in.Type == jobspec.URIFile && !st.Mode().IsRegular():
-				return nil, nil, fmt.Errorf("%s: line %d: %s: %s is not a regular file (a uri_file input is one)", file, lines[path], path, in.Path)
-			}
-			ji := api.JobInput{Type: in.Type, Mode: in.Mode, Path: in.Path}
-			if in.Type == jobspec.URIFile {
-				ji.FileName = filepath.Base(p)
-			}
-			out[name] = ji
-			uploads[name] = p
-		}
-	}
-	return out, uploads, nil
-}
-
-// uploadInputs packs and uploads each local input as a snapshot (a uri_file's one file
-// in a directory of its own), honouring .amlignore or .gitignore as for code.
-func uploadInputs(ctx context.Context, c *client.Client, ws string, spec *api.JobSpec, uploads map[string]string) error {
-	for _, name := range slices.Sorted(maps.Keys(uploads)) {
-		p := uploads[name]
-		in := spec.Inputs[name]
-		dir := p
-		if in.Type == api.URIFile {
-			tmp, err := os.MkdirTemp("", "mlcompute-input-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(tmp)
-			if err := copyFile(p, filepath.Join(tmp, in.FileName)); err != nil {
-				return fmt.Errorf("input %q: %w", name, err)
-			}
-			dir = tmp
-		}
-		var archive bytes.Buffer
-		if _, err := snapshot.Pack(dir, &archive, snapshot.DefaultLimits); err != nil {
-			return fmt.Errorf("input %q (%s): %w", name, p, err)
-		}
-		id, err := c.PutSnapshot(ctx, ws, archive.Bytes())
-		if err != nil {
-			return fmt.Errorf("uploading input %q: %w", name, err)
-		}
-		in.SnapshotID = id
-		spec.Inputs[name] = in
-	}
-	return nil
-}
-
-// copyFile copies src to dst with src's modification time: a snapshot holds its files'
-// times, so an unchanged file is the same snapshot (and a pipeline step taking it can be
-// reused) however often it is copied.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	info, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Chtimes(dst, info.ModTime(), info.ModTime())
 }
 
 // shellJoin quotes words for sh -c, so a command after -- runs as given. A word holding

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/jobspec"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/reuse"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/jobfile"
 )
 
 // pipelineFile reads a job's YAML and returns its pipeline, or nil when it is a command job.
@@ -34,132 +33,16 @@ func pipelineFile(file string) (*jobspec.PipelineJob, error) {
 	return spec.Pipeline, nil
 }
 
-// pipelineUploads are what a pipeline's submission uploads first: each step's code
-// directory and local inputs, and the pipeline's local inputs.
-type pipelineUploads struct {
-	code   map[string]string            // step -> code directory
-	inputs map[string]map[string]string // step -> input -> local path
-	own    map[string]string            // pipeline input -> local path
-}
-
-// pipelineFromFile turns a pipeline's YAML into a submission. Paths are relative to
-// the file.
-func pipelineFromFile(file string, p *jobspec.PipelineJob) (api.JobSpec, pipelineUploads, error) {
-	base := filepath.Dir(file)
-	local := func(path string) string {
-		if filepath.IsAbs(path) {
-			return path
-		}
-		return filepath.Join(base, path)
-	}
-	up := pipelineUploads{code: map[string]string{}, inputs: map[string]map[string]string{}}
-	ps := &api.PipelineSpec{
-		ContinueOnStepFailure: p.Settings.ContinueOnStepFailure, ForceRerun: p.Settings.ForceRerun,
-		Outputs: map[string]api.JobOutput{},
-	}
-	var err error
-	if ps.Inputs, up.own, err = fileInputs(file, p.Lines, "", p.Inputs, local); err != nil {
-		return api.JobSpec{}, up, err
-	}
-	for name, o := range p.Outputs {
-		ps.Outputs[name] = api.JobOutput{Type: o.Type, Mode: o.Mode}
-	}
-	for _, name := range p.Order {
-		st := p.Jobs[name]
-		job := api.JobSpec{
-			Compute: st.Compute, InstanceType: st.InstanceType, InstanceCount: st.InstanceCount, Environment: st.Environment,
-			Env: st.EnvVars, Command: []string{"sh", "-c", st.Command}, DisplayName: st.DisplayName, Description: st.Description, Tags: st.Tags,
-			TimeoutSeconds: wholeSeconds(st.Timeout, st.Retry.Timeout),
-		}
-		step := api.PipelineStepSpec{
-			Name: name, InputBindings: map[string]string{}, OutputBindings: map[string]string{},
-			IsDeterministic: &st.IsDeterministic, MaxRetries: st.Retry.MaxRetries,
-			ComputePath: st.ComputePath, EnvironmentPath: st.EnvironmentPath,
-		}
-		var uploads map[string]string
-		if job.Inputs, uploads, err = fileInputs(file, p.Lines, "jobs."+name+".", st.Inputs, local); err != nil {
-			return api.JobSpec{}, up, err
-		}
-		up.inputs[name] = uploads
-		for in, v := range st.Inputs {
-			if b := v.Binding; b != nil {
-				job.Inputs[in] = api.JobInput{Type: v.Type, Mode: v.Mode}
-				step.InputBindings[in] = "parent.inputs." + b.ParentInput
-				if b.Step != "" {
-					step.InputBindings[in] = "parent.jobs." + b.Step + ".outputs." + b.Output
-				}
-			}
-		}
-		job.Outputs = map[string]api.JobOutput{}
-		for out, v := range st.Outputs {
-			job.Outputs[out] = api.JobOutput{Type: v.Type, Mode: v.Mode}
-			if v.ParentOutput != "" {
-				step.OutputBindings[out] = v.ParentOutput
-			}
-		}
-		if st.Code != "" {
-			up.code[name] = local(st.Code)
-		}
-		step.Job = job
-		ps.Steps = append(ps.Steps, step)
-	}
-	return api.JobSpec{
-		Type: api.JobTypePipeline, Pipeline: ps, Name: p.Name, DisplayName: p.DisplayName,
-		ExperimentName: p.ExperimentName, Description: p.Description, Tags: p.Tags,
-	}, up, nil
-}
-
-// wholeSeconds is a step's timeout in whole seconds, rounded up: the shorter of
-// limits.timeout and retry_settings.timeout (each attempt's), 0 for none.
-func wholeSeconds(limits, retry time.Duration) int64 {
-	d := limits
-	if retry > 0 && (d == 0 || retry < d) {
-		d = retry
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// upload packs and uploads the code directories and local inputs, filling the
-// snapshot IDs in spec. A directory used by several steps is uploaded once.
-func (u pipelineUploads) upload(ctx context.Context, c *client.Client, ws string, spec *api.JobSpec) error {
-	ps := spec.Pipeline
-	if err := uploadInputs(ctx, c, ws, &api.JobSpec{Inputs: ps.Inputs}, u.own); err != nil {
-		return err
-	}
-	codes := map[string]string{}
-	for i := range ps.Steps {
-		s := &ps.Steps[i]
-		if dir, ok := u.code[s.Name]; ok {
-			if codes[dir] == "" {
-				var archive bytes.Buffer
-				if _, err := snapshot.Pack(dir, &archive, snapshot.DefaultLimits); err != nil {
-					return fmt.Errorf("jobs.%s.code: %w", s.Name, err)
-				}
-				id, err := c.PutSnapshot(ctx, ws, archive.Bytes())
-				if err != nil {
-					return fmt.Errorf("uploading jobs.%s.code: %w", s.Name, err)
-				}
-				codes[dir] = id
-			}
-			s.Job.SnapshotID = codes[dir]
-		}
-		if err := uploadInputs(ctx, c, ws, &s.Job, u.inputs[s.Name]); err != nil {
-			return fmt.Errorf("jobs.%s: %w", s.Name, err)
-		}
-	}
-	return nil
-}
-
 // submitPipeline submits a pipeline's YAML. Without --stream it prints the pipeline's
 // ID; with it, each step's status as it changes, then the steps, and it exits non-zero
 // unless the pipeline Completed.
 func submitPipeline(cmd *cobra.Command, c *client.Client, ws, file string, p *jobspec.PipelineJob, stream bool) error {
-	spec, up, err := pipelineFromFile(file, p)
+	spec, up, err := jobfile.Pipeline(file, filepath.Dir(file), p)
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	if err := up.upload(ctx, c, ws, &spec); err != nil {
+	if err := up.Upload(ctx, c, ws, &spec); err != nil {
 		return err
 	}
 	j, err := c.SubmitJob(ctx, ws, spec)
@@ -233,8 +116,29 @@ func stepLine(s api.PipelineStep) string {
 
 // printPipeline prints a pipeline job and its steps as a tree: each step under the
 // upstream step it waits on longest, with its status, reused_from and duration.
+// allReusedWarning is the warning for a scheduled pipeline run whose every step was
+// reused (DESIGN 6): it ran nothing, which is right only if nothing it reads changed.
+// Empty for any other job.
+func allReusedWarning(j *api.Job) string {
+	if j.Schedule == "" || j.Type != api.JobTypePipeline || len(j.Steps) == 0 {
+		return ""
+	}
+	for _, s := range j.Steps {
+		if s.ReusedFrom == "" {
+			return ""
+		}
+	}
+	return fmt.Sprintf("warning: every step of %s, a run of schedule %s, was reused: it ran nothing. "+
+		"Reuse is keyed on the code, environment, inputs' content and step spec; if the run should have "+
+		"read something new (data behind a URL, the time), set is_deterministic: false on that step or "+
+		"settings.force_rerun: true.", j.ID, j.Schedule)
+}
+
 func printPipeline(w io.Writer, j *api.Job) {
 	fmt.Fprintf(w, "job:     %s\ntype:    pipeline\nstatus:  %s\n", j.ID, j.Status)
+	if j.Schedule != "" {
+		fmt.Fprintf(w, "schedule: %s\n", j.Schedule)
+	}
 	if j.Error != "" {
 		fmt.Fprintf(w, "error:   %s\n", j.Error)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/jobfile"
 )
 
 func TestJobSubmitWithoutCommandShowsAnExample(t *testing.T) {
@@ -168,7 +169,7 @@ func TestUploadInputsOfAnUnchangedFileGivesTheSameSnapshot(t *testing.T) {
 	}
 	upload := func() string {
 		spec := &api.JobSpec{Inputs: map[string]api.JobInput{"rows": {Type: api.URIFile, FileName: "rows.csv"}}}
-		if err := uploadInputs(ctx, c, "lab", spec, map[string]string{"rows": file}); err != nil {
+		if err := jobfile.UploadInputs(ctx, c, "lab", spec, map[string]string{"rows": file}); err != nil {
 			t.Fatal(err)
 		}
 		return spec.Inputs["rows"].SnapshotID

@@ -31,6 +31,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/instances"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/pipelines"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/schedules"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
@@ -117,7 +118,8 @@ type Engine struct {
 	endpoints  *endpoints.Controller
 	envs       *environments.Controller
 	// history is what the status page plots, sampled while the engine runs.
-	history *history.History
+	history   *history.History
+	schedules *schedules.Controller
 }
 
 // New builds an engine.
@@ -192,6 +194,7 @@ func New(cfg Config) (*Engine, error) {
 		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,
 	})
 	e.pipelines = newPipelines(e, cfg, log)
+	e.schedules = newSchedules(e, cfg, log)
 	e.loop.Handle(runtime.Compute, core.Reconcile)
 	e.loop.Handle(runtime.Pipeline, e.pipelines.Reconcile)
 	e.loop.Handle(runtime.Endpoint, e.endpoints.Reconcile)
@@ -219,6 +222,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.loop.Go(e.envs.Collect)
 	e.loop.Go(e.collectArtifacts)
 	e.resumePipelines()
+	e.resumeSchedules()
 	if !e.manual {
 		go e.loop.Run(ctx)
 		go e.history.Run(ctx, e.clock, e.historySample, e.log.Named("history"))
@@ -343,7 +347,7 @@ func (e *Engine) HasWork() bool {
 		endpoints = len(tx.Keys(store.Endpoints, "")) > 0
 		return nil
 	})
-	return endpoints || e.core.HasWork()
+	return endpoints || e.core.HasWork() || e.hasEnabledSchedule()
 }
 
 // Sizes lists catalog entries matching f.

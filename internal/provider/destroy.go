@@ -50,6 +50,7 @@ const (
 var engineCheckSummaries = map[string]bool{
 	summaryQuotaExceeded: true, summaryLocation: true, summaryIdleMinimum: true,
 	summaryVMSize: true, summaryVMPriority: true, summaryInstanceType: true,
+	summaryJobFiles: true,
 }
 
 // pluginCookieEnv is set by terraform (go-plugin's handshake) in the environment of each

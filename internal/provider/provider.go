@@ -347,6 +347,7 @@ func (p *mlcomputeProvider) Resources(context.Context) []func() resource.Resourc
 		NewComputeInstanceResource,
 		NewAttachedComputeResource,
 		NewEnvironmentResource,
+		NewScheduleResource,
 		NewOnlineEndpointResource,
 	}
 }

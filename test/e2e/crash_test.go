@@ -41,7 +41,7 @@ import (
 // Half the kills in the middle of an operation are followed by a second one while the new
 // engine recovers from the first.
 //
-// `make test` runs 12 rounds (the default: each scenario in both modes); `make test-crash ROUNDS=50`
+// `make test` runs 14 rounds (the default: each scenario in both modes); `make test-crash ROUNDS=50`
 // runs more. A failure names its round's seed; MLCOMPUTE_CRASH_SEED=S replays the rounds.
 
 type crashMode string
@@ -64,6 +64,7 @@ var crashScenarios = []crashScenario{
 	{"destroy", crashDuringDestroy},
 	{"intake", crashDuringIntake},
 	{"pipeline", crashDuringPipeline},
+	{"schedule", crashAroundTick},
 }
 
 func TestE2E_CrashRounds(t *testing.T) {
@@ -324,6 +325,13 @@ func (r *crashRound) checkStateMatchesEngine() {
 		}
 		for _, ep := range endpoints {
 			inEngine[ep.ID]++
+		}
+		schedules, err := c.ListSchedules(ctx, ws.Name)
+		if err != nil {
+			r.t.Fatalf("listing schedules: %v", err)
+		}
+		for _, s := range schedules {
+			inEngine[s.ID]++
 		}
 	}
 	for id, n := range inState {

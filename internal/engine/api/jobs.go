@@ -54,6 +54,9 @@ type JobSpec struct {
 	// the request's token; it never crosses the wire in a spec, so no caller can claim
 	// another's name.
 	SubmittedBy string `json:"-"`
+	// Schedule is the name of the schedule whose tick submits the job. The engine sets it;
+	// it never crosses the wire in a spec.
+	Schedule string `json:"-"`
 }
 
 // Input and output types and modes (Azure ML's names).
@@ -163,9 +166,11 @@ type Job struct {
 	SubmittedAt time.Time `json:"submitted_at"`
 	// SubmittedBy names the token that submitted the job ("local" through an engine's
 	// Unix socket without tokens; empty for jobs submitted before tokens had names).
-	SubmittedBy string     `json:"submitted_by,omitempty"`
-	StartedAt   *time.Time `json:"started_at,omitempty"`
-	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	SubmittedBy string `json:"submitted_by,omitempty"`
+	// Schedule names the schedule (same workspace) whose tick submitted the job.
+	Schedule  string     `json:"schedule,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 }
 
 // Terminal reports whether a job status is final.

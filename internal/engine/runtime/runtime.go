@@ -43,6 +43,8 @@ const (
 	EndpointInstance
 	// Pipeline is a pipeline job ("<workspace>/<id>").
 	Pipeline
+	// JobSchedule is an mlcompute_schedule ("<workspace>/<name>").
+	JobSchedule
 )
 
 func (k Kind) String() string {
@@ -55,6 +57,8 @@ func (k Kind) String() string {
 		return "endpoint instance"
 	case Pipeline:
 		return "pipeline"
+	case JobSchedule:
+		return "schedule"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -74,6 +78,9 @@ func EndpointKey(name string) Key { return Key{Kind: Endpoint, Name: name} }
 // PipelineKey builds the key of a pipeline job ("<workspace>/<id>").
 func PipelineKey(name string) Key { return Key{Kind: Pipeline, Name: name} }
 
+// JobScheduleKey builds the key of a schedule ("<workspace>/<name>").
+func JobScheduleKey(name string) Key { return Key{Kind: JobSchedule, Name: name} }
+
 func compareKeys(a, b Key) int {
 	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
 }
@@ -87,7 +94,7 @@ const (
 	// Retry: a failed driver call is tried again (Sub: the node or instance ID, or empty for
 	// the object's node creation).
 	Retry
-	// Schedule: an instance's next schedule firing.
+	// Schedule: an instance's next schedule firing, or a schedule's (JobSchedule) next tick.
 	Schedule
 	// InstanceIdle: an instance's idle-shutdown deadline.
 	InstanceIdle

@@ -92,6 +92,9 @@ func (w *world) check() error {
 		m.status = j.Status
 	}
 
+	if err := w.checkSchedules(jobs); err != nil {
+		return err
+	}
 	if err := w.checkPipelines(byKey); err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ var ops = []op{
 	{"report activity", 3, (*world).reportActivity},
 	{"move clock", 22, (*world).moveClock},
 	{"restart engine", 2, (*world).restart},
+	{"create schedule", 2, (*world).createSchedule},
+	{"delete schedule", 1, (*world).deleteSchedule},
+	{"engine down across ticks", 1, (*world).downtime},
 }
 
 var totalWeight = func() int {
@@ -478,6 +481,11 @@ func (w *world) moveClock() error {
 		for _, p := range w.tasks {
 			if p.end.After(w.now()) && p.end.Before(next) {
 				next = p.end
+			}
+		}
+		for _, t := range w.scheduleTicks() {
+			if t.Before(next) {
+				next = t
 			}
 		}
 		w.clk.SetTime(next)

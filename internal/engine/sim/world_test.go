@@ -101,6 +101,9 @@ type world struct {
 	pipelines     map[string]*pipelineModel
 	pipelineOrder []string
 	tasks         map[string]*taskPlan // "<node>/<task>"
+	// schedules are the live schedules ("<ws>/<name>"); scheduleSeq numbers their names.
+	schedules   map[string]*scheduleModel
+	scheduleSeq int
 }
 
 func newWorld(seed uint64, dir string) (*world, error) {
@@ -111,8 +114,8 @@ func newWorld(seed uint64, dir string) (*world, error) {
 		// steps' outputs are taken in and passed on.
 		clk: clk, drv: fake.NewWithOptions(clk, fake.Options{Dir: filepath.Join(dir, "tasks")}), path: filepath.Join(dir, "state.db"),
 		computes: map[string]*computeModel{}, jobs: map[string]*jobModel{}, tasks: map[string]*taskPlan{},
-		pipelines: map[string]*pipelineModel{},
-		vmSize:    cpuSize, family: cpuFamily,
+		pipelines: map[string]*pipelineModel{}, schedules: map[string]*scheduleModel{},
+		vmSize: cpuSize, family: cpuFamily,
 	}
 	switch seed % 3 {
 	case 0:

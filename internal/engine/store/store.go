@@ -31,8 +31,10 @@ const (
 	Jobs       Bucket = "jobs"
 	// Environments holds environments, keyed "<workspace>/<name>".
 	Environments Bucket = "environments"
-	Idempotency  Bucket = "idempotency"
-	Meta         Bucket = "meta"
+	// Schedules holds schedules (mlcompute_schedule), keyed "<workspace>/<name>".
+	Schedules   Bucket = "schedules"
+	Idempotency Bucket = "idempotency"
+	Meta        Bucket = "meta"
 	// ActiveJobs indexes the jobs that are not finished, keyed "<compute key>/<job ID>"
 	// (value: the job's key), so a pass reads its compute's live jobs, not the history.
 	ActiveJobs Bucket = "active_jobs"
@@ -51,7 +53,7 @@ const (
 	Tokens Bucket = "tokens"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex, ReuseInFlight, Tokens}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Schedules, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex, ReuseInFlight, Tokens}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")

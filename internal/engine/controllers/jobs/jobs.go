@@ -107,7 +107,7 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 	}
 	j := model.Job{Job: api.Job{
 		Workspace: workspace, Compute: spec.Compute, Status: api.JobQueued, Nodes: []string{},
-		Command: slices.Clone(spec.Command), Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now, SubmittedBy: spec.SubmittedBy,
+		Command: slices.Clone(spec.Command), Env: spec.Env, Count: spec.InstanceCount, SnapshotID: spec.SnapshotID, SubmittedAt: now, SubmittedBy: spec.SubmittedBy, Schedule: spec.Schedule,
 		DisplayName: spec.DisplayName, ExperimentName: spec.ExperimentName, Description: spec.Description, Tags: spec.Tags, TimeoutSeconds: spec.TimeoutSeconds,
 		Inputs: maps.Clone(spec.Inputs), Outputs: maps.Clone(spec.Outputs), Pipeline: pipeline, Step: step,
 	}}

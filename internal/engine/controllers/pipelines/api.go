@@ -62,7 +62,7 @@ func (c *Controller) Submit(ctx context.Context, workspace string, spec api.JobS
 		}
 		p = model.Job{
 			Job: api.Job{
-				ID: id, Type: api.JobTypePipeline, Workspace: workspace, Status: api.JobQueued, Nodes: []string{}, SubmittedAt: now,
+				ID: id, Type: api.JobTypePipeline, Workspace: workspace, Status: api.JobQueued, Nodes: []string{}, SubmittedAt: now, Schedule: spec.Schedule,
 				DisplayName: spec.DisplayName, ExperimentName: spec.ExperimentName, Description: spec.Description, Tags: spec.Tags,
 				Inputs: inputs, Outputs: outputs,
 			},

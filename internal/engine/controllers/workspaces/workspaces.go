@@ -181,11 +181,13 @@ func (c *Controller) DeleteWorkspace(ctx context.Context, name string, force boo
 		if keys := tx.Keys(store.Endpoints, name+"/"); len(keys) > 0 {
 			return api.Errorf(api.CodeConflict, "", "workspace %q gained online endpoints while it was being deleted: %s", name, strings.Join(keys, ", "))
 		}
-		// Environments are definitions only (jobs keep their own copy), so they go with
-		// their workspace.
-		for _, key := range tx.Keys(store.Environments, name+"/") {
-			if err := tx.Delete(store.Environments, key); err != nil {
-				return err
+		// Environments and schedules are definitions only (jobs keep their own copy), so
+		// they go with their workspace.
+		for _, b := range []store.Bucket{store.Environments, store.Schedules} {
+			for _, key := range tx.Keys(b, name+"/") {
+				if err := tx.Delete(b, key); err != nil {
+					return err
+				}
 			}
 		}
 		return tx.Delete(store.Workspaces, name)

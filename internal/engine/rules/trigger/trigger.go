@@ -336,6 +336,14 @@ func (c *compiled) ticksOn(day time.Time) []time.Time {
 			if at.Hour() != h || at.Minute() != m {
 				continue
 			}
+			// A wall-clock time that happens twice on a fall-back day (time.Date may give
+			// either) is a tick at its first occurrence only.
+			for _, back := range []time.Duration{30 * time.Minute, time.Hour} {
+				if e := at.Add(-back); e.Day() == at.Day() && e.Hour() == h && e.Minute() == m {
+					at = e
+					break
+				}
+			}
 			out = append(out, at)
 		}
 	}

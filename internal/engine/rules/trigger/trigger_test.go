@@ -37,6 +37,9 @@ func TestNext(t *testing.T) {
 		{"every other week", Trigger{Type: TypeRecurrence, Frequency: Week, Interval: 2, WeekDays: []string{"monday"}, Hours: []int{8}, Minutes: []int{0}, Start: at("2026-01-05T00:00:00Z")}, "2026-01-05T09:00:00Z", "2026-01-19T08:00:00Z"},
 		{"monthly on the 31st skips short months", Trigger{Type: TypeRecurrence, Frequency: Month, Interval: 1, Start: at("2026-01-31T12:00:00Z")}, "2026-01-31T12:00:00Z", "2026-03-31T12:00:00Z"},
 		{"spring forward skips a missing wall-clock time", Trigger{Type: TypeRecurrence, Frequency: Day, Interval: 1, Hours: []int{2}, Minutes: []int{30}, TimeZone: "Europe/Berlin", Start: at("2026-03-01T00:00:00Z")}, "2026-03-28T12:00:00Z", "2026-03-30T00:30:00Z"},
+		{"fall back fires a repeated wall-clock time at its first occurrence", Trigger{Type: TypeRecurrence, Frequency: Day, Interval: 1, Hours: []int{2}, Minutes: []int{30}, TimeZone: "Europe/Berlin", Start: at("2026-03-01T00:00:00Z")}, "2026-10-24T12:00:00Z", "2026-10-25T00:30:00Z"},
+		{"fall back fires the repeated time once", Trigger{Type: TypeRecurrence, Frequency: Day, Interval: 1, Hours: []int{2}, Minutes: []int{30}, TimeZone: "Europe/Berlin", Start: at("2026-03-01T00:00:00Z")}, "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"},
+		{"cron fires a repeated wall-clock time at its first occurrence", Trigger{Type: TypeCron, Expression: "30 2 * * *", TimeZone: "Europe/Berlin"}, "2026-10-24T12:00:00Z", "2026-10-25T00:30:00Z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
