@@ -1,7 +1,6 @@
 package model
 
 import (
-	"maps"
 	"strings"
 	"time"
 
@@ -125,53 +124,13 @@ func ProcessOf(d Deployment) Process {
 
 func (r Endpoint) Key() string { return r.Workspace + "/" + r.Name }
 
-// deployment returns a deployment by name, a retiring one included.
+// Deployment returns a deployment by name, a retiring one included.
 func (r Endpoint) Deployment(name string) (Deployment, bool) {
 	if d, ok := r.Deployments[name]; ok {
 		return d, true
 	}
 	d, ok := r.Retiring[name]
 	return d, ok
-}
-
-// rolledOut reports whether a deployment has its instance_count of ready instances of its
-// current generation.
-func (r Endpoint) RolledOut(name string) bool {
-	d, ok := r.Deployments[name]
-	if !ok {
-		return false
-	}
-	var ready int64
-	for _, in := range r.Instances {
-		if in.Deployment == name && in.Generation == d.Generation && in.State == api.EndpointInstanceReady && !in.Terminating {
-			ready++
-		}
-	}
-	return ready >= d.Target()
-}
-
-// trafficRolledOut reports whether every deployment the declared split sends requests to
-// has rolled out.
-func (r Endpoint) TrafficRolledOut() bool {
-	for name, percent := range r.Traffic {
-		if percent > 0 && !r.RolledOut(name) {
-			return false
-		}
-	}
-	return true
-}
-
-// moveTraffic makes the declared split live once every deployment it sends requests to
-// has rolled out, and lets go of the retiring deployments the live split no longer uses.
-func (r *Endpoint) MoveTraffic() {
-	if !maps.Equal(r.LiveTraffic, r.Traffic) && r.TrafficRolledOut() {
-		r.LiveTraffic = maps.Clone(r.Traffic)
-	}
-	for name := range r.Retiring {
-		if r.LiveTraffic[name] == 0 {
-			delete(r.Retiring, name)
-		}
-	}
 }
 
 func GetEndpoint(tx *store.Tx, workspace, name string) (Endpoint, error) {
@@ -181,33 +140,6 @@ func GetEndpoint(tx *store.Tx, workspace, name string) (Endpoint, error) {
 		return rec, api.Errorf(api.CodeNotFound, "", "online endpoint %q not found in workspace %q", name, workspace)
 	}
 	return rec, err
-}
-
-// settled reports whether every deployment has its instance_count of ready instances of
-// its current generation, no older instance still takes traffic, and the declared split
-// is the live one.
-func (r Endpoint) Settled() bool {
-	if len(r.Retiring) > 0 || !maps.Equal(r.LiveTraffic, r.Traffic) {
-		return false
-	}
-	for name, d := range r.Deployments {
-		var ready int64
-		for _, in := range r.Instances {
-			if in.Deployment != name || in.Terminating || in.State == api.EndpointInstanceDraining {
-				continue
-			}
-			if in.Generation != d.Generation {
-				return false
-			}
-			if in.State == api.EndpointInstanceReady {
-				ready++
-			}
-		}
-		if ready < d.Target() {
-			return false
-		}
-	}
-	return true
 }
 
 func NameOf(key string) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/rollout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -143,11 +144,7 @@ func (c *Controller) probeResult(key, id, task, kind string, started time.Time, 
 		case passed:
 			st.readyOK, st.readyFail = st.readyOK+1, 0
 			if st.readyOK >= probe.SuccessThreshold && in.State != api.EndpointInstanceReady {
-				in.State, in.EverReady, in.Failures = api.EndpointInstanceReady, true, 0
-				if _, declared := rec.Deployments[in.Deployment]; declared && (d.Error != "" || d.StartError != "") {
-					d.Error, d.StartError = "", ""
-					rec.Deployments[in.Deployment] = d
-				}
+				rollout.Ready(rec, in)
 				changed = true
 				readiness := now.Sub(in.StartedAt)
 				cs, measured := c.coldStarts[in.ID]

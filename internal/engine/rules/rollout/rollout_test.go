@@ -86,8 +86,12 @@ func TestDecide(t *testing.T) {
 			live:   map[string]int64{"blue": 100},
 		},
 		{
-			name:     "at target and ready: nothing to do, provisioned",
-			in:       Input{Endpoint: func() model.Endpoint { e := endpoint(map[string]model.Deployment{"blue": fixed(1, 1)}, inst("a", "blue", 1, ready)); e.Provisioned = false; return e }()},
+			name: "at target and ready: nothing to do, provisioned",
+			in: Input{Endpoint: func() model.Endpoint {
+				e := endpoint(map[string]model.Deployment{"blue": fixed(1, 1)}, inst("a", "blue", 1, ready))
+				e.Provisioned = false
+				return e
+			}()},
 			states:   "a:Ready",
 			live:     map[string]int64{"blue": 100},
 			provised: true,
