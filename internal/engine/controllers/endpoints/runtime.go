@@ -120,8 +120,8 @@ type Controller struct {
 
 // probeState counts consecutive probe results of one process (task).
 type probeState struct {
-	task                         string
-	readyOK, readyFail, liveFail int64
+	task string
+	rollout.Counts
 }
 
 // New builds the controller; the loop must route runtime.Endpoint keys to Reconcile.
