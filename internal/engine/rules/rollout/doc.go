@@ -4,8 +4,9 @@
 // once it is committed (the instances to start, drain and terminate, the timers); it does no
 // I/O, starts no goroutine and reads no clock, so every transition is a table test on a
 // fixed time. The endpoints' controller maps the store and the router to an Input, calls
-// Decide, commits, and then acts. Fail is the same rule for an instance that failed (its
-// process exited, its node was lost, a probe gave up on it).
+// Decide, commits, and then acts. Probe is the rule for one probe result, Fail for an
+// instance that failed (its process exited, its node was lost, a probe gave up on it) and
+// Ready for one that passed its readiness.
 //
 // # Rules, in the order Decide applies them
 //
@@ -31,4 +32,10 @@
 // instance restarts after the back-off (1 s doubling per failed start in a row, at most 5
 // minutes: rules/backoff), and FailedStartsBeforeError failed starts in a row set the
 // deployment's Error, so the endpoint reads Failed until an instance of it is ready.
+//
+// Probe: success_threshold readiness passes in a row make an instance ready;
+// failure_threshold failures in a row make a ready one not ready, and fail one that was
+// never ready once initial_delay + period × failure_threshold has passed since its start;
+// failure_threshold liveness failures in a row fail it. While the router holds requests for
+// a starting instance's deployment, its readiness is probed every HeldReadyProbe.
 package rollout
