@@ -6,6 +6,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // Endpoint is an online endpoint as stored, keyed "<workspace>/<name>". Its instances
@@ -58,6 +59,41 @@ type Deployment struct {
 	// the router answers the requests it holds with it. Cleared when an instance is ready
 	// or the autoscaler starts again from zero.
 	StartError string `json:"start_error,omitempty"`
+	// Durations are the spec's durations, parsed once where the deployment comes in
+	// (ParseDurations at create and update); nil in a record stored before they were.
+	Durations *DeploymentDurations `json:"durations,omitempty"`
+}
+
+// DeploymentDurations are a deployment's probe and scale durations, parsed.
+type DeploymentDurations struct {
+	Readiness validation.ProbeTimes `json:"readiness"`
+	Liveness  validation.ProbeTimes `json:"liveness"`
+	Scale     validation.ScaleTimes `json:"scale"`
+}
+
+// ParseDurations fills Durations from the spec, which was validated on the way in.
+func (d *Deployment) ParseDurations() {
+	t := parseDurations(d.Spec)
+	d.Durations = &t
+}
+
+// Times are the deployment's durations: as parsed at write time, or parsed now for a
+// record stored before they were.
+func (d Deployment) Times() DeploymentDurations {
+	if d.Durations != nil {
+		return *d.Durations
+	}
+	return parseDurations(d.Spec)
+}
+
+func parseDurations(s api.DeploymentSpec) DeploymentDurations {
+	probe := func(p *api.Probe) validation.ProbeTimes {
+		if p == nil {
+			p = &api.Probe{}
+		}
+		return validation.ParseProbe(*p)
+	}
+	return DeploymentDurations{Readiness: probe(s.ReadinessProbe), Liveness: probe(s.LivenessProbe), Scale: validation.ParseScale(s.ScaleSettings)}
 }
 
 // Target is the number of instances of the current generation the deployment is kept at:

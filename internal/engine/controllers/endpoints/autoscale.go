@@ -63,9 +63,8 @@ func (c *Controller) scalerFor(endpointKey, deployment string) *scaler {
 }
 
 // ruleSettings are a deployment's scale settings as the rule takes them.
-func ruleSettings(spec api.DeploymentSpec) autoscale.Settings {
-	sc := spec.ScaleSettings
-	t := validation.ParseScale(sc)
+func ruleSettings(d model.Deployment) autoscale.Settings {
+	spec, sc, t := d.Spec, d.Spec.ScaleSettings, d.Times().Scale
 	maxConc := int64(api.DefaultMaxConcurrentRequestsPerInstance)
 	if spec.RequestSettings != nil && spec.RequestSettings.MaxConcurrentRequestsPerInstance > 0 {
 		maxConc = spec.RequestSettings.MaxConcurrentRequestsPerInstance

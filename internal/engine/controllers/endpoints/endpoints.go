@@ -120,6 +120,7 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 			return nil, err
 		}
 		rec := model.Deployment{Spec: d, Generation: 1, Env: env}
+		rec.ParseDurations()
 		old, hadOld := prev[name]
 		if hadOld {
 			rec.Generation, rec.Error = old.Generation, old.Error

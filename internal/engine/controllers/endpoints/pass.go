@@ -109,7 +109,7 @@ func (c *Controller) decide(rec model.Endpoint, now time.Time) rollout.Decision 
 		}
 		s, st := c.scalerFor(rec.Key(), dn), stats[dn]
 		in.Scale[dn] = rollout.Scale{
-			Settings: ruleSettings(dep.Spec), History: s.hist, Next: s.next, Requests: s.requests, Kicked: s.kicked.Swap(false),
+			Settings: ruleSettings(dep), History: s.hist, Next: s.next, Requests: s.requests, Kicked: s.kicked.Swap(false),
 			// Mirror copies are not the deployment's load (DESIGN 4): they are left out.
 			Sample: rollout.Sample{InFlight: max(st.InFlight-st.MirrorInFlight, 0) + st.Held, Requests: st.Requests},
 		}

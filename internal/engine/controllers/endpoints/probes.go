@@ -61,6 +61,7 @@ func (c *Controller) RunProbe(id, kind string) {
 	}
 	var in model.EndpointInstance
 	var probe api.Probe
+	var times validation.ProbeTimes
 	err := c.store.View(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, model.WorkspaceOf(key), model.NameOf(key))
 		if err != nil {
@@ -72,10 +73,7 @@ func (c *Controller) RunProbe(id, kind string) {
 			}
 		}
 		if d, ok := rec.Deployment(in.Deployment); ok && in.ID != "" {
-			probe = *d.Spec.ReadinessProbe
-			if kind == probeLive {
-				probe = *d.Spec.LivenessProbe
-			}
+			probe, times = probeOf(d, kind)
 		}
 		return nil
 	})
@@ -84,7 +82,7 @@ func (c *Controller) RunProbe(id, kind string) {
 		return
 	}
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port)), Path: probe.Path}
-	timeout := validation.ParseProbe(probe).Timeout
+	timeout := times.Timeout
 	// The period counts from this probe's start, so a slow probe does not slow the next.
 	started := c.clock.Now().UTC()
 	c.loop.Go(func() {
@@ -119,11 +117,7 @@ func (c *Controller) probeResult(key, id, task, kind string, started time.Time, 
 		if !found {
 			return // removed: its instances drain
 		}
-		probe := *d.Spec.ReadinessProbe
-		if kind == probeLive {
-			probe = *d.Spec.LivenessProbe
-		}
-		times := validation.ParseProbe(probe)
+		probe, times := probeOf(d, kind)
 		r := rollout.Probe(rec, in, st.Counts, rollout.ProbeInput{
 			Live: kind == probeLive, Passed: passed, Probe: probe, InitialDelay: times.InitialDelay, Period: times.Period,
 			Started: started, Holding: kind == probeReady && !in.EverReady && c.holding(rec.Name, in.Deployment),
@@ -150,4 +144,12 @@ func (c *Controller) probeResult(key, id, task, kind string, started time.Time, 
 	if changed {
 		c.kick(key)
 	}
+}
+
+// probeOf is one of a deployment's probes, with its durations.
+func probeOf(d model.Deployment, kind string) (api.Probe, validation.ProbeTimes) {
+	if kind == probeLive {
+		return *d.Spec.LivenessProbe, d.Times().Liveness
+	}
+	return *d.Spec.ReadinessProbe, d.Times().Readiness
 }

@@ -28,7 +28,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/rollout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // The endpoint runtime keeps every deployment at its target count (instance_count, or the
@@ -233,8 +232,9 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 			return // removed meanwhile: the next pass drains it
 		}
 		c.probes[cur.ID] = &probeState{task: cur.Task}
-		c.loop.SetTimer(ProbeTimer(cur.ID, probeReady), now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
-		c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
+		times := d.Times()
+		c.loop.SetTimer(ProbeTimer(cur.ID, probeReady), now.Add(times.Readiness.InitialDelay))
+		c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now.Add(times.Liveness.InitialDelay))
 		c.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
 	})
 	c.mu.Unlock()
