@@ -59,6 +59,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 	})
 	if err != nil {
 		c.syncRouter(key)
+		c.setTimers(key, d) // a pass that did not commit is tried again at its deadlines
 		if ctx.Err() == nil {
 			c.log.Error("reconciling online endpoint failed", "endpoint", key, "error", err)
 		}
@@ -138,9 +139,7 @@ func (c *Controller) committed(key string, d rollout.Decision) {
 		c.loop.RemoveTimer(ProbeTimer(id, probeLive))
 		c.log.Debug("instance draining", "endpoint", key, "instance", id)
 	}
-	for id, at := range d.Steps {
-		c.loop.SetTimer(endpointStepTimer(key, id), at)
-	}
+	c.setTimers(key, d)
 	for _, s := range d.Scaled {
 		dec := s.Decision
 		c.log.Info("deployment scaled", "endpoint", key, "deployment", s.Deployment, "from", dec.From, "to", dec.Desired,
@@ -156,13 +155,23 @@ func (c *Controller) committed(key string, d rollout.Decision) {
 	}
 }
 
-// keepScalers keeps the memory of an endpoint's autoscaled deployments after a pass, with
-// each one's next sample as a timer, and forgets the others. Callers hold c.mu.
+// setTimers sets a decision's deadlines: the instances' drain ends and restarts, and the
+// autoscaled deployments' next samples.
+func (c *Controller) setTimers(key string, d rollout.Decision) {
+	for id, at := range d.Steps {
+		c.loop.SetTimer(endpointStepTimer(key, id), at)
+	}
+	for dn, s := range d.Scale {
+		c.loop.SetTimer(scaleTimer(key, dn), s.Next)
+	}
+}
+
+// keepScalers keeps the memory of an endpoint's autoscaled deployments after a pass and
+// forgets the others. Callers hold c.mu.
 func (c *Controller) keepScalers(key string, mem map[string]rollout.Scale) {
 	for dn, m := range mem {
 		s := c.scalerFor(key, dn)
 		s.hist, s.next, s.requests = m.History, m.Next, m.Requests
-		c.loop.SetTimer(scaleTimer(key, dn), s.next)
 	}
 	for k := range c.scalers {
 		if ep, dn, _ := strings.Cut(k, "\x00"); ep == key {
