@@ -1,12 +1,12 @@
 package model
 
 import (
-	"maps"
 	"strings"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // Endpoint is an online endpoint as stored, keyed "<workspace>/<name>". Its instances
@@ -59,6 +59,41 @@ type Deployment struct {
 	// the router answers the requests it holds with it. Cleared when an instance is ready
 	// or the autoscaler starts again from zero.
 	StartError string `json:"start_error,omitempty"`
+	// Durations are the spec's durations, parsed once where the deployment comes in
+	// (ParseDurations at create and update); nil in a record stored before they were.
+	Durations *DeploymentDurations `json:"durations,omitempty"`
+}
+
+// DeploymentDurations are a deployment's probe and scale durations, parsed.
+type DeploymentDurations struct {
+	Readiness validation.ProbeTimes `json:"readiness"`
+	Liveness  validation.ProbeTimes `json:"liveness"`
+	Scale     validation.ScaleTimes `json:"scale"`
+}
+
+// ParseDurations fills Durations from the spec, which was validated on the way in.
+func (d *Deployment) ParseDurations() {
+	t := parseDurations(d.Spec)
+	d.Durations = &t
+}
+
+// Times are the deployment's durations: as parsed at write time, or parsed now for a
+// record stored before they were.
+func (d Deployment) Times() DeploymentDurations {
+	if d.Durations != nil {
+		return *d.Durations
+	}
+	return parseDurations(d.Spec)
+}
+
+func parseDurations(s api.DeploymentSpec) DeploymentDurations {
+	probe := func(p *api.Probe) validation.ProbeTimes {
+		if p == nil {
+			p = &api.Probe{}
+		}
+		return validation.ParseProbe(*p)
+	}
+	return DeploymentDurations{Readiness: probe(s.ReadinessProbe), Liveness: probe(s.LivenessProbe), Scale: validation.ParseScale(s.ScaleSettings)}
 }
 
 // Target is the number of instances of the current generation the deployment is kept at:
@@ -125,53 +160,13 @@ func ProcessOf(d Deployment) Process {
 
 func (r Endpoint) Key() string { return r.Workspace + "/" + r.Name }
 
-// deployment returns a deployment by name, a retiring one included.
+// Deployment returns a deployment by name, a retiring one included.
 func (r Endpoint) Deployment(name string) (Deployment, bool) {
 	if d, ok := r.Deployments[name]; ok {
 		return d, true
 	}
 	d, ok := r.Retiring[name]
 	return d, ok
-}
-
-// rolledOut reports whether a deployment has its instance_count of ready instances of its
-// current generation.
-func (r Endpoint) RolledOut(name string) bool {
-	d, ok := r.Deployments[name]
-	if !ok {
-		return false
-	}
-	var ready int64
-	for _, in := range r.Instances {
-		if in.Deployment == name && in.Generation == d.Generation && in.State == api.EndpointInstanceReady && !in.Terminating {
-			ready++
-		}
-	}
-	return ready >= d.Target()
-}
-
-// trafficRolledOut reports whether every deployment the declared split sends requests to
-// has rolled out.
-func (r Endpoint) TrafficRolledOut() bool {
-	for name, percent := range r.Traffic {
-		if percent > 0 && !r.RolledOut(name) {
-			return false
-		}
-	}
-	return true
-}
-
-// moveTraffic makes the declared split live once every deployment it sends requests to
-// has rolled out, and lets go of the retiring deployments the live split no longer uses.
-func (r *Endpoint) MoveTraffic() {
-	if !maps.Equal(r.LiveTraffic, r.Traffic) && r.TrafficRolledOut() {
-		r.LiveTraffic = maps.Clone(r.Traffic)
-	}
-	for name := range r.Retiring {
-		if r.LiveTraffic[name] == 0 {
-			delete(r.Retiring, name)
-		}
-	}
 }
 
 func GetEndpoint(tx *store.Tx, workspace, name string) (Endpoint, error) {
@@ -181,33 +176,6 @@ func GetEndpoint(tx *store.Tx, workspace, name string) (Endpoint, error) {
 		return rec, api.Errorf(api.CodeNotFound, "", "online endpoint %q not found in workspace %q", name, workspace)
 	}
 	return rec, err
-}
-
-// settled reports whether every deployment has its instance_count of ready instances of
-// its current generation, no older instance still takes traffic, and the declared split
-// is the live one.
-func (r Endpoint) Settled() bool {
-	if len(r.Retiring) > 0 || !maps.Equal(r.LiveTraffic, r.Traffic) {
-		return false
-	}
-	for name, d := range r.Deployments {
-		var ready int64
-		for _, in := range r.Instances {
-			if in.Deployment != name || in.Terminating || in.State == api.EndpointInstanceDraining {
-				continue
-			}
-			if in.Generation != d.Generation {
-				return false
-			}
-			if in.State == api.EndpointInstanceReady {
-				ready++
-			}
-		}
-		if ready < d.Target() {
-			return false
-		}
-	}
-	return true
 }
 
 func NameOf(key string) string {

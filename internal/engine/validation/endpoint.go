@@ -176,7 +176,9 @@ func Probe(field string, p api.Probe) error {
 
 // ProbeTimes are a probe's durations, parsed.
 type ProbeTimes struct {
-	InitialDelay, Period, Timeout time.Duration
+	InitialDelay time.Duration `json:"initial_delay"`
+	Period       time.Duration `json:"period"`
+	Timeout      time.Duration `json:"timeout"`
 }
 
 // ParseProbe returns a checked probe's durations (defaults filled).

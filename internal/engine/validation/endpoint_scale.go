@@ -22,7 +22,9 @@ const (
 // ScaleTimes are a deployment's scale durations, parsed; ScaleToZeroDelay is
 // ScaleDownDelay when scale_to_zero_delay is unset.
 type ScaleTimes struct {
-	PollingInterval, ScaleDownDelay, ScaleToZeroDelay time.Duration
+	PollingInterval  time.Duration `json:"polling_interval"`
+	ScaleDownDelay   time.Duration `json:"scale_down_delay"`
+	ScaleToZeroDelay time.Duration `json:"scale_to_zero_delay"`
 }
 
 // EndpointScale checks a deployment's scale_settings; field is the deployment's attribute

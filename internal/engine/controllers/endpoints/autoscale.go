@@ -16,10 +16,10 @@ import (
 // polling_interval a timer of the work loop marks the endpoint, and its pass samples the
 // router's own counts of each autoscaled deployment (requests in flight, held requests, and
 // the requests that arrived since the last sample; the instances are never polled), gives
-// them to the pure rule (rules/autoscale) and commits the count it decides as the
-// deployment's Desired, with the decision, before the instances are added or drained. A
-// request the router holds (no instance with room) kicks the endpoint, so from zero the
-// first request is decided at once, not at the next tick.
+// them to the pure rule (rules/rollout, which steps rules/autoscale) and commits the count
+// it decides as the deployment's Desired, with the decision, before the instances are added
+// or drained. A request the router holds (no instance with room) kicks the endpoint, so
+// from zero the first request is decided at once, not at the next tick.
 //
 // The rule's history lives in memory: after an engine restart it starts afresh, and the rule
 // then waits a whole scale_down_delay before any step down.
@@ -63,9 +63,8 @@ func (c *Controller) scalerFor(endpointKey, deployment string) *scaler {
 }
 
 // ruleSettings are a deployment's scale settings as the rule takes them.
-func ruleSettings(spec api.DeploymentSpec) autoscale.Settings {
-	sc := spec.ScaleSettings
-	t := validation.ParseScale(sc)
+func ruleSettings(d model.Deployment) autoscale.Settings {
+	spec, sc, t := d.Spec, d.Spec.ScaleSettings, d.Times().Scale
 	maxConc := int64(api.DefaultMaxConcurrentRequestsPerInstance)
 	if spec.RequestSettings != nil && spec.RequestSettings.MaxConcurrentRequestsPerInstance > 0 {
 		maxConc = spec.RequestSettings.MaxConcurrentRequestsPerInstance
@@ -75,91 +74,6 @@ func ruleSettings(spec api.DeploymentSpec) autoscale.Settings {
 		MaxConcurrentRequestsPerInstance: maxConc,
 		PollingInterval:                  t.PollingInterval, ScaleDownDelay: t.ScaleDownDelay, ScaleToZeroDelay: t.ScaleToZeroDelay,
 	}
-}
-
-// scaleDeployments runs the autoscaler of each autoscaled deployment that is due (its
-// polling interval passed, or the router kicked it) and sets Desired from its decision; it
-// keeps each due time in the timer queue. Callers hold c.mu and commit rec.
-func (c *Controller) scaleDeployments(rec *model.Endpoint, now time.Time) {
-	key := rec.Key()
-	var stats map[string]router.DeploymentStats
-	for dn, d := range rec.Deployments {
-		if !d.Spec.ScaleSettings.Autoscaled() {
-			delete(c.scalers, scalerKey(key, dn))
-			continue
-		}
-		set := ruleSettings(d.Spec)
-		s := c.scalerFor(key, dn)
-		kicked := s.kicked.Swap(false)
-		due := !now.Before(s.next)
-		if !kicked && !due {
-			c.loop.SetTimer(scaleTimer(key, dn), s.next)
-			continue
-		}
-		if stats == nil {
-			stats = c.router.Stats(rec.Name)
-		}
-		st := stats[dn]
-		// Mirror copies are not the deployment's load (DESIGN 4): they are left out.
-		sample := autoscale.Sample{At: now, InFlight: max(st.InFlight-st.MirrorInFlight, 0) + st.Held, Kick: !due}
-		if due { // a kick out of turn leaves the arrivals to the next polling sample
-			if st.Requests >= s.requests {
-				sample.Arrived = int64(st.Requests - s.requests)
-			}
-			s.requests = st.Requests
-		}
-		var dec autoscale.Decision
-		s.hist, dec = autoscale.Step(set, s.hist, d.Desired, sample)
-		if dec.Changed() {
-			d.Desired = dec.Desired
-			if dec.From == 0 {
-				d.StartError = "" // a new attempt
-			}
-			d.Decisions = append(d.Decisions, api.ScaleDecision{
-				Time: now, From: dec.From, To: dec.Desired, Reason: dec.Reason,
-				Load: dec.Inputs.Load, AverageLoad: dec.Inputs.AverageLoad, PeakNeed: dec.Inputs.PeakNeed,
-			})
-			if n := len(d.Decisions); n > api.MaxScaleDecisions {
-				d.Decisions = append([]api.ScaleDecision(nil), d.Decisions[n-api.MaxScaleDecisions:]...)
-			}
-			rec.Deployments[dn] = d
-			c.log.Info("deployment scaled", "endpoint", key, "deployment", dn, "from", dec.From, "to", dec.Desired,
-				"reason", dec.Reason, "load", dec.Inputs.Load, "average_load", dec.Inputs.AverageLoad,
-				"peak_need", dec.Inputs.PeakNeed, "kicked", kicked)
-			if m := c.metrics; m != nil {
-				m.ScaleDecision(key, dn, dec.From, dec.Desired)
-			}
-		}
-		if due {
-			s.next = now.Add(set.Normalize().PollingInterval)
-		}
-		c.loop.SetTimer(scaleTimer(key, dn), s.next)
-	}
-	for k := range c.scalers {
-		if endpointOfScaler(k) == key {
-			if _, ok := rec.Deployments[deploymentOfScaler(k)]; !ok {
-				delete(c.scalers, k)
-			}
-		}
-	}
-}
-
-func endpointOfScaler(k string) string {
-	for i := range len(k) {
-		if k[i] == 0 {
-			return k[:i]
-		}
-	}
-	return k
-}
-
-func deploymentOfScaler(k string) string {
-	for i := range len(k) {
-		if k[i] == 0 {
-			return k[i+1:]
-		}
-	}
-	return ""
 }
 
 // initialDesired is the count an autoscaled deployment starts at: its old count, within the

@@ -12,6 +12,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/rollout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -119,6 +120,7 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 			return nil, err
 		}
 		rec := model.Deployment{Spec: d, Generation: 1, Env: env}
+		rec.ParseDurations()
 		old, hadOld := prev[name]
 		if hadOld {
 			rec.Generation, rec.Error = old.Generation, old.Error
@@ -298,10 +300,10 @@ func (c *Controller) UpdateEndpoint(_ context.Context, workspace, name string, u
 		}
 		rec.AuthMode, rec.Description, rec.Tags = upd.AuthMode, upd.Description, upd.Tags
 		rec.Deployments, rec.Traffic, rec.MirrorTraffic = deployments, upd.Traffic, upd.MirrorTraffic
-		rec.MoveTraffic()
+		rollout.MoveTraffic(&rec)
 		// Auth and request settings apply when the call returns, and so does the split
 		// when the deployments it sends to are rolled out already; otherwise it moves once
-		// they are. The router gets them before the commit, as in reconcileEndpoint.
+		// they are. The router gets them before the commit, as in Reconcile.
 		c.pushRouter(rec)
 		if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
 			return err
@@ -450,7 +452,7 @@ func (c *Controller) RegenerateEndpointKeys(_ context.Context, workspace, name, 
 		keys = rec.Keys
 		if !rec.Deleting {
 			// The old key stops working when the call returns. The router gets the new one
-			// before the commit, as in reconcileEndpoint.
+			// before the commit, as in Reconcile.
 			c.pushRouter(rec)
 		}
 		return tx.Put(store.Endpoints, rec.Key(), rec)
@@ -515,7 +517,7 @@ func (c *Controller) describeEndpoint(rec model.Endpoint) api.Endpoint {
 		out.ProvisioningState, out.Error = api.ProvisioningFailed, strings.Join(errs, "; ")
 	case !rec.Provisioned:
 		out.ProvisioningState = api.ProvisioningCreating
-	case !rec.Settled():
+	case !rollout.Settled(rec):
 		out.ProvisioningState = api.ProvisioningUpdating
 	default:
 		out.ProvisioningState = api.ProvisioningSucceeded

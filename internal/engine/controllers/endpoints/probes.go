@@ -2,7 +2,6 @@ package endpoints
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/rollout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -61,6 +61,7 @@ func (c *Controller) RunProbe(id, kind string) {
 	}
 	var in model.EndpointInstance
 	var probe api.Probe
+	var times validation.ProbeTimes
 	err := c.store.View(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, model.WorkspaceOf(key), model.NameOf(key))
 		if err != nil {
@@ -72,10 +73,7 @@ func (c *Controller) RunProbe(id, kind string) {
 			}
 		}
 		if d, ok := rec.Deployment(in.Deployment); ok && in.ID != "" {
-			probe = *d.Spec.ReadinessProbe
-			if kind == probeLive {
-				probe = *d.Spec.LivenessProbe
-			}
+			probe, times = probeOf(d, kind)
 		}
 		return nil
 	})
@@ -84,7 +82,7 @@ func (c *Controller) RunProbe(id, kind string) {
 		return
 	}
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port)), Path: probe.Path}
-	timeout := validation.ParseProbe(probe).Timeout
+	timeout := times.Timeout
 	// The period counts from this probe's start, so a slow probe does not slow the next.
 	started := c.clock.Now().UTC()
 	c.loop.Go(func() {
@@ -92,13 +90,6 @@ func (c *Controller) RunProbe(id, kind string) {
 		c.probeResult(key, id, in.Task, kind, started, passed)
 	})
 }
-
-// heldReadyProbe is how often a starting instance's readiness is probed while the router
-// holds requests for its deployment (from zero, every request waits for it): a cold start
-// is then served within this of the instance's readiness, not a whole probe period later.
-// Failures of these extra probes count toward failure_threshold only once the probe's own
-// budget (initial_delay + period × failure_threshold) has passed.
-const heldReadyProbe = 20 * time.Millisecond
 
 // holding reports whether the router holds requests for the deployment.
 func (c *Controller) holding(endpoint, deployment string) bool {
@@ -126,63 +117,39 @@ func (c *Controller) probeResult(key, id, task, kind string, started time.Time, 
 		if !found {
 			return // removed: its instances drain
 		}
-		probe := *d.Spec.ReadinessProbe
-		if kind == probeLive {
-			probe = *d.Spec.LivenessProbe
-		}
-		times := validation.ParseProbe(probe)
+		probe, times := probeOf(d, kind)
+		r := rollout.Probe(rec, in, st.Counts, rollout.ProbeInput{
+			Live: kind == probeLive, Passed: passed, Probe: probe, InitialDelay: times.InitialDelay, Period: times.Period,
+			Started: started, Holding: kind == probeReady && !in.EverReady && c.holding(rec.Name, in.Deployment),
+		}, now)
+		st.Counts, changed = r.Counts, r.Failed != "" || r.Ready || r.NotReady
 		switch {
-		case kind == probeLive && passed:
-			st.liveFail = 0
-		case kind == probeLive:
-			if st.liveFail++; st.liveFail >= probe.FailureThreshold {
-				c.instanceFailed(rec, in, fmt.Sprintf("liveness probe GET %s failed %d times in a row", probe.Path, st.liveFail), now)
-				changed = true
-				return
+		case r.Failed != "":
+			c.instanceFailed(rec, in, r.Failed, now)
+			return
+		case r.Ready:
+			readiness := now.Sub(in.StartedAt)
+			cs, measured := c.coldStarts[in.ID]
+			delete(c.coldStarts, in.ID)
+			c.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment,
+				"node_start", cs.node, "process_start", cs.process, "readiness", readiness)
+			if m := c.metrics; m != nil && measured {
+				m.ColdStart(key, in.Deployment, cs.node, cs.process, readiness)
 			}
-		case passed:
-			st.readyOK, st.readyFail = st.readyOK+1, 0
-			if st.readyOK >= probe.SuccessThreshold && in.State != api.EndpointInstanceReady {
-				in.State, in.EverReady, in.Failures = api.EndpointInstanceReady, true, 0
-				if _, declared := rec.Deployments[in.Deployment]; declared && (d.Error != "" || d.StartError != "") {
-					d.Error, d.StartError = "", ""
-					rec.Deployments[in.Deployment] = d
-				}
-				changed = true
-				readiness := now.Sub(in.StartedAt)
-				cs, measured := c.coldStarts[in.ID]
-				delete(c.coldStarts, in.ID)
-				c.log.Info("endpoint instance ready", "endpoint", key, "instance", in.ID, "deployment", in.Deployment,
-					"node_start", cs.node, "process_start", cs.process, "readiness", readiness)
-				if m := c.metrics; m != nil && measured {
-					m.ColdStart(key, in.Deployment, cs.node, cs.process, readiness)
-				}
-			}
-		default:
-			st.readyOK, st.readyFail = 0, st.readyFail+1
-			budget := times.InitialDelay + times.Period*time.Duration(probe.FailureThreshold)
-			if st.readyFail >= probe.FailureThreshold && (in.EverReady || now.Sub(in.StartedAt) >= budget) {
-				if !in.EverReady {
-					c.instanceFailed(rec, in, fmt.Sprintf("readiness probe GET %s did not pass within %s (initial_delay + period * failure_threshold)",
-						probe.Path, times.InitialDelay+times.Period*time.Duration(probe.FailureThreshold)), now)
-					changed = true
-					return
-				}
-				if in.State == api.EndpointInstanceReady {
-					in.State = api.EndpointInstanceStarting
-					changed = true
-					c.log.Warn("endpoint instance not ready", "endpoint", key, "instance", in.ID, "failures", st.readyFail)
-				}
-			}
+		case r.NotReady:
+			c.log.Warn("endpoint instance not ready", "endpoint", key, "instance", in.ID, "failures", st.ReadyFail)
 		}
-		next := started.Add(times.Period)
-		if kind == probeReady && in.State == api.EndpointInstanceStarting && !in.EverReady && c.holding(rec.Name, in.Deployment) {
-			// Requests wait for this instance: look again soon rather than a period later.
-			next = started.Add(min(heldReadyProbe, times.Period))
-		}
-		c.loop.SetTimer(ProbeTimer(id, kind), next)
+		c.loop.SetTimer(ProbeTimer(id, kind), r.Next)
 	})
 	if changed {
 		c.kick(key)
 	}
+}
+
+// probeOf is one of a deployment's probes, with its durations.
+func probeOf(d model.Deployment, kind string) (api.Probe, validation.ProbeTimes) {
+	if kind == probeLive {
+		return *d.Spec.LivenessProbe, d.Times().Liveness
+	}
+	return *d.Spec.ReadinessProbe, d.Times().Readiness
 }

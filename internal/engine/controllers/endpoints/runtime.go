@@ -25,44 +25,29 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/backoff"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/rollout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // The endpoint runtime keeps every deployment at its target count (instance_count, or the
-// autoscaler's decision: autoscale.go), each instance a node of the engine's driver running
-// the deployment's command as a task with PORT set. The rules:
+// autoscaler's decision), each instance a node of the engine's driver running the
+// deployment's command as a task with PORT set. What an endpoint's instances do next (adds,
+// drains, the rollout, the split, restarts, the back-off and Failed after three failed
+// starts) is one pure rule, rules/rollout; a pass (pass.go) maps the record to it, commits
+// its decision, and then carries it out. The rest is here and in probes.go:
 //
 //   - An instance takes traffic once its readiness probe passed success_threshold times in
 //     a row, and stops taking it after failure_threshold failures in a row.
-//   - failure_threshold liveness failures in a row, or the process exiting, restart the
-//     process on its node after a back-off (1 s doubling per consecutive failed start, at
-//     most 5 minutes: rules/backoff); a lost node is created again under the same key.
+//   - failure_threshold liveness failures in a row, or the process exiting, fail the
+//     instance (rollout.Fail); a lost node is created again under the same key.
 //   - A process that never becomes ready within initial_delay + period * failure_threshold
-//     counts as a failed start. failedStartsBeforeError failed starts in a row set the
-//     deployment's Error, so the endpoint reads Failed; starts go on with the back-off, and
-//     the first instance that becomes ready clears the error.
-//   - Rollout: a changed deployment (new generation) starts new instances; the old ones keep
-//     their traffic until instance_count new ones are ready, then drain: out of the router
-//     at once, terminated after the request timeout (+1 s) so requests on them finish.
-//     Lower instance counts and removed deployments drain the same way.
+//     counts as a failed start.
 //   - Delete takes the endpoint out of the router and terminates every instance at once.
 //
 // Probes and restarts are deadlines in the engine's timer queue, so the rules run on the
 // injected clock. Decisions are committed before they are acted on; the instances live in
 // the endpoint's record, so a restarted engine adopts their nodes and resumes the probes.
-
-// failedStartsBeforeError is how many failed starts in a row mark a deployment failed.
-const failedStartsBeforeError = 3
-
-// restartBackoffBase is the wait before a failed instance starts again, doubled for each
-// failed start in a row (rules/backoff).
-const restartBackoffBase = time.Second
-
-// drainGrace is added to the request timeout before a draining instance is terminated.
-const drainGrace = time.Second
 
 // The two probes of an endpoint instance, as probe timers name them.
 const (
@@ -134,8 +119,8 @@ type Controller struct {
 
 // probeState counts consecutive probe results of one process (task).
 type probeState struct {
-	task                         string
-	readyOK, readyFail, liveFail int64
+	task string
+	rollout.Counts
 }
 
 // New builds the controller; the loop must route runtime.Endpoint keys to Reconcile.
@@ -168,208 +153,6 @@ func (c *Controller) ScoringBase() string {
 		return *p
 	}
 	return ""
-}
-
-// reconcileEndpoint runs one pass for one endpoint.
-func (c *Controller) Reconcile(ctx context.Context, key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now().UTC()
-	var (
-		rec          model.Endpoint
-		exists, gone bool
-		toStart      []model.EndpointInstance
-		toTerminate  []model.EndpointInstance
-	)
-	err := c.store.Update(func(tx *store.Tx) error {
-		var err error
-		if exists, err = tx.Get(store.Endpoints, key, &rec); err != nil || !exists {
-			return err
-		}
-		if rec.Deleting {
-			for i := range rec.Instances {
-				rec.Instances[i].Terminating = true
-			}
-			if len(rec.Instances) == 0 {
-				gone = true
-				return tx.Delete(store.Endpoints, key)
-			}
-		} else {
-			c.planEndpoint(&rec, now)
-			// Before the commit: no reader sees a state (Succeeded, a new split) that the
-			// router does not serve yet.
-			c.pushRouter(rec)
-		}
-		for _, in := range rec.Instances {
-			switch {
-			case in.Terminating:
-				toTerminate = append(toTerminate, in)
-			case in.State == api.EndpointInstanceStarting && in.StartedAt.IsZero():
-				toStart = append(toStart, in)
-			}
-		}
-		return tx.Put(store.Endpoints, key, rec)
-	})
-	if err != nil {
-		c.syncRouter(key)
-		if ctx.Err() == nil {
-			c.log.Error("reconciling online endpoint failed", "endpoint", key, "error", err)
-		}
-		return
-	}
-	if !exists || gone || rec.Deleting {
-		c.router.RemoveEndpoint(model.NameOf(key))
-		if gone || !exists {
-			if c.quota != nil {
-				c.quota.SetEndpoint(key, nil) // its instances are gone: it holds nothing
-			}
-		}
-		if gone {
-			c.log.Info("online endpoint deleted", "endpoint", key)
-			for k := range c.scalers {
-				if endpointOfScaler(k) == key {
-					delete(c.scalers, k)
-				}
-			}
-		}
-		if !rec.Deleting || gone {
-			// Also when it was already gone: a delete that came late still returns.
-			c.loop.Deleted(runtime.EndpointKey(key))
-		}
-	}
-	// The lifecycle starts each node once (a node being created, or waiting for the driver
-	// to report it ready, is left alone) and releases it once its start is done: the
-	// start kicks the endpoint, and the next pass terminates the node it made.
-	for _, in := range toStart {
-		c.nodes[in.ID] = key
-		c.startInstance(ctx, key, rec, in)
-	}
-	for _, in := range toTerminate {
-		c.terminateInstance(ctx, key, in)
-	}
-}
-
-// planEndpoint applies the rules to a live endpoint's instances, in place.
-func (c *Controller) planEndpoint(rec *model.Endpoint, now time.Time) {
-	key := rec.Key()
-	allReady := true
-	c.scaleDeployments(rec, now)
-	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
-		d := rec.Deployments[name]
-		target := d.Target()
-		var cur []int
-		for i, in := range rec.Instances {
-			if in.Deployment == name && in.Generation == d.Generation && in.State != api.EndpointInstanceDraining && !in.Terminating {
-				cur = append(cur, i)
-			}
-		}
-		for int64(len(cur)) < target {
-			rec.Instances = append(rec.Instances, model.EndpointInstance{
-				ID: c.newID("ep"), Deployment: name, Generation: d.Generation, Port: c.freePort(rec.Instances),
-				Task: "serve-0", State: api.EndpointInstanceStarting, Process: model.ProcessOf(d),
-			})
-			cur = append(cur, len(rec.Instances)-1)
-		}
-		if extra := int64(len(cur)) - target; extra > 0 {
-			// Drain the instances that are not ready first, then the newest.
-			slices.SortStableFunc(cur, func(a, b int) int {
-				ra, rb := rec.Instances[a].State == api.EndpointInstanceReady, rec.Instances[b].State == api.EndpointInstanceReady
-				if ra != rb {
-					if ra {
-						return -1
-					}
-					return 1
-				}
-				return 0
-			})
-			for _, i := range cur[len(cur)-int(extra):] {
-				c.drain(rec, i, now)
-			}
-			cur = cur[:len(cur)-int(extra)]
-		}
-		var ready int64
-		for _, i := range cur {
-			if rec.Instances[i].State == api.EndpointInstanceReady {
-				ready++
-			}
-		}
-		if ready < target {
-			allReady = false
-			continue
-		}
-		// The new generation is ready: the old one stops taking traffic now.
-		for i, in := range rec.Instances {
-			if in.Deployment == name && in.Generation != d.Generation && in.State != api.EndpointInstanceDraining && !in.Terminating {
-				c.drain(rec, i, now)
-			}
-		}
-	}
-	rec.MoveTraffic()
-	for i, in := range rec.Instances {
-		if _, ok := rec.Deployment(in.Deployment); !ok && in.State != api.EndpointInstanceDraining && !in.Terminating {
-			c.drain(rec, i, now)
-		}
-	}
-	for i := range rec.Instances {
-		in := &rec.Instances[i]
-		switch {
-		case in.Terminating:
-		case in.State == api.EndpointInstanceDraining:
-			if !now.Before(in.DrainUntil) || c.drained(rec, in, now) {
-				in.Terminating = true
-			} else {
-				c.loop.SetTimer(endpointStepTimer(key, in.ID), in.DrainUntil)
-			}
-		case in.State == api.EndpointInstanceFailed && !in.RestartAt.IsZero():
-			if !now.Before(in.RestartAt) {
-				in.Restarts++
-				in.Task = "serve-" + strconv.FormatInt(in.Restarts, 10)
-				in.State, in.StartedAt, in.RestartAt, in.EverReady = api.EndpointInstanceStarting, time.Time{}, time.Time{}, false
-			} else {
-				c.loop.SetTimer(endpointStepTimer(key, in.ID), in.RestartAt)
-			}
-		}
-	}
-	if allReady && !rec.Provisioned {
-		rec.Provisioned = true
-		c.log.Info("online endpoint provisioned", "endpoint", key)
-	}
-}
-
-// drain takes an instance out of the router; it is terminated once its requests have had
-// the deployment's request timeout to finish.
-func (c *Controller) drain(rec *model.Endpoint, i int, now time.Time) {
-	in := &rec.Instances[i]
-	timeout := time.Duration(api.DefaultRequestTimeoutMS) * time.Millisecond
-	if d, ok := rec.Deployment(in.Deployment); ok && d.Spec.RequestSettings != nil {
-		timeout = time.Duration(d.Spec.RequestSettings.RequestTimeoutMS) * time.Millisecond
-	}
-	if in.State != api.EndpointInstanceReady {
-		// Nothing was routed to it: it can go at once.
-		timeout, in.Terminating = 0, true
-	}
-	in.State, in.DrainUntil = api.EndpointInstanceDraining, now.Add(timeout+drainGrace)
-	c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
-	c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
-	c.log.Debug("instance draining", "endpoint", rec.Key(), "instance", in.ID, "deployment", in.Deployment)
-}
-
-// drained reports whether a draining instance of an autoscaled deployment has finished its
-// requests: the router counts none in flight on it, and drainGrace has passed since the
-// drain began, so a request that took its slot from the table of just before the drain has
-// long been counted. Its drain then ends before request_timeout_ms. A deployment of a fixed
-// count waits out the timeout as before.
-func (c *Controller) drained(rec *model.Endpoint, in *model.EndpointInstance, now time.Time) bool {
-	d, ok := rec.Deployment(in.Deployment)
-	if !ok || !d.Spec.ScaleSettings.Autoscaled() || d.Spec.RequestSettings == nil {
-		return false
-	}
-	began := in.DrainUntil.Add(-time.Duration(d.Spec.RequestSettings.RequestTimeoutMS)*time.Millisecond - drainGrace)
-	if now.Before(began.Add(drainGrace)) {
-		return false
-	}
-	n, known := c.router.InstanceInFlight(rec.Name, in.Deployment, in.ID)
-	return known && n == 0
 }
 
 // freePort picks a free loopback port no other instance of the endpoint holds. The kernel
@@ -449,8 +232,9 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 			return // removed meanwhile: the next pass drains it
 		}
 		c.probes[cur.ID] = &probeState{task: cur.Task}
-		c.loop.SetTimer(ProbeTimer(cur.ID, probeReady), now.Add(validation.ParseProbe(*d.Spec.ReadinessProbe).InitialDelay))
-		c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now.Add(validation.ParseProbe(*d.Spec.LivenessProbe).InitialDelay))
+		times := d.Times()
+		c.loop.SetTimer(ProbeTimer(cur.ID, probeReady), now.Add(times.Readiness.InitialDelay))
+		c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now.Add(times.Liveness.InitialDelay))
 		c.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
 	})
 	c.mu.Unlock()
@@ -515,24 +299,11 @@ func (c *Controller) processCommand(p model.Process, env map[string]string) []st
 // instanceFailed marks an instance failed, kills its process and schedules its restart.
 // Callers hold c.mu and commit rec.
 func (c *Controller) instanceFailed(rec *model.Endpoint, in *model.EndpointInstance, why string, now time.Time) {
-	if !in.EverReady {
-		in.Failures++
-	}
-	wait := backoff.After(in.Failures, restartBackoffBase)
-	in.State, in.RestartAt = api.EndpointInstanceFailed, now.Add(wait)
+	wait := rollout.Fail(rec, in, why, now)
 	delete(c.probes, in.ID)
 	c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
 	c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
 	c.loop.SetTimer(endpointStepTimer(rec.Key(), in.ID), in.RestartAt)
-	if d, ok := rec.Deployments[in.Deployment]; ok && in.Failures >= failedStartsBeforeError {
-		d.Error = fmt.Sprintf("instance %s failed %d times in a row before becoming ready; last: %s", in.ID, in.Failures, why)
-		rec.Deployments[in.Deployment] = d
-	}
-	if d, ok := rec.Deployments[in.Deployment]; ok && !in.EverReady && d.Spec.ScaleSettings.Autoscaled() {
-		// Requests the router holds for this deployment get the reason at once (pushRouter).
-		d.StartError = fmt.Sprintf("instance %s: %s", in.ID, why)
-		rec.Deployments[in.Deployment] = d
-	}
 	c.log.Warn("endpoint instance failed; restarting", "endpoint", rec.Key(), "instance", in.ID, "reason", why, "restart_in", wait)
 	// Killed after the commit, by updateEndpointInstance.
 	c.kills = append(c.kills, [2]string{in.ID, in.Task})
@@ -559,7 +330,7 @@ func (c *Controller) updateEndpointInstance(key, id string, f func(*model.Endpoi
 		if after, _ := json.Marshal(rec); !bytes.Equal(before, after) {
 			err = c.store.Update(func(tx *store.Tx) error {
 				if !rec.Deleting {
-					c.pushRouter(rec) // before the commit, as in reconcileEndpoint
+					c.pushRouter(rec) // before the commit, as in Reconcile
 				}
 				return tx.Put(store.Endpoints, key, rec)
 			})
