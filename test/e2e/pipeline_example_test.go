@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,10 @@ func TestE2E_PipelineExample(t *testing.T) {
 	dir := filepath.Join(u.copyExamples(), "pipeline")
 	u.mustTerraformIn(dir, "get")
 	u.mustTerraformIn(dir, "apply", "-auto-approve")
+	// The nightly schedule is there, with its next tick at 02:00 UTC.
+	if next := u.mustTerraformIn(dir, "state", "show", "mlcompute_schedule.nightly"); !regexp.MustCompile(`next_run_time\s+= "\d{4}-\d\d-\d\dT02:00:00Z"`).MatchString(next) {
+		t.Fatalf("mlcompute_schedule.nightly has no next tick at 02:00 UTC:\n%s", next)
+	}
 
 	submit := func() (api.Job, map[string]api.Job) {
 		t.Helper()
@@ -127,6 +132,10 @@ func TestE2E_PipelineExample(t *testing.T) {
 	}
 	if err := os.WriteFile(trainPy, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The schedule snapshotted train.py at apply: the edit plans its update in place.
+	if plan := u.mustTerraformIn(dir, "plan", "-var", "model_job="+p1.ID, "-no-color"); !strings.Contains(plan, "mlcompute_schedule.nightly will be updated in-place") || !strings.Contains(plan, "content_hash") {
+		t.Fatalf("after editing train.py the plan does not update the schedule in place:\n%s", plan)
 	}
 	p3, s3 := submit()
 	if got := reusedFrom(p3); got["prep"] != p1.ID+"/prep" || got["train"] != "" || got["score"] != "" {
