@@ -76,6 +76,10 @@ type node struct {
 	adopted     bool
 	// timed says the start timeout is armed.
 	timed bool
+	// waitingSent is the scheduler's message last sent as NodeWaiting. It is kept apart
+	// from info.Reason, which Describe also sets from the watch's cache: a Describe that
+	// saw the message first must not keep the watch from sending it.
+	waitingSent string
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -391,13 +395,16 @@ func (d *Driver) onPod(obj any) {
 		d.log.Debug("node ready", "node", key, "pod", pod.Name, "address", pod.Status.PodIP)
 		d.emit(driver.Event{Kind: driver.NodeReady, NodeKey: key})
 	default:
-		before := n.info.Reason
 		d.update(n, pod, st)
-		after := n.info.Reason
+		reason := n.info.Reason
+		send := !n.info.Ready && reason != n.waitingSent && unschedulable(reason)
+		if send {
+			n.waitingSent = reason
+		}
 		d.mu.Unlock()
-		if !n.info.Ready && after != before && unschedulable(after) {
+		if send {
 			// The scheduler's message: the node says why within seconds, not "Pending".
-			d.emit(driver.Event{Kind: driver.NodeWaiting, NodeKey: key, Reason: after})
+			d.emit(driver.Event{Kind: driver.NodeWaiting, NodeKey: key, Reason: reason})
 		}
 	}
 }
