@@ -13,7 +13,8 @@ import (
 	"testing"
 )
 
-// Layer is a layer's files: path in the image to content.
+// Layer is a layer's files: path in the image to content. A file whose content starts as a
+// program does ("#!" or an ELF header) is executable.
 type Layer map[string]string
 
 // Docker writes a Docker archive (as docker save writes it) of one image, tagged tag, with
@@ -76,6 +77,13 @@ func layerTar(t testing.TB, files Layer) []byte {
 	return tarBytes(t, m)
 }
 
+func mode(content []byte) int64 {
+	if bytes.HasPrefix(content, []byte("#!")) || bytes.HasPrefix(content, []byte("\x7fELF")) {
+		return 0o755
+	}
+	return 0o644
+}
+
 func tarBytes(t testing.TB, files map[string][]byte) []byte {
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -85,7 +93,7 @@ func tarBytes(t testing.TB, files map[string][]byte) []byte {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, n := range names {
-		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), Typeflag: tar.TypeReg}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: mode(files[n]), Size: int64(len(files[n])), Typeflag: tar.TypeReg}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tw.Write(files[n]); err != nil {
