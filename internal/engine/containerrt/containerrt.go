@@ -22,7 +22,7 @@ import (
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/oci"
-	"github.com/containerd/containerd/platforms"
+	"github.com/containerd/platforms"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -108,15 +108,30 @@ func (r *Runtime) Import(ctx context.Context, archive, hash string) (imported bo
 	return true, nil
 }
 
+// Pull makes sure the image ref is in containerd, unpacked: found there (imported or pulled
+// before), or pulled from its registry. An image that is neither is an error naming it.
+func (r *Runtime) Pull(ctx context.Context, ref string) (pulled bool, err error) {
+	if img, err := r.client.GetImage(ctx, ref); err == nil {
+		if ok, err := img.IsUnpacked(ctx, snapshotter); err == nil && ok {
+			return false, nil
+		}
+	}
+	if _, err := r.client.Pull(ctx, ref, containerd.WithPullUnpack, containerd.WithPullSnapshotter(snapshotter)); err != nil {
+		return false, fmt.Errorf("image %q cannot be resolved: it is not in this machine's containerd (%s), and pulling it failed: %w", ref, r.address, err)
+	}
+	return true, nil
+}
+
 // RunSpec is one task's process in a container.
 type RunSpec struct {
 	// ID is the container's ID, unique on the machine (the task's key).
 	ID string
-	// Hash is the environment's content hash: the image is ImageName(Hash).
-	Hash string
-	Args []string
-	Env  []string
-	Cwd  string
+	// Image is the image's name in containerd: ImageName(hash) after Import, or a
+	// reference after Pull.
+	Image string
+	Args  []string
+	Env   []string
+	Cwd   string
 	// Binds are host paths mounted read-write at the same path in the container: the
 	// node's working directory, the task's code, inputs and outputs.
 	Binds []string
@@ -129,9 +144,9 @@ type RunSpec struct {
 // container and its snapshot are removed when it ends. A cancelled ctx stops the process
 // (SIGTERM, then SIGKILL after a grace period) and still removes the container.
 func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
-	img, err := r.client.GetImage(ctx, ImageName(s.Hash))
+	img, err := r.client.GetImage(ctx, s.Image)
 	if err != nil {
-		return -1, fmt.Errorf("the environment's image %s is not imported on this machine: %w", ImageName(s.Hash), err)
+		return -1, fmt.Errorf("the image %s is not on this machine (import or pull it first): %w", s.Image, err)
 	}
 	mounts := make([]specs.Mount, 0, len(s.Binds))
 	for _, b := range s.Binds {

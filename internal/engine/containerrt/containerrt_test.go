@@ -64,6 +64,14 @@ func TestImportOnceRunAndSweep(t *testing.T) {
 		t.Fatalf("second import of one hash: imported %v, %v; want it found", imported, err)
 	}
 	t.Logf("import: first %s (import and unpack), second %s (found)", first.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	// An image reference: the imported image is found; an unknown one, with no registry to
+	// pull it from, is an error naming it.
+	if pulled, err := rt.Pull(ctx, containerrt.ImageName(digest[7:])); err != nil || pulled {
+		t.Fatalf("pull of an imported image: pulled %v, %v; want it found", pulled, err)
+	}
+	if _, err := rt.Pull(ctx, "registry.invalid/team/train:1"); err == nil || !strings.Contains(err.Error(), `image "registry.invalid/team/train:1" cannot be resolved`) {
+		t.Fatalf("pull of an unresolvable image: %v", err)
+	}
 
 	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "from the host") }))
 	defer host.Close()
@@ -71,7 +79,7 @@ func TestImportOnceRunAndSweep(t *testing.T) {
 	var out bytes.Buffer
 	t0 = time.Now()
 	code, err := rt.Run(ctx, containerrt.RunSpec{
-		ID: "job1-rank1", Hash: digest[7:], Cwd: work, Binds: []string{work},
+		ID: "job1-rank1", Image: containerrt.ImageName(digest[7:]), Cwd: work, Binds: []string{work},
 		Args: []string{"/bin/busybox", "sh", "-c", `cat /usr/lib/mlctest/VERSION; echo "rank=$RANK"; pwd; ` +
 			`/bin/busybox wget -q -O - ` + host.URL + `; echo; echo written >out.txt; exit 3`},
 		Env: []string{"RANK=1"}, Stdout: &out, Stderr: &out,
@@ -93,7 +101,7 @@ func TestImportOnceRunAndSweep(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := rt.Run(cctx, containerrt.RunSpec{ID: "job2-rank0", Hash: digest[7:], Args: []string{"/bin/busybox", "sleep", "600"}, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+		_, err := rt.Run(cctx, containerrt.RunSpec{ID: "job2-rank0", Image: containerrt.ImageName(digest[7:]), Args: []string{"/bin/busybox", "sleep", "600"}, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 		done <- err
 	}()
 	waitContainers(t, rt, 1)
@@ -106,7 +114,7 @@ func TestImportOnceRunAndSweep(t *testing.T) {
 	// A container the engine does not record (its run's process died with the engine) is
 	// swept with its task; a recorded one is kept.
 	go func() {
-		_, err := rt.Run(ctx, containerrt.RunSpec{ID: "orphan", Hash: digest[7:], Args: []string{"/bin/busybox", "sleep", "600"}, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+		_, err := rt.Run(ctx, containerrt.RunSpec{ID: "orphan", Image: containerrt.ImageName(digest[7:]), Args: []string{"/bin/busybox", "sleep", "600"}, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 		done <- err
 	}()
 	waitContainers(t, rt, 1)

@@ -55,8 +55,12 @@ func TestReadsGzippedArchives(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	zw.Write(raw)
-	zw.Close()
+	if _, err := zw.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	img, err := imagearchive.Read(&buf)
 	if err != nil || img.ConfigDigest != want {
 		t.Fatalf("gzipped archive: %+v, %v; want %s", img, err, want)
@@ -73,8 +77,12 @@ func TestRefusesWhatIsNotAnImage(t *testing.T) {
 		var buf bytes.Buffer
 		tw := tar.NewWriter(&buf)
 		for n, c := range files {
-			tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg})
-			tw.Write([]byte(c))
+			if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tw.Write([]byte(c)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tw.Close()
 		return buf.Bytes()
