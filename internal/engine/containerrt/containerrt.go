@@ -136,7 +136,8 @@ type RunSpec struct {
 	// node's working directory, the task's code, inputs and outputs.
 	Binds []string
 	// Devices are device nodes the container may use (a node's GPUs).
-	Devices        []string
+	Devices []string
+	// Stdout and Stderr receive the process's output, each from its own goroutine.
 	Stdout, Stderr io.Writer
 }
 
@@ -184,23 +185,26 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 	if err := task.Start(ctx); err != nil {
 		return -1, fmt.Errorf("start container %s: %w", s.ID, err)
 	}
+	// ended is the exit status once the process's output is all copied: the status can
+	// come before the last of the output.
+	ended := func(st containerd.ExitStatus) int {
+		task.IO().Wait()
+		code, _, _ := st.Result()
+		return int(code)
+	}
 	select {
 	case st := <-exited:
-		code, _, err := st.Result()
-		return int(code), err
+		return ended(st), st.Error()
 	case <-ctx.Done():
 	}
 	_ = task.Kill(bg, syscall.SIGTERM)
 	select {
 	case st := <-exited:
-		code, _, _ := st.Result()
-		return int(code), ctx.Err()
+		return ended(st), ctx.Err()
 	case <-time.After(killGrace):
 	}
 	_ = task.Kill(bg, syscall.SIGKILL)
-	st := <-exited
-	code, _, _ := st.Result()
-	return int(code), ctx.Err()
+	return ended(<-exited), ctx.Err()
 }
 
 // Sweep removes every container of this engine whose task keep does not record (a crash or

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,7 +79,7 @@ func TestImportOnceRunAndSweep(t *testing.T) {
 	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "from the host") }))
 	defer host.Close()
 	work := t.TempDir()
-	var out bytes.Buffer
+	var out lockedBuffer
 	t0 = time.Now()
 	code, err := rt.Run(ctx, containerrt.RunSpec{
 		ID: "job1-rank1", Image: containerrt.ImageName(digest[7:]), Cwd: work, Binds: []string{work},
@@ -111,13 +114,20 @@ func TestImportOnceRunAndSweep(t *testing.T) {
 	}
 	waitContainers(t, rt, 0)
 
-	// A container the engine does not record (its run's process died with the engine) is
-	// swept with its task; a recorded one is kept.
-	go func() {
-		_, err := rt.Run(ctx, containerrt.RunSpec{ID: "orphan", Image: containerrt.ImageName(digest[7:]), Args: []string{"/bin/busybox", "sleep", "600"}, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
-		done <- err
-	}()
+	// A container whose runner was SIGKILLed (it died with its engine) and that the engine
+	// does not record is swept with its task and snapshot; a recorded one is kept, and
+	// another engine's sweep leaves it alone.
+	runner := exec.Command(os.Args[0], "-test.run=^TestRunnerProcess$")
+	runner.Env = append(os.Environ(), "CONTAINERRT_RUNNER="+sock, "CONTAINERRT_IMAGE="+containerrt.ImageName(digest[7:]))
+	runner.Stdout, runner.Stderr = os.Stderr, os.Stderr
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
 	waitContainers(t, rt, 1)
+	if err := runner.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = runner.Wait()
 	if removed, err := rt.Sweep(ctx, func(task string) bool { return task == "orphan" }); err != nil || len(removed) != 0 {
 		t.Fatalf("sweep with the container recorded: removed %v, %v", removed, err)
 	}
@@ -133,8 +143,55 @@ func TestImportOnceRunAndSweep(t *testing.T) {
 	if err != nil || len(removed) != 1 || removed[0] != "orphan" {
 		t.Fatalf("sweep: removed %v, %v; want the orphan", removed, err)
 	}
-	<-done
 	waitContainers(t, rt, 0)
+	// A task's shim exits on its own once the task is deleted, but with containerd 1.6.20
+	// one sometimes stays (seen in about 1 run in 5 under -race); containerrttest's
+	// clean-up stops it. Reported, not asserted, until it is understood.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left := containerrttest.Shims(sock)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Logf("note: shims still run 5 s after their tasks were deleted: %v", left)
+			break
+		}
+	}
+}
+
+// TestRunnerProcess is the runner that TestImportOnceRunAndSweep kills: it runs a container
+// as engine-a and blocks. It does nothing unless that test starts it.
+func TestRunnerProcess(t *testing.T) {
+	sock := os.Getenv("CONTAINERRT_RUNNER")
+	if sock == "" {
+		return
+	}
+	rt, err := containerrt.Open(context.Background(), sock, "engine-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Run(context.Background(), containerrt.RunSpec{ID: "orphan", Image: os.Getenv("CONTAINERRT_IMAGE"),
+		Args: []string{"/bin/busybox", "sleep", "600"}, Stdout: io.Discard, Stderr: io.Discard})
+	t.Fatalf("the runner's container ended before the runner was killed: %v", err)
+}
+
+// lockedBuffer is one buffer for a process's stdout and stderr, which are copied from two
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func waitContainers(t *testing.T, rt *containerrt.Runtime, n int) {

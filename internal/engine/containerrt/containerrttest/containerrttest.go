@@ -3,12 +3,22 @@
 package containerrttest
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/namespaces"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 )
 
 // Start starts containerd (from PATH; `make test-deps` installs it) and returns its socket.
@@ -47,20 +57,83 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// A test leaves no container behind; one that did fails here, and its container,
+		// task and shim are removed all the same so that nothing outlives the test.
+		for _, id := range removeAll(sock) {
+			t.Errorf("container %s outlived the test", id)
+		}
+		// A deleted task's shim exits on its own, shortly; containerd must outlive it.
+		for deadline := time.Now().Add(10 * time.Second); len(Shims(sock)) > 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		logf.Close()
-		// The state dir holds the shims' mounts of their rootfs; runc leaves none once
-		// every container is deleted, which the tests check themselves.
+		// A shim that stayed after its task was deleted (containerd 1.6.20 does this at
+		// times) is stopped, by its pid, and the rootfs it kept mounted is unmounted.
+		for _, line := range Shims(sock) {
+			if pid, err := strconv.Atoi(strings.Fields(line)[0]); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if mounts, err := os.ReadFile("/proc/self/mounts"); err == nil {
+			for _, line := range strings.Split(string(mounts), "\n") {
+				if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+					_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
+				}
+			}
+		}
+		// runc makes the namespace's parent cgroup in every v1 hierarchy and leaves it,
+		// empty, when the last container goes; rmdir fails while another test's container
+		// is in it, and then that test's clean-up removes it.
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + containerrt.Namespace)
+		for _, d := range append(dirs, "/sys/fs/cgroup/"+containerrt.Namespace) {
+			_ = os.Remove(d)
+		}
 	})
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		if _, err := os.Stat(sock); err == nil {
+		// The socket's file appears at bind, before containerd listens on it.
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			return sock
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(logf.Name())
-			t.Fatalf("containerd did not open %s within 20 s:\n%s", sock, log)
+			t.Fatalf("containerd did not listen on %s within 20 s:\n%s", sock, log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// removeAll deletes every container of the engines' namespace in the containerd at sock,
+// with its task and snapshot, and returns their IDs.
+func removeAll(sock string) []string {
+	ctx := namespaces.WithNamespace(context.Background(), containerrt.Namespace)
+	c, err := containerd.New(sock, containerd.WithTimeout(5*time.Second))
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	cs, _ := c.Containers(ctx)
+	var ids []string
+	for _, ctr := range cs {
+		if task, err := ctr.Task(ctx, nil); err == nil {
+			_, _ = task.Delete(ctx, containerd.WithProcessKill)
+		}
+		_ = ctr.Delete(ctx, containerd.WithSnapshotCleanup)
+		ids = append(ids, ctr.ID())
+	}
+	return ids
+}
+
+// Shims lists the containerd shims (pid and command line) serving the containerd at sock.
+func Shims(sock string) []string {
+	out, _ := exec.Command("ps", "-eo", "pid,args").Output()
+	var found []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "containerd-shim") && strings.Contains(line, sock) {
+			found = append(found, strings.TrimSpace(line))
+		}
+	}
+	return found
 }
