@@ -253,10 +253,13 @@ func TestAccEnvironment_ContainerArchiveUpdateInPlaceAndImport(t *testing.T) {
 }
 
 // A container environment from an image reference: no digest is read, and the plan after
-// apply is empty; a switch to a python environment is an update in place.
+// apply is empty; a switch to a python environment, and from it to an archive, are updates
+// in place.
 func TestAccEnvironment_ContainerImage(t *testing.T) {
 	t.Parallel()
 	e, c := testAccEngine(t, enginetest.Options{})
+	archive := filepath.Join(t.TempDir(), "train.tar")
+	digest := imagearchivetest.Docker(t, archive, "example.com/train:1", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "1.0"})
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
@@ -288,6 +291,20 @@ func TestAccEnvironment_ContainerImage(t *testing.T) {
 			},
 			ConfigStateChecks: []statecheck.StateCheck{envValue(tfjsonpath.New("container"), knownvalue.Null())},
 			Check:             engineEnvironmentHash(c),
+		}, {
+			// From python to an archive: the digest is read as for a new environment.
+			Config: testAccEnvironmentConfig(e.Endpoint, fmt.Sprintf(`
+  container = { image_archive = %q }
+`, archive)),
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccEnvironmentAddr, plancheck.ResourceActionUpdate)},
+				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+			},
+			ConfigStateChecks: []statecheck.StateCheck{
+				envValue(tfjsonpath.New("container").AtMapKey("image_digest"), knownvalue.StringExact(digest)),
+				envValue(tfjsonpath.New("python"), knownvalue.Null()),
+			},
+			Check: engineEnvironmentHash(c),
 		}},
 	})
 }
