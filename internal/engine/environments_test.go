@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/endpointstest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
@@ -249,4 +250,40 @@ func countCalls(keys []string, key string) int {
 		}
 	}
 	return n
+}
+
+// No node driver runs container environments yet: a job or an endpoint deployment in one is
+// refused at submit with a message naming the environment, and an environment that runs a
+// deployment cannot become one. The environment itself is stored like any other.
+func TestContainerEnvironmentsAreRefusedWhereNothingRunsThem(t *testing.T) {
+	r := newRig(t)
+	r.workspace("wsp", nil)
+	r.cluster("wsp", "cpu", 0, 1, "PT120S")
+	img := r.environment("wsp", api.EnvironmentSpec{Name: "img", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:1",
+		Python: &api.PythonEnvironment{Requirements: []string{"mlctest==1.0"}}}})
+	if img.Container == nil || img.Container.Python.Python != "python3" || img.ContentHash == "" {
+		t.Fatalf("stored container environment: %+v", img)
+	}
+	_, err := r.e.SubmitJob(context.Background(), "wsp", api.JobSpec{Compute: "cpu", InstanceCount: 1, Command: []string{"true"}, Environment: "img"}, "")
+	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "environment" || !strings.Contains(err.Error(), `environment "img" is a container environment`) {
+		t.Fatalf("job in a container environment: %v; want invalid on environment naming it", err)
+	}
+	d := endpointstest.Deployment(1, "serve")
+	d.EnvironmentID = img.ID
+	_, err = r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": d}, Traffic: map[string]int64{"blue": 100}}, "")
+	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "deployments.blue.environment_id" || !strings.Contains(err.Error(), "no node driver runs containers") {
+		t.Fatalf("deployment in a container environment: %v; want invalid on deployments.blue.environment_id", err)
+	}
+
+	p := newProbes(r)
+	py := r.environment("wsp", api.EnvironmentSpec{Name: "py", Python: &api.PythonEnvironment{}})
+	d.EnvironmentID = py.ID
+	readyEndpoint(t, r, p, api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": d}, Traffic: map[string]int64{"blue": 100}})
+	_, err = r.e.UpdateEnvironment(context.Background(), "wsp", "py", api.EnvironmentUpdate{Container: &api.ContainerEnvironment{Image: "train:1"}})
+	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "container" || !strings.Contains(err.Error(), `deployment "blue" of endpoint "scorer"`) {
+		t.Fatalf("update of a deployed environment to a container: %v; want invalid on container naming the deployment", err)
+	}
+	if got, _ := r.e.GetEnvironment(context.Background(), "wsp", "py"); got.ContentHash != py.ContentHash {
+		t.Fatal("the refused update changed the environment")
+	}
 }

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
 )
 
 const testAccEnvironmentAddr = "mlcompute_environment.test"
@@ -160,4 +163,181 @@ func TestAccEnvironment_BadInputs(t *testing.T) {
 			ExpectError: expectError("Invalid Environment Name"),
 		}},
 	})
+}
+
+// A container environment from an image archive: the provider reads the archive at plan,
+// so a new archive at the same path is an update in place with a new image_digest and
+// content_hash; the same image from another archive (another path, another layout) keeps
+// the hash. Import reads back everything.
+func TestAccEnvironment_ContainerArchiveUpdateInPlaceAndImport(t *testing.T) {
+	t.Parallel()
+	e, c := testAccEngine(t, enginetest.Options{})
+	dir := t.TempDir()
+	archive, oci := filepath.Join(dir, "train.tar"), filepath.Join(dir, "train-oci.tar")
+	v1 := imagearchivetest.Docker(t, archive, "example.com/train:1", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "1.0"})
+	var v2 string
+	body := func(file string) string {
+		return fmt.Sprintf(`
+  container = {
+    image_archive = %q
+    python = { requirements = ["mlctest==1.0"], find_links = ["/srv/wheels"] }
+  }
+`, file)
+	}
+	differ := statecheck.CompareValue(compare.ValuesDiffer())
+	same := statecheck.CompareValue(compare.ValuesSame())
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: testAccEnvironmentConfig(e.Endpoint, body(archive)),
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(testAccEnvironmentAddr, plancheck.ResourceActionCreate),
+					plancheck.ExpectKnownValue(testAccEnvironmentAddr, tfjsonpath.New("container").AtMapKey("image_digest"), knownvalue.StringExact(v1)),
+				},
+				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+			},
+			ConfigStateChecks: []statecheck.StateCheck{
+				envValue(tfjsonpath.New("container").AtMapKey("image_digest"), knownvalue.StringExact(v1)),
+				envValue(tfjsonpath.New("container").AtMapKey("image"), knownvalue.Null()),
+				envValue(tfjsonpath.New("container").AtMapKey("python").AtMapKey("python"), knownvalue.StringExact("python3")),
+				envValue(tfjsonpath.New("python"), knownvalue.Null()),
+				envValue(tfjsonpath.New("content_hash"), knownvalue.StringRegexp(hex64)),
+				differ.AddStateValue(testAccEnvironmentAddr, tfjsonpath.New("content_hash")),
+			},
+			Check: engineEnvironmentHash(c),
+		}, {
+			// A new image in the same file: the configuration is unchanged.
+			PreConfig: func() {
+				v2 = imagearchivetest.Docker(t, archive, "example.com/train:1", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "2.0"})
+			},
+			Config: testAccEnvironmentConfig(e.Endpoint, body(archive)),
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(testAccEnvironmentAddr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectUnknownValue(testAccEnvironmentAddr, tfjsonpath.New("content_hash")),
+				},
+				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+			},
+			ConfigStateChecks: []statecheck.StateCheck{
+				differ.AddStateValue(testAccEnvironmentAddr, tfjsonpath.New("content_hash")),
+				same.AddStateValue(testAccEnvironmentAddr, tfjsonpath.New("content_hash")),
+				envValue(tfjsonpath.New("created_on"), knownvalue.StringExact("2026-01-05T09:00:00Z")),
+			},
+			Check: resource.ComposeTestCheckFunc(engineEnvironmentHash(c),
+				resource.TestCheckResourceAttrPtr(testAccEnvironmentAddr, "container.image_digest", &v2)),
+		}, {
+			// The same image as an OCI layout at another path: the path is not hashed.
+			PreConfig: func() {
+				if d := imagearchivetest.OCI(t, oci, "example.com/train:1", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "2.0"}); d != v2 {
+					t.Fatalf("the OCI layout of the image has config %s; the Docker archive %s", d, v2)
+				}
+			},
+			Config: testAccEnvironmentConfig(e.Endpoint, body(oci)),
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccEnvironmentAddr, plancheck.ResourceActionUpdate)},
+				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+			},
+			ConfigStateChecks: []statecheck.StateCheck{
+				same.AddStateValue(testAccEnvironmentAddr, tfjsonpath.New("content_hash")),
+				envValue(tfjsonpath.New("container").AtMapKey("image_archive"), knownvalue.StringExact(oci)),
+			},
+			Check: engineEnvironmentHash(c),
+		}, {
+			ResourceName:      testAccEnvironmentAddr,
+			ImportState:       true,
+			ImportStateId:     "/workspaces/envs/environments/train",
+			ImportStateVerify: true,
+		}},
+	})
+}
+
+// A container environment from an image reference: no digest is read, and the plan after
+// apply is empty; a switch to a python environment, and from it to an archive, are updates
+// in place.
+func TestAccEnvironment_ContainerImage(t *testing.T) {
+	t.Parallel()
+	e, c := testAccEngine(t, enginetest.Options{})
+	archive := filepath.Join(t.TempDir(), "train.tar")
+	digest := imagearchivetest.Docker(t, archive, "example.com/train:1", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "1.0"})
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: testAccEnvironmentConfig(e.Endpoint, `
+  container = { image = "registry.example.com/team/train:1.4" }
+`),
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+			},
+			ConfigStateChecks: []statecheck.StateCheck{
+				envValue(tfjsonpath.New("container").AtMapKey("image"), knownvalue.StringExact("registry.example.com/team/train:1.4")),
+				envValue(tfjsonpath.New("container").AtMapKey("image_digest"), knownvalue.Null()),
+				envValue(tfjsonpath.New("container").AtMapKey("image_archive"), knownvalue.Null()),
+				envValue(tfjsonpath.New("container").AtMapKey("python"), knownvalue.Null()),
+			},
+			Check: engineEnvironmentHash(c),
+		}, {
+			ResourceName:      testAccEnvironmentAddr,
+			ImportState:       true,
+			ImportStateId:     "/workspaces/envs/environments/train",
+			ImportStateVerify: true,
+		}, {
+			Config: testAccEnvironmentConfig(e.Endpoint, `
+  python = { requirements = ["mlctest==0.1"] }
+`),
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccEnvironmentAddr, plancheck.ResourceActionUpdate)},
+				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+			},
+			ConfigStateChecks: []statecheck.StateCheck{envValue(tfjsonpath.New("container"), knownvalue.Null())},
+			Check:             engineEnvironmentHash(c),
+		}, {
+			// From python to an archive: the digest is read as for a new environment.
+			Config: testAccEnvironmentConfig(e.Endpoint, fmt.Sprintf(`
+  container = { image_archive = %q }
+`, archive)),
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(testAccEnvironmentAddr, plancheck.ResourceActionUpdate)},
+				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+			},
+			ConfigStateChecks: []statecheck.StateCheck{
+				envValue(tfjsonpath.New("container").AtMapKey("image_digest"), knownvalue.StringExact(digest)),
+				envValue(tfjsonpath.New("python"), knownvalue.Null()),
+			},
+			Check: engineEnvironmentHash(c),
+		}},
+	})
+}
+
+func TestAccEnvironment_ContainerBadInputs(t *testing.T) {
+	t.Parallel()
+	e, _ := testAccEngine(t, enginetest.Options{})
+	dir := t.TempDir()
+	notImage := filepath.Join(dir, "Dockerfile")
+	if err := os.WriteFile(notImage, []byte("FROM python:3.11\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.tar")
+	imagearchivetest.Docker(t, good, "t:1", imagearchivetest.Layer{"a": "b"})
+	for name, tc := range map[string]struct{ body, want string }{
+		"not an image":      {fmt.Sprintf(`container = { image_archive = %q }`, notImage), `(?s)container\.image_archive.*not an OCI or Docker image archive: the file is not a tar archive`},
+		"missing archive":   {fmt.Sprintf(`container = { image_archive = %q }`, filepath.Join(dir, "absent.tar")), `(?s)Invalid Image Archive.*no such\s+file`},
+		"image and archive": {fmt.Sprintf(`container = {`+"\n"+`image = "t:1"`+"\n"+`image_archive = %q`+"\n}", good), "Invalid Attribute Combination"},
+		"no image":          {`container = {}`, "Invalid Attribute Combination"},
+		"with python":       {`python = {}` + "\n" + `container = { image = "t:1" }`, "Invalid Attribute Combination"},
+		"image reference":   {`container = { image = "Team/Train:1" }`, "is not an image reference"},
+		"container python":  {`container = {` + "\n" + `image = "t:1"` + "\n" + `python = { requirements = ["numpy=1"] }` + "\n}", "is not a requirement specifier"},
+		"digest is read":    {`container = {` + "\n" + `image = "t:1"` + "\n" + `image_digest = "sha256:00"` + "\n}", "Invalid Configuration for Read-Only Attribute"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{{
+					Config:      testAccEnvironmentConfig(e.Endpoint, tc.body),
+					PlanOnly:    true,
+					ExpectError: regexp.MustCompile(tc.want),
+				}},
+			})
+		})
+	}
 }

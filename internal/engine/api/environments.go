@@ -29,18 +29,35 @@ type UserManagedEnvironment struct {
 	InterpreterPath string `json:"interpreter_path"`
 }
 
-// EnvironmentSpec is what a user declares for an environment: exactly one of Python and
-// UserManaged.
+// ContainerEnvironment is an environment whose jobs run in a container image: exactly one of
+// Image and ImageArchive, and optionally a Python environment built on top of the image.
+type ContainerEnvironment struct {
+	// Image is an image reference ("registry/name:tag", or pinned "name@sha256:...").
+	Image string `json:"image,omitempty"`
+	// ImageArchive is the path of an OCI or Docker image archive, as the user wrote it.
+	ImageArchive string `json:"image_archive,omitempty"`
+	// ImageDigest is the digest of the archive's image config ("sha256:<hex>"), read from
+	// the archive's manifest by the client that names the archive (the provider, at plan):
+	// the engine never opens a path an API caller names. Required with ImageArchive.
+	ImageDigest string `json:"image_digest,omitempty"`
+	// Python is built on top of the image, as a PythonEnvironment is on a node.
+	Python *PythonEnvironment `json:"python,omitempty"`
+}
+
+// EnvironmentSpec is what a user declares for an environment: exactly one of Python,
+// UserManaged and Container.
 type EnvironmentSpec struct {
 	Name        string                  `json:"name"`
 	Python      *PythonEnvironment      `json:"python,omitempty"`
 	UserManaged *UserManagedEnvironment `json:"user_managed,omitempty"`
+	Container   *ContainerEnvironment   `json:"container,omitempty"`
 }
 
 // EnvironmentUpdate replaces an environment's definition (a new content hash).
 type EnvironmentUpdate struct {
 	Python      *PythonEnvironment      `json:"python,omitempty"`
 	UserManaged *UserManagedEnvironment `json:"user_managed,omitempty"`
+	Container   *ContainerEnvironment   `json:"container,omitempty"`
 }
 
 // Environment is an environment as the engine holds it.

@@ -23,7 +23,7 @@ func TestPrepareAndRunUserManaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(path string) (string, error) {
-		env := Env{Definition: environment.Normalise(nil, &api.UserManagedEnvironment{InterpreterPath: path})}
+		env := Env{Definition: environment.Normalise(nil, &api.UserManagedEnvironment{InterpreterPath: path}, nil)}
 		vars := map[string]string{}
 		cmd := env.PrepareAndRun([]string{"sh", "-c", "command -v mypython; echo served"}, vars)
 		c := exec.Command(cmd[0], cmd[1:]...)

@@ -15,7 +15,7 @@ func (e Environment) Key() string { return e.Workspace + "/" + e.Name }
 
 // Definition is the environment's normalised definition.
 func (e Environment) Definition() environment.Definition {
-	return environment.Normalise(e.Python, e.UserManaged)
+	return environment.Normalise(e.Python, e.UserManaged, e.Container)
 }
 
 // JobEnvironment is what a job keeps of its environment: its name, content hash and

@@ -133,6 +133,7 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		"QuotaCheck":             api.QuotaCheck{},
 		"PythonEnvironment":      api.PythonEnvironment{},
 		"UserManagedEnvironment": api.UserManagedEnvironment{},
+		"ContainerEnvironment":   api.ContainerEnvironment{},
 		"EnvironmentSpec":        api.EnvironmentSpec{},
 		"EnvironmentUpdate":      api.EnvironmentUpdate{},
 		"Environment":            api.Environment{},

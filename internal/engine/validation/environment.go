@@ -86,34 +86,109 @@ func InterpreterPath(field, p string) error {
 	return nil
 }
 
+// imageRefRE is an image reference as registries and runtimes read it: an optional
+// registry host (with a port), slash-separated lower-case path components, and a tag and/or
+// a sha256 digest.
+var imageRefRE = lazyregexp.New(`^(([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(:[0-9]+)?/)?` +
+	`[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*` +
+	`(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$`)
+
+// digestRE is a sha256 content digest.
+var digestRE = lazyregexp.New(`^sha256:[0-9a-f]{64}$`)
+
+// ImageReference checks container.image.
+func ImageReference(field, ref string) error {
+	if len(ref) > 4096 || !imageRefRE.MatchString(ref) {
+		return api.Errorf(api.CodeInvalid, field,
+			"%s %q is not an image reference: write [registry[:port]/]name[:tag][@sha256:digest] with a lower-case name, such as \"registry.example.com/team/train:1.4\"", field, ref)
+	}
+	return nil
+}
+
+// ImageArchivePath checks container.image_archive: a path to a file, relative (to
+// Terraform's working directory) or absolute.
+func ImageArchivePath(field, p string) error {
+	if strings.TrimSpace(p) == "" || strings.ContainsRune(p, 0) || strings.HasSuffix(p, "/") {
+		return api.Errorf(api.CodeInvalid, field, "%s %q must be the path of an OCI or Docker image archive file, such as \"images/train.tar\" (docker save -o images/train.tar NAME)", field, p)
+	}
+	return nil
+}
+
 // EnvironmentDefinition checks an environment's definition: exactly one kind, and each of
 // its fields.
-func EnvironmentDefinition(py *api.PythonEnvironment, um *api.UserManagedEnvironment) error {
+func EnvironmentDefinition(py *api.PythonEnvironment, um *api.UserManagedEnvironment, c *api.ContainerEnvironment) error {
+	kinds := 0
+	for _, set := range []bool{py != nil, um != nil, c != nil} {
+		if set {
+			kinds++
+		}
+	}
 	switch {
-	case py == nil && um == nil:
-		return api.Errorf(api.CodeInvalid, "python", "an environment needs exactly one of python = { requirements = [...] } (built by the engine) or user_managed = { interpreter_path = \"...\" } (your own interpreter)")
-	case py != nil && um != nil:
-		return api.Errorf(api.CodeInvalid, "user_managed", "an environment is either python (built by the engine) or user_managed (your own interpreter), not both; remove one of them")
+	case kinds == 0:
+		return api.Errorf(api.CodeInvalid, "python", "an environment needs exactly one of python = { requirements = [...] } (built by the engine), user_managed = { interpreter_path = \"...\" } (your own interpreter) or container = { image = \"...\" } (a container image)")
+	case kinds > 1:
+		field := "user_managed"
+		if c != nil {
+			field = "container"
+		}
+		return api.Errorf(api.CodeInvalid, field, "an environment is exactly one of python (built by the engine), user_managed (your own interpreter) and container (a container image); remove all but one of them")
 	case um != nil:
 		return InterpreterPath("user_managed.interpreter_path", um.InterpreterPath)
+	case c != nil:
+		return containerDefinition(*c)
 	}
+	return pythonDefinition("python", *py)
+}
+
+// containerDefinition checks a container environment: exactly one of image and
+// image_archive (the archive with the digest its client read), and the python on top.
+func containerDefinition(c api.ContainerEnvironment) error {
+	switch {
+	case c.Image == "" && c.ImageArchive == "":
+		return api.Errorf(api.CodeInvalid, "container", "a container environment needs exactly one of image = \"registry/name:tag\" (pulled on the node) or image_archive = \"path/to/image.tar\" (an OCI or Docker archive shipped to the node)")
+	case c.Image != "" && c.ImageArchive != "":
+		return api.Errorf(api.CodeInvalid, "container.image_archive", "a container environment is either image or image_archive, not both; remove one of them")
+	case c.Image != "":
+		if c.ImageDigest != "" {
+			return api.Errorf(api.CodeInvalid, "container.image_digest", "container.image_digest is the digest read from an image_archive; an image reference pins its digest itself (name@sha256:...)")
+		}
+		if err := ImageReference("container.image", c.Image); err != nil {
+			return err
+		}
+	default:
+		if err := ImageArchivePath("container.image_archive", c.ImageArchive); err != nil {
+			return err
+		}
+		if !digestRE.MatchString(c.ImageDigest) {
+			return api.Errorf(api.CodeInvalid, "container.image_digest",
+				"container.image_digest %q must be the sha256 digest of the archive's image config (\"sha256:\" and 64 hex digits), which the provider reads from container.image_archive at plan", c.ImageDigest)
+		}
+	}
+	if c.Python != nil {
+		return pythonDefinition("container.python", *c.Python)
+	}
+	return nil
+}
+
+// pythonDefinition checks a python block at field ("python", "container.python").
+func pythonDefinition(field string, py api.PythonEnvironment) error {
 	for i, r := range py.Requirements {
-		if err := Requirement(indexed("python.requirements", i), r); err != nil {
+		if err := Requirement(indexed(field+".requirements", i), r); err != nil {
 			return err
 		}
 	}
 	for i, l := range py.FindLinks {
-		if err := FindLink(indexed("python.find_links", i), l); err != nil {
+		if err := FindLink(indexed(field+".find_links", i), l); err != nil {
 			return err
 		}
 	}
 	if py.IndexURL != "" {
-		if err := IndexURL("python.index_url", py.IndexURL); err != nil {
+		if err := IndexURL(field+".index_url", py.IndexURL); err != nil {
 			return err
 		}
 	}
 	if py.Python != "" {
-		if err := Interpreter("python.python", py.Python); err != nil {
+		if err := Interpreter(field+".python", py.Python); err != nil {
 			return err
 		}
 	}
@@ -125,7 +200,7 @@ func Environment(spec api.EnvironmentSpec) error {
 	if err := EnvironmentName.Check("name", spec.Name); err != nil {
 		return err
 	}
-	return EnvironmentDefinition(spec.Python, spec.UserManaged)
+	return EnvironmentDefinition(spec.Python, spec.UserManaged, spec.Container)
 }
 
 // indexed is the field path of a list element ("python.requirements.0"), as the provider

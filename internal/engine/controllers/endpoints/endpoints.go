@@ -12,6 +12,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/rollout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -200,6 +201,9 @@ func deploymentEnvironment(tx *store.Tx, workspace, field, id string) (*model.Jo
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := environment.RunsNowhere(env.Name, env.Definition()); err != nil {
+		return nil, api.Errorf(api.CodeInvalid, field, "%v", err)
 	}
 	return &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}, nil
 }

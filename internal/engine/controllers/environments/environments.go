@@ -6,6 +6,8 @@ package environments
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -83,7 +85,7 @@ func (c *Controller) Create(_ context.Context, workspace string, spec api.Enviro
 		}
 		now := c.clock.Now().UTC()
 		out = model.Environment{Environment: api.Environment{ID: id, Workspace: workspace, CreatedOn: now, UpdatedOn: now}}
-		setDefinition(&out, spec.Python, spec.UserManaged)
+		setDefinition(&out, spec.Python, spec.UserManaged, spec.Container)
 		out.Name = spec.Name
 		if err := tx.Put(store.Environments, out.Key(), out); err != nil {
 			return err
@@ -130,7 +132,7 @@ func (c *Controller) List(_ context.Context, workspace string) ([]api.Environmen
 // Update replaces an environment's definition: its content hash follows. Jobs already
 // submitted keep the definition they were submitted with.
 func (c *Controller) Update(_ context.Context, workspace, name string, upd api.EnvironmentUpdate) (*api.Environment, error) {
-	if err := validation.EnvironmentDefinition(upd.Python, upd.UserManaged); err != nil {
+	if err := validation.EnvironmentDefinition(upd.Python, upd.UserManaged, upd.Container); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -143,7 +145,12 @@ func (c *Controller) Update(_ context.Context, workspace, name string, upd api.E
 			return err
 		}
 		old = out.ContentHash
-		setDefinition(&out, upd.Python, upd.UserManaged)
+		if upd.Container != nil {
+			if err := deployedIn(tx, out); err != nil {
+				return err
+			}
+		}
+		setDefinition(&out, upd.Python, upd.UserManaged, upd.Container)
 		if out.ContentHash != old {
 			out.UpdatedOn = c.clock.Now().UTC()
 		}
@@ -184,15 +191,46 @@ func (c *Controller) Delete(_ context.Context, workspace, name string) error {
 
 // setDefinition stores the definition as given (so Terraform reads back what it wrote) and
 // the content hash of its normalised form.
-// The only default, python.python, is filled in, so every reader sees the interpreter used.
-func setDefinition(e *model.Environment, py *api.PythonEnvironment, um *api.UserManagedEnvironment) {
+// The only default, python.python (and container.python.python), is filled in, so every
+// reader sees the interpreter used.
+func setDefinition(e *model.Environment, py *api.PythonEnvironment, um *api.UserManagedEnvironment, c *api.ContainerEnvironment) {
+	py = withDefaultPython(py)
+	if c != nil {
+		withPython := *c
+		withPython.Python = withDefaultPython(c.Python)
+		c = &withPython
+	}
+	e.Python, e.UserManaged, e.Container = py, um, c
+	e.ContentHash = environment.ContentHash(environment.Normalise(py, um, c))
+}
+
+// deployedIn refuses to make env a container environment while an endpoint deployment runs
+// in it: no node driver runs containers yet (environment.RunsNowhere), so the rollout the
+// update would start could never finish.
+func deployedIn(tx *store.Tx, env model.Environment) error {
+	eps, err := store.List[model.Endpoint](tx, store.Endpoints, env.Workspace+"/")
+	if err != nil {
+		return err
+	}
+	for _, ep := range eps {
+		for _, dn := range slices.Sorted(maps.Keys(ep.Deployments)) {
+			if ep.Deployments[dn].Spec.EnvironmentID == env.ID {
+				return api.Errorf(api.CodeInvalid, "container",
+					"environment %q runs deployment %q of endpoint %q, and no node driver runs containers yet; give the deployment another environment first, or make a new container environment",
+					env.Name, dn, ep.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func withDefaultPython(py *api.PythonEnvironment) *api.PythonEnvironment {
 	if py != nil && py.Python == "" {
 		withDefault := *py
 		withDefault.Python = api.DefaultPython
-		py = &withDefault
+		return &withDefault
 	}
-	e.Python, e.UserManaged = py, um
-	e.ContentHash = environment.ContentHash(environment.Normalise(py, um))
+	return py
 }
 
 // Collect removes the builds of this machine's cache that nothing uses any more

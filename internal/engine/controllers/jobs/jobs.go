@@ -20,6 +20,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/jobtimeout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -127,6 +128,9 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 			env, err := model.GetEnvironment(tx, workspace, spec.Environment)
 			if err != nil {
 				return err
+			}
+			if err := environment.RunsNowhere(env.Name, env.Definition()); err != nil {
+				return api.Errorf(api.CodeInvalid, "environment", "%v", err)
 			}
 			j.EnvDef = &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}
 			j.Environment, j.EnvironmentHash = env.Name, env.ContentHash

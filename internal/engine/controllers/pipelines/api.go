@@ -9,6 +9,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/pipeline"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -107,8 +108,12 @@ func checkTargets(tx *store.Tx, workspace string, ps api.PipelineSpec) error {
 		}
 		if s.Job.Environment != "" {
 			path := cmpOr(s.EnvironmentPath, "jobs."+s.Name+".environment")
-			if _, err := model.GetEnvironment(tx, workspace, s.Job.Environment); err != nil {
+			env, err := model.GetEnvironment(tx, workspace, s.Job.Environment)
+			if err != nil {
 				return api.Errorf(api.CodeInvalid, path, "%s: unknown environment %q in workspace %q (environments: %s)", path, s.Job.Environment, workspace, names(tx, store.Environments, workspace))
+			}
+			if err := environment.RunsNowhere(env.Name, env.Definition()); err != nil {
+				return api.Errorf(api.CodeInvalid, path, "%s: %v", path, err)
 			}
 		}
 	}

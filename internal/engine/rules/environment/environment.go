@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -23,15 +24,41 @@ import (
 type Definition struct {
 	Python      *api.PythonEnvironment      `json:"python,omitempty"`
 	UserManaged *api.UserManagedEnvironment `json:"user_managed,omitempty"`
+	Container   *Container                  `json:"container,omitempty"`
+}
+
+// Container is a container environment, normalised: the image reference or the archive's
+// config digest, and the Python environment built on top.
+type Container struct {
+	Image       string `json:"image,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
+	// ImageArchive is where the archive was read from. It is kept for the node that needs the
+	// archive, and is not hashed: the same image at another path is the same environment.
+	ImageArchive string                 `json:"image_archive,omitempty"`
+	Python       *api.PythonEnvironment `json:"python,omitempty"`
 }
 
 // Normalise returns the definition of an environment's inputs: requirements trimmed, without
 // empty or repeated entries and sorted (pip resolves them together, so their order means
 // nothing); find_links trimmed and without repeats, in their order; the interpreter defaulted
-// to python3.
-func Normalise(py *api.PythonEnvironment, um *api.UserManagedEnvironment) Definition {
-	var d Definition
-	if py != nil {
+// to python3. A container's image reference is trimmed, and its python block normalised
+// the same way.
+func Normalise(py *api.PythonEnvironment, um *api.UserManagedEnvironment, c *api.ContainerEnvironment) Definition {
+	d := Definition{Python: normalisePython(py)}
+	if um != nil {
+		d.UserManaged = &api.UserManagedEnvironment{InterpreterPath: path.Clean(strings.TrimSpace(um.InterpreterPath))}
+	}
+	if c != nil {
+		d.Container = &Container{Image: strings.TrimSpace(c.Image), ImageDigest: c.ImageDigest, ImageArchive: c.ImageArchive, Python: normalisePython(c.Python)}
+	}
+	return d
+}
+
+func normalisePython(py *api.PythonEnvironment) *api.PythonEnvironment {
+	if py == nil {
+		return nil
+	}
+	{
 		n := api.PythonEnvironment{IndexURL: strings.TrimSpace(py.IndexURL), Python: strings.TrimSpace(py.Python)}
 		if n.Python == "" {
 			n.Python = api.DefaultPython
@@ -48,17 +75,20 @@ func Normalise(py *api.PythonEnvironment, um *api.UserManagedEnvironment) Defini
 				n.FindLinks = append(n.FindLinks, l)
 			}
 		}
-		d.Python = &n
+		return &n
 	}
-	if um != nil {
-		d.UserManaged = &api.UserManagedEnvironment{InterpreterPath: path.Clean(strings.TrimSpace(um.InterpreterPath))}
-	}
-	return d
 }
 
 // ContentHash is the hex SHA-256 of the definition's canonical JSON, prefixed by a version
-// so that a future change of the build recipe can change every hash on purpose.
+// so that a future change of the build recipe can change every hash on purpose. A
+// container's hash covers its image reference or its archive's config digest, not the
+// archive's path.
 func ContentHash(d Definition) string {
+	if d.Container != nil {
+		c := *d.Container
+		c.ImageArchive = ""
+		d.Container = &c
+	}
 	raw, _ := json.Marshal(d) // fixed field order; sorted where order means nothing
 	sum := sha256.Sum256(append([]byte("mlcompute-environment/v1\n"), raw...))
 	return hex.EncodeToString(sum[:])
@@ -110,6 +140,10 @@ const (
 	// Check: make sure the user's interpreter exists, then run with its directory first
 	// on PATH.
 	Check
+	// InContainer: run the job's tasks in the environment's image. No node driver does
+	// this yet: jobs and deployments in a container environment are refused at submit
+	// (RunsNowhere).
+	InContainer
 )
 
 // StepFor decides what a node does for a job's environment.
@@ -121,8 +155,20 @@ func StepFor(d *Definition) Step {
 		return Build
 	case d.UserManaged != nil:
 		return Check
+	case d.Container != nil:
+		return InContainer
 	}
 	return None
+}
+
+// RunsNowhere is why a job or deployment in environment name cannot run, or nil when it
+// can: no node driver runs container environments yet.
+func RunsNowhere(name string, d Definition) error {
+	if StepFor(&d) != InContainer {
+		return nil
+	}
+	return fmt.Errorf("environment %q is a container environment, and no node driver runs containers yet "+
+		"(not local nodes, SSH machines, Slurm nor Kubernetes); use a python or user_managed environment for now", name)
 }
 
 // InterpreterDir is the directory that goes first on PATH for a user-managed environment.

@@ -2,14 +2,15 @@ package environment
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 )
 
 func TestNormaliseMakesEquivalentInputsOneHash(t *testing.T) {
-	a := Normalise(&api.PythonEnvironment{Requirements: []string{"b==2", " a==1 ", "", "b==2"}, FindLinks: []string{"/w", "/w"}}, nil)
-	b := Normalise(&api.PythonEnvironment{Requirements: []string{"a==1", "b==2"}, FindLinks: []string{" /w"}, Python: "python3"}, nil)
+	a := Normalise(&api.PythonEnvironment{Requirements: []string{"b==2", " a==1 ", "", "b==2"}, FindLinks: []string{"/w", "/w"}}, nil, nil)
+	b := Normalise(&api.PythonEnvironment{Requirements: []string{"a==1", "b==2"}, FindLinks: []string{" /w"}, Python: "python3"}, nil, nil)
 	if ContentHash(a) != ContentHash(b) {
 		t.Fatalf("equivalent definitions hash differently: %+v vs %+v", *a.Python, *b.Python)
 	}
@@ -22,12 +23,17 @@ func TestContentHashChangesWithEveryInput(t *testing.T) {
 	base := api.PythonEnvironment{Requirements: []string{"a==1"}, FindLinks: []string{"/w"}}
 	seen := map[string]string{}
 	for name, d := range map[string]Definition{
-		"base":         Normalise(&base, nil),
-		"requirement":  Normalise(&api.PythonEnvironment{Requirements: []string{"a==2"}, FindLinks: []string{"/w"}}, nil),
-		"find_links":   Normalise(&api.PythonEnvironment{Requirements: []string{"a==1"}, FindLinks: []string{"/x"}}, nil),
-		"index_url":    Normalise(&api.PythonEnvironment{Requirements: []string{"a==1"}, FindLinks: []string{"/w"}, IndexURL: "http://i/simple"}, nil),
-		"python":       Normalise(&api.PythonEnvironment{Requirements: []string{"a==1"}, FindLinks: []string{"/w"}, Python: "python3.11"}, nil),
-		"user_managed": Normalise(nil, &api.UserManagedEnvironment{InterpreterPath: "/usr/bin/python3"}),
+		"base":         Normalise(&base, nil, nil),
+		"requirement":  Normalise(&api.PythonEnvironment{Requirements: []string{"a==2"}, FindLinks: []string{"/w"}}, nil, nil),
+		"find_links":   Normalise(&api.PythonEnvironment{Requirements: []string{"a==1"}, FindLinks: []string{"/x"}}, nil, nil),
+		"index_url":    Normalise(&api.PythonEnvironment{Requirements: []string{"a==1"}, FindLinks: []string{"/w"}, IndexURL: "http://i/simple"}, nil, nil),
+		"python":       Normalise(&api.PythonEnvironment{Requirements: []string{"a==1"}, FindLinks: []string{"/w"}, Python: "python3.11"}, nil, nil),
+		"user_managed": Normalise(nil, &api.UserManagedEnvironment{InterpreterPath: "/usr/bin/python3"}, nil),
+		"image":        Normalise(nil, nil, &api.ContainerEnvironment{Image: "train:1"}),
+		"other tag":    Normalise(nil, nil, &api.ContainerEnvironment{Image: "train:2"}),
+		"archive":      Normalise(nil, nil, &api.ContainerEnvironment{ImageArchive: "a.tar", ImageDigest: "sha256:" + strings.Repeat("a", 64)}),
+		"new archive":  Normalise(nil, nil, &api.ContainerEnvironment{ImageArchive: "a.tar", ImageDigest: "sha256:" + strings.Repeat("b", 64)}),
+		"image+python": Normalise(nil, nil, &api.ContainerEnvironment{Image: "train:1", Python: &api.PythonEnvironment{Requirements: []string{"a==1"}}}),
 	} {
 		h := ContentHash(d)
 		if len(h) != 64 {
@@ -54,11 +60,35 @@ func TestPipArgsOfflineOnlyWithFindLinksAlone(t *testing.T) {
 	}
 }
 
+func TestContainerHashCoversTheImageNotTheArchivePath(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("c", 64)
+	here := Normalise(nil, nil, &api.ContainerEnvironment{ImageArchive: "images/a.tar", ImageDigest: digest})
+	there := Normalise(nil, nil, &api.ContainerEnvironment{ImageArchive: "/srv/a.tar", ImageDigest: digest})
+	if ContentHash(here) != ContentHash(there) {
+		t.Fatal("one image at two paths hashes differently")
+	}
+	if here.Container.ImageArchive != "images/a.tar" {
+		t.Fatalf("the archive's path is not kept: %+v", *here.Container)
+	}
+	a := Normalise(nil, nil, &api.ContainerEnvironment{Image: " train:1", Python: &api.PythonEnvironment{Requirements: []string{"b==1", "a==1"}}})
+	b := Normalise(nil, nil, &api.ContainerEnvironment{Image: "train:1", Python: &api.PythonEnvironment{Requirements: []string{"a==1", "b==1"}, Python: "python3"}})
+	if ContentHash(a) != ContentHash(b) {
+		t.Fatalf("equivalent container definitions hash differently: %+v vs %+v", *a.Container, *b.Container)
+	}
+}
+
 func TestStepFor(t *testing.T) {
-	py := Normalise(&api.PythonEnvironment{}, nil)
-	um := Normalise(nil, &api.UserManagedEnvironment{InterpreterPath: "/opt/py/bin/python"})
-	if StepFor(nil) != None || StepFor(&py) != Build || StepFor(&um) != Check {
+	py := Normalise(&api.PythonEnvironment{}, nil, nil)
+	um := Normalise(nil, &api.UserManagedEnvironment{InterpreterPath: "/opt/py/bin/python"}, nil)
+	ct := Normalise(nil, nil, &api.ContainerEnvironment{Image: "train:1"})
+	if StepFor(nil) != None || StepFor(&py) != Build || StepFor(&um) != Check || StepFor(&ct) != InContainer {
 		t.Fatal("wrong steps")
+	}
+	if err := RunsNowhere("img", ct); err == nil || !strings.Contains(err.Error(), `environment "img" is a container environment`) {
+		t.Fatalf("a container environment: %v", err)
+	}
+	if RunsNowhere("py", py) != nil || RunsNowhere("um", um) != nil {
+		t.Fatal("python and user_managed environments are refused")
 	}
 	if InterpreterDir(*um.UserManaged) != "/opt/py/bin" {
 		t.Fatal(InterpreterDir(*um.UserManaged))

@@ -1,0 +1,244 @@
+// Package containerrt runs a task's process in a container image through containerd's Go
+// client (DESIGN 5 "Containers"): an image archive is imported and unpacked once per
+// machine, under a name keyed by the environment's content hash; a task's container shares
+// the host's network (so PORT and MASTER_ADDR mean what they mean outside), sees the host
+// paths it is given at the same paths, and is labelled with the engine's ID and the task's
+// key, so that the engine can find and remove every container it does not record after a
+// crash or a failed start (Sweep).
+//
+// It is the runtime half only: no node driver calls it yet.
+package containerrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/oci"
+	"github.com/containerd/platforms"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+const (
+	// Namespace is the containerd namespace the engine's images and containers live in.
+	Namespace = "mlcompute"
+	// LabelEngine holds the ID of the engine that made a container.
+	LabelEngine = "mlcompute.engine"
+	// LabelTask holds the key of the task a container runs.
+	LabelTask = "mlcompute.task"
+	// snapshotter unpacks images; overlayfs is containerd's default on Linux.
+	snapshotter = "overlayfs"
+	// killGrace is how long a container's process has between SIGTERM and SIGKILL.
+	killGrace = 10 * time.Second
+)
+
+// Runtime is a connection to one machine's containerd.
+type Runtime struct {
+	client   *containerd.Client
+	address  string
+	engineID string
+}
+
+// ErrNoRuntime wraps a containerd that cannot be reached.
+var ErrNoRuntime = errors.New("no container runtime")
+
+// Open connects to the containerd at address (its gRPC socket) for the engine engineID.
+func Open(ctx context.Context, address, engineID string) (*Runtime, error) {
+	if _, err := os.Stat(address); err != nil {
+		return nil, fmt.Errorf("%w: containerd's socket %s: %v", ErrNoRuntime, address, err)
+	}
+	c, err := containerd.New(address, containerd.WithDefaultNamespace(Namespace), containerd.WithTimeout(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("%w: containerd at %s: %v", ErrNoRuntime, address, err)
+	}
+	if _, err := c.Version(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: containerd at %s does not answer: %v", ErrNoRuntime, address, err)
+	}
+	return &Runtime{client: c, address: address, engineID: engineID}, nil
+}
+
+// Close closes the connection.
+func (r *Runtime) Close() error { return r.client.Close() }
+
+// ImageName is the name an environment's image is imported under: one per content hash.
+func ImageName(hash string) string {
+	return "mlcompute.local/env:" + hash
+}
+
+// Import makes sure the image of the archive is in containerd, unpacked, under
+// ImageName(hash), and reports whether it had to import it (false: it was there already,
+// from an earlier task on this machine).
+func (r *Runtime) Import(ctx context.Context, archive, hash string) (imported bool, err error) {
+	name := ImageName(hash)
+	if img, err := r.client.GetImage(ctx, name); err == nil {
+		if ok, err := img.IsUnpacked(ctx, snapshotter); err == nil && ok {
+			return false, nil
+		}
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	imgs, err := r.client.Import(ctx, f, containerd.WithIndexName(name), containerd.WithImportPlatform(platforms.DefaultStrict()))
+	if err != nil {
+		return false, fmt.Errorf("import %s into containerd: %w", archive, err)
+	}
+	for _, i := range imgs {
+		if i.Name != name {
+			// The archive's own tags (RepoTags, ref.name) are not the engine's names.
+			_ = r.client.ImageService().Delete(ctx, i.Name)
+		}
+	}
+	img, err := r.client.GetImage(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("the imported archive %s: %w", archive, err)
+	}
+	if err := img.Unpack(ctx, snapshotter); err != nil {
+		return false, fmt.Errorf("unpack the image of %s: %w", archive, err)
+	}
+	return true, nil
+}
+
+// Pull makes sure the image ref is in containerd, unpacked: found there (imported or pulled
+// before), or pulled from its registry. An image that is neither is an error naming it.
+func (r *Runtime) Pull(ctx context.Context, ref string) (pulled bool, err error) {
+	if img, err := r.client.GetImage(ctx, ref); err == nil {
+		if ok, err := img.IsUnpacked(ctx, snapshotter); err == nil && ok {
+			return false, nil
+		}
+	}
+	if _, err := r.client.Pull(ctx, ref, containerd.WithPullUnpack, containerd.WithPullSnapshotter(snapshotter)); err != nil {
+		return false, fmt.Errorf("image %q cannot be resolved: it is not in this machine's containerd (%s), and pulling it failed: %w", ref, r.address, err)
+	}
+	return true, nil
+}
+
+// RunSpec is one task's process in a container.
+type RunSpec struct {
+	// ID is the container's ID, unique on the machine (the task's key).
+	ID string
+	// Image is the image's name in containerd: ImageName(hash) after Import, or a
+	// reference after Pull.
+	Image string
+	Args  []string
+	Env   []string
+	Cwd   string
+	// Binds are host paths mounted read-write at the same path in the container: the
+	// node's working directory, the task's code, inputs and outputs.
+	Binds []string
+	// Devices are device nodes the container may use (a node's GPUs).
+	Devices []string
+	// Stdout and Stderr receive the process's output, each from its own goroutine.
+	Stdout, Stderr io.Writer
+}
+
+// Run runs the spec's process in a new container and returns its exit status. The
+// container and its snapshot are removed when it ends. A cancelled ctx stops the process
+// (SIGTERM, then SIGKILL after a grace period) and still removes the container.
+func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
+	img, err := r.client.GetImage(ctx, s.Image)
+	if err != nil {
+		return -1, fmt.Errorf("the image %s is not on this machine (import or pull it first): %w", s.Image, err)
+	}
+	mounts := make([]specs.Mount, 0, len(s.Binds))
+	for _, b := range s.Binds {
+		mounts = append(mounts, specs.Mount{Destination: b, Source: b, Type: "bind", Options: []string{"rbind", "rw"}})
+	}
+	opts := []oci.SpecOpts{
+		oci.WithImageConfig(img), oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf,
+		oci.WithProcessArgs(s.Args...), oci.WithEnv(s.Env), oci.WithMounts(mounts),
+	}
+	if s.Cwd != "" {
+		opts = append(opts, oci.WithProcessCwd(s.Cwd))
+	}
+	for _, d := range s.Devices {
+		opts = append(opts, oci.WithLinuxDevice(d, "rwm"))
+	}
+	// Detached from ctx: a cancelled task must still be cleaned up.
+	bg := context.WithoutCancel(ctx)
+	c, err := r.client.NewContainer(ctx, s.ID,
+		containerd.WithImage(img), containerd.WithNewSnapshot(s.ID, img),
+		containerd.WithContainerLabels(map[string]string{LabelEngine: r.engineID, LabelTask: s.ID}),
+		containerd.WithNewSpec(opts...))
+	if err != nil {
+		return -1, fmt.Errorf("create container %s: %w", s.ID, err)
+	}
+	defer func() { _ = c.Delete(bg, containerd.WithSnapshotCleanup) }()
+	task, err := c.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, s.Stdout, s.Stderr)))
+	if err != nil {
+		return -1, fmt.Errorf("create the task of container %s: %w", s.ID, err)
+	}
+	defer func() { _, _ = task.Delete(bg, containerd.WithProcessKill) }()
+	exited, err := task.Wait(bg)
+	if err != nil {
+		return -1, err
+	}
+	if err := task.Start(ctx); err != nil {
+		return -1, fmt.Errorf("start container %s: %w", s.ID, err)
+	}
+	// ended is the exit status once the process's output is all copied: the status can
+	// come before the last of the output.
+	ended := func(st containerd.ExitStatus) int {
+		task.IO().Wait()
+		code, _, _ := st.Result()
+		return int(code)
+	}
+	select {
+	case st := <-exited:
+		return ended(st), st.Error()
+	case <-ctx.Done():
+	}
+	_ = task.Kill(bg, syscall.SIGTERM)
+	select {
+	case st := <-exited:
+		return ended(st), ctx.Err()
+	case <-time.After(killGrace):
+	}
+	_ = task.Kill(bg, syscall.SIGKILL)
+	return ended(<-exited), ctx.Err()
+}
+
+// Sweep removes every container of this engine whose task keep does not record (a crash or
+// a failed start left it), with its process and snapshot, and returns their IDs.
+func (r *Runtime) Sweep(ctx context.Context, keep func(task string) bool) ([]string, error) {
+	cs, err := r.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelEngine, r.engineID))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, c := range cs {
+		labels, err := c.Labels(ctx)
+		if err != nil || keep(labels[LabelTask]) {
+			continue
+		}
+		if task, err := c.Task(ctx, nil); err == nil {
+			_, _ = task.Delete(ctx, containerd.WithProcessKill)
+		} else if !errdefs.IsNotFound(err) {
+			return removed, err
+		}
+		if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			return removed, err
+		}
+		removed = append(removed, c.ID())
+	}
+	return removed, nil
+}
+
+// Containers lists the IDs of this engine's containers on the machine.
+func (r *Runtime) Containers(ctx context.Context) ([]string, error) {
+	cs, err := r.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelEngine, r.engineID))
+	ids := make([]string, 0, len(cs))
+	for _, c := range cs {
+		ids = append(ids, c.ID())
+	}
+	return ids, err
+}
