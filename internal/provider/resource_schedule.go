@@ -548,13 +548,6 @@ func (m *jobScheduleModel) fromAPI(s *api.JobSchedule) diag.Diagnostics {
 	return diags
 }
 
-func stringOrNull(s string) types.String {
-	if s == "" {
-		return types.StringNull()
-	}
-	return types.StringValue(s)
-}
-
 func stringListOrNull(values []string) types.List {
 	if len(values) == 0 {
 		return types.ListNull(types.StringType)
