@@ -9,7 +9,9 @@
 //     List by owner finds nodes the engine no longer records (orphans); Terminate is
 //     idempotent and returns only once the node is confirmed gone.
 //   - TaskRunner runs tasks on a node: StartTask is idempotent under a task key, and
-//     TaskStatus, TaskOutput (from an offset), KillTask and Exec follow.
+//     TaskStatus, TaskOutput (from an offset), KillTask and Exec follow. TaskPort gives a
+//     task its port (MASTER_PORT, an endpoint instance's PORT) from the node itself, so
+//     ports are right wherever the node is.
 //
 // Errors are typed: ErrNotFound (the node or task is gone), ErrNoCapacity (no room for
 // the node now), ErrTransient (trying again later may work) and ErrPermanent (trying again
@@ -302,6 +304,13 @@ type TaskRunner interface {
 	// is gone; ErrPermanent from a driver that offers no sessions. Unlike a task it leaves
 	// no record: a session ends with its connection.
 	Exec(ctx context.Context, nodeKey string, spec ExecSpec) (int, error)
+
+	// TaskPort returns a TCP port that a task on the node may listen on: one free on the
+	// node now, found on the node itself (a task's port is the node's business, not the
+	// engine's machine's). It reserves nothing: the engine records the port and starts the
+	// task soon after, and a port taken meanwhile makes the task fail to listen, which is
+	// a task's failure like any other. ErrTransient on a node that is not ready.
+	TaskPort(ctx context.Context, nodeKey string) (int, error)
 }
 
 // OutputWatcher is what a driver offers, besides TaskOutput, when it can tell the moment
