@@ -99,13 +99,17 @@ type Options struct {
 	Dir string
 	// TaskPort, when set, answers TaskPort on a ready node in place of the default, which
 	// hands out FirstTaskPort, FirstTaskPort+1, ... one per call. A test whose instances
-	// listen for real on their ports sets driver.LoopbackPort here. It runs under the
+	// listen for real on their ports sets LoopbackPort here. It runs under the
 	// fake's lock, so it must not call the fake.
 	TaskPort func(nodeKey string) (int, error)
 }
 
 // FirstTaskPort is the first port the fake's TaskPort hands out by default.
 const FirstTaskPort = 20000
+
+// LoopbackPort is an Options.TaskPort for tests whose instances listen for real: a port
+// free on this machine's loopback now (driver.LoopbackPort), as the local driver gives.
+func LoopbackPort(string) (int, error) { return driver.LoopbackPort() }
 
 type node struct {
 	spec  driver.NodeSpec
