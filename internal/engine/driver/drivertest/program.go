@@ -12,9 +12,9 @@ import (
 )
 
 // Program is what one of the suite's tasks or sessions does: print Output, check its
-// working directory (CheckWorkDir), make its files (Copies, Socket), copy its stdin to
-// its output when Stdin is set, then either run until killed (Block) or exit with
-// ExitCode. Command renders it as a POSIX sh command line, which drivers that run
+// working directory (CheckWorkDir), make its files (Copies, Socket), listen on a port
+// (Listen), copy its stdin to its output when Stdin is set, then either run until killed
+// (Block) or exit with ExitCode. Command renders it as a POSIX sh command line, which drivers that run
 // real processes run as they are; Decode reads it back, for drivers such as the fake that
 // run none and act it out instead.
 type Program struct {
@@ -173,8 +173,8 @@ func actOutCopy(work string, c Copy) error {
 }
 
 // HeldPorts is what a driver that runs no processes (the fake) keeps to act out Listen:
-// the ports its nodes' blocked programs hold. The zero value is ready to use, by one
-// goroutine at a time (the fake calls its Start under its lock).
+// the ports its nodes' blocked programs hold. Make one per driver (HeldPorts{}); it is
+// used by one goroutine at a time (the fake calls its Start under its lock).
 type HeldPorts map[string]bool
 
 // ActOutListen acts out the program's Listen on node, after ActOutFiles: exit 6 when a
