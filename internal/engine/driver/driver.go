@@ -19,8 +19,9 @@
 // IsNoCapacity, IsTransient and IsPermanent; mark a cause with NoCapacity, Transient or
 // Permanent. An error with no kind is unclassified: treat it as transient, with a bound.
 //
-// Implementations: local (processes on this machine), ssh (attached machines) and, later,
-// slurm; mux routes by key prefix between them. The fake subpackage records calls for
+// Implementations: local (processes on this machine), ssh (attached machines), slurm
+// (allocations of a Slurm cluster) and kubernetes (pods); mux routes by key prefix between
+// them. The fake subpackage records calls for
 // engine tests. The drivertest subpackage is the conformance suite every driver passes,
 // the fake included: a new driver runs it by adding one test file that calls
 // drivertest.Run.
