@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,23 +18,6 @@ import (
 
 // StartJob starts every rank of an assigned job.
 func (c *Core) StartJob(ctx context.Context, j model.Job) {
-	// Ranks on several nodes must agree on MASTER_PORT, also when a restarted engine starts
-	// them again, so their port is committed before any starts. A job of one node has no
-	// one to agree with, and skips that commit on its way to its first output.
-	if j.MasterPort == 0 && j.Count == 1 {
-		j.MasterPort = freePort()
-	}
-	if j.MasterPort == 0 {
-		j.MasterPort = freePort()
-		_ = c.Write(func(tx *store.Tx) error {
-			cur, ok := model.GetJob(tx, j.Workspace, j.ID)
-			if !ok || cur.Status != api.JobPreparing {
-				return nil
-			}
-			cur.MasterPort = j.MasterPort
-			return model.PutJob(tx, cur)
-		})
-	}
 	if c.prepareEnvironment(ctx, j) {
 		return
 	}
@@ -48,6 +30,9 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 	var master driver.NodeInfo
 	if err == nil {
 		master, err = c.drv.Describe(ctx, j.Nodes[0])
+	}
+	if err == nil && j.MasterPort == 0 {
+		j.MasterPort, err = c.masterPort(ctx, j)
 	}
 	for rank, node := range j.Nodes {
 		if err != nil {
@@ -131,14 +116,31 @@ func (c *Core) FreeNodes(j model.Job) {
 	c.Kick(j.ComputeKey)
 }
 
-// freePort picks a TCP port for MASTER_PORT; local nodes share this machine's loopback.
-func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// masterPort asks rank 0's node for MASTER_PORT, just before the ranks start. Ranks on
+// several nodes must agree on it, also when a restarted engine starts them again, so the
+// port is committed before any starts. A job of one node has no one to agree with, and
+// skips that commit on its way to its first output.
+func (c *Core) masterPort(ctx context.Context, j model.Job) (int, error) {
+	port, err := c.drv.TaskPort(ctx, j.Nodes[0])
 	if err != nil {
-		return 29500
+		return 0, fmt.Errorf("asking node %s for MASTER_PORT: %w", j.Nodes[0], err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	if j.Count == 1 {
+		return port, nil
+	}
+	err = c.Write(func(tx *store.Tx) error {
+		cur, ok := model.GetJob(tx, j.Workspace, j.ID)
+		if !ok || cur.Status != api.JobPreparing || cur.Attempt != j.Attempt {
+			return nil
+		}
+		if cur.MasterPort != 0 {
+			port = cur.MasterPort // an earlier start's, which its ranks may hold already
+			return nil
+		}
+		cur.MasterPort = port
+		return model.PutJob(tx, cur)
+	})
+	return port, err
 }
 
 // jobFiles is what a job's tasks get of its inputs and outputs: the inputs copied in

@@ -9,7 +9,9 @@
 //     List by owner finds nodes the engine no longer records (orphans); Terminate is
 //     idempotent and returns only once the node is confirmed gone.
 //   - TaskRunner runs tasks on a node: StartTask is idempotent under a task key, and
-//     TaskStatus, TaskOutput (from an offset), KillTask and Exec follow.
+//     TaskStatus, TaskOutput (from an offset), KillTask and Exec follow. TaskPort gives a
+//     task its port (MASTER_PORT, an endpoint instance's PORT) from the node itself, so
+//     ports are right wherever the node is.
 //
 // Errors are typed: ErrNotFound (the node or task is gone), ErrNoCapacity (no room for
 // the node now), ErrTransient (trying again later may work) and ErrPermanent (trying again
@@ -17,8 +19,9 @@
 // IsNoCapacity, IsTransient and IsPermanent; mark a cause with NoCapacity, Transient or
 // Permanent. An error with no kind is unclassified: treat it as transient, with a bound.
 //
-// Implementations: local (processes on this machine), ssh (attached machines) and, later,
-// slurm; mux routes by key prefix between them. The fake subpackage records calls for
+// Implementations: local (processes on this machine), ssh (attached machines), slurm
+// (allocations of a Slurm cluster) and kubernetes (pods); mux routes by key prefix between
+// them. The fake subpackage records calls for
 // engine tests. The drivertest subpackage is the conformance suite every driver passes,
 // the fake included: a new driver runs it by adding one test file that calls
 // drivertest.Run.
@@ -302,6 +305,13 @@ type TaskRunner interface {
 	// is gone; ErrPermanent from a driver that offers no sessions. Unlike a task it leaves
 	// no record: a session ends with its connection.
 	Exec(ctx context.Context, nodeKey string, spec ExecSpec) (int, error)
+
+	// TaskPort returns a TCP port that a task on the node may listen on: one free on the
+	// node now, found on the node itself (a task's port is the node's business, not the
+	// engine's machine's). It reserves nothing: the engine records the port and starts the
+	// task soon after, and a port taken meanwhile makes the task fail to listen, which is
+	// a task's failure like any other. ErrTransient on a node that is not ready.
+	TaskPort(ctx context.Context, nodeKey string) (int, error)
 }
 
 // OutputWatcher is what a driver offers, besides TaskOutput, when it can tell the moment

@@ -113,7 +113,8 @@ type EndpointInstance struct {
 	Deployment string `json:"deployment"`
 	Generation int64  `json:"generation"`
 	Host       string `json:"host,omitempty"`
-	// Port is chosen by the engine and passed as PORT; kept across restarts.
+	// Port is passed as PORT: asked of the instance's node (driver TaskPort) once it is
+	// ready, committed before the first start, and kept across restarts; 0 until then.
 	Port int `json:"port"`
 	// Task is the driver key of the current process; a new one per restart.
 	Task      string    `json:"task"`

@@ -19,7 +19,9 @@ type Job struct {
 	// ComputeKey is "<workspace>/<compute record name>" (serverless jobs get their own).
 	ComputeKey string      `json:"compute_key"`
 	RankExits  map[int]int `json:"rank_exits,omitempty"`
-	MasterPort int         `json:"master_port,omitempty"`
+	// MasterPort is MASTER_PORT as rank 0's node gave it (driver TaskPort), committed
+	// before any rank of a job of several nodes starts; 0 until then.
+	MasterPort int `json:"master_port,omitempty"`
 	// Attempt counts the times the job was started; a job whose nodes were preempted goes
 	// back to the queue with the next attempt, so exits of the old attempt's tasks are
 	// recognised and ignored.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -42,7 +43,7 @@ func TestAutoscaleSimulation(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.RemoveAll(dir)
-			w, err := newWorld(seed, dir)
+			w, err := newWorld(seed, dir, fake.Options{TaskPort: fake.LoopbackPort}) // backends listen on the instances' ports
 			if err != nil {
 				t.Fatal(err)
 			}

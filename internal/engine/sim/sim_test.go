@@ -14,6 +14,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 )
 
 var (
@@ -51,7 +53,7 @@ func TestSimulation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := newWorld(seed, dir)
+		w, err := newWorld(seed, dir, fake.Options{})
 		if err != nil {
 			os.RemoveAll(dir)
 			t.Fatalf("seed %d: setting up: %v", seed, err)

@@ -106,13 +106,16 @@ type world struct {
 	scheduleSeq int
 }
 
-func newWorld(seed uint64, dir string) (*world, error) {
+// newWorld builds a world of seed in dir; opts adjust its fake driver (its tasks' directories
+// are set here).
+func newWorld(seed uint64, dir string, opts fake.Options) (*world, error) {
+	opts.Dir = filepath.Join(dir, "tasks")
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	w := &world{
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		// Tasks get working directories, and the engine an artifacts store, so pipeline
 		// steps' outputs are taken in and passed on.
-		clk: clk, drv: fake.NewWithOptions(clk, fake.Options{Dir: filepath.Join(dir, "tasks")}), path: filepath.Join(dir, "state.db"),
+		clk: clk, drv: fake.NewWithOptions(clk, opts), path: filepath.Join(dir, "state.db"),
 		computes: map[string]*computeModel{}, jobs: map[string]*jobModel{}, tasks: map[string]*taskPlan{},
 		pipelines: map[string]*pipelineModel{}, schedules: map[string]*scheduleModel{},
 		vmSize: cpuSize, family: cpuFamily,

@@ -250,6 +250,14 @@ func (k *kubeDrivers) FetchOutput(ctx context.Context, nodeKey, taskKey, rel str
 	return d.FetchOutput(ctx, nodeKey, taskKey, rel)
 }
 
+func (k *kubeDrivers) TaskPort(ctx context.Context, nodeKey string) (int, error) {
+	d, err := k.route(nodeKey)
+	if err != nil {
+		return 0, err
+	}
+	return d.TaskPort(ctx, nodeKey)
+}
+
 func (k *kubeDrivers) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec) (int, error) {
 	d, err := k.route(nodeKey)
 	if err != nil {

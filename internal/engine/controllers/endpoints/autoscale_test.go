@@ -10,6 +10,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/endpointstest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/autoscale"
 )
@@ -175,7 +176,8 @@ func (g *gate) wait(t *testing.T, n int) {
 // mirrored traffic stays at its count however many copies it serves; requests of its own
 // (pinned to it) still scale it.
 func TestEndpointAutoscaleIgnoresMirroredCopies(t *testing.T) {
-	env := setup(t)
+	env := endpointstest.New(t, endpointstest.Options{Fake: fake.Options{TaskPort: fake.LoopbackPort}}) // its instances listen for real
+	env.Workspace("wsp", nil)
 	green := endpointstest.Autoscaled(1, 3)                          // 2 concurrent requests per instance, 70%: 2 in flight need 2
 	green.RequestSettings.RequestTimeoutMS = api.MaxRequestTimeoutMS // the gated requests outlast the steps below
 	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{

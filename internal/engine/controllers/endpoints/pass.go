@@ -124,7 +124,7 @@ func (c *Controller) decide(rec model.Endpoint, now time.Time) rollout.Decision 
 	}
 	d := rollout.Decide(in, now)
 	for _, x := range d.Add {
-		x.ID, x.Port = c.newID("ep"), c.freePort(d.Endpoint.Instances)
+		x.ID = c.newID("ep") // its port is asked of its node at start (assignPort)
 		d.Endpoint.Instances = append(d.Endpoint.Instances, x)
 	}
 	return d

@@ -155,24 +155,6 @@ func (c *Controller) ScoringBase() string {
 	return ""
 }
 
-// freePort picks a free loopback port no other instance of the endpoint holds. The kernel
-// does not hand out a port that is bound, and ports of other endpoints are bound by their
-// running instances.
-func (c *Controller) freePort(taken []model.EndpointInstance) int {
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			continue
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if !slices.ContainsFunc(taken, func(in model.EndpointInstance) bool { return in.Port == port }) {
-			return port
-		}
-	}
-	return 0
-}
-
 // startInstance has the lifecycle create the instance's node (idempotent under its key),
 // then starts its current process and schedules its probes. A node created not ready (a
 // pod being scheduled, a queued Slurm allocation) waits: the driver's NodeReady kicks the
@@ -195,6 +177,9 @@ func (c *Controller) startInstance(ctx context.Context, key string, rec model.En
 func (c *Controller) startProcess(ctx context.Context, key string, in model.EndpointInstance, info driver.NodeInfo, err error, began time.Time) {
 	spec := in.Process
 	nodeUp := c.clock.Now()
+	if err == nil && in.Port == 0 {
+		in.Port, err = c.assignPort(ctx, key, in)
+	}
 	if err == nil {
 		env := maps.Clone(spec.EnvironmentVariables)
 		if env == nil {

@@ -84,6 +84,9 @@ func (s *suite) readiness(e *env) {
 	if !driver.IsTransient(err) {
 		e.t.Fatalf("StartTask on a pending node: %v, want an error that is driver.ErrTransient", err)
 	}
+	if _, err := e.d.TaskPort(e.ctx, spec.Key); !driver.IsTransient(err) {
+		e.t.Fatalf("TaskPort on a pending node: %v, want an error that is driver.ErrTransient", err)
+	}
 	s.h.MakeReady(e.t, e.d, spec.Key)
 	e.waitEvent("NodeReady of "+spec.Key, func(ev driver.Event) bool {
 		return ev.Kind == driver.NodeReady && ev.NodeKey == spec.Key
@@ -318,4 +321,36 @@ func (s *suite) unknownIsNotFound(e *env) {
 	e.expectNotFound("TaskOutput of an unknown task", err)
 	err = e.d.KillTask(e.ctx, node, task)
 	e.expectNotFound("KillTask of an unknown task", err)
+}
+
+// TaskPort gives a port free on the node: a task started there listens on it. Asked again
+// while a task of the node holds that port, it gives another (or, FixedTaskPort, the same
+// one, free again once its holder ended). A task that listens on a port held fails, so the
+// listening checked here is real. An unknown node is ErrNotFound.
+func (s *suite) taskPort(e *env) {
+	node := e.readyNode(s.key("owner"))
+	first := e.taskPort(node)
+	holder := e.start(node, Program{Listen: first, Block: true})
+	e.waitOutput(node, holder, ListeningMarker)
+	if code := e.waitExit(node, e.start(node, Program{Listen: first})); code != 6 {
+		e.t.Fatalf("a task listening on port %d, which another task of the node holds, exited %d, want 6", first, code)
+	}
+	second := e.taskPort(node)
+	switch {
+	case s.h.FixedTaskPort && second != first:
+		e.t.Fatalf("TaskPort of a driver with one port per node (Harness.FixedTaskPort) gave %d, then %d", first, second)
+	case s.h.FixedTaskPort:
+		if err := e.d.KillTask(e.ctx, node, holder); err != nil {
+			e.t.Fatalf("KillTask(%s): %v", holder, err)
+		}
+		e.waitExit(node, holder)
+	case second == first:
+		e.t.Fatalf("TaskPort gave port %d again while a task of the node listens on it", first)
+	}
+	task := e.start(node, Program{Listen: second})
+	if code := e.waitExit(node, task); code != 0 {
+		e.t.Fatalf("a task could not listen on port %d, which TaskPort gave: exit %d, output %q", second, code, e.output(node, task, 0))
+	}
+	_, err := e.d.TaskPort(e.ctx, s.key("n"))
+	e.expectNotFound("TaskPort on an unknown node", err)
 }

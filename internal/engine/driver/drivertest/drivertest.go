@@ -66,6 +66,13 @@ type Harness struct {
 	// NoExec says the driver offers no sessions: Exec must fail with ErrPermanent.
 	NoExec bool
 
+	// FixedTaskPort says TaskPort answers one port for every task of a node (a pod,
+	// whose network namespace is its own and whose one port user at a time is the
+	// engine's task): asked again while a task holds it, it must give that port again,
+	// which is free once the holder ended. Without it a port a task holds is never the
+	// answer.
+	FixedTaskPort bool
+
 	// NoList says List never returns nodes (nothing the driver reaches is ever an
 	// orphan): it must return none, without an error.
 	NoList bool
@@ -107,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 		{"UnknownIsNotFound", s.unknownIsNotFound},
 		{"InputsAndOutputs", s.inputsAndOutputs},
 		{"OutputSocketRefused", s.outputSocketRefused},
+		{"TaskPort", s.taskPort},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(s.env(t)) })
 	}
@@ -248,6 +256,38 @@ func (e *env) start(node string, p Program) string {
 		e.t.Fatalf("StartTask(%s, %s): %v", node, task, err)
 	}
 	return task
+}
+
+// waitOutput waits until a task's output holds want; a task that ended without it fails
+// the test. Output has no event, so it is read again after a short pause.
+func (e *env) waitOutput(node, task, want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(e.s.h.WaitLimit)
+	for {
+		out := e.output(node, task, 0)
+		if strings.Contains(out, want) {
+			return
+		}
+		if st := e.status(node, task); !st.Running {
+			e.t.Fatalf("task %s ended (exit %d) without printing %q; it printed %q", task, st.ExitCode, want, out)
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("task %s did not print %q within %s; it printed %q", task, want, e.s.h.WaitLimit, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) taskPort(node string) int {
+	e.t.Helper()
+	port, err := e.d.TaskPort(e.ctx, node)
+	if err != nil {
+		e.t.Fatalf("TaskPort(%s): %v", node, err)
+	}
+	if port <= 0 || port > 65535 {
+		e.t.Fatalf("TaskPort(%s) = %d, not a TCP port", node, port)
+	}
+	return port
 }
 
 func (e *env) status(node, task string) driver.TaskStatus {

@@ -12,9 +12,9 @@ import (
 )
 
 // Program is what one of the suite's tasks or sessions does: print Output, check its
-// working directory (CheckWorkDir), make its files (Copies, Socket), copy its stdin to
-// its output when Stdin is set, then either run until killed (Block) or exit with
-// ExitCode. Command renders it as a POSIX sh command line, which drivers that run
+// working directory (CheckWorkDir), make its files (Copies, Socket), listen on a port
+// (Listen), copy its stdin to its output when Stdin is set, then either run until killed
+// (Block) or exit with ExitCode. Command renders it as a POSIX sh command line, which drivers that run
 // real processes run as they are; Decode reads it back, for drivers such as the fake that
 // run none and act it out instead.
 type Program struct {
@@ -31,7 +31,31 @@ type Program struct {
 	// Socket, when set, is a path where the program leaves a Unix socket (exit 5 when
 	// it cannot).
 	Socket string
+	// Listen, when set, is a TCP port the program listens on, on every address of its
+	// node, after its files (exit 6 when it cannot): then it prints ListeningMarker and,
+	// with Block, holds the port until killed; without, it closes it and goes on.
+	Listen int
 }
+
+// ListeningMarker is what a program that listens on its port prints once it does.
+const ListeningMarker = "listening\n"
+
+// listenScript binds and listens on port $1 in Python (the suite's nodes have python3, as
+// for Socket), prints the marker, and with $2 = hold execs sleep with the socket, so the
+// port is held by the task's own process until it is killed.
+const listenScript = `import os, socket, sys
+s = socket.socket()
+try:
+    s.bind(("", int(sys.argv[1])))
+    s.listen()
+except OSError as e:
+    print(e)
+    sys.exit(6)
+sys.stdout.write("listening\n")
+sys.stdout.flush()
+if sys.argv[2] == "hold":
+    os.set_inheritable(s.fileno(), True)
+    os.execvp("sleep", ["sleep", "1000000"])`
 
 // Copy is one cp -R of a Program.
 type Copy struct{ From, To string }
@@ -41,10 +65,14 @@ type Copy struct{ From, To string }
 // process that a kill reaches is the task's own.
 const programScript = `printf '%s' "$1"
 case "$3" in *workdir*) [ "$MLCOMPUTE_WORK_DIR" = "$(pwd -P)" ] || { echo "MLCOMPUTE_WORK_DIR is '$MLCOMPUTE_WORK_DIR' in $(pwd -P)"; exit 3; } ;; esac
-code=$2 mode=$3 sock=$4
-shift 4
+code=$2 mode=$3 sock=$4 port=$5 listen=$6
+shift 6
 while [ $# -ge 2 ]; do cp -R "$1" "$2" || exit 4; shift 2; done
 if [ -n "$sock" ]; then python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$sock" || exit 5; fi
+if [ "$port" != 0 ]; then
+  case "$mode" in *block*) exec python3 -c "$listen" "$port" hold ;; esac
+  python3 -c "$listen" "$port" go || exit 6
+fi
 set -- "" "$code" "$mode"
 case "$3" in *stdin*) cat ;; esac
 case "$3" in *block*) exec sleep 1000000 ;; esac
@@ -54,7 +82,7 @@ exit "$2"`
 const programName = "drivertest"
 
 // Command returns the program as a command line:
-// sh -c SCRIPT drivertest OUTPUT CODE MODE SOCKET [FROM TO]...
+// sh -c SCRIPT drivertest OUTPUT CODE MODE SOCKET PORT LISTEN-SCRIPT [FROM TO]...
 func (p Program) Command() []string {
 	var mode []string
 	if p.Stdin {
@@ -66,7 +94,7 @@ func (p Program) Command() []string {
 	if p.CheckWorkDir {
 		mode = append(mode, "workdir")
 	}
-	cmd := []string{"sh", "-c", programScript, programName, p.Output, strconv.Itoa(p.ExitCode), strings.Join(mode, ",") + ",", p.Socket}
+	cmd := []string{"sh", "-c", programScript, programName, p.Output, strconv.Itoa(p.ExitCode), strings.Join(mode, ",") + ",", p.Socket, strconv.Itoa(p.Listen), listenScript}
 	for _, c := range p.Copies {
 		cmd = append(cmd, c.From, c.To)
 	}
@@ -76,10 +104,14 @@ func (p Program) Command() []string {
 // Decode returns the Program a command line from Command stands for; false for any other
 // command line.
 func Decode(command []string) (Program, bool) {
-	if len(command) < 8 || len(command)%2 != 0 || command[0] != "sh" || command[1] != "-c" || command[2] != programScript || command[3] != programName {
+	if len(command) < 10 || len(command)%2 != 0 || command[0] != "sh" || command[1] != "-c" || command[2] != programScript || command[3] != programName || command[9] != listenScript {
 		return Program{}, false
 	}
 	code, err := strconv.Atoi(command[5])
+	if err != nil {
+		return Program{}, false
+	}
+	port, err := strconv.Atoi(command[8])
 	if err != nil {
 		return Program{}, false
 	}
@@ -91,8 +123,9 @@ func Decode(command []string) (Program, bool) {
 		CheckWorkDir: strings.Contains(mode, "workdir,"),
 		ExitCode:     code,
 		Socket:       command[7],
+		Listen:       port,
 	}
-	for i := 8; i+1 < len(command); i += 2 {
+	for i := 10; i+1 < len(command); i += 2 {
 		p.Copies = append(p.Copies, Copy{From: command[i], To: command[i+1]})
 	}
 	return p, true
@@ -137,4 +170,27 @@ func actOutCopy(work string, c Copy) error {
 		dst = filepath.Join(dst, filepath.Base(src))
 	}
 	return driver.CopyTree(src, dst)
+}
+
+// HeldPorts is what a driver that runs no processes (the fake) keeps to act out Listen:
+// the ports its nodes' blocked programs hold. Make one per driver (HeldPorts{}); it is
+// used by one goroutine at a time (the fake calls its Start under its lock).
+type HeldPorts map[string]bool
+
+// ActOutListen acts out the program's Listen on node, after ActOutFiles: exit 6 when a
+// blocked program of the node holds the port, else ListeningMarker printed and, with
+// Block, the port held from then on (a driver without processes cannot tell when a kill
+// frees it, and the suite kills no holder before it asks again).
+func (p Program) ActOutListen(held HeldPorts, node string) (output string, code int) {
+	if p.Listen == 0 {
+		return "", 0
+	}
+	key := node + ":" + strconv.Itoa(p.Listen)
+	if held[key] {
+		return "", 6
+	}
+	if p.Block {
+		held[key] = true
+	}
+	return ListeningMarker, 0
 }

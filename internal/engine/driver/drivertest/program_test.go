@@ -2,12 +2,15 @@ package drivertest
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
 func TestProgramRunsAndDecodes(t *testing.T) {
@@ -97,4 +100,41 @@ func TestProgramFiles(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(work, "out", "sock")); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("out/sock: %v, %v; want a socket", fi, err)
 	}
+}
+
+// A program listens on a free port and says so, and fails with 6 on a port held.
+func TestProgramListens(t *testing.T) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := ln.Addr().(*net.TCPAddr).Port
+	free, err := driver.LoopbackPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p    Program
+		out  string
+		code int
+	}{
+		{Program{Output: "a\n", Listen: free}, "a\n" + ListeningMarker, 0},
+		{Program{Listen: held, ExitCode: 2}, "", 6},
+	} {
+		if got, ok := Decode(c.p.Command()); !ok || !reflect.DeepEqual(got, c.p) {
+			t.Fatalf("Decode(Command(%+v)) = %+v, %v", c.p, got, ok)
+		}
+		out, err := exec.Command(c.p.Command()[0], c.p.Command()[1:]...).Output()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.code || (c.code == 0 && string(out) != c.out) {
+			t.Fatalf("%+v printed %q and exited %d, want %q and %d", c.p, out, code, c.out, c.code)
+		}
+	}
+	ln.Close()
 }

@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			drivertest.Run(t, drivertest.Harness{
 				New: func(t *testing.T) driver.Driver {
-					d := NewWithOptions(nil, Options{CreatePending: pending, Start: actOut, Exec: actOutSession, Dir: t.TempDir()})
+					d := NewWithOptions(nil, Options{CreatePending: pending, Start: actOut(drivertest.HeldPorts{}), Exec: actOutSession, Dir: t.TempDir()})
 					t.Cleanup(func() { d.Close() })
 					return d
 				},
@@ -29,17 +29,24 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// actOut does what a suite program says; other commands run until finished or killed.
-func actOut(_ string, spec driver.TaskSpec) Outcome {
-	p, ok := drivertest.Decode(spec.Command)
-	if !ok {
-		return Outcome{}
+// actOut returns a task's Start: it does what a suite program says, its ports held in
+// held; other commands run until finished or killed.
+func actOut(held drivertest.HeldPorts) func(string, driver.TaskSpec) Outcome {
+	return func(node string, spec driver.TaskSpec) Outcome {
+		p, ok := drivertest.Decode(spec.Command)
+		if !ok {
+			return Outcome{}
+		}
+		out, code := p.Output, p.ExitCode
+		if c := p.ActOutFiles(spec.Env[driver.WorkDirEnv]); c != 0 {
+			code = c
+		} else if listened, c := p.ActOutListen(held, node); c != 0 {
+			code = c
+		} else {
+			out += listened
+		}
+		return Outcome{Output: []byte(out), Exited: !p.Block || code != p.ExitCode, ExitCode: code}
 	}
-	code := p.ExitCode
-	if c := p.ActOutFiles(spec.Env[driver.WorkDirEnv]); c != 0 {
-		code = c
-	}
-	return Outcome{Output: []byte(p.Output), Exited: !p.Block, ExitCode: code}
 }
 
 // actOutSession runs a suite program as a session: its output, then stdin copied when

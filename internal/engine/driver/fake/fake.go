@@ -40,6 +40,7 @@ const (
 	MethodKillTask   = "KillTask"
 	MethodExec       = "Exec"
 	MethodFetch      = "FetchOutput"
+	MethodTaskPort   = "TaskPort"
 	MethodClose      = "Close"
 )
 
@@ -96,7 +97,19 @@ type Options struct {
 	// Without Dir tasks have no files: inputs are recorded but not copied, and
 	// FetchOutput fails with driver.ErrPermanent.
 	Dir string
+	// TaskPort, when set, answers TaskPort on a ready node in place of the default, which
+	// hands out FirstTaskPort, FirstTaskPort+1, ... one per call. A test whose instances
+	// listen for real on their ports sets LoopbackPort here. It runs under the
+	// fake's lock, so it must not call the fake.
+	TaskPort func(nodeKey string) (int, error)
 }
+
+// FirstTaskPort is the first port the fake's TaskPort hands out by default.
+const FirstTaskPort = 20000
+
+// LoopbackPort is an Options.TaskPort for tests whose instances listen for real: a port
+// free on this machine's loopback now (driver.LoopbackPort), as the local driver gives.
+func LoopbackPort(string) (int, error) { return driver.LoopbackPort() }
 
 type node struct {
 	spec  driver.NodeSpec
@@ -116,6 +129,7 @@ type Driver struct {
 	watched map[string]bool
 	closed  bool
 	pending []driver.Event // overflow, delivered in order by pump
+	ports   int            // TaskPort answers given by default
 	pumping bool
 
 	events chan driver.Event
@@ -663,6 +677,30 @@ func cloneSpec(s driver.TaskSpec) driver.TaskSpec {
 		s.Env = env
 	}
 	return s
+}
+
+// TaskPort answers FirstTaskPort, FirstTaskPort+1, ... one per call in the order of the
+// calls, so a test knows which port each ask got and no two asks get the same one;
+// Options.TaskPort replaces this. driver.ErrNotFound if the node is gone,
+// driver.ErrTransient if it is not ready.
+func (d *Driver) TaskPort(ctx context.Context, nodeKey string) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin(ctx, MethodTaskPort, nodeKey); err != nil {
+		return 0, err
+	}
+	n, ok := d.nodes[nodeKey]
+	if !ok {
+		return 0, fmt.Errorf("finding a port on node %s: %w", nodeKey, driver.ErrNotFound)
+	}
+	if !n.info.Ready {
+		return 0, driver.Transient(fmt.Errorf("finding a port: node %s is not ready (%s)", nodeKey, n.info.Reason))
+	}
+	if d.opts.TaskPort != nil {
+		return d.opts.TaskPort(nodeKey)
+	}
+	d.ports++
+	return FirstTaskPort + d.ports - 1, nil
 }
 
 // Exec echoes the session's stdin to its output (a stand-in for an interactive shell) and

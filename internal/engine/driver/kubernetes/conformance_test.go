@@ -35,6 +35,7 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("deleting the pod of %s: %v", key, err)
 			}
 		},
-		WaitLimit: time.Minute,
+		FixedTaskPort: true, // a pod's network namespace is its own: TaskPort is the fixed one
+		WaitLimit:     time.Minute,
 	})
 }

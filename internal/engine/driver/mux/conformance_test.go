@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver {
 			def := fake.New(nil)
-			target := fake.NewWithOptions(nil, fake.Options{CreatePending: true, Start: actOut, Exec: actOutSession, Dir: t.TempDir()})
+			target := fake.NewWithOptions(nil, fake.Options{CreatePending: true, Start: actOut(drivertest.HeldPorts{}), Exec: actOutSession, Dir: t.TempDir()})
 			ctx, cancel := context.WithCancel(context.Background())
 			d := New(ctx, def, Route{Prefix: "dt", Driver: target})
 			t.Cleanup(func() {
@@ -39,16 +39,24 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func actOut(_ string, spec driver.TaskSpec) fake.Outcome {
-	p, ok := drivertest.Decode(spec.Command)
-	if !ok {
-		return fake.Outcome{}
+// actOut returns a task's Start: it does what a suite program says, its ports held in
+// held; other commands run until finished or killed.
+func actOut(held drivertest.HeldPorts) func(string, driver.TaskSpec) fake.Outcome {
+	return func(node string, spec driver.TaskSpec) fake.Outcome {
+		p, ok := drivertest.Decode(spec.Command)
+		if !ok {
+			return fake.Outcome{}
+		}
+		out, code := p.Output, p.ExitCode
+		if c := p.ActOutFiles(spec.Env[driver.WorkDirEnv]); c != 0 {
+			code = c
+		} else if listened, c := p.ActOutListen(held, node); c != 0 {
+			code = c
+		} else {
+			out += listened
+		}
+		return fake.Outcome{Output: []byte(out), Exited: !p.Block || code != p.ExitCode, ExitCode: code}
 	}
-	code := p.ExitCode
-	if c := p.ActOutFiles(spec.Env[driver.WorkDirEnv]); c != 0 {
-		code = c
-	}
-	return fake.Outcome{Output: []byte(p.Output), Exited: !p.Block, ExitCode: code}
 }
 
 func actOutSession(_ context.Context, _ string, spec driver.ExecSpec) (int, error) {

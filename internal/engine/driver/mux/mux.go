@@ -148,6 +148,11 @@ func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) 
 	return d.route(nodeKey).FetchOutput(ctx, nodeKey, taskKey, rel)
 }
 
+// TaskPort asks the node's own driver: a port is the node's business.
+func (d *Driver) TaskPort(ctx context.Context, nodeKey string) (int, error) {
+	return d.route(nodeKey).TaskPort(ctx, nodeKey)
+}
+
 // Events merges every driver's events.
 func (d *Driver) Events() <-chan driver.Event {
 	d.merge.Do(d.startMerge)
