@@ -95,15 +95,8 @@ func updateCompute(ctx context.Context, c *client.Client, diags *diag.Diagnostic
 // importComputeID takes a compute ID, /workspaces/{workspace}/computes/{name}, into state;
 // Read fills in everything else from the engine.
 func importComputeID(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, kind computeKind) {
-	id, err := api.ParseID(req.ID, api.CollectionComputes)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid "+kind.title+" ID",
-			fmt.Sprintf("The import ID %q is not a compute ID.\n\nUse /workspaces/{workspace}/computes/{name}, for "+
-				"example: terraform import %s.example /workspaces/team-a/computes/%s\n\n"+
-				"Original error: %s", req.ID, kind.resourceType, kind.exampleName, err))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
+	importWorkspaceObject(ctx, req, resp, workspaceObject{
+		collection: api.CollectionComputes, title: kind.title, noun: "a compute",
+		example: kind.resourceType + ".example", name: kind.exampleName,
+	})
 }

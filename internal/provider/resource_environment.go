@@ -345,17 +345,10 @@ func (r *environmentResource) Delete(ctx context.Context, req resource.DeleteReq
 }
 
 func (r *environmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	id, err := api.ParseID(req.ID, api.CollectionEnvironments)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid Environment ID",
-			fmt.Sprintf("The import ID %q is not an environment ID.\n\nUse /workspaces/{workspace}/environments/{name}, for "+
-				"example: terraform import mlcompute_environment.example /workspaces/team-a/environments/train\n\n"+
-				"Original error: %s", req.ID, err))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
+	importWorkspaceObject(ctx, req, resp, workspaceObject{
+		collection: api.CollectionEnvironments, title: "Environment", noun: "an environment",
+		example: "mlcompute_environment.example", name: "train",
+	})
 }
 
 // stateEnvironmentID parses the ID held in state.

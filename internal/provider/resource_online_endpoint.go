@@ -421,17 +421,10 @@ func (r *onlineEndpointResource) Delete(ctx context.Context, req resource.Delete
 // ImportState takes an endpoint ID, /workspaces/{workspace}/onlineEndpoints/{name}; Read
 // fills in everything else from the engine. timeouts stays null.
 func (r *onlineEndpointResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	id, err := api.ParseID(req.ID, api.CollectionOnlineEndpoints)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid Online Endpoint ID",
-			fmt.Sprintf("The import ID %q is not an online endpoint ID.\n\nUse /workspaces/{workspace}/onlineEndpoints/{name}, "+
-				"for example: terraform import mlcompute_online_endpoint.example /workspaces/team-a/onlineEndpoints/churn\n\n"+
-				"Original error: %s", req.ID, err))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
+	importWorkspaceObject(ctx, req, resp, workspaceObject{
+		collection: api.CollectionOnlineEndpoints, title: "Online Endpoint", noun: "an online endpoint",
+		example: "mlcompute_online_endpoint.example", name: "churn",
+	})
 }
 
 // stateEndpointID parses the endpoint ID held in state.

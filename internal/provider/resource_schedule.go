@@ -342,17 +342,10 @@ func (r *scheduleResource) Delete(ctx context.Context, req resource.DeleteReques
 }
 
 func (r *scheduleResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	id, err := api.ParseID(req.ID, api.CollectionSchedules)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid Schedule ID",
-			fmt.Sprintf("The import ID %q is not a schedule ID.\n\nUse /workspaces/{workspace}/schedules/{name}, for "+
-				"example: terraform import mlcompute_schedule.nightly /workspaces/team-a/schedules/nightly\n\n"+
-				"Original error: %s", req.ID, err))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id.String())...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), id.Name)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("workspace_id"), api.WorkspaceID(id.Workspace))...)
+	importWorkspaceObject(ctx, req, resp, workspaceObject{
+		collection: api.CollectionSchedules, title: "Schedule", noun: "a schedule",
+		example: "mlcompute_schedule.nightly", name: "nightly",
+	})
 }
 
 // submission snapshots create_job's files through the engine and returns the schedule's
