@@ -86,7 +86,7 @@ func TestPlacingJobsReadsTheHeadOfTheQueue(t *testing.T) {
 	}
 	jobs := []Job{
 		job("running", api.JobRunning, 1, at.Add(time.Hour)), // submitted after the queue, still read
-		job("q0-too-big", api.JobQueued, 3, at),               // needs more than max: read, not counted
+		job("q0-too-big", api.JobQueued, 3, at),              // needs more than max: read, not counted
 		job("q2", api.JobQueued, 1, at.Add(2*time.Second)),
 		job("q1b", api.JobQueued, 1, at.Add(time.Second)),
 		job("q1a", api.JobQueued, 1, at.Add(time.Second)),
