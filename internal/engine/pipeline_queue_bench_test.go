@@ -137,12 +137,13 @@ func (q *queueRig) wait(b *testing.B, id string, done func(*api.Job) bool) {
 	}
 }
 
-// chain is a three-step pipeline (prep -> train -> score) on the cluster busy.
+// chain is a three-step pipeline (prep -> train -> score) on the cluster busy; its steps'
+// commands name the pipeline, so it shares no step with another (DESIGN's step reuse).
 func chain(name string) api.JobSpec {
 	step := func(stepName, from string) api.PipelineStepSpec {
 		s := api.PipelineStepSpec{Name: stepName, InputBindings: map[string]string{}, OutputBindings: map[string]string{},
 			Job: api.JobSpec{Compute: "busy", Inputs: map[string]api.JobInput{}, Outputs: map[string]api.JobOutput{"out": {Type: api.URIFolder}},
-				Command: []string{"true"}}}
+				Command: []string{"echo", name + "-" + stepName}}} // its own reuse key: no step waits for another pipeline's
 		if from != "" {
 			s.Job.Inputs["in"] = api.JobInput{Type: api.URIFolder}
 			s.InputBindings["in"] = "parent.jobs." + from + ".outputs.out"
