@@ -126,10 +126,19 @@ func (j Job) ArtifactDigests() []string {
 // active-jobs index (PutJob keeps it), so its cost follows the compute's live jobs, not
 // every job the workspace ever ran.
 func ActiveJobs(tx *store.Tx, rec Compute) ([]Job, error) {
+	return activeJobs(tx, rec, nil)
+}
+
+// activeJobs is ActiveJobs without the jobs whose IDs skip holds.
+func activeJobs(tx *store.Tx, rec Compute, skip map[string]bool) ([]Job, error) {
 	var out []Job
 	for _, k := range tx.Keys(store.ActiveJobs, rec.Key()+"/") {
+		id := strings.TrimPrefix(k, rec.Key()+"/")
+		if skip[id] {
+			continue
+		}
 		var j Job
-		ok, err := tx.Get(store.Jobs, rec.Workspace+"/"+strings.TrimPrefix(k, rec.Key()+"/"), &j)
+		ok, err := tx.Get(store.Jobs, rec.Workspace+"/"+id, &j)
 		if err != nil {
 			return nil, err
 		}
@@ -137,8 +146,62 @@ func ActiveJobs(tx *store.Tx, rec Compute) ([]Job, error) {
 			out = append(out, j)
 		}
 	}
-	slices.SortFunc(out, func(a, b Job) int { return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID)) })
+	sortJobs(out)
 	return out, nil
+}
+
+func sortJobs(jobs []Job) {
+	slices.SortFunc(jobs, func(a, b Job) int { return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID)) })
+}
+
+// PlacingJobs lists what a cluster's pass needs of the compute's jobs, oldest first: every
+// job that is not finished and not Queued (a node holds each of them), and the head of its
+// queue (the queued-jobs index, in queue order) until the jobs read there that fit the
+// cluster need 2*maxNodes nodes together (all of it when maxNodes is 0). A pass places at most maxNodes nodes' worth of
+// jobs and scales up for at most maxNodes more, so the jobs behind that head change
+// nothing it decides, but for one that needs more than maxNodes nodes (max_node_count
+// lowered under it), which fails once it reaches the head. Only the head is decoded: the
+// pass's cost does not follow the length of the queue.
+func PlacingJobs(tx *store.Tx, rec Compute, maxNodes int64) ([]Job, error) {
+	prefix := rec.Key() + "/"
+	queued := map[string]bool{}
+	for _, k := range tx.Keys(store.QueuedJobs, prefix) {
+		queued[k[strings.LastIndexByte(k, '/')+1:]] = true
+	}
+	out, err := activeJobs(tx, rec, queued)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		need  int64
+		fails error
+	)
+	tx.EachKey(store.QueuedJobs, prefix, func(k string) bool {
+		var j Job
+		ok, err := tx.Get(store.Jobs, rec.Workspace+"/"+k[strings.LastIndexByte(k, '/')+1:], &j)
+		if err != nil {
+			fails = err
+			return false
+		}
+		if ok && !api.Terminal(j.Status) {
+			out = append(out, j)
+			if c := max(j.Count, 1); c <= maxNodes {
+				need += c
+			}
+		}
+		return need < max(2*maxNodes, 1) // max_node_count 0: every queued job fails, all read
+	})
+	if fails != nil {
+		return nil, fails
+	}
+	sortJobs(out)
+	return out, nil
+}
+
+// queuedIndexKey is a Queued job's key in the queued-jobs index: its compute's, then its
+// submit time (fixed width, so byte order is time order) and ID, the queue's order.
+func queuedIndexKey(j Job) string {
+	return j.ComputeKey + "/" + j.SubmittedAt.UTC().Format("20060102T150405.000000000") + "/" + j.ID
 }
 
 // PutJob stores a job and keeps the active-jobs index in step with its status. A
@@ -147,6 +210,13 @@ func ActiveJobs(tx *store.Tx, rec Compute) ([]Job, error) {
 // crash.
 func PutJob(tx *store.Tx, j Job) error {
 	if err := tx.Put(store.Jobs, j.Key(), j); err != nil {
+		return err
+	}
+	if j.Status == api.JobQueued {
+		if err := tx.Put(store.QueuedJobs, queuedIndexKey(j), j.Key()); err != nil {
+			return err
+		}
+	} else if err := tx.Delete(store.QueuedJobs, queuedIndexKey(j)); err != nil {
 		return err
 	}
 	indexKey := j.ComputeKey + "/" + j.ID
@@ -192,12 +262,14 @@ func ClearPipelineWake(tx *store.Tx, workspace, pipeline, step string) error {
 	return tx.Delete(store.PipelineWakes, workspace+"/"+pipeline+"/"+step)
 }
 
-// IndexActiveJobs rebuilds the active-jobs index from every job: once when the engine
-// starts, so a store written by an engine that had no index gets one.
+// IndexActiveJobs rebuilds the active-jobs and queued-jobs indexes from every job: once
+// when the engine starts, so a store written by an engine that had no index gets one.
 func IndexActiveJobs(tx *store.Tx) error {
-	for _, k := range tx.Keys(store.ActiveJobs, "") {
-		if err := tx.Delete(store.ActiveJobs, k); err != nil {
-			return err
+	for _, b := range []store.Bucket{store.ActiveJobs, store.QueuedJobs} {
+		for _, k := range tx.Keys(b, "") {
+			if err := tx.Delete(b, k); err != nil {
+				return err
+			}
 		}
 	}
 	all, err := store.List[Job](tx, store.Jobs, "")
@@ -208,6 +280,11 @@ func IndexActiveJobs(tx *store.Tx) error {
 		if !api.Terminal(j.Status) {
 			if err := tx.Put(store.ActiveJobs, j.ComputeKey+"/"+j.ID, j.Key()); err != nil {
 				return err
+			}
+			if j.Status == api.JobQueued {
+				if err := tx.Put(store.QueuedJobs, queuedIndexKey(j), j.Key()); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -38,6 +38,9 @@ const (
 	// ActiveJobs indexes the jobs that are not finished, keyed "<compute key>/<job ID>"
 	// (value: the job's key), so a pass reads its compute's live jobs, not the history.
 	ActiveJobs Bucket = "active_jobs"
+	// QueuedJobs indexes the Queued jobs in queue order, keyed "<compute key>/<submitted
+	// at>/<job ID>" (value: the job's key), so a pass reads only the head of a long queue.
+	QueuedJobs Bucket = "queued_jobs"
 	// PipelineWakes holds a marker for each step job of a pipeline that ended and that the
 	// pipeline has not yet taken into account, keyed "<workspace>/<pipeline ID>/<job ID>":
 	// written in the write that ends the step, so a crash loses no wake-up.
@@ -53,7 +56,7 @@ const (
 	Tokens Bucket = "tokens"
 )
 
-var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Schedules, Idempotency, Meta, ActiveJobs, PipelineWakes, ReuseIndex, ReuseInFlight, Tokens}
+var allBuckets = []Bucket{Workspaces, Computes, Endpoints, Nodes, Jobs, Environments, Schedules, Idempotency, Meta, ActiveJobs, QueuedJobs, PipelineWakes, ReuseIndex, ReuseInFlight, Tokens}
 
 // ErrLocked is returned by Open when another process holds the database.
 var ErrLocked = errors.New("store is locked by another process")
@@ -358,6 +361,17 @@ func (t *Tx) Keys(b Bucket, prefix string) []string {
 		keys = append(keys, string(k))
 	}
 	return keys
+}
+
+// EachKey calls f with the keys that start with prefix, in byte order, until f returns
+// false: a reader that needs only the first few keys does not walk them all.
+func (t *Tx) EachKey(b Bucket, prefix string, f func(key string) bool) {
+	c := t.tx.Bucket([]byte(b)).Cursor()
+	for k, _ := c.Seek([]byte(prefix)); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+		if !f(string(k)) {
+			return
+		}
+	}
 }
 
 func hasPrefix(k []byte, prefix string) bool {
