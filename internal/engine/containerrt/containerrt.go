@@ -6,7 +6,7 @@
 // key, so that the engine can find and remove every container it does not record after a
 // crash or a failed start (Sweep).
 //
-// It is the runtime half only: no node driver calls it yet.
+// RunTask is the process a node runs for a task in a container; no node driver starts it yet.
 package containerrt
 
 import (
@@ -124,8 +124,10 @@ func (r *Runtime) Pull(ctx context.Context, ref string) (pulled bool, err error)
 
 // RunSpec is one task's process in a container.
 type RunSpec struct {
-	// ID is the container's ID, unique on the machine (the task's key).
+	// ID is the container's ID, unique on the machine.
 	ID string
+	// Task is the key of the task it runs, its mlcompute.task label (ID when empty).
+	Task string
 	// Image is the image's name in containerd: ImageName(hash) after Import, or a
 	// reference after Pull.
 	Image string
@@ -165,9 +167,13 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 	}
 	// Detached from ctx: a cancelled task must still be cleaned up.
 	bg := context.WithoutCancel(ctx)
+	taskLabel := s.Task
+	if taskLabel == "" {
+		taskLabel = s.ID
+	}
 	c, err := r.client.NewContainer(ctx, s.ID,
 		containerd.WithImage(img), containerd.WithNewSnapshot(s.ID, img),
-		containerd.WithContainerLabels(map[string]string{LabelEngine: r.engineID, LabelTask: s.ID}),
+		containerd.WithContainerLabels(map[string]string{LabelEngine: r.engineID, LabelTask: taskLabel}),
 		containerd.WithNewSpec(opts...))
 	if err != nil {
 		return -1, fmt.Errorf("create container %s: %w", s.ID, err)
