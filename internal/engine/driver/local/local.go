@@ -67,6 +67,11 @@ type Config struct {
 	// StopTimeout is how long Terminate lets an agent stop its tasks after SIGTERM before
 	// it uses SIGKILL (default 10 s).
 	StopTimeout time.Duration
+	// ContainerdAddress is the containerd socket tasks in a container run with (serve
+	// --containerd-address); empty: such tasks are refused. EngineID labels their
+	// containers.
+	ContainerdAddress string
+	EngineID          string
 }
 
 // Driver is the local driver. It is safe for concurrent use.
@@ -77,6 +82,8 @@ type Driver struct {
 	log          hclog.Logger
 	startTimeout time.Duration
 	stopTimeout  time.Duration
+	containerd   string
+	engineID     string
 
 	events chan driver.Event
 	ctx    context.Context // ends with Close; every watcher runs under it
@@ -163,6 +170,15 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = defaultStopTimeout
 	}
+	containerd := cfg.ContainerdAddress
+	if containerd != "" {
+		if cfg.EngineID == "" {
+			return nil, errors.New("creating local driver: a containerd address needs the engine's ID")
+		}
+		if containerd, err = filepath.Abs(containerd); err != nil {
+			return nil, fmt.Errorf("resolving the containerd address: %w", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Driver{
 		dir:          dir,
@@ -171,6 +187,8 @@ func New(cfg Config) (*Driver, error) {
 		log:          cfg.Logger.Named("driver.local"),
 		startTimeout: cfg.StartTimeout,
 		stopTimeout:  cfg.StopTimeout,
+		containerd:   containerd,
+		engineID:     cfg.EngineID,
 		events:       make(chan driver.Event, eventBuffer),
 		ctx:          ctx,
 		cancel:       cancel,
@@ -370,6 +388,17 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 		return driver.Permanent(fmt.Errorf("starting task %s: %w", spec.Key, err))
 	}
 	req := nodeagent.TaskRequest{Key: spec.Key, Command: spec.Command, Env: spec.Env, CodeDir: codeDir}
+	if c := spec.Container; c != nil {
+		if d.containerd == "" {
+			return driver.Permanent(fmt.Errorf("starting task %s: it runs in a container image, and this engine has no containerd "+
+				"(start `mlcompute serve` with --containerd-address)", spec.Key))
+		}
+		archive, err := filepath.Abs(c.Archive)
+		if err != nil {
+			return fmt.Errorf("starting task %s: resolving its image archive: %w", spec.Key, err)
+		}
+		req.Container = &nodeagent.TaskContainer{Address: d.containerd, EngineID: d.engineID, Archive: archive, Hash: c.Hash}
+	}
 	for _, in := range spec.Inputs {
 		src, err := filepath.Abs(in.Src)
 		if err != nil {
