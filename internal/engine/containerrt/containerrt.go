@@ -216,14 +216,35 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 // Sweep removes every container of this engine whose task keep does not record (a crash or
 // a failed start left it), with its process and snapshot, and returns their IDs.
 func (r *Runtime) Sweep(ctx context.Context, keep func(task string) bool) ([]string, error) {
+	return r.sweep(ctx, func(c containerd.Container) bool {
+		labels, err := c.Labels(ctx)
+		return err != nil || keep(labels[LabelTask])
+	})
+}
+
+// SweepEnded removes every container of this engine whose process has stopped, with its
+// snapshot, and returns their IDs: a task's process that was killed before it could delete
+// its container (RunTask) leaves such a record. A container whose process runs, or that
+// is being started (no process yet, or one created and not started), is kept.
+func (r *Runtime) SweepEnded(ctx context.Context) ([]string, error) {
+	return r.sweep(ctx, func(c containerd.Container) bool {
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			return true
+		}
+		st, err := task.Status(ctx)
+		return err != nil || st.Status != containerd.Stopped
+	})
+}
+
+func (r *Runtime) sweep(ctx context.Context, keep func(containerd.Container) bool) ([]string, error) {
 	cs, err := r.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelEngine, r.engineID))
 	if err != nil {
 		return nil, err
 	}
 	var removed []string
 	for _, c := range cs {
-		labels, err := c.Labels(ctx)
-		if err != nil || keep(labels[LabelTask]) {
+		if keep(c) {
 			continue
 		}
 		if task, err := c.Task(ctx, nil); err == nil {

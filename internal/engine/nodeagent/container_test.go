@@ -17,7 +17,8 @@ import (
 // A task with a container runs its command in the image: it reads a file only the image
 // holds, sees its environment and works in its own directory, whose outputs appear on the
 // host; a second task of the same image finds it imported; a killed task's container
-// processes are gone with it, and its container record is left for the engine's sweep.
+// processes are gone with it, and its container record is left for the sweep of ended
+// containers, which keeps a running one.
 func TestTaskRunsInItsContainer(t *testing.T) {
 	sock := containerrttest.Start(t)
 	bb, err := os.ReadFile("/bin/busybox")
@@ -114,6 +115,9 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	if err != nil || inContainer != 1 {
 		t.Fatalf("the container's sleep among the task's marked processes %v: %d, %v", marked, inContainer, err)
 	}
+	if removed, err := rt.SweepEnded(context.Background()); err != nil || len(removed) != 0 {
+		t.Fatalf("sweep of ended containers while the task runs: removed %v, %v", removed, err)
+	}
 	if _, err := a.c.Kill(ctx, key); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +127,12 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	if left, err := proc.FindByEnv(TaskMarkerEnv, tdir); err != nil || len(left) != 0 {
 		t.Fatalf("processes of the killed task's container: %v, %v", left, err)
 	}
-	removed, err := rt.Sweep(context.Background(), func(string) bool { return false })
+	// The shim records the process's exit a moment after reaping it.
+	removed, err := rt.SweepEnded(context.Background())
+	for err == nil && len(removed) == 0 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		removed, err = rt.SweepEnded(context.Background())
+	}
 	if err != nil || len(removed) != 1 || removed[0] != containerrt.ContainerID(key) {
 		t.Fatalf("sweep: %v, %v; want the killed task's container", removed, err)
 	}

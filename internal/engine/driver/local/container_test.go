@@ -7,9 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/containerd/containerd"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
@@ -88,5 +92,59 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 	}
 	if found != "ID=mlctest\nVERSION_ID=3.1\n" {
 		t.Fatalf("the output's os-release is %q; want the image's", found)
+	}
+
+	// A killed task's container record (its process is killed with the task) is removed
+	// when a driver with the containerd starts.
+	long := spec
+	long.Key, long.Outputs, long.Command = "job-2/0", nil, []string{"/bin/busybox", "sleep", "600"}
+	if err := d.StartTask(ctx, "n1", long); err != nil {
+		t.Fatal(err)
+	}
+	client, err := containerd.New(sock, containerd.WithDefaultNamespace(containerrt.Namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	status := func() containerd.ProcessStatus {
+		c, err := client.LoadContainer(ctx, containerrt.ContainerID(long.Key))
+		if err != nil {
+			return ""
+		}
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			return ""
+		}
+		st, err := task.Status(ctx)
+		if err != nil {
+			return ""
+		}
+		return st.Status
+	}
+	for status() != containerd.Running {
+		if ctx.Err() != nil {
+			t.Fatal("the long task's container never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := d.KillTask(ctx, "n1", long.Key); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, d); ev.TaskKey != long.Key || ev.ExitCode != 137 {
+		t.Fatalf("killed task: event %+v", ev)
+	}
+	for status() != containerd.Stopped {
+		if ctx.Err() != nil {
+			t.Fatalf("the killed task's container is %q, not stopped", status())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d2, err := New(Config{Dir: dir, AgentArgv: []string{exe, "node-agent"}, ContainerdAddress: sock, EngineID: "e1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2.Close()
+	if ids, err := client.Containers(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("containers after a driver started: %v, %v", ids, err)
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/keylock"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
@@ -49,8 +50,10 @@ const Address = "127.0.0.1"
 const (
 	defaultStartTimeout = 30 * time.Second
 	defaultStopTimeout  = 10 * time.Second
-	eventBuffer         = 256
-	maxRetryBackoff     = 2 * time.Second
+	// sweepTimeout bounds the sweep of ended containers when the driver starts.
+	sweepTimeout    = 30 * time.Second
+	eventBuffer     = 256
+	maxRetryBackoff = 2 * time.Second
 )
 
 // Config configures New.
@@ -178,6 +181,7 @@ func New(cfg Config) (*Driver, error) {
 		if containerd, err = filepath.Abs(containerd); err != nil {
 			return nil, fmt.Errorf("resolving the containerd address: %w", err)
 		}
+		sweepContainers(containerd, cfg.EngineID, cfg.Logger.Named("driver.local"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Driver{
@@ -195,6 +199,27 @@ func New(cfg Config) (*Driver, error) {
 		watches:      map[string]*watch{},
 		clients:      map[string]*nodeagent.Client{},
 	}, nil
+}
+
+// sweepContainers removes the ended containers this engine's tasks left on the machine (a
+// task's process killed before it could delete its container). A containerd that cannot be
+// reached is logged: the tasks that need it then fail, naming it.
+func sweepContainers(address, engineID string, log hclog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+	defer cancel()
+	rt, err := containerrt.Open(ctx, address, engineID)
+	if err != nil {
+		log.Warn("tasks in a container image cannot run", "error", err)
+		return
+	}
+	defer rt.Close()
+	removed, err := rt.SweepEnded(ctx)
+	if err != nil {
+		log.Warn("sweeping ended containers failed", "containerd", address, "error", err)
+	}
+	if len(removed) > 0 {
+		log.Info("removed ended containers", "containerd", address, "containers", removed)
+	}
 }
 
 // Name returns "local".
