@@ -6,7 +6,8 @@
 // key, so that the engine can find and remove every container it does not record after a
 // crash or a failed start (Sweep).
 //
-// RunTask is the process a node runs for a task in a container; no node driver starts it yet.
+// RunTask is what a node agent's task process (its binary's container-run) does; the
+// local driver runs SweepEnded when it starts.
 package containerrt
 
 import (
