@@ -29,3 +29,18 @@ func newNodeAgentCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "the node's directory")
 	return cmd
 }
+
+// newContainerRunCommand is the hidden command a node agent runs as a task's process when
+// the task runs in a container (nodeagent.ContainerRunCommand); it exits with the status
+// of the command in the container.
+func newContainerRunCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                nodeagent.ContainerRunCommand + " --address SOCK ... -- COMMAND...",
+		Short:              "Run a task's command in its image (started by a node agent)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run: func(cmd *cobra.Command, args []string) {
+			os.Exit(nodeagent.ContainerRunMain(args, os.Stdout, os.Stderr))
+		},
+	}
+}

@@ -28,6 +28,7 @@ type serveFlags struct {
 	capacityVCPUs   int64
 	gpus            string
 	fakeGPUs        int
+	containerd      string
 	scoringListen   string
 	idleExit        time.Duration
 	maxOutputSize   byteSize
@@ -58,6 +59,7 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.capacityVCPUs, "capacity-vcpus", 0, "vCPUs this engine may hand out to nodes (0: unlimited)")
 	fl.StringVar(&f.gpus, "gpus", "", "the GPUs local nodes get, as indices or UUIDs (e.g. 0,1); default: those nvidia-smi -L lists, else /dev/nvidia<N>")
 	fl.IntVar(&f.fakeGPUs, "fake-gpus", 0, "give local nodes N fake GPUs numbered from 0, for tests (instead of --gpus)")
+	fl.StringVar(&f.containerd, "containerd-address", "", "containerd's socket (e.g. /run/containerd/containerd.sock), with which local nodes run tasks in a container image; without it such tasks are refused")
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
 	f.maxOutputSize = byteSize(daemon.DefaultMaxOutputSize)
 	fl.Var(&f.maxOutputSize, "max-output-size", "the largest output a job may leave, such as 20GB or 512MiB (KB, MB, GB count in 1000s, KiB, MiB, GiB in 1024s); a job whose output is larger fails, naming it")
@@ -96,6 +98,9 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	if (f.gpus != "" || f.fakeGPUs != 0) && f.nodes != "local" {
 		return fmt.Errorf("--gpus and --fake-gpus are for local nodes; with --nodes %s the %s gives nodes their GPUs", f.nodes, f.nodes)
 	}
+	if f.containerd != "" && f.nodes != "local" {
+		return fmt.Errorf("--containerd-address is for local nodes; with --nodes %s no node runs container images yet", f.nodes)
+	}
 	slurmCfg, err := f.slurm.config(f.nodes == "slurm")
 	if err != nil {
 		return err
@@ -124,24 +129,25 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	stopProfile := startEngineProfile(os.Getenv(engineProfileEnv))
 	defer stopProfile()
 	err = daemon.Run(ctx, daemon.Options{
-		AgentArgv:       agentArgv,
-		CapacityVCPUs:   f.capacityVCPUs,
-		GPUs:            gpus,
-		FakeGPUs:        f.fakeGPUs,
-		MinIdleShutdown: f.minIdleShutdown,
-		DataDir:         dir,
-		Listen:          f.listen,
-		ScoringListen:   f.scoringListen,
-		Token:           token,
-		Locations:       f.locations,
-		Nodes:           f.nodes,
-		Slurm:           slurmCfg,
-		Kubernetes:      kubeCfg,
-		IdleExit:        f.idleExit,
-		MaxOutputSize:   int64(f.maxOutputSize),
-		TLS:             f.tls,
-		Version:         g.cfg.Version,
-		Logger:          g.logger(os.Stderr),
+		AgentArgv:         agentArgv,
+		CapacityVCPUs:     f.capacityVCPUs,
+		GPUs:              gpus,
+		ContainerdAddress: f.containerd,
+		FakeGPUs:          f.fakeGPUs,
+		MinIdleShutdown:   f.minIdleShutdown,
+		DataDir:           dir,
+		Listen:            f.listen,
+		ScoringListen:     f.scoringListen,
+		Token:             token,
+		Locations:         f.locations,
+		Nodes:             f.nodes,
+		Slurm:             slurmCfg,
+		Kubernetes:        kubeCfg,
+		IdleExit:          f.idleExit,
+		MaxOutputSize:     int64(f.maxOutputSize),
+		TLS:               f.tls,
+		Version:           g.cfg.Version,
+		Logger:            g.logger(os.Stderr),
 	})
 	if errors.Is(err, daemon.ErrAlreadyRunning) {
 		fmt.Fprintf(os.Stderr, "Error: %v (data dir %s); stop it with 'mlcompute shutdown'\n", err, dir)

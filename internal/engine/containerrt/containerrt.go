@@ -6,7 +6,8 @@
 // key, so that the engine can find and remove every container it does not record after a
 // crash or a failed start (Sweep).
 //
-// It is the runtime half only: no node driver calls it yet.
+// RunTask is what a node agent's task process (its binary's container-run) does; the
+// local driver runs SweepEnded when it starts.
 package containerrt
 
 import (
@@ -124,8 +125,10 @@ func (r *Runtime) Pull(ctx context.Context, ref string) (pulled bool, err error)
 
 // RunSpec is one task's process in a container.
 type RunSpec struct {
-	// ID is the container's ID, unique on the machine (the task's key).
+	// ID is the container's ID, unique on the machine.
 	ID string
+	// Task is the key of the task it runs, its mlcompute.task label (ID when empty).
+	Task string
 	// Image is the image's name in containerd: ImageName(hash) after Import, or a
 	// reference after Pull.
 	Image string
@@ -165,9 +168,13 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 	}
 	// Detached from ctx: a cancelled task must still be cleaned up.
 	bg := context.WithoutCancel(ctx)
+	taskLabel := s.Task
+	if taskLabel == "" {
+		taskLabel = s.ID
+	}
 	c, err := r.client.NewContainer(ctx, s.ID,
 		containerd.WithImage(img), containerd.WithNewSnapshot(s.ID, img),
-		containerd.WithContainerLabels(map[string]string{LabelEngine: r.engineID, LabelTask: s.ID}),
+		containerd.WithContainerLabels(map[string]string{LabelEngine: r.engineID, LabelTask: taskLabel}),
 		containerd.WithNewSpec(opts...))
 	if err != nil {
 		return -1, fmt.Errorf("create container %s: %w", s.ID, err)
@@ -210,14 +217,35 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 // Sweep removes every container of this engine whose task keep does not record (a crash or
 // a failed start left it), with its process and snapshot, and returns their IDs.
 func (r *Runtime) Sweep(ctx context.Context, keep func(task string) bool) ([]string, error) {
+	return r.sweep(ctx, func(c containerd.Container) bool {
+		labels, err := c.Labels(ctx)
+		return err != nil || keep(labels[LabelTask])
+	})
+}
+
+// SweepEnded removes every container of this engine whose process has stopped, with its
+// snapshot, and returns their IDs: a task's process that was killed before it could delete
+// its container (RunTask) leaves such a record. A container whose process runs, or that
+// is being started (no process yet, or one created and not started), is kept.
+func (r *Runtime) SweepEnded(ctx context.Context) ([]string, error) {
+	return r.sweep(ctx, func(c containerd.Container) bool {
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			return true
+		}
+		st, err := task.Status(ctx)
+		return err != nil || st.Status != containerd.Stopped
+	})
+}
+
+func (r *Runtime) sweep(ctx context.Context, keep func(containerd.Container) bool) ([]string, error) {
 	cs, err := r.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelEngine, r.engineID))
 	if err != nil {
 		return nil, err
 	}
 	var removed []string
 	for _, c := range cs {
-		labels, err := c.Labels(ctx)
-		if err != nil || keep(labels[LabelTask]) {
+		if keep(c) {
 			continue
 		}
 		if task, err := c.Task(ctx, nil); err == nil {

@@ -96,6 +96,9 @@ type Options struct {
 	Kubernetes kubernetes.Config
 	// AgentArgv runs this binary's node agent (a local node); --dir is appended.
 	AgentArgv []string
+	// ContainerdAddress is the containerd socket local nodes run tasks in a container with
+	// (serve --containerd-address); empty: none.
+	ContainerdAddress string
 	// CapacityVCPUs bounds the vCPUs all nodes together may hold; 0 means unlimited.
 	CapacityVCPUs int64
 	// GPUs are the machine's GPUs local nodes get (serve --gpus); nil means FakeGPUs fake
@@ -525,9 +528,17 @@ func IsLoopbackHost(host string) bool {
 func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
 	switch opts.Nodes {
 	case "", "local":
-		d, err := local.New(local.Config{
+		cfg := local.Config{
 			Dir: filepath.Join(opts.DataDir, NodesDir), AgentArgv: opts.AgentArgv, Clock: opts.Clock, Logger: opts.Logger,
-		})
+		}
+		if opts.ContainerdAddress != "" {
+			id, err := engineID(opts.DataDir)
+			if err != nil {
+				return nil, err
+			}
+			cfg.ContainerdAddress, cfg.EngineID = opts.ContainerdAddress, id
+		}
+		d, err := local.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("starting the local node driver: %w", err)
 		}

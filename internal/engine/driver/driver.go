@@ -158,6 +158,17 @@ type TaskSpec struct {
 	// FetchOutput reads once it ended: each is created empty before the command starts
 	// (a directory, or a file output's parent directory).
 	Outputs []TaskOutput
+	// Container, when set, runs Command in an image (DESIGN 5 "Containers"). Only local
+	// nodes with a containerd do; the engine refuses container environments at submit
+	// everywhere else.
+	Container *TaskContainer
+}
+
+// TaskContainer is a task's image: an image archive on the engine's machine, and the
+// environment's content hash, under which a machine imports it once.
+type TaskContainer struct {
+	Archive string
+	Hash    string
 }
 
 // WorkDirEnv names the environment variable that holds the task's working directory, an

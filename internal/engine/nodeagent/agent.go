@@ -108,7 +108,11 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 	if err != nil {
 		return err
 	}
-	a := &agent{dir: dir, log: log, clk: clk, startedAt: clk.Now(), tasks: map[string]*task{}, nodeEnv: nodeEnv}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the agent's binary: %w", err)
+	}
+	a := &agent{dir: dir, log: log, clk: clk, startedAt: clk.Now(), tasks: map[string]*task{}, nodeEnv: nodeEnv, self: self}
 	if err := a.load(ctx); err != nil {
 		return err
 	}
@@ -288,6 +292,8 @@ type agent struct {
 	startedAt time.Time
 	// nodeEnv is NodeFile's env: set in every task, over the task's own variables.
 	nodeEnv map[string]string
+	// self is this agent's binary, whose ContainerRunCommand runs a task in a container.
+	self string
 
 	mu       sync.Mutex
 	tasks    map[string]*task

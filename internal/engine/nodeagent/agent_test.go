@@ -21,10 +21,14 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
-// The test binary doubles as the agent: `<test binary> node-agent --dir DIR` runs Run.
+// The test binary doubles as the agent: `<test binary> node-agent --dir DIR` runs Run, and
+// `<test binary> container-run ...` runs a task in a container.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "node-agent" {
 		os.Exit(agentMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == ContainerRunCommand {
+		os.Exit(ContainerRunMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	// Agents are this binary built with -race too; do not let each one sleep a second
 	// at exit.

@@ -69,6 +69,8 @@ type TaskRequest struct {
 	Inputs []TaskInput `json:"inputs,omitempty"`
 	// Outputs are created empty (a file output's parent) before the command starts.
 	Outputs []TaskOutput `json:"outputs,omitempty"`
+	// Container, when set, runs Command in its image (ContainerRunCommand).
+	Container *TaskContainer `json:"container,omitempty"`
 }
 
 // TaskInput is a directory (absolute) copied to Dest, relative to the working directory.

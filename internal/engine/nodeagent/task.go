@@ -146,6 +146,11 @@ func (a *agent) startTask(ctx context.Context, req TaskRequest) (TaskState, erro
 	if err := driver.CheckTaskPaths(req.spec()); err != nil {
 		return TaskState{}, errInvalid{err.Error()}
 	}
+	if req.Container != nil {
+		if err := req.Container.check(); err != nil {
+			return TaskState{}, errInvalid{err.Error()}
+		}
+	}
 	for _, in := range req.Inputs {
 		if !filepath.IsAbs(in.Src) {
 			return TaskState{}, errInvalid{fmt.Sprintf("input %s: src must be an absolute path", in.Dest)}
@@ -231,12 +236,16 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 	t.startedAt = now
 	t.stateMu.Unlock()
 
-	path, code, lookErr := lookPath(req.Command[0], envValue(env, "PATH"), work)
+	argv := req.Command
+	if req.Container != nil {
+		argv = containerCommand(a.self, req.Container, req.Key, t.dir, absWork, req.Command)
+	}
+	path, code, lookErr := lookPath(argv[0], envValue(env, "PATH"), work)
 	var cmd *exec.Cmd
 	if lookErr == nil {
 		cmd = &exec.Cmd{
 			Path:        path,
-			Args:        req.Command,
+			Args:        argv,
 			Dir:         work,
 			Env:         env,
 			Stdout:      out,

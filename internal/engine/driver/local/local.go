@@ -35,6 +35,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/keylock"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
@@ -49,8 +50,10 @@ const Address = "127.0.0.1"
 const (
 	defaultStartTimeout = 30 * time.Second
 	defaultStopTimeout  = 10 * time.Second
-	eventBuffer         = 256
-	maxRetryBackoff     = 2 * time.Second
+	// sweepTimeout bounds the sweep of ended containers when the driver starts.
+	sweepTimeout    = 30 * time.Second
+	eventBuffer     = 256
+	maxRetryBackoff = 2 * time.Second
 )
 
 // Config configures New.
@@ -67,6 +70,11 @@ type Config struct {
 	// StopTimeout is how long Terminate lets an agent stop its tasks after SIGTERM before
 	// it uses SIGKILL (default 10 s).
 	StopTimeout time.Duration
+	// ContainerdAddress is the containerd socket tasks in a container run with (serve
+	// --containerd-address); empty: such tasks are refused. EngineID labels their
+	// containers.
+	ContainerdAddress string
+	EngineID          string
 }
 
 // Driver is the local driver. It is safe for concurrent use.
@@ -77,6 +85,8 @@ type Driver struct {
 	log          hclog.Logger
 	startTimeout time.Duration
 	stopTimeout  time.Duration
+	containerd   string
+	engineID     string
 
 	events chan driver.Event
 	ctx    context.Context // ends with Close; every watcher runs under it
@@ -163,6 +173,16 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = defaultStopTimeout
 	}
+	containerd := cfg.ContainerdAddress
+	if containerd != "" {
+		if cfg.EngineID == "" {
+			return nil, errors.New("creating local driver: a containerd address needs the engine's ID")
+		}
+		if containerd, err = filepath.Abs(containerd); err != nil {
+			return nil, fmt.Errorf("resolving the containerd address: %w", err)
+		}
+		sweepContainers(containerd, cfg.EngineID, cfg.Logger.Named("driver.local"))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Driver{
 		dir:          dir,
@@ -171,12 +191,35 @@ func New(cfg Config) (*Driver, error) {
 		log:          cfg.Logger.Named("driver.local"),
 		startTimeout: cfg.StartTimeout,
 		stopTimeout:  cfg.StopTimeout,
+		containerd:   containerd,
+		engineID:     cfg.EngineID,
 		events:       make(chan driver.Event, eventBuffer),
 		ctx:          ctx,
 		cancel:       cancel,
 		watches:      map[string]*watch{},
 		clients:      map[string]*nodeagent.Client{},
 	}, nil
+}
+
+// sweepContainers removes the ended containers this engine's tasks left on the machine (a
+// task's process killed before it could delete its container). A containerd that cannot be
+// reached is logged: the tasks that need it then fail, naming it.
+func sweepContainers(address, engineID string, log hclog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+	defer cancel()
+	rt, err := containerrt.Open(ctx, address, engineID)
+	if err != nil {
+		log.Warn("tasks in a container image cannot run", "error", err)
+		return
+	}
+	defer rt.Close()
+	removed, err := rt.SweepEnded(ctx)
+	if err != nil {
+		log.Warn("sweeping ended containers failed", "containerd", address, "error", err)
+	}
+	if len(removed) > 0 {
+		log.Info("removed ended containers", "containerd", address, "containers", removed)
+	}
 }
 
 // Name returns "local".
@@ -370,6 +413,17 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 		return driver.Permanent(fmt.Errorf("starting task %s: %w", spec.Key, err))
 	}
 	req := nodeagent.TaskRequest{Key: spec.Key, Command: spec.Command, Env: spec.Env, CodeDir: codeDir}
+	if c := spec.Container; c != nil {
+		if d.containerd == "" {
+			return driver.Permanent(fmt.Errorf("starting task %s: it runs in a container image, and this engine has no containerd "+
+				"(start `mlcompute serve` with --containerd-address)", spec.Key))
+		}
+		archive, err := filepath.Abs(c.Archive)
+		if err != nil {
+			return fmt.Errorf("starting task %s: resolving its image archive: %w", spec.Key, err)
+		}
+		req.Container = &nodeagent.TaskContainer{Address: d.containerd, EngineID: d.engineID, Archive: archive, Hash: c.Hash}
+	}
 	for _, in := range spec.Inputs {
 		src, err := filepath.Abs(in.Src)
 		if err != nil {

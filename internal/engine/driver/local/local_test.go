@@ -25,7 +25,8 @@ import (
 )
 
 // A node is a real process: the test binary re-executes itself as the node agent when
-// its first argument is "node-agent" (the driver appends --dir).
+// its first argument is "node-agent" (the driver appends --dir), and as a task's process
+// in a container when it is "container-run".
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "node-agent" {
 		fs := flag.NewFlagSet("node-agent", flag.ExitOnError)
@@ -37,6 +38,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	}
+	if len(os.Args) > 1 && os.Args[1] == nodeagent.ContainerRunCommand {
+		os.Exit(nodeagent.ContainerRunMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	// Agents are this binary built with -race too; do not let each one sleep a second
 	// at exit.

@@ -1,0 +1,71 @@
+package containerrt
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Task is one task's process in a container, as the process that runs it on the node is
+// told (the node agent's task process, so that the agent's wrapper records its exit status
+// and its kill stops it).
+type Task struct {
+	// Address is the machine's containerd socket; EngineID labels the container.
+	Address  string
+	EngineID string
+	// Key is the task's key (the container's mlcompute.task label).
+	Key string
+	// Archive is the image archive on this machine; Hash is the environment's content
+	// hash, the name it is imported under once per machine.
+	Archive string
+	Hash    string
+	// Cwd is the process's working directory; Binds are host paths mounted at the same
+	// paths (the task's directory, which holds its code, inputs and outputs).
+	Cwd   string
+	Binds []string
+	Args  []string
+	// Env is the task's environment ("NAME=value"). PATH is left to the image.
+	Env []string
+}
+
+// ContainerID is the container ID of task key: containerd allows fewer characters in an ID
+// than a task key holds, so it is a digest of the key (the key itself is a label).
+func ContainerID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "mlc-" + hex.EncodeToString(sum[:16])
+}
+
+// RunTask imports the task's image (once per hash on the machine) and runs its process in a
+// container, with its output to stdout and stderr, and returns the process's exit status.
+// A cancelled ctx stops the container (Run).
+func RunTask(ctx context.Context, t Task, stdout, stderr io.Writer) (int, error) {
+	if t.Address == "" || t.EngineID == "" || t.Key == "" || t.Archive == "" || t.Hash == "" || len(t.Args) == 0 {
+		return -1, errors.New("a container task needs an address, engine ID, key, archive, hash and command")
+	}
+	rt, err := Open(ctx, t.Address, t.EngineID)
+	if err != nil {
+		return -1, err
+	}
+	defer rt.Close()
+	if _, err := rt.Import(ctx, t.Archive, t.Hash); err != nil {
+		return -1, err
+	}
+	env := make([]string, 0, len(t.Env))
+	for _, kv := range t.Env {
+		if !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	code, err := rt.Run(ctx, RunSpec{
+		ID: ContainerID(t.Key), Task: t.Key, Image: ImageName(t.Hash), Args: t.Args, Env: env,
+		Cwd: t.Cwd, Binds: t.Binds, Stdout: stdout, Stderr: stderr,
+	})
+	if err != nil && code < 0 {
+		return code, fmt.Errorf("running task %s in a container: %w", t.Key, err)
+	}
+	return code, err
+}

@@ -1,0 +1,150 @@
+package local
+
+import (
+	"archive/tar"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
+)
+
+// A task with a container runs in the image on a node of a driver that has a containerd:
+// it reads a file only the image holds, and its output is fetched like any task's. A
+// driver without one refuses the task permanently, naming the flag.
+func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
+	sock := containerrttest.Start(t)
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatal("this test needs the host's static busybox: run `make test-deps` (Debian package busybox-static)")
+	}
+	archive := filepath.Join(t.TempDir(), "image.tar")
+	digest := imagearchivetest.Docker(t, archive, "mlctest:3.1", imagearchivetest.Layer{
+		"bin/busybox": string(bb), "etc/os-release": "ID=mlctest\nVERSION_ID=3.1\n", "tmp/.keep": "",
+	})
+	spec := driver.TaskSpec{
+		Key: "job-1/0", Env: map[string]string{"RANK": "0"}, Outputs: []driver.TaskOutput{{Path: "outputs"}},
+		Command:   []string{"/bin/busybox", "sh", "-c", `/bin/busybox cp /etc/os-release outputs/; echo "rank $RANK"`},
+		Container: &driver.TaskContainer{Archive: archive, Hash: digest[7:]},
+	}
+
+	plain := newDriver(t, "")
+	create(t, plain, "n0", "ws/c")
+	if err := plain.StartTask(ctxT(t), "n0", spec); !driver.IsPermanent(err) || !strings.Contains(err.Error(), "--containerd-address") {
+		t.Fatalf("a container task without containerd: %v; want a permanent error naming --containerd-address", err)
+	}
+
+	root, err := os.MkdirTemp("", "mlc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "nodes")
+	t.Cleanup(func() {
+		cleanupNodes(t, dir)
+		os.RemoveAll(root)
+	})
+	exe, _ := os.Executable()
+	d, err := New(Config{Dir: dir, AgentArgv: []string{exe, "node-agent"}, ContainerdAddress: sock, EngineID: "e1",
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: logWriter{t}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	create(t, d, "n1", "ws/c")
+	ctx := ctxT(t)
+	if err := d.StartTask(ctx, "n1", spec); err != nil {
+		t.Fatal(err)
+	}
+	ev := nextEvent(t, d)
+	out, _ := d.TaskOutput(ctx, "n1", "job-1/0", 0)
+	if ev.TaskKey != "job-1/0" || ev.ExitCode != 0 || string(out) != "rank 0\n" {
+		t.Fatalf("event %+v, output %q", ev, out)
+	}
+	rc, err := d.FetchOutput(ctx, "n1", "job-1/0", "outputs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	found := ""
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(h.Name, "os-release") {
+			b, _ := io.ReadAll(tr)
+			found = string(b)
+		}
+	}
+	if found != "ID=mlctest\nVERSION_ID=3.1\n" {
+		t.Fatalf("the output's os-release is %q; want the image's", found)
+	}
+
+	// A killed task's container record (its process is killed with the task) is removed
+	// when a driver with the containerd starts.
+	long := spec
+	long.Key, long.Outputs, long.Command = "job-2/0", nil, []string{"/bin/busybox", "sleep", "600"}
+	if err := d.StartTask(ctx, "n1", long); err != nil {
+		t.Fatal(err)
+	}
+	client, err := containerd.New(sock, containerd.WithDefaultNamespace(containerrt.Namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	status := func() containerd.ProcessStatus {
+		c, err := client.LoadContainer(ctx, containerrt.ContainerID(long.Key))
+		if err != nil {
+			return ""
+		}
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			return ""
+		}
+		st, err := task.Status(ctx)
+		if err != nil {
+			return ""
+		}
+		return st.Status
+	}
+	for status() != containerd.Running {
+		if ctx.Err() != nil {
+			t.Fatal("the long task's container never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := d.KillTask(ctx, "n1", long.Key); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, d); ev.TaskKey != long.Key || ev.ExitCode != 137 {
+		t.Fatalf("killed task: event %+v", ev)
+	}
+	for status() != containerd.Stopped {
+		if ctx.Err() != nil {
+			t.Fatalf("the killed task's container is %q, not stopped", status())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d2, err := New(Config{Dir: dir, AgentArgv: []string{exe, "node-agent"}, ContainerdAddress: sock, EngineID: "e1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2.Close()
+	if ids, err := client.Containers(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("containers after a driver started: %v, %v", ids, err)
+	}
+}

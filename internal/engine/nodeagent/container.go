@@ -1,0 +1,89 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
+)
+
+// ContainerRunCommand is the hidden subcommand of the agent's binary that is a task's
+// process when the task runs in a container: it imports the image (once per content hash on
+// the machine) and runs the command in a container. Being the task's process, it is what
+// the agent's wrapper records the exit status of, and what its kill stops; the container's
+// processes carry the task's marker too, so the agent's sweep of an ended task's processes
+// reaches them even when this process was SIGKILLed.
+const ContainerRunCommand = "container-run"
+
+// TaskContainer is a task's image: the task's command runs in it, with the task's
+// directory (its working directory, code, inputs and outputs) mounted at the same path and
+// the task's environment.
+type TaskContainer struct {
+	// Address is the machine's containerd socket; EngineID labels the container.
+	Address  string `json:"address"`
+	EngineID string `json:"engine_id"`
+	// Archive is the image archive on the machine; Hash is the environment's content hash.
+	Archive string `json:"archive"`
+	Hash    string `json:"hash"`
+}
+
+func (c *TaskContainer) check() error {
+	switch {
+	case c.Address == "" || !filepath.IsAbs(c.Address):
+		return errors.New("container.address must be an absolute path")
+	case c.Archive == "" || !filepath.IsAbs(c.Archive):
+		return errors.New("container.archive must be an absolute path")
+	case c.EngineID == "" || c.Hash == "":
+		return errors.New("container.engine_id and container.hash are required")
+	}
+	return nil
+}
+
+// containerCommand is the task process's command line for a task in a container.
+func containerCommand(self string, c *TaskContainer, key, taskDir, work string, command []string) []string {
+	argv := []string{self, ContainerRunCommand,
+		"--address", c.Address, "--engine", c.EngineID, "--key", key,
+		"--archive", c.Archive, "--hash", c.Hash, "--cwd", work, "--bind", taskDir, "--"}
+	return append(argv, command...)
+}
+
+// ContainerRunMain is ContainerRunCommand's main: args are its flags, then "--" and the
+// command. It runs with the task's environment and returns the exit status of the command;
+// a container that cannot be run is 125 with the reason on stderr (the task's output).
+// SIGTERM or SIGINT stops the container.
+func ContainerRunMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(ContainerRunCommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var t containerrt.Task
+	var bind string
+	fs.StringVar(&t.Address, "address", "", "containerd's socket")
+	fs.StringVar(&t.EngineID, "engine", "", "the engine's ID")
+	fs.StringVar(&t.Key, "key", "", "the task's key")
+	fs.StringVar(&t.Archive, "archive", "", "the image archive")
+	fs.StringVar(&t.Hash, "hash", "", "the environment's content hash")
+	fs.StringVar(&t.Cwd, "cwd", "", "the working directory")
+	fs.StringVar(&bind, "bind", "", "a host path mounted at the same path")
+	if err := fs.Parse(args); err != nil {
+		return 125
+	}
+	if bind != "" {
+		t.Binds = []string{bind}
+	}
+	t.Args = fs.Args()
+	t.Env = os.Environ()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	code, err := containerrt.RunTask(ctx, t, stdout, stderr)
+	if err != nil && code < 0 {
+		fmt.Fprintf(stderr, "mlcompute: %v\n", err)
+		return 125
+	}
+	return code
+}

@@ -1,0 +1,139 @@
+package nodeagent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
+)
+
+// A task with a container runs its command in the image: it reads a file only the image
+// holds, sees its environment and works in its own directory, whose outputs appear on the
+// host; a second task of the same image finds it imported; a killed task's container
+// processes are gone with it, and its container record is left for the sweep of ended
+// containers, which keeps a running one.
+func TestTaskRunsInItsContainer(t *testing.T) {
+	sock := containerrttest.Start(t)
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatal("this test needs the host's static busybox: run `make test-deps` (Debian package busybox-static)")
+	}
+	archive := filepath.Join(t.TempDir(), "image.tar")
+	digest := imagearchivetest.Docker(t, archive, "mlctest:2.5", imagearchivetest.Layer{
+		"bin/busybox": string(bb), "bin/sh": string(bb), "usr/lib/mlctest/VERSION": "2.5\n", "tmp/.keep": "",
+	})
+	ctr := &TaskContainer{Address: sock, EngineID: "e1", Archive: archive, Hash: digest[7:]}
+	a := startAgent(t, filepath.Join(shortTempDir(t), "n1"))
+	ctx := ctxT(t)
+	code := filepath.Join(t.TempDir(), "code")
+	if err := os.MkdirAll(code, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(code, "train.sh"), []byte("echo trained >out/model.txt\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, key := range []string{"job-1/0", "job-2/0"} {
+		_, err := a.c.StartTask(ctx, TaskRequest{
+			Key: key, CodeDir: code, Outputs: []TaskOutput{{Path: "out"}}, Env: map[string]string{"RANK": "0"}, Container: ctr,
+			Command: []string{"/bin/busybox", "sh", "-c", `cat /usr/lib/mlctest/VERSION; echo "rank=$RANK"; pwd; sh train.sh; exit 3`},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end, err := a.c.Wait(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := a.c.Output(ctx, key, 0)
+		if end.ExitCode != 3 {
+			t.Fatalf("task %d: exit %d, want 3; output:\n%s", i, end.ExitCode, out)
+		}
+		tdir, _ := TaskDir(a.dir, key)
+		work := filepath.Join(tdir, WorkDir)
+		for _, want := range []string{"2.5\n", "rank=0\n", work + "\n"} {
+			if !strings.Contains(string(out), want) {
+				t.Fatalf("task %d: output lacks %q:\n%s", i, want, out)
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(work, "out", "model.txt")); err != nil || string(b) != "trained\n" {
+			t.Fatalf("task %d: its output on the host: %q, %v", i, b, err)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/mlctest/VERSION"); err == nil {
+		t.Fatal("the host has the image's file: the test proves nothing")
+	}
+
+	// An image that cannot be imported ends the task with 125 and the reason in its output.
+	missing := *ctr
+	missing.Archive, missing.Hash = filepath.Join(t.TempDir(), "none.tar"), "0123"
+	if _, err := a.c.StartTask(ctx, TaskRequest{Key: "job-4/0", Container: &missing, Command: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if end, err := a.c.Wait(ctx, "job-4/0"); err != nil || end.ExitCode != 125 {
+		t.Fatalf("a missing archive: %+v, %v; want exit 125", end, err)
+	}
+	if out, _ := a.c.Output(ctx, "job-4/0", 0); !strings.Contains(string(out), "none.tar") {
+		t.Fatalf("a missing archive's output does not name it:\n%s", out)
+	}
+
+	// A killed task: the container's processes carry the task's marker and are killed with
+	// the task; the container record stays until the engine's sweep.
+	key := "job-3/0"
+	st, err := a.c.StartTask(ctx, TaskRequest{Key: key, Container: ctr, Command: []string{"/bin/busybox", "sh", "-c", "echo up; exec sleep 600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := containerrt.Open(ctx, sock, "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	tdir, _ := TaskDir(a.dir, key)
+	for out := []byte{}; !strings.Contains(string(out), "up"); out, _ = a.c.Output(ctx, key, 0) {
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("the task never started in its container: %v\n%s", err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The container's process (outside the task's process group: the shim started it)
+	// carries the marker, so the agent's clean-up of an ended task finds it.
+	inContainer := 0
+	marked, err := proc.FindByEnv(TaskMarkerEnv, tdir)
+	for _, p := range marked {
+		if cmd, err := proc.Cmdline(p.Pid); err == nil && len(cmd) > 1 && cmd[0] == "sleep" && p.Pgid != st.Pgid {
+			inContainer++
+		}
+	}
+	if err != nil || inContainer != 1 {
+		t.Fatalf("the container's sleep among the task's marked processes %v: %d, %v", marked, inContainer, err)
+	}
+	if removed, err := rt.SweepEnded(context.Background()); err != nil || len(removed) != 0 {
+		t.Fatalf("sweep of ended containers while the task runs: removed %v, %v", removed, err)
+	}
+	if _, err := a.c.Kill(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if end, err := a.c.Wait(ctx, key); err != nil || end.Running {
+		t.Fatalf("killed task: %+v, %v", end, err)
+	}
+	if left, err := proc.FindByEnv(TaskMarkerEnv, tdir); err != nil || len(left) != 0 {
+		t.Fatalf("processes of the killed task's container: %v, %v", left, err)
+	}
+	// The shim records the process's exit a moment after reaping it.
+	removed, err := rt.SweepEnded(context.Background())
+	for err == nil && len(removed) == 0 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		removed, err = rt.SweepEnded(context.Background())
+	}
+	if err != nil || len(removed) != 1 || removed[0] != containerrt.ContainerID(key) {
+		t.Fatalf("sweep: %v, %v; want the killed task's container", removed, err)
+	}
+}
