@@ -1,20 +1,10 @@
-// Package containerrt runs a task's process in a container image through containerd's Go
-// client (DESIGN 5 "Containers"): an image archive is imported and unpacked once per
-// machine, under a name keyed by the environment's content hash; a task's container shares
-// the host's network (so PORT and MASTER_ADDR mean what they mean outside), sees the host
-// paths it is given at the same paths, and is labelled with the engine's ID and the task's
-// key, so that the engine can find and remove every container it does not record after a
-// crash or a failed start (Sweep).
-//
-// RunTask is what a node agent's task process (its binary's container-run) does; the
-// local driver runs SweepEnded when it starts.
+//go:build linux
+
 package containerrt
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 	"time"
@@ -28,12 +18,6 @@ import (
 )
 
 const (
-	// Namespace is the containerd namespace the engine's images and containers live in.
-	Namespace = "mlcompute"
-	// LabelEngine holds the ID of the engine that made a container.
-	LabelEngine = "mlcompute.engine"
-	// LabelTask holds the key of the task a container runs.
-	LabelTask = "mlcompute.task"
 	// snapshotter unpacks images; overlayfs is containerd's default on Linux.
 	snapshotter = "overlayfs"
 	// killGrace is how long a container's process has between SIGTERM and SIGKILL.
@@ -46,9 +30,6 @@ type Runtime struct {
 	address  string
 	engineID string
 }
-
-// ErrNoRuntime wraps a containerd that cannot be reached.
-var ErrNoRuntime = errors.New("no container runtime")
 
 // Open connects to the containerd at address (its gRPC socket) for the engine engineID.
 func Open(ctx context.Context, address, engineID string) (*Runtime, error) {
@@ -68,11 +49,6 @@ func Open(ctx context.Context, address, engineID string) (*Runtime, error) {
 
 // Close closes the connection.
 func (r *Runtime) Close() error { return r.client.Close() }
-
-// ImageName is the name an environment's image is imported under: one per content hash.
-func ImageName(hash string) string {
-	return "mlcompute.local/env:" + hash
-}
 
 // Import makes sure the image of the archive is in containerd, unpacked, under
 // ImageName(hash), and reports whether it had to import it (false: it was there already,
@@ -121,27 +97,6 @@ func (r *Runtime) Pull(ctx context.Context, ref string) (pulled bool, err error)
 		return false, fmt.Errorf("image %q cannot be resolved: it is not in this machine's containerd (%s), and pulling it failed: %w", ref, r.address, err)
 	}
 	return true, nil
-}
-
-// RunSpec is one task's process in a container.
-type RunSpec struct {
-	// ID is the container's ID, unique on the machine.
-	ID string
-	// Task is the key of the task it runs, its mlcompute.task label (ID when empty).
-	Task string
-	// Image is the image's name in containerd: ImageName(hash) after Import, or a
-	// reference after Pull.
-	Image string
-	Args  []string
-	Env   []string
-	Cwd   string
-	// Binds are host paths mounted read-write at the same path in the container: the
-	// node's working directory, the task's code, inputs and outputs.
-	Binds []string
-	// Devices are device nodes the container may use (a node's GPUs).
-	Devices []string
-	// Stdout and Stderr receive the process's output, each from its own goroutine.
-	Stdout, Stderr io.Writer
 }
 
 // Run runs the spec's process in a new container and returns its exit status. The

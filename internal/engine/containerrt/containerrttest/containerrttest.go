@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package containerrttest starts a private containerd for a test: its own root, state
 // directory, socket and configuration (no CRI plugin), stopped when the test ends.
 package containerrttest
