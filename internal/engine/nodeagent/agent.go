@@ -263,6 +263,13 @@ func lockDir(ctx context.Context, dir string, clk clock.Clock, wait time.Duratio
 	}
 }
 
+// recoverLockWait is how long RecoverDir waits for the lock of an agent that was just seen
+// dead. A killed multi-threaded process can be seen exited (its leader a zombie, which is
+// what the portable process layer waits for) while its other threads still hold its open
+// files, the lock among them, for a moment. A new agent that really serves the node keeps
+// the lock, and RecoverDir then returns ErrAgentRunning after this wait.
+const recoverLockWait = 2 * time.Second
+
 // RecoverDir cleans up after a dead agent: when no agent holds nodeDir's lock it kills
 // every process of a task that has no recorded exit code (with their process groups),
 // waits for them to exit and records 137 for those tasks. It returns how many tasks it
@@ -274,7 +281,7 @@ func RecoverDir(ctx context.Context, nodeDir string, logger hclog.Logger) (int, 
 	if _, err := os.Stat(nodeDir); err != nil {
 		return 0, fmt.Errorf("checking node dir: %w", err)
 	}
-	lock, err := lockDir(ctx, nodeDir, clock.RealClock{}, 0)
+	lock, err := lockDir(ctx, nodeDir, clock.RealClock{}, recoverLockWait)
 	if err != nil {
 		return 0, err
 	}
