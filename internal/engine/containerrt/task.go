@@ -32,10 +32,12 @@ type Task struct {
 	Env []string
 }
 
-// ContainerID is the container ID of task key: containerd allows fewer characters in an ID
-// than a task key holds, so it is a digest of the key (the key itself is a label).
-func ContainerID(key string) string {
-	sum := sha256.Sum256([]byte(key))
+// ContainerID is the container ID of task key of engine engineID: containerd allows fewer
+// characters in an ID than a task key holds, so it is a digest (the key itself is a label).
+// The engine's ID is in it because runc keeps its containers' state in one directory per
+// machine, whichever containerd asked: two engines' tasks of one key must not collide.
+func ContainerID(engineID, key string) string {
+	sum := sha256.Sum256([]byte(engineID + "\x00" + key))
 	return "mlc-" + hex.EncodeToString(sum[:16])
 }
 
@@ -61,7 +63,7 @@ func RunTask(ctx context.Context, t Task, stdout, stderr io.Writer) (int, error)
 		}
 	}
 	code, err := rt.Run(ctx, RunSpec{
-		ID: ContainerID(t.Key), Task: t.Key, Image: ImageName(t.Hash), Args: t.Args, Env: env,
+		ID: ContainerID(t.EngineID, t.Key), Task: t.Key, Image: ImageName(t.Hash), Args: t.Args, Env: env,
 		Cwd: t.Cwd, Binds: t.Binds, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil && code < 0 {

@@ -31,7 +31,7 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	digest := imagearchivetest.Docker(t, archive, "mlctest:2.5", imagearchivetest.Layer{
 		"bin/busybox": string(bb), "bin/sh": string(bb), "usr/lib/mlctest/VERSION": "2.5\n", "tmp/.keep": "",
 	})
-	ctr := &TaskContainer{Address: sock, EngineID: "e1", Archive: archive, Hash: digest[7:]}
+	ctr := &TaskContainer{Address: sock, EngineID: "e-" + filepath.Base(t.TempDir()), Archive: archive, Hash: digest[7:]}
 	a := startAgent(t, filepath.Join(shortTempDir(t), "n1"))
 	ctx := ctxT(t)
 	code := filepath.Join(t.TempDir(), "code")
@@ -93,7 +93,7 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := containerrt.Open(ctx, sock, "e1")
+	rt, err := containerrt.Open(ctx, sock, ctr.EngineID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		removed, err = rt.SweepEnded(context.Background())
 	}
-	if err != nil || len(removed) != 1 || removed[0] != containerrt.ContainerID(key) {
+	if err != nil || len(removed) != 1 || removed[0] != containerrt.ContainerID(ctr.EngineID, key) {
 		t.Fatalf("sweep: %v, %v; want the killed task's container", removed, err)
 	}
 }

@@ -51,12 +51,14 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(root, "nodes")
+	// Its own engine ID: runc keeps container state per machine, not per containerd.
+	engineID := "e-" + filepath.Base(root)
 	t.Cleanup(func() {
 		cleanupNodes(t, dir)
 		os.RemoveAll(root)
 	})
 	exe, _ := os.Executable()
-	d, err := New(Config{Dir: dir, AgentArgv: []string{exe, "node-agent"}, ContainerdAddress: sock, EngineID: "e1",
+	d, err := New(Config{Dir: dir, AgentArgv: []string{exe, "node-agent"}, ContainerdAddress: sock, EngineID: engineID,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: logWriter{t}})})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +111,7 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 	}
 	defer client.Close()
 	status := func() containerd.ProcessStatus {
-		c, err := client.LoadContainer(ctx, containerrt.ContainerID(long.Key))
+		c, err := client.LoadContainer(ctx, containerrt.ContainerID(engineID, long.Key))
 		if err != nil {
 			return ""
 		}
@@ -141,7 +143,7 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	d2, err := New(Config{Dir: dir, AgentArgv: []string{exe, "node-agent"}, ContainerdAddress: sock, EngineID: "e1"})
+	d2, err := New(Config{Dir: dir, AgentArgv: []string{exe, "node-agent"}, ContainerdAddress: sock, EngineID: engineID})
 	if err != nil {
 		t.Fatal(err)
 	}
