@@ -9,7 +9,7 @@ import (
 
 // sshWait bounds the waits of these tests: they go through real SSH connections, whose
 // dials, keep-alives and reconnect back-off (up to 10 s between attempts) take real time.
-const sshWait = 30 * time.Second
+const sshWait = 60 * time.Second
 
 func (r *rig) eventuallySSH(what string, cond func() bool) {
 	r.t.Helper()
