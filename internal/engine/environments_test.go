@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
@@ -252,26 +256,34 @@ func countCalls(keys []string, key string) int {
 	return n
 }
 
-// No node driver runs container environments yet: a job or an endpoint deployment in one is
-// refused at submit with a message naming the environment, and an environment that runs a
-// deployment cannot become one. The environment itself is stored like any other.
+// A job in a container environment is taken only where a container runtime is: on a
+// local-node engine without one it is refused at submit, saying how to get one; a Python
+// environment on top of an image and an endpoint deployment in an image are refused
+// everywhere for now; an environment that runs a deployment cannot become a container one.
+// The environment itself is stored like any other.
 func TestContainerEnvironmentsAreRefusedWhereNothingRunsThem(t *testing.T) {
 	r := newRig(t)
 	r.workspace("wsp", nil)
 	r.cluster("wsp", "cpu", 0, 1, "PT120S")
-	img := r.environment("wsp", api.EnvironmentSpec{Name: "img", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:1",
+	img := r.environment("wsp", api.EnvironmentSpec{Name: "img", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:1"}})
+	onTop := r.environment("wsp", api.EnvironmentSpec{Name: "on-top", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:1",
 		Python: &api.PythonEnvironment{Requirements: []string{"mlctest==1.0"}}}})
-	if img.Container == nil || img.Container.Python.Python != "python3" || img.ContentHash == "" {
-		t.Fatalf("stored container environment: %+v", img)
+	if onTop.Container == nil || onTop.Container.Python.Python != "python3" || onTop.ContentHash == "" || onTop.ContentHash == img.ContentHash {
+		t.Fatalf("stored container environment: %+v", onTop)
 	}
-	_, err := r.e.SubmitJob(context.Background(), "wsp", api.JobSpec{Compute: "cpu", InstanceCount: 1, Command: []string{"true"}, Environment: "img"}, "")
-	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "environment" || !strings.Contains(err.Error(), `environment "img" is a container environment`) {
-		t.Fatalf("job in a container environment: %v; want invalid on environment naming it", err)
+	for env, want := range map[string]string{
+		"img":    `environment "img" is a container environment, and this engine's local nodes have no container runtime: start ` + "`mlcompute serve` with --containerd-address",
+		"on-top": `environment "on-top" sets container.python`,
+	} {
+		_, err := r.e.SubmitJob(context.Background(), "wsp", api.JobSpec{Compute: "cpu", InstanceCount: 1, Command: []string{"true"}, Environment: env}, "")
+		if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "environment" || !strings.Contains(err.Error(), want) {
+			t.Fatalf("job in container environment %s: %v; want invalid on environment saying %q", env, err, want)
+		}
 	}
 	d := endpointstest.Deployment(1, "serve")
 	d.EnvironmentID = img.ID
-	_, err = r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": d}, Traffic: map[string]int64{"blue": 100}}, "")
-	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "deployments.blue.environment_id" || !strings.Contains(err.Error(), "no node driver runs containers") {
+	_, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": d}, Traffic: map[string]int64{"blue": 100}}, "")
+	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "deployments.blue.environment_id" || !strings.Contains(err.Error(), "endpoint deployments do not run in container images yet") {
 		t.Fatalf("deployment in a container environment: %v; want invalid on deployments.blue.environment_id", err)
 	}
 
@@ -285,5 +297,56 @@ func TestContainerEnvironmentsAreRefusedWhereNothingRunsThem(t *testing.T) {
 	}
 	if got, _ := r.e.GetEnvironment(context.Background(), "wsp", "py"); got.ContentHash != py.ContentHash {
 		t.Fatal("the refused update changed the environment")
+	}
+}
+
+// On an engine whose local nodes run containers, a job in a container environment starts
+// at once (the node imports or pulls the image itself: nothing is prepared before) with its
+// image on the task: the reference, or the uploaded archive in the engine's snapshot store.
+// An archive the engine holds no upload of is refused when the environment is created.
+func TestContainerJobsCarryTheirImageToTheNode(t *testing.T) {
+	snaps := snapshot.NewStore(t.TempDir())
+	r := newRigConfigured(t, func(cfg *Config, _ *Engine) { cfg.Containers, cfg.Snapshots = true, snaps })
+	r.workspace("wsp", nil)
+	r.cluster("wsp", "cpu", 0, 1, "PT120S")
+	hex64 := strings.Repeat("ab", 32)
+	archive := api.ContainerEnvironment{ImageArchive: "images/train.tar", ImageDigest: "sha256:" + hex64, ImageSnapshot: hex64}
+	_, err := r.e.CreateEnvironment(context.Background(), "wsp", api.EnvironmentSpec{Name: "tar", Container: &archive}, "")
+	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "container.image_archive" || !strings.Contains(err.Error(), "this engine holds no upload of it") {
+		t.Fatalf("an archive that was not uploaded: %v; want invalid on container.image_archive", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, api.ImageArchiveFile), []byte("an image archive"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var packed bytes.Buffer
+	if _, err := snapshot.Pack(dir, &packed, snapshot.DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	if archive.ImageSnapshot, err = snaps.Put(&packed); err != nil {
+		t.Fatal(err)
+	}
+	tar := r.environment("wsp", api.EnvironmentSpec{Name: "tar", Container: &archive})
+	img := r.environment("wsp", api.EnvironmentSpec{Name: "img", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:1"}})
+	stored, _ := snaps.Path(archive.ImageSnapshot)
+	for _, tc := range []struct {
+		env  *api.Environment
+		want driver.TaskContainer
+	}{
+		{tar, driver.TaskContainer{Archive: filepath.Join(stored, api.ImageArchiveFile), Hash: tar.ContentHash}},
+		{img, driver.TaskContainer{Image: "registry.example.com/train:1", Hash: img.ContentHash}},
+	} {
+		j := r.submitIn("wsp", "cpu", tc.env.Name)
+		r.settlesTo("job running", r.status("wsp", j.ID, api.JobRunning))
+		node, key := r.job("wsp", j.ID).Nodes[0], strings.TrimPrefix(r.envTask("wsp", j.ID, 0), model.EnvTaskPrefix)
+		task, ok := r.drv.Task(node, key)
+		if !ok || task.Spec.Container == nil || *task.Spec.Container != tc.want {
+			t.Fatalf("%s: the task's container is %+v; want %+v", tc.env.Name, task.Spec.Container, tc.want)
+		}
+		if _, ok := r.drv.Task(node, r.envTask("wsp", j.ID, 0)); ok {
+			t.Fatalf("%s: an environment task ran before the job's", tc.env.Name)
+		}
+		r.drv.FinishTask(node, key, 0)
+		r.settlesTo("job completed", r.status("wsp", j.ID, api.JobCompleted))
 	}
 }

@@ -18,7 +18,8 @@ import (
 func newPipelines(e *Engine, cfg Config, log hclog.Logger) *pipelines.Controller {
 	pc := pipelines.Config{
 		Write: e.core.Write, View: e.core.View, Clock: cfg.Clock, Logger: log, Jobs: e.jobs,
-		Mark: func(name string) { e.loop.Mark(runtime.PipelineKey(name)) },
+		Mark:               func(name string) { e.loop.Mark(runtime.PipelineKey(name)) },
+		NoContainerRuntime: e.core.NoContainerRuntime,
 	}
 	if cfg.Artifacts != nil {
 		pc.Artifacts = cfg.Artifacts

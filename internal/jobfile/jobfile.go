@@ -70,11 +70,7 @@ func Command(file, base string, c *jobspec.CommandJob) (spec api.JobSpec, code s
 
 // UploadCode packs a code directory and uploads it, returning the snapshot's ID.
 func UploadCode(ctx context.Context, c Uploader, ws, dir string) (string, error) {
-	var archive bytes.Buffer
-	if _, err := snapshot.Pack(dir, &archive, snapshot.DefaultLimits); err != nil {
-		return "", err
-	}
-	id, err := c.PutSnapshot(ctx, ws, archive.Bytes())
+	id, err := uploadDir(ctx, c, ws, dir)
 	if err != nil {
 		return "", fmt.Errorf("uploading code: %w", err)
 	}
@@ -342,30 +338,43 @@ func UploadInputs(ctx context.Context, c Uploader, ws string, spec *api.JobSpec,
 	for _, name := range slices.Sorted(maps.Keys(uploads)) {
 		p := uploads[name]
 		in := spec.Inputs[name]
-		dir := p
+		var id string
+		var err error
 		if in.Type == api.URIFile {
-			tmp, err := os.MkdirTemp("", "mlcompute-input-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(tmp)
-			if err := copyFile(p, filepath.Join(tmp, in.FileName)); err != nil {
-				return fmt.Errorf("input %q: %w", name, err)
-			}
-			dir = tmp
+			id, err = UploadFile(ctx, c, ws, p, in.FileName)
+		} else {
+			id, err = uploadDir(ctx, c, ws, p)
 		}
-		var archive bytes.Buffer
-		if _, err := snapshot.Pack(dir, &archive, snapshot.DefaultLimits); err != nil {
-			return fmt.Errorf("input %q (%s): %w", name, p, err)
-		}
-		id, err := c.PutSnapshot(ctx, ws, archive.Bytes())
 		if err != nil {
-			return fmt.Errorf("uploading input %q: %w", name, err)
+			return fmt.Errorf("input %q (%s): %w", name, p, err)
 		}
 		in.SnapshotID = id
 		spec.Inputs[name] = in
 	}
 	return nil
+}
+
+// UploadFile uploads one file as a snapshot that holds it under name, and returns the
+// snapshot's ID.
+func UploadFile(ctx context.Context, c Uploader, ws, file, name string) (string, error) {
+	tmp, err := os.MkdirTemp("", "mlcompute-upload-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := copyFile(file, filepath.Join(tmp, name)); err != nil {
+		return "", err
+	}
+	return uploadDir(ctx, c, ws, tmp)
+}
+
+// uploadDir packs a directory as code is packed and uploads it.
+func uploadDir(ctx context.Context, c Uploader, ws, dir string) (string, error) {
+	var archive bytes.Buffer
+	if _, err := snapshot.Pack(dir, &archive, snapshot.DefaultLimits); err != nil {
+		return "", err
+	}
+	return c.PutSnapshot(ctx, ws, archive.Bytes())
 }
 
 // copyFile copies a file with its modification time, so the archive of an unchanged

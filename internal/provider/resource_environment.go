@@ -25,7 +25,9 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/jobfile"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/provider/validators"
 )
 
@@ -264,7 +266,7 @@ func (r *environmentResource) Create(ctx context.Context, req resource.CreateReq
 	}
 	spec := api.EnvironmentSpec{Name: plan.Name.ValueString()}
 	spec.Python, spec.UserManaged, spec.Container = plan.definition(ctx, &resp.Diagnostics)
-	readLateArchive(spec.Container, &resp.Diagnostics)
+	r.uploadArchive(ctx, ws.Workspace, spec.Container, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -310,7 +312,7 @@ func (r *environmentResource) Update(ctx context.Context, req resource.UpdateReq
 	id, _ := stateEnvironmentID(plan.ID, &resp.Diagnostics)
 	var upd api.EnvironmentUpdate
 	upd.Python, upd.UserManaged, upd.Container = plan.definition(ctx, &resp.Diagnostics)
-	readLateArchive(upd.Container, &resp.Diagnostics)
+	r.uploadArchive(ctx, id.Workspace, upd.Container, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -423,18 +425,36 @@ func (m *environmentModel) definition(ctx context.Context, diags *diag.Diagnosti
 	return py, um, c
 }
 
-// readLateArchive reads the digest of an archive whose path was unknown at plan (it came
-// from another resource), so not read then.
-func readLateArchive(c *api.ContainerEnvironment, diags *diag.Diagnostics) {
-	if c == nil || c.ImageArchive == "" || c.ImageDigest != "" {
+// uploadArchive ships an image archive to the engine, which takes it to the nodes from
+// there: packed as a snapshot holding api.ImageArchiveFile, whose ID goes in
+// c.ImageSnapshot. The archive is read again first. Its digest was planned (or, for a path
+// that was unknown at plan because it came from another resource, is read now), and an
+// archive that changed since the plan is refused rather than shipped under the planned
+// digest.
+func (r *environmentResource) uploadArchive(ctx context.Context, workspace string, c *api.ContainerEnvironment, diags *diag.Diagnostics) {
+	if c == nil || c.ImageArchive == "" || diags.HasError() {
 		return
 	}
+	attr := path.Root("container").AtName("image_archive")
 	digest, err := archiveDigest(c.ImageArchive)
 	if err != nil {
-		diags.AddAttributeError(path.Root("container").AtName("image_archive"), "Invalid Image Archive", err.Error())
+		diags.AddAttributeError(attr, "Invalid Image Archive", err.Error())
+		return
+	}
+	if c.ImageDigest != "" && c.ImageDigest != digest {
+		diags.AddAttributeError(attr, "Image Archive Changed Since Plan",
+			fmt.Sprintf("container.image_archive %q holds image %s now, and the plan was made for %s. Run terraform plan again.", c.ImageArchive, digest, c.ImageDigest))
 		return
 	}
 	c.ImageDigest = digest
+	c.ImageSnapshot, err = jobfile.UploadFile(ctx, r.client, workspace, c.ImageArchive, api.ImageArchiveFile)
+	if err != nil {
+		diags.AddAttributeError(attr, "Cannot Upload Image Archive",
+			fmt.Sprintf("uploading container.image_archive %q to the engine: %v. An archive is uploaded as a snapshot, which holds at most %d MiB; "+
+				"a larger image is better named by container.image and pulled on the node.", c.ImageArchive, err, snapshot.DefaultLimits.MaxBytes>>20))
+		return
+	}
+	tflog.Info(ctx, "uploaded image archive", map[string]any{"image_archive": c.ImageArchive, "image_digest": digest, "snapshot": c.ImageSnapshot})
 }
 
 // archiveDigest reads the config digest of the image archive at file.

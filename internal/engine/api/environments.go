@@ -40,9 +40,17 @@ type ContainerEnvironment struct {
 	// the archive's manifest by the client that names the archive (the provider, at plan):
 	// the engine never opens a path an API caller names. Required with ImageArchive.
 	ImageDigest string `json:"image_digest,omitempty"`
+	// ImageSnapshot is the ID of the snapshot (POST /v1/workspaces/{ws}/snapshots) that holds
+	// the archive as ImageArchiveFile: the client that names the archive uploads it, and the
+	// engine ships it to the node from there. Required with ImageArchive; not part of the
+	// content hash (the digest is).
+	ImageSnapshot string `json:"image_snapshot,omitempty"`
 	// Python is built on top of the image, as a PythonEnvironment is on a node.
 	Python *PythonEnvironment `json:"python,omitempty"`
 }
+
+// ImageArchiveFile is the name of the image archive in its snapshot.
+const ImageArchiveFile = "image.tar"
 
 // EnvironmentSpec is what a user declares for an environment: exactly one of Python,
 // UserManaged and Container.

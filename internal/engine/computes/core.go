@@ -58,6 +58,9 @@ type Config struct {
 	Local bool
 	// GPUs are this machine's GPUs, handed to local nodes of GPU sizes; empty: none.
 	GPUs []string
+	// Containers says the local nodes run tasks in container images (their driver has a
+	// containerd): jobs in container environments may run on the engine's own computes.
+	Containers bool
 	// NewID makes node IDs ("<prefix>-<unique>").
 	NewID func(prefix string) string
 	// Nodes is the engine's node lifecycle, which creates and releases the computes' nodes
@@ -83,6 +86,7 @@ type Core struct {
 	envCacheDir string // see Config
 	capacity    int64
 	local       bool     // see Config
+	containers  bool     // see Config
 	gpus        []string // see Config
 	newID       func(prefix string) string
 	snapshots   model.SnapshotStore
@@ -176,7 +180,7 @@ func New(cfg Config) (*Core, error) {
 	c := &Core{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("computes"), loop: cfg.Loop,
 		snapshots: cfg.Snapshots, artifacts: cfg.Artifacts, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
-		local: cfg.Local, gpus: slices.Clone(cfg.GPUs),
+		local: cfg.Local, containers: cfg.Containers, gpus: slices.Clone(cfg.GPUs),
 		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
 		onTaskExit: cfg.OnTaskExit, onTaskNotStarted: cfg.OnTaskNotStarted,
 		nodes: cfg.Nodes, backoff: map[string]createBackoff{}, passes: map[string]Pass{},

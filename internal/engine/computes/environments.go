@@ -44,6 +44,33 @@ func (c *Core) envCache(j model.Job) string {
 	return c.envCacheDir
 }
 
+// NoContainerRuntime says why the nodes of compute rec (named name in the job's request)
+// cannot run a job in a container image, or is "" when they can (environment.CannotRun):
+// only the engine's own local nodes do, when their driver has a containerd.
+func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
+	switch {
+	case rec.Attached != nil:
+		return fmt.Sprintf("compute %q is an attached machine, and attached machines do not run container images yet", name)
+	case rec.Kubernetes != nil || rec.KubeJob != nil:
+		return fmt.Sprintf("compute %q is an attached Kubernetes cluster, which does not run container environments yet", name)
+	case !c.local:
+		return "this engine's nodes are not local processes (mlcompute serve --nodes slurm or kubernetes), and only local nodes run container images yet"
+	case !c.containers:
+		return "this engine's local nodes have no container runtime: start `mlcompute serve` with --containerd-address, " +
+			"or, for the engine the provider and the CLI start, run containerd (Debian package containerd) at " + DefaultContainerdAddress +
+			" or name its socket in " + ContainerdAddressEnv
+	}
+	return ""
+}
+
+// DefaultContainerdAddress is where the engine the provider and the CLI start looks for
+// containerd when ContainerdAddressEnv is not set: containerd's own default.
+const DefaultContainerdAddress = "/run/containerd/containerd.sock"
+
+// ContainerdAddressEnv names the containerd socket of the engine the provider and the CLI
+// start (mlcompute serve takes --containerd-address instead).
+const ContainerdAddressEnv = "MLCOMPUTE_CONTAINERD_ADDRESS"
+
 // nodeEnv is a job's environment as its nodes need it.
 func (c *Core) nodeEnv(j model.Job) envprep.Env {
 	if j.EnvDef == nil {
@@ -59,9 +86,27 @@ func (c *Core) envTask(j model.Job, rank int) driver.TaskSpec {
 	return spec
 }
 
-// wrapTask puts the job's environment first on the task's PATH.
-func (c *Core) wrapTask(j model.Job, spec *driver.TaskSpec) {
+// wrapTask puts the job's environment first on the task's PATH, or has the task run in the
+// environment's image.
+func (c *Core) wrapTask(j model.Job, spec *driver.TaskSpec) error {
 	spec.Command = c.nodeEnv(j).Wrap(spec.Command, spec.Env)
+	if j.EnvDef == nil || environment.StepFor(&j.EnvDef.Definition) != environment.InContainer {
+		return nil
+	}
+	ct := j.EnvDef.Definition.Container
+	spec.Container = &driver.TaskContainer{Image: ct.Image, Hash: j.EnvDef.Hash}
+	if ct.ImageArchive == "" {
+		return nil
+	}
+	if c.snapshots == nil {
+		return fmt.Errorf("environment %q names an image archive, and this engine keeps no snapshots to ship it from", j.EnvDef.Name)
+	}
+	dir, err := c.snapshots.Path(ct.ImageSnapshot)
+	if err != nil {
+		return fmt.Errorf("environment %q: its image archive (container.image_archive) is not on this engine: %w", j.EnvDef.Name, err)
+	}
+	spec.Container.Archive = filepath.Join(dir, api.ImageArchiveFile)
+	return nil
 }
 
 // prepareEnvironment starts the preparation of a job's environment on the nodes where it
@@ -69,8 +114,11 @@ func (c *Core) wrapTask(j model.Job, spec *driver.TaskSpec) {
 // back through EnvTaskExited in the jobs' controller, which starts the job again). A
 // preparation task that ended while the engine was down is applied at once.
 func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) {
-	if j.EnvDef == nil || environment.StepFor(&j.EnvDef.Definition) == environment.None || j.EnvReady() {
+	if j.EnvDef == nil || j.EnvReady() {
 		return false
+	}
+	if step := environment.StepFor(&j.EnvDef.Definition); step == environment.None || step == environment.InContainer {
+		return false // an image is imported or pulled by the task that runs in it
 	}
 	reason := ReasonBuilding
 	if environment.StepFor(&j.EnvDef.Definition) == environment.Check {

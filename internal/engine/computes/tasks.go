@@ -47,8 +47,9 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		env["MASTER_ADDR"], env["MASTER_PORT"] = master.Address, strconv.Itoa(j.MasterPort)
 		env["MLCOMPUTE_JOB_ID"] = j.ID
 		spec := driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir, Inputs: inputs, Outputs: outputs}
-		c.wrapTask(j, &spec)
-		err = c.drv.StartTask(ctx, node, spec)
+		if err = c.wrapTask(j, &spec); err == nil {
+			err = c.drv.StartTask(ctx, node, spec)
+		}
 	}
 	if ctx.Err() != nil {
 		return

@@ -20,8 +20,10 @@ type Task struct {
 	// Key is the task's key (the container's mlcompute.task label).
 	Key string
 	// Archive is the image archive on this machine; Hash is the environment's content
-	// hash, the name it is imported under once per machine.
+	// hash, the name it is imported under once per machine. Without an archive, Image is
+	// the image's reference, pulled when the machine does not have it.
 	Archive string
+	Image   string
 	Hash    string
 	// Cwd is the process's working directory; Binds are host paths mounted at the same
 	// paths (the task's directory, which holds its code, inputs and outputs).
@@ -45,15 +47,22 @@ func ContainerID(engineID, key string) string {
 // container, with its output to stdout and stderr, and returns the process's exit status.
 // A cancelled ctx stops the container (Run).
 func RunTask(ctx context.Context, t Task, stdout, stderr io.Writer) (int, error) {
-	if t.Address == "" || t.EngineID == "" || t.Key == "" || t.Archive == "" || t.Hash == "" || len(t.Args) == 0 {
-		return -1, errors.New("a container task needs an address, engine ID, key, archive, hash and command")
+	if t.Address == "" || t.EngineID == "" || t.Key == "" || (t.Archive == "") == (t.Image == "") || t.Hash == "" || len(t.Args) == 0 {
+		return -1, errors.New("a container task needs an address, engine ID, key, archive or image, hash and command")
 	}
 	rt, err := Open(ctx, t.Address, t.EngineID)
 	if err != nil {
 		return -1, err
 	}
 	defer rt.Close()
-	if _, err := rt.Import(ctx, t.Archive, t.Hash); err != nil {
+	image := t.Image
+	if t.Archive != "" {
+		image = ImageName(t.Hash)
+		_, err = rt.Import(ctx, t.Archive, t.Hash)
+	} else {
+		_, err = rt.Pull(ctx, t.Image)
+	}
+	if err != nil {
 		return -1, err
 	}
 	env := make([]string, 0, len(t.Env))
@@ -63,7 +72,7 @@ func RunTask(ctx context.Context, t Task, stdout, stderr io.Writer) (int, error)
 		}
 	}
 	code, err := rt.Run(ctx, RunSpec{
-		ID: ContainerID(t.EngineID, t.Key), Task: t.Key, Image: ImageName(t.Hash), Args: t.Args, Env: env,
+		ID: ContainerID(t.EngineID, t.Key), Task: t.Key, Image: image, Args: t.Args, Env: env,
 		Cwd: t.Cwd, Binds: t.Binds, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil && code < 0 {

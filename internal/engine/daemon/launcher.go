@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
@@ -85,6 +86,9 @@ func (l *Launcher) Ensure(ctx context.Context) error {
 	}
 	defer logFile.Close()
 	argv := append(append([]string(nil), l.Command...), "--data-dir", l.DataDir)
+	if addr := containerdAddress(); addr != "" {
+		argv = append(argv, "--containerd-address", addr)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = proc.SessionAttr()
@@ -132,6 +136,19 @@ func (l *Launcher) Ensure(ctx context.Context) error {
 		return startFailed(exitErr, logPath)
 	}
 	return fmt.Errorf("embedded engine did not become healthy within %s; see %s", timeout, logPath)
+}
+
+// containerdAddress is the containerd the embedded engine's local nodes run container
+// images with: the socket MLCOMPUTE_CONTAINERD_ADDRESS names, else containerd's default
+// socket when it exists, else none ("").
+func containerdAddress() string {
+	if addr := os.Getenv(computes.ContainerdAddressEnv); addr != "" {
+		return addr
+	}
+	if fi, err := os.Stat(computes.DefaultContainerdAddress); err == nil && fi.Mode().Type() == os.ModeSocket {
+		return computes.DefaultContainerdAddress
+	}
+	return ""
 }
 
 // startFailed reports an engine process that exited, with the reason it logged last.

@@ -160,14 +160,16 @@ type TaskSpec struct {
 	Outputs []TaskOutput
 	// Container, when set, runs Command in an image (DESIGN 5 "Containers"). Only local
 	// nodes with a containerd do; the engine refuses container environments at submit
-	// everywhere else.
+	// everywhere else (computes.Core.NoContainerRuntime).
 	Container *TaskContainer
 }
 
-// TaskContainer is a task's image: an image archive on the engine's machine, and the
-// environment's content hash, under which a machine imports it once.
+// TaskContainer is a task's image: an image archive on the engine's machine, imported once
+// per machine under the environment's content hash, or else an image reference the node
+// pulls (once) where it is not there yet.
 type TaskContainer struct {
 	Archive string
+	Image   string
 	Hash    string
 }
 

@@ -112,7 +112,7 @@ func run(ctx context.Context, dir string, logger hclog.Logger, clk clock.WithTic
 	if err != nil {
 		return fmt.Errorf("finding the agent's binary: %w", err)
 	}
-	a := &agent{dir: dir, log: log, clk: clk, startedAt: clk.Now(), tasks: map[string]*task{}, nodeEnv: nodeEnv, self: self}
+	a := &agent{dir: dir, log: log, clk: clk, startedAt: clk.Now(), tasks: map[string]*task{}, nodeEnv: nodeEnv, containerRun: containerRunArgv(self, os.Args)}
 	if err := a.load(ctx); err != nil {
 		return err
 	}
@@ -299,8 +299,9 @@ type agent struct {
 	startedAt time.Time
 	// nodeEnv is NodeFile's env: set in every task, over the task's own variables.
 	nodeEnv map[string]string
-	// self is this agent's binary, whose ContainerRunCommand runs a task in a container.
-	self string
+	// containerRun is how this agent's binary runs ContainerRunCommand, a task's process
+	// when the task runs in a container.
+	containerRun []string
 
 	mu       sync.Mutex
 	tasks    map[string]*task

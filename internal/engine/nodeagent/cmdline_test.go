@@ -4,6 +4,7 @@ package nodeagent
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -102,5 +103,22 @@ func BenchmarkCommandLineRewrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		mem.Close()
+	}
+}
+
+// A task in a container runs the agent's binary as the agent was run: the provider's binary
+// takes the CLI's commands after "engine", the CLI's directly, and a test binary alone.
+func TestContainerRunArgvFollowsTheAgentsCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"/p/terraform-provider-mlcompute", "engine", "node-agent", "--dir", "/d"}, []string{"/bin/x", "engine", ContainerRunCommand}},
+		{[]string{"mlcompute", "node-agent", "--dir", "/d"}, []string{"/bin/x", ContainerRunCommand}},
+		{[]string{"nodeagent.test", "-test.run=X"}, []string{"/bin/x", ContainerRunCommand}},
+	} {
+		if got := containerRunArgv("/bin/x", tc.args); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q; want %q", tc.args, got, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
@@ -29,8 +30,10 @@ type TaskContainer struct {
 	// Address is the machine's containerd socket; EngineID labels the container.
 	Address  string `json:"address"`
 	EngineID string `json:"engine_id"`
-	// Archive is the image archive on the machine; Hash is the environment's content hash.
-	Archive string `json:"archive"`
+	// Archive is the image archive on the machine, or else Image the image's reference,
+	// pulled when the machine lacks it; Hash is the environment's content hash.
+	Archive string `json:"archive,omitempty"`
+	Image   string `json:"image,omitempty"`
 	Hash    string `json:"hash"`
 }
 
@@ -38,7 +41,9 @@ func (c *TaskContainer) check() error {
 	switch {
 	case c.Address == "" || !filepath.IsAbs(c.Address):
 		return errors.New("container.address must be an absolute path")
-	case c.Archive == "" || !filepath.IsAbs(c.Archive):
+	case (c.Archive == "") == (c.Image == ""):
+		return errors.New("container needs exactly one of archive and image")
+	case c.Archive != "" && !filepath.IsAbs(c.Archive):
 		return errors.New("container.archive must be an absolute path")
 	case c.EngineID == "" || c.Hash == "":
 		return errors.New("container.engine_id and container.hash are required")
@@ -46,11 +51,22 @@ func (c *TaskContainer) check() error {
 	return nil
 }
 
+// containerRunArgv is how the agent's binary self, started with args, runs
+// ContainerRunCommand: with the words that came before "node-agent" on the agent's own
+// command line (the provider's binary takes the CLI's commands after "engine"), or alone.
+func containerRunArgv(self string, args []string) []string {
+	argv := []string{self}
+	if i := slices.Index(args, "node-agent"); i > 0 {
+		argv = append(argv, args[1:i]...)
+	}
+	return append(argv, ContainerRunCommand)
+}
+
 // containerCommand is the task process's command line for a task in a container.
-func containerCommand(self string, c *TaskContainer, key, taskDir, work string, command []string) []string {
-	argv := []string{self, ContainerRunCommand,
+func containerCommand(containerRun []string, c *TaskContainer, key, taskDir, work string, command []string) []string {
+	argv := append(slices.Clone(containerRun),
 		"--address", c.Address, "--engine", c.EngineID, "--key", key,
-		"--archive", c.Archive, "--hash", c.Hash, "--cwd", work, "--bind", taskDir, "--"}
+		"--archive", c.Archive, "--image", c.Image, "--hash", c.Hash, "--cwd", work, "--bind", taskDir, "--")
 	return append(argv, command...)
 }
 
@@ -67,6 +83,7 @@ func ContainerRunMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&t.EngineID, "engine", "", "the engine's ID")
 	fs.StringVar(&t.Key, "key", "", "the task's key")
 	fs.StringVar(&t.Archive, "archive", "", "the image archive")
+	fs.StringVar(&t.Image, "image", "", "the image's reference (without an archive)")
 	fs.StringVar(&t.Hash, "hash", "", "the environment's content hash")
 	fs.StringVar(&t.Cwd, "cwd", "", "the working directory")
 	fs.StringVar(&bind, "bind", "", "a host path mounted at the same path")

@@ -238,7 +238,7 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 
 	argv := req.Command
 	if req.Container != nil {
-		argv = containerCommand(a.self, req.Container, req.Key, t.dir, absWork, req.Command)
+		argv = containerCommand(a.containerRun, req.Container, req.Key, t.dir, absWork, req.Command)
 	}
 	path, code, lookErr := lookPath(argv[0], envValue(env, "PATH"), work)
 	var cmd *exec.Cmd

@@ -96,6 +96,9 @@ var imageRefRE = lazyregexp.New(`^(([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-
 // digestRE is a sha256 content digest.
 var digestRE = lazyregexp.New(`^sha256:[0-9a-f]{64}$`)
 
+// snapshotIDRE matches a snapshot's ID: the hex SHA-256 of its archive.
+var snapshotIDRE = lazyregexp.New(`^[0-9a-f]{64}$`)
+
 // ImageReference checks container.image.
 func ImageReference(field, ref string) error {
 	if len(ref) > 4096 || !imageRefRE.MatchString(ref) {
@@ -152,6 +155,9 @@ func containerDefinition(c api.ContainerEnvironment) error {
 		if c.ImageDigest != "" {
 			return api.Errorf(api.CodeInvalid, "container.image_digest", "container.image_digest is the digest read from an image_archive; an image reference pins its digest itself (name@sha256:...)")
 		}
+		if c.ImageSnapshot != "" {
+			return api.Errorf(api.CodeInvalid, "container.image_snapshot", "container.image_snapshot is the uploaded image_archive; an image reference is pulled on the node instead")
+		}
 		if err := ImageReference("container.image", c.Image); err != nil {
 			return err
 		}
@@ -162,6 +168,12 @@ func containerDefinition(c api.ContainerEnvironment) error {
 		if !digestRE.MatchString(c.ImageDigest) {
 			return api.Errorf(api.CodeInvalid, "container.image_digest",
 				"container.image_digest %q must be the sha256 digest of the archive's image config (\"sha256:\" and 64 hex digits), which the provider reads from container.image_archive at plan", c.ImageDigest)
+		}
+		if !snapshotIDRE.MatchString(c.ImageSnapshot) {
+			return api.Errorf(api.CodeInvalid, "container.image_archive",
+				"container.image_archive %q was not uploaded (image_snapshot %q): the client that names an archive uploads it first as a snapshot holding %s "+
+					"(POST /v1/workspaces/{workspace}/snapshots) and sends the snapshot's ID as container.image_snapshot; the provider does this on apply",
+				c.ImageArchive, c.ImageSnapshot, api.ImageArchiveFile)
 		}
 	}
 	if c.Python != nil {

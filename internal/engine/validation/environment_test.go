@@ -16,7 +16,7 @@ func TestEnvironmentAcceptsGoodInputs(t *testing.T) {
 		{Name: "img", Container: &api.ContainerEnvironment{Image: "registry.example.com:5000/team/train:1.4"}},
 		{Name: "short", Container: &api.ContainerEnvironment{Image: "python:3.11-slim"}},
 		{Name: "pinned", Container: &api.ContainerEnvironment{Image: "ghcr.io/org/img@sha256:" + hex64}},
-		{Name: "tar", Container: &api.ContainerEnvironment{ImageArchive: "images/train.tar", ImageDigest: "sha256:" + hex64,
+		{Name: "tar", Container: &api.ContainerEnvironment{ImageArchive: "images/train.tar", ImageDigest: "sha256:" + hex64, ImageSnapshot: hex64,
 			Python: &api.PythonEnvironment{Requirements: []string{"mlctest==1.0"}, FindLinks: []string{"/srv/wheels"}}}},
 	} {
 		if err := Environment(spec); err != nil {
@@ -50,6 +50,9 @@ func TestEnvironmentRefusesBadInputsNamingTheField(t *testing.T) {
 		{api.EnvironmentSpec{Name: "x", Container: &api.ContainerEnvironment{Image: "a:1", ImageDigest: "sha256:" + hex64}}, "container.image_digest"},
 		{api.EnvironmentSpec{Name: "x", Container: &api.ContainerEnvironment{ImageArchive: "images/"}}, "container.image_archive"},
 		{api.EnvironmentSpec{Name: "x", Container: &api.ContainerEnvironment{ImageArchive: "a.tar"}}, "container.image_digest"},
+		{api.EnvironmentSpec{Name: "x", Container: &api.ContainerEnvironment{ImageArchive: "a.tar", ImageDigest: "sha256:" + hex64}}, "container.image_archive"},
+		{api.EnvironmentSpec{Name: "x", Container: &api.ContainerEnvironment{ImageArchive: "a.tar", ImageDigest: "sha256:" + hex64, ImageSnapshot: "../x"}}, "container.image_archive"},
+		{api.EnvironmentSpec{Name: "x", Container: &api.ContainerEnvironment{Image: "a:1", ImageSnapshot: hex64}}, "container.image_snapshot"},
 		{api.EnvironmentSpec{Name: "x", Container: &api.ContainerEnvironment{Image: "a:1", Python: &api.PythonEnvironment{Requirements: []string{"numpy=1"}}}}, "container.python.requirements.0"},
 	} {
 		err := Environment(tc.spec)

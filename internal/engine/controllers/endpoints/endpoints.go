@@ -202,7 +202,7 @@ func deploymentEnvironment(tx *store.Tx, workspace, field, id string) (*model.Jo
 	if err != nil {
 		return nil, err
 	}
-	if err := environment.RunsNowhere(env.Name, env.Definition()); err != nil {
+	if err := environment.CannotRun(env.Name, env.Definition(), "endpoint deployments do not run in container images yet (jobs on local nodes do)"); err != nil {
 		return nil, api.Errorf(api.CodeInvalid, field, "%v", err)
 	}
 	return &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}, nil

@@ -7,6 +7,8 @@ package environments
 import (
 	"context"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,15 +35,18 @@ type Config struct {
 	// OnChange, when set, is called after an environment's content hash changed (the
 	// endpoints roll out the deployments that run in it).
 	OnChange func(workspace, name string)
+	// Snapshots holds the uploaded image archives (nil: none is checked).
+	Snapshots model.SnapshotStore
 }
 
 // Controller manages environment records.
 type Controller struct {
-	store    *store.Store
-	clock    clock.PassiveClock
-	log      hclog.Logger
-	onChange func(workspace, name string)
-	cacheDir string
+	store     *store.Store
+	clock     clock.PassiveClock
+	log       hclog.Logger
+	onChange  func(workspace, name string)
+	cacheDir  string
+	snapshots model.SnapshotStore
 	// collecting is held by the one Collect that runs; collectAgain asks it for one more
 	// pass when a request came while it ran.
 	collecting   sync.Mutex
@@ -51,7 +56,7 @@ type Controller struct {
 
 // New builds the controller.
 func New(cfg Config) *Controller {
-	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments"), onChange: cfg.OnChange, cacheDir: cfg.CacheDir}
+	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments"), onChange: cfg.OnChange, cacheDir: cfg.CacheDir, snapshots: cfg.Snapshots}
 }
 
 // Name names the controller in logs.
@@ -62,6 +67,9 @@ func (c *Controller) Name() string { return "environments" }
 // a conflict.
 func (c *Controller) Create(_ context.Context, workspace string, spec api.EnvironmentSpec, idempotencyKey string) (*api.Environment, error) {
 	if err := validation.Environment(spec); err != nil {
+		return nil, err
+	}
+	if err := c.checkUploaded(spec.Container); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -135,6 +143,9 @@ func (c *Controller) Update(_ context.Context, workspace, name string, upd api.E
 	if err := validation.EnvironmentDefinition(upd.Python, upd.UserManaged, upd.Container); err != nil {
 		return nil, err
 	}
+	if err := c.checkUploaded(upd.Container); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out model.Environment
@@ -189,6 +200,24 @@ func (c *Controller) Delete(_ context.Context, workspace, name string) error {
 	return nil
 }
 
+// checkUploaded refuses an image archive whose upload this engine does not hold, so that
+// no job learns it only when it starts.
+func (c *Controller) checkUploaded(ct *api.ContainerEnvironment) error {
+	if ct == nil || ct.ImageArchive == "" || c.snapshots == nil {
+		return nil
+	}
+	dir, err := c.snapshots.Path(ct.ImageSnapshot)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, api.ImageArchiveFile))
+	}
+	if err != nil {
+		return api.Errorf(api.CodeInvalid, "container.image_archive",
+			"container.image_archive %q: this engine holds no upload of it (snapshot %s with %s): %v; apply again to upload it",
+			ct.ImageArchive, ct.ImageSnapshot, api.ImageArchiveFile, err)
+	}
+	return nil
+}
+
 // setDefinition stores the definition as given (so Terraform reads back what it wrote) and
 // the content hash of its normalised form.
 // The only default, python.python (and container.python.python), is filled in, so every
@@ -205,8 +234,8 @@ func setDefinition(e *model.Environment, py *api.PythonEnvironment, um *api.User
 }
 
 // deployedIn refuses to make env a container environment while an endpoint deployment runs
-// in it: no node driver runs containers yet (environment.RunsNowhere), so the rollout the
-// update would start could never finish.
+// in it: deployments do not run in container images yet (environment.CannotRun), so the
+// rollout the update would start could never finish.
 func deployedIn(tx *store.Tx, env model.Environment) error {
 	eps, err := store.List[model.Endpoint](tx, store.Endpoints, env.Workspace+"/")
 	if err != nil {
@@ -216,7 +245,7 @@ func deployedIn(tx *store.Tx, env model.Environment) error {
 		for _, dn := range slices.Sorted(maps.Keys(ep.Deployments)) {
 			if ep.Deployments[dn].Spec.EnvironmentID == env.ID {
 				return api.Errorf(api.CodeInvalid, "container",
-					"environment %q runs deployment %q of endpoint %q, and no node driver runs containers yet; give the deployment another environment first, or make a new container environment",
+					"environment %q runs deployment %q of endpoint %q, and endpoint deployments do not run in container images yet; give the deployment another environment first, or make a new container environment",
 					env.Name, dn, ep.Name)
 			}
 		}

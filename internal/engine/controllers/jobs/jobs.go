@@ -34,6 +34,7 @@ type Core interface {
 	computes.Runtime
 	NodeByID(tx *store.Tx, id string) (model.Node, bool)
 	AddCompute(tx *store.Tx, ws *api.Workspace, rec model.Compute, quotaField string) error
+	NoContainerRuntime(rec model.Compute, name string) string
 }
 
 // Controller runs jobs on the shared compute core.
@@ -129,9 +130,6 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 			if err != nil {
 				return err
 			}
-			if err := environment.RunsNowhere(env.Name, env.Definition()); err != nil {
-				return api.Errorf(api.CodeInvalid, "environment", "%v", err)
-			}
 			j.EnvDef = &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}
 			j.Environment, j.EnvironmentHash = env.Name, env.ContentHash
 		}
@@ -192,6 +190,11 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 			}
 		}
 		j.ComputeKey = rec.Key()
+		if j.EnvDef != nil {
+			if err := environment.CannotRun(j.EnvDef.Name, j.EnvDef.Definition, c.core.NoContainerRuntime(rec, spec.Compute)); err != nil {
+				return api.Errorf(api.CodeInvalid, "environment", "%v", err)
+			}
+		}
 		if err := c.prepareIO(tx, &j, rec); err != nil {
 			return err
 		}

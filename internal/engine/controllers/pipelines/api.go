@@ -37,7 +37,7 @@ func (c *Controller) Submit(ctx context.Context, workspace string, spec api.JobS
 			p = prior
 			return err
 		}
-		if err := checkTargets(tx, workspace, *ps); err != nil {
+		if err := checkTargets(tx, workspace, *ps, c.noRuntime); err != nil {
 			return err
 		}
 		id, err := c.jobs.NewJobID(tx, spec.Name)
@@ -86,8 +86,9 @@ func (c *Controller) Submit(ctx context.Context, workspace string, spec api.JobS
 
 // checkTargets refuses a step whose compute or environment the workspace does not have,
 // naming the YAML path the name was written at.
-func checkTargets(tx *store.Tx, workspace string, ps api.PipelineSpec) error {
+func checkTargets(tx *store.Tx, workspace string, ps api.PipelineSpec, noRuntime func(rec model.Compute, name string) string) error {
 	for _, s := range ps.Steps {
+		var rec model.Compute // a serverless step's: the engine's own nodes
 		path := cmpOr(s.ComputePath, "jobs."+s.Name+".compute")
 		switch s.Job.Compute {
 		case "":
@@ -102,7 +103,8 @@ func checkTargets(tx *store.Tx, workspace string, ps api.PipelineSpec) error {
 				return api.Errorf(api.CodeInvalid, field, "%s: %v", field, err)
 			}
 		default:
-			if rec, err := model.GetCompute(tx, workspace, s.Job.Compute); err != nil || rec.Serverless {
+			var err error
+			if rec, err = model.GetCompute(tx, workspace, s.Job.Compute); err != nil || rec.Serverless {
 				return api.Errorf(api.CodeInvalid, path, "%s: unknown compute %q in workspace %q (computes: %s)", path, s.Job.Compute, workspace, names(tx, store.Computes, workspace))
 			}
 		}
@@ -112,7 +114,7 @@ func checkTargets(tx *store.Tx, workspace string, ps api.PipelineSpec) error {
 			if err != nil {
 				return api.Errorf(api.CodeInvalid, path, "%s: unknown environment %q in workspace %q (environments: %s)", path, s.Job.Environment, workspace, names(tx, store.Environments, workspace))
 			}
-			if err := environment.RunsNowhere(env.Name, env.Definition()); err != nil {
+			if err := environment.CannotRun(env.Name, env.Definition(), noRuntime(rec, s.Job.Compute)); err != nil {
 				return api.Errorf(api.CodeInvalid, path, "%s: %v", path, err)
 			}
 		}

@@ -54,6 +54,9 @@ type Config struct {
 	Mark func(name string)
 	// Artifacts is the store of outputs; nil: no step is ever reused.
 	Artifacts Verifier
+	// NoContainerRuntime says why a compute's nodes cannot run container images, or ""
+	// (the compute core's): a step in a container environment is refused at submit there.
+	NoContainerRuntime func(rec model.Compute, name string) string
 }
 
 // Controller runs pipeline jobs.
@@ -64,6 +67,7 @@ type Controller struct {
 	jobs        Jobs
 	mark        func(string)
 	artifacts   Verifier
+	noRuntime   func(rec model.Compute, name string) string
 }
 
 // New builds the controller.
@@ -72,7 +76,11 @@ func New(cfg Config) *Controller {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Controller{write: cfg.Write, view: cfg.View, clock: cfg.Clock, log: log.Named("pipelines"), jobs: cfg.Jobs, mark: cfg.Mark, artifacts: cfg.Artifacts}
+	if cfg.NoContainerRuntime == nil {
+		cfg.NoContainerRuntime = func(model.Compute, string) string { return "this engine runs no container images" }
+	}
+	return &Controller{write: cfg.Write, view: cfg.View, clock: cfg.Clock, log: log.Named("pipelines"), jobs: cfg.Jobs, mark: cfg.Mark, artifacts: cfg.Artifacts,
+		noRuntime: cfg.NoContainerRuntime}
 }
 
 // Name names the controller in logs.

@@ -418,11 +418,12 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 			return driver.Permanent(fmt.Errorf("starting task %s: it runs in a container image, and this engine has no containerd "+
 				"(start `mlcompute serve` with --containerd-address)", spec.Key))
 		}
-		archive, err := filepath.Abs(c.Archive)
-		if err != nil {
-			return fmt.Errorf("starting task %s: resolving its image archive: %w", spec.Key, err)
+		req.Container = &nodeagent.TaskContainer{Address: d.containerd, EngineID: d.engineID, Image: c.Image, Hash: c.Hash}
+		if c.Archive != "" {
+			if req.Container.Archive, err = filepath.Abs(c.Archive); err != nil {
+				return fmt.Errorf("starting task %s: resolving its image archive: %w", spec.Key, err)
+			}
 		}
-		req.Container = &nodeagent.TaskContainer{Address: d.containerd, EngineID: d.engineID, Archive: archive, Hash: c.Hash}
 	}
 	for _, in := range spec.Inputs {
 		src, err := filepath.Abs(in.Src)

@@ -34,8 +34,11 @@ type Container struct {
 	ImageDigest string `json:"image_digest,omitempty"`
 	// ImageArchive is where the archive was read from. It is kept for the node that needs the
 	// archive, and is not hashed: the same image at another path is the same environment.
-	ImageArchive string                 `json:"image_archive,omitempty"`
-	Python       *api.PythonEnvironment `json:"python,omitempty"`
+	ImageArchive string `json:"image_archive,omitempty"`
+	// ImageSnapshot is the uploaded archive's snapshot, where nodes get it from; not hashed
+	// either.
+	ImageSnapshot string                 `json:"image_snapshot,omitempty"`
+	Python        *api.PythonEnvironment `json:"python,omitempty"`
 }
 
 // Normalise returns the definition of an environment's inputs: requirements trimmed, without
@@ -49,7 +52,10 @@ func Normalise(py *api.PythonEnvironment, um *api.UserManagedEnvironment, c *api
 		d.UserManaged = &api.UserManagedEnvironment{InterpreterPath: path.Clean(strings.TrimSpace(um.InterpreterPath))}
 	}
 	if c != nil {
-		d.Container = &Container{Image: strings.TrimSpace(c.Image), ImageDigest: c.ImageDigest, ImageArchive: c.ImageArchive, Python: normalisePython(c.Python)}
+		d.Container = &Container{
+			Image: strings.TrimSpace(c.Image), ImageDigest: c.ImageDigest, ImageArchive: c.ImageArchive,
+			ImageSnapshot: c.ImageSnapshot, Python: normalisePython(c.Python),
+		}
 	}
 	return d
 }
@@ -86,7 +92,7 @@ func normalisePython(py *api.PythonEnvironment) *api.PythonEnvironment {
 func ContentHash(d Definition) string {
 	if d.Container != nil {
 		c := *d.Container
-		c.ImageArchive = ""
+		c.ImageArchive, c.ImageSnapshot = "", ""
 		d.Container = &c
 	}
 	raw, _ := json.Marshal(d) // fixed field order; sorted where order means nothing
@@ -140,9 +146,9 @@ const (
 	// Check: make sure the user's interpreter exists, then run with its directory first
 	// on PATH.
 	Check
-	// InContainer: run the job's tasks in the environment's image. No node driver does
-	// this yet: jobs and deployments in a container environment are refused at submit
-	// (RunsNowhere).
+	// InContainer: run the job's tasks in the environment's image, which the node imports
+	// or pulls itself when the first task starts there: nothing is prepared before. Only
+	// targets with a container runtime take such jobs (CannotRun).
 	InContainer
 )
 
@@ -161,14 +167,21 @@ func StepFor(d *Definition) Step {
 	return None
 }
 
-// RunsNowhere is why a job or deployment in environment name cannot run, or nil when it
-// can: no node driver runs container environments yet.
-func RunsNowhere(name string, d Definition) error {
-	if StepFor(&d) != InContainer {
+// CannotRun is why a job or deployment in environment name cannot run where it was sent,
+// or nil when it can. noRuntime says why that target has no container runtime, or is ""
+// when it has one: only a container environment needs one. A Python environment built on
+// top of an image is not built yet, wherever the job goes.
+func CannotRun(name string, d Definition, noRuntime string) error {
+	switch {
+	case StepFor(&d) != InContainer:
 		return nil
+	case d.Container.Python != nil:
+		return fmt.Errorf("environment %q sets container.python, and a Python environment built on top of an image is not built yet: "+
+			"put the packages in the image, or use a python environment", name)
+	case noRuntime != "":
+		return fmt.Errorf("environment %q is a container environment, and %s", name, noRuntime)
 	}
-	return fmt.Errorf("environment %q is a container environment, and no node driver runs containers yet "+
-		"(not local nodes, SSH machines, Slurm nor Kubernetes); use a python or user_managed environment for now", name)
+	return nil
 }
 
 // InterpreterDir is the directory that goes first on PATH for a user-managed environment.

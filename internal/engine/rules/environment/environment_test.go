@@ -64,8 +64,9 @@ func TestContainerHashCoversTheImageNotTheArchivePath(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("c", 64)
 	here := Normalise(nil, nil, &api.ContainerEnvironment{ImageArchive: "images/a.tar", ImageDigest: digest})
 	there := Normalise(nil, nil, &api.ContainerEnvironment{ImageArchive: "/srv/a.tar", ImageDigest: digest})
-	if ContentHash(here) != ContentHash(there) {
-		t.Fatal("one image at two paths hashes differently")
+	uploaded := Normalise(nil, nil, &api.ContainerEnvironment{ImageArchive: "/srv/a.tar", ImageDigest: digest, ImageSnapshot: strings.Repeat("d", 64)})
+	if ContentHash(here) != ContentHash(there) || ContentHash(here) != ContentHash(uploaded) {
+		t.Fatal("one image at two paths, or uploaded, hashes differently")
 	}
 	if here.Container.ImageArchive != "images/a.tar" {
 		t.Fatalf("the archive's path is not kept: %+v", *here.Container)
@@ -84,11 +85,19 @@ func TestStepFor(t *testing.T) {
 	if StepFor(nil) != None || StepFor(&py) != Build || StepFor(&um) != Check || StepFor(&ct) != InContainer {
 		t.Fatal("wrong steps")
 	}
-	if err := RunsNowhere("img", ct); err == nil || !strings.Contains(err.Error(), `environment "img" is a container environment`) {
-		t.Fatalf("a container environment: %v", err)
+	const noRuntime = "this engine has no containerd"
+	if err := CannotRun("img", ct, noRuntime); err == nil || err.Error() != `environment "img" is a container environment, and `+noRuntime {
+		t.Fatalf("a container environment where no runtime is: %v", err)
 	}
-	if RunsNowhere("py", py) != nil || RunsNowhere("um", um) != nil {
-		t.Fatal("python and user_managed environments are refused")
+	if err := CannotRun("img", ct, ""); err != nil {
+		t.Fatalf("a container environment where a runtime is: %v", err)
+	}
+	onTop := Normalise(nil, nil, &api.ContainerEnvironment{Image: "train:1", Python: &api.PythonEnvironment{}})
+	if err := CannotRun("img", onTop, ""); err == nil || !strings.Contains(err.Error(), "container.python") {
+		t.Fatalf("python on top of an image: %v", err)
+	}
+	if CannotRun("py", py, noRuntime) != nil || CannotRun("um", um, noRuntime) != nil {
+		t.Fatal("python and user_managed environments are refused for want of a container runtime")
 	}
 	if InterpreterDir(*um.UserManaged) != "/opt/py/bin" {
 		t.Fatal(InterpreterDir(*um.UserManaged))
