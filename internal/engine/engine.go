@@ -184,13 +184,15 @@ func New(cfg Config) (*Engine, error) {
 		EnvCacheDir: envCacheDir(cfg),
 		Quota:       core.QuotaIndex(),
 		Nodes:       e.nodes,
+		// An instance's node is one of the engine's own, as a cluster's is.
+		NoContainerRuntime: core.NoContainerRuntime(model.Compute{}, ""),
 	})
 	if err := e.endpoints.LoadQuotaIndex(); err != nil {
 		return nil, fmt.Errorf("indexing endpoints' quota: %w", err)
 	}
 	e.envs = environments.New(environments.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
-		CacheDir: envCacheDir(cfg), Snapshots: cfg.Snapshots,
+		CacheDir: envCacheDir(cfg), Snapshots: cfg.Snapshots, NoContainerRuntime: core.NoContainerRuntime(model.Compute{}, ""),
 	})
 	e.workspaces = workspaces.New(workspaces.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Write: core.Write, Locations: e.locations,

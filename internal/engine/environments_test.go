@@ -256,10 +256,10 @@ func countCalls(keys []string, key string) int {
 	return n
 }
 
-// A job in a container environment is taken only where a container runtime is: on a
-// local-node engine without one it is refused at submit, saying how to get one; a Python
-// environment on top of an image and an endpoint deployment in an image are refused
-// everywhere for now; an environment that runs a deployment cannot become a container one.
+// A job or a deployment in a container environment is taken only where a container runtime
+// is: on a local-node engine without one it is refused at submit, saying how to get one, and
+// an environment that runs a deployment cannot become a container one; a Python environment
+// on top of an image is refused everywhere for now.
 // The environment itself is stored like any other.
 func TestContainerEnvironmentsAreRefusedWhereNothingRunsThem(t *testing.T) {
 	r := newRig(t)
@@ -283,7 +283,7 @@ func TestContainerEnvironmentsAreRefusedWhereNothingRunsThem(t *testing.T) {
 	d := endpointstest.Deployment(1, "serve")
 	d.EnvironmentID = img.ID
 	_, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": d}, Traffic: map[string]int64{"blue": 100}}, "")
-	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "deployments.blue.environment_id" || !strings.Contains(err.Error(), "endpoint deployments do not run in container images yet") {
+	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "deployments.blue.environment_id" || !strings.Contains(err.Error(), "have no container runtime") {
 		t.Fatalf("deployment in a container environment: %v; want invalid on deployments.blue.environment_id", err)
 	}
 
@@ -348,5 +348,21 @@ func TestContainerJobsCarryTheirImageToTheNode(t *testing.T) {
 		}
 		r.drv.FinishTask(node, key, 0)
 		r.settlesTo("job completed", r.status("wsp", j.ID, api.JobCompleted))
+	}
+
+	// An endpoint deployment's instance runs in the image too; an environment that runs a
+	// deployment may become a container one here.
+	d := endpointstest.Deployment(1, "serve")
+	d.EnvironmentID = img.ID
+	if _, err := r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": d}, Traffic: map[string]int64{"blue": 100}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	in := r.started("wsp", "scorer", "blue", 1, 1)[0]
+	task, ok := r.drv.Task(in.ID, in.Task)
+	if want := (driver.TaskContainer{Image: "registry.example.com/train:1", Hash: img.ContentHash}); !ok || task.Spec.Container == nil || *task.Spec.Container != want {
+		t.Fatalf("the instance's container is %+v; want %+v", task.Spec.Container, want)
+	}
+	if _, err := r.e.UpdateEnvironment(context.Background(), "wsp", "img", api.EnvironmentUpdate{Container: &api.ContainerEnvironment{Image: "registry.example.com/train:2"}}); err != nil {
+		t.Fatalf("a new image for a deployed environment: %v", err)
 	}
 }

@@ -3,15 +3,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest/scorer"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
 )
 
@@ -98,4 +101,101 @@ func TestE2E_ContainerJobExample(t *testing.T) {
 		t.Fatalf("the job after the new image's apply:\n%s", log)
 	}
 	u.mustTerraformIn(dir, "destroy", "-auto-approve")
+}
+
+// TestE2E_ContainerDeploymentRollout: an online endpoint deployment runs in a container
+// environment (the static test scorer inside an image archive), and a new image applied with
+// terraform rolls the deployment out under load with every request answered, the new
+// instances replying from the new image.
+func TestE2E_ContainerDeploymentRollout(t *testing.T) {
+	requireAcc(t)
+	t.Parallel()
+	sock := containerrttest.Start(t)
+	u := newUser(t)
+	u.env = append(u.env, "MLCOMPUTE_CONTAINERD_ADDRESS="+sock)
+	scorerBin, err := os.ReadFile(filepath.Join(binDir, "scorer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeImage := func(version string) {
+		imagearchivetest.Docker(t, filepath.Join(u.workDir, "scorer.tar"), "mlctest-scorer:"+version, imagearchivetest.Layer{
+			"bin/scorer": string(scorerBin), strings.TrimPrefix(scorer.ImageVersionFile, "/"): version + "\n", "tmp/.keep": "",
+		})
+	}
+	writeImage("1")
+	u.writeConfig(requiredProviders + `
+provider "mlcompute" {}
+
+resource "mlcompute_workspace" "ws" {
+  name = "e2e-image-serving"
+}
+
+resource "mlcompute_environment" "scorer" {
+  name         = "scorer"
+  workspace_id = mlcompute_workspace.ws.id
+  container    = { image_archive = "scorer.tar" }
+}
+`)
+	u.mustTerraform("apply", "-auto-approve")
+	ctx := context.Background()
+	probe := &api.Probe{Path: "/health", InitialDelay: "PT0S", Period: "PT1S", Timeout: "PT1S", SuccessThreshold: 1, FailureThreshold: 3}
+	ep, err := u.client().CreateEndpoint(ctx, "e2e-image-serving", api.EndpointSpec{
+		Name: "images",
+		Deployments: map[string]api.DeploymentSpec{"blue": {
+			InstanceType: "Standard_DS2_v2", InstanceCount: 2, Command: []string{"/bin/scorer"},
+			EnvironmentID:        api.EnvironmentID("e2e-image-serving", "scorer"),
+			EnvironmentVariables: map[string]string{"SCORER_NAME": "blue"},
+			LivenessProbe:        probe, ReadinessProbe: probe,
+		}},
+		Traffic: map[string]int64{"blue": 100},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.waitEndpoint("e2e-image-serving", "images", api.ProvisioningSucceeded)
+	keys, err := u.client().GetEndpointKeys(ctx, "e2e-image-serving", "images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := func(results []scored) map[string]int {
+		seen := map[string]int{}
+		for _, r := range results {
+			if r.status != 200 {
+				t.Fatalf("a request got %d", r.status)
+			}
+			seen[r.image]++
+		}
+		return seen
+	}
+	if seen := images(load(t, 100, 4, ep.ScoringURI, keys.PrimaryKey, nil)); seen["1"] != 100 {
+		t.Fatalf("replies by image version %v; want all 100 from image 1", seen)
+	}
+
+	writeImage("2")
+	var applied atomic.Bool
+	go func() {
+		defer applied.Store(true)
+		if out, code := u.terraform("apply", "-auto-approve"); code != 0 {
+			t.Errorf("apply of the new image: exit %d:\n%s", code, out)
+		}
+	}()
+	var during []scored
+	rolled := func() bool {
+		got, err := u.client().GetEndpoint(ctx, "e2e-image-serving", "images")
+		return err == nil && got.Deployments["blue"].Generation == 2 && len(got.Deployments["blue"].Instances) == 2 && got.ProvisioningState == api.ProvisioningSucceeded
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !(applied.Load() && rolled()); {
+		if time.Now().After(deadline) || t.Failed() {
+			t.Fatalf("the rollout to image 2 did not finish; %d requests sent", len(during))
+		}
+		during = append(during, load(t, 50, 4, ep.ScoringURI, keys.PrimaryKey, nil)...)
+	}
+	t.Logf("rollout from image 1 to 2 under load: %d requests, by image %v", len(during), images(during))
+	if seen := images(load(t, 100, 4, ep.ScoringURI, keys.PrimaryKey, nil)); seen["2"] != 100 {
+		t.Fatalf("after the rollout, replies by image version %v; want all 100 from image 2", seen)
+	}
+	if err := u.client().DeleteEndpoint(ctx, "e2e-image-serving", "images"); err != nil {
+		t.Fatal(err)
+	}
+	u.mustTerraform("destroy", "-auto-approve")
 }

@@ -26,6 +26,7 @@ type scored struct {
 	status     int
 	deployment string
 	pid        int
+	image      string // the version of the container image the scorer runs in, if any
 }
 
 // waitForFile waits until a scorer's marker file exists.
@@ -66,11 +67,12 @@ func score(t *testing.T, uri, credential, deployment, query, requestID string) s
 		var body struct {
 			Deployment string `json:"deployment"`
 			PID        int    `json:"pid"`
+			Image      string `json:"image"`
 		}
 		if err := json.Unmarshal(raw, &body); err != nil {
 			t.Errorf("scoring response %q: %v", raw, err)
 		}
-		out.deployment, out.pid = body.Deployment, body.PID
+		out.deployment, out.pid, out.image = body.Deployment, body.PID, body.Image
 	}
 	return out
 }

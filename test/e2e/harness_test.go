@@ -65,8 +65,10 @@ func setup() error {
 	root := filepath.Join(filepath.Dir(file), "..", "..")
 	// One go build for the three (it links them at the same time): terraform-provider-mlcompute,
 	// mlcompute and scorer, each named after its package's directory.
-	cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), ".", "./cmd/mlcompute", "./test/e2e/scorer")
-	cmd.Dir = root
+	// Static, as the release builds them (and make build): the scorer also runs in the
+	// container tests' images, which hold no C library.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", binDir+string(filepath.Separator), ".", "./cmd/mlcompute", "./test/e2e/scorer")
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the provider, the CLI and the test scorer: %v\n%s", err, b)
 	}

@@ -89,24 +89,16 @@ func (c *Core) envTask(j model.Job, rank int) driver.TaskSpec {
 // wrapTask puts the job's environment first on the task's PATH, or has the task run in the
 // environment's image.
 func (c *Core) wrapTask(j model.Job, spec *driver.TaskSpec) error {
-	spec.Command = c.nodeEnv(j).Wrap(spec.Command, spec.Env)
-	if j.EnvDef == nil || environment.StepFor(&j.EnvDef.Definition) != environment.InContainer {
+	env := c.nodeEnv(j)
+	spec.Command = env.Wrap(spec.Command, spec.Env)
+	if j.EnvDef == nil {
 		return nil
 	}
-	ct := j.EnvDef.Definition.Container
-	spec.Container = &driver.TaskContainer{Image: ct.Image, Hash: j.EnvDef.Hash}
-	if ct.ImageArchive == "" {
-		return nil
+	img, err := env.Image(j.EnvDef.Name, c.snapshots)
+	if img != nil {
+		spec.Container = &driver.TaskContainer{Archive: img.Archive, Image: img.Ref, Hash: env.Hash}
 	}
-	if c.snapshots == nil {
-		return fmt.Errorf("environment %q names an image archive, and this engine keeps no snapshots to ship it from", j.EnvDef.Name)
-	}
-	dir, err := c.snapshots.Path(ct.ImageSnapshot)
-	if err != nil {
-		return fmt.Errorf("environment %q: its image archive (container.image_archive) is not on this engine: %w", j.EnvDef.Name, err)
-	}
-	spec.Container.Archive = filepath.Join(dir, api.ImageArchiveFile)
-	return nil
+	return err
 }
 
 // prepareEnvironment starts the preparation of a job's environment on the nodes where it

@@ -7,6 +7,10 @@
 package envprep
 
 import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 )
 
@@ -155,6 +159,39 @@ func (e Env) Wrap(cmd []string, vars map[string]string) []string {
 		return cmd
 	}
 	return append([]string{"/bin/sh", "-c", WrapScript, "mlcompute-env"}, cmd...)
+}
+
+// Image is where a container environment's image comes from: the uploaded archive's file
+// on the engine's machine, or else the image's reference, which the node pulls.
+type Image struct {
+	Archive string
+	Ref     string
+}
+
+// SnapshotPaths finds an uploaded snapshot's directory (the engine's snapshot store).
+type SnapshotPaths interface {
+	Path(id string) (string, error)
+}
+
+// Image is the image the environment's tasks run in; nil when it is not a container
+// environment. An archive must be in snapshots, where the client that named it uploaded it.
+func (e Env) Image(name string, snapshots SnapshotPaths) (*Image, error) {
+	def := e.Definition
+	if environment.StepFor(&def) != environment.InContainer {
+		return nil, nil
+	}
+	ct := def.Container
+	if ct.ImageArchive == "" {
+		return &Image{Ref: ct.Image}, nil
+	}
+	if snapshots == nil {
+		return nil, fmt.Errorf("environment %q names an image archive, and this engine keeps no snapshots to ship it from", name)
+	}
+	dir, err := snapshots.Path(ct.ImageSnapshot)
+	if err != nil {
+		return nil, fmt.Errorf("environment %q: its image archive (container.image_archive) is not on this engine: %w", name, err)
+	}
+	return &Image{Archive: filepath.Join(dir, api.ImageArchiveFile)}, nil
 }
 
 // PrepareAndRun is one command that prepares the environment and then execs cmd with it

@@ -116,7 +116,7 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 			return nil, err
 		}
 		validation.DefaultDeployment(&d)
-		env, err := deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID)
+		env, err := c.deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func envHash(e *model.JobEnvironment) string {
 
 // deploymentEnvironment resolves a deployment's environment_id to the environment as it is
 // now; nil when the deployment names none.
-func deploymentEnvironment(tx *store.Tx, workspace, field, id string) (*model.JobEnvironment, error) {
+func (c *Controller) deploymentEnvironment(tx *store.Tx, workspace, field, id string) (*model.JobEnvironment, error) {
 	name, err := validation.DeploymentEnvironment(field, workspace, id)
 	if err != nil || name == "" {
 		return nil, err
@@ -202,7 +202,7 @@ func deploymentEnvironment(tx *store.Tx, workspace, field, id string) (*model.Jo
 	if err != nil {
 		return nil, err
 	}
-	if err := environment.CannotRun(env.Name, env.Definition(), "endpoint deployments do not run in container images yet (jobs on local nodes do)"); err != nil {
+	if err := environment.CannotRun(env.Name, env.Definition(), c.noRuntime); err != nil {
 		return nil, api.Errorf(api.CodeInvalid, field, "%v", err)
 	}
 	return &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}, nil

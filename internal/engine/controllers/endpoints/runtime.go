@@ -79,6 +79,9 @@ type Config struct {
 	// Nodes is the engine's node lifecycle, which creates and releases the instances' nodes
 	// and routes the driver's events about them back (HandleNodeEvent).
 	Nodes *lifecycle.Nodes
+	// NoContainerRuntime says why the engine's nodes cannot run container images, or is ""
+	// when they can (the compute core's answer for its own nodes).
+	NoContainerRuntime string
 }
 
 // Controller runs online endpoints: it reconciles each endpoint's instances against its
@@ -115,6 +118,7 @@ type Controller struct {
 	coldStarts map[string]coldStart
 	quota      *model.QuotaIndex
 	metrics    Metrics
+	noRuntime  string // see Config.NoContainerRuntime
 }
 
 // probeState counts consecutive probe results of one process (task).
@@ -135,6 +139,7 @@ func New(cfg Config) *Controller {
 		coldStarts: map[string]coldStart{},
 		quota:      cfg.Quota,
 		metrics:    cfg.Metrics,
+		noRuntime:  cfg.NoContainerRuntime,
 	}
 	c.router = router.New(router.Options{Logger: cfg.Logger, Clock: clockWithAfterFunc(cfg.Clock)})
 	c.probe.Store(ptr(Prober(httpProbe)))
@@ -191,8 +196,17 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 			codeDir, _ = c.snapshots.Path(spec.SnapshotID)
 		}
 		task := driver.TaskSpec{Key: in.Task, Command: c.processCommand(spec, env), Env: env, CodeDir: codeDir}
+		if spec.Env != nil {
+			var img *envprep.Image
+			if img, err = c.nodeEnv(spec).Image(spec.Env.Name, c.snapshots); img != nil {
+				task.Container = &driver.TaskContainer{Archive: img.Archive, Image: img.Ref, Hash: spec.Env.Hash}
+			}
+		}
 		var release func()
-		if release, err = c.withModel(ctx, &task, spec); err == nil {
+		if err == nil {
+			release, err = c.withModel(ctx, &task, spec)
+		}
+		if err == nil {
 			err = c.driver.StartTask(ctx, in.ID, task)
 			release() // the driver copied the model before the command started
 		}
@@ -278,7 +292,12 @@ func (c *Controller) processCommand(p model.Process, env map[string]string) []st
 	if p.Env == nil {
 		return p.Command
 	}
-	return envprep.Env{Definition: p.Env.Definition, Hash: p.Env.Hash, Cache: c.envCache}.PrepareAndRun(p.Command, env)
+	return c.nodeEnv(p).PrepareAndRun(p.Command, env)
+}
+
+// nodeEnv is a process's environment as its node needs it.
+func (c *Controller) nodeEnv(p model.Process) envprep.Env {
+	return envprep.Env{Definition: p.Env.Definition, Hash: p.Env.Hash, Cache: c.envCache}
 }
 
 // instanceFailed marks an instance failed, kills its process and schedules its restart.

@@ -37,6 +37,9 @@ type Config struct {
 	OnChange func(workspace, name string)
 	// Snapshots holds the uploaded image archives (nil: none is checked).
 	Snapshots model.SnapshotStore
+	// NoContainerRuntime says why the engine's nodes cannot run container images, or is ""
+	// when they can: an environment a deployment runs in becomes a container one only then.
+	NoContainerRuntime string
 }
 
 // Controller manages environment records.
@@ -47,6 +50,7 @@ type Controller struct {
 	onChange  func(workspace, name string)
 	cacheDir  string
 	snapshots model.SnapshotStore
+	noRuntime string // see Config.NoContainerRuntime
 	// collecting is held by the one Collect that runs; collectAgain asks it for one more
 	// pass when a request came while it ran.
 	collecting   sync.Mutex
@@ -56,7 +60,8 @@ type Controller struct {
 
 // New builds the controller.
 func New(cfg Config) *Controller {
-	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments"), onChange: cfg.OnChange, cacheDir: cfg.CacheDir, snapshots: cfg.Snapshots}
+	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments"), onChange: cfg.OnChange, cacheDir: cfg.CacheDir, snapshots: cfg.Snapshots,
+		noRuntime: cfg.NoContainerRuntime}
 }
 
 // Name names the controller in logs.
@@ -157,8 +162,11 @@ func (c *Controller) Update(_ context.Context, workspace, name string, upd api.E
 		}
 		old = out.ContentHash
 		if upd.Container != nil {
-			if err := deployedIn(tx, out); err != nil {
-				return err
+			def := environment.Normalise(nil, nil, upd.Container)
+			if err := environment.CannotRun(name, def, c.noRuntime); err != nil {
+				if err := deployedIn(tx, out, err); err != nil {
+					return err
+				}
 			}
 		}
 		setDefinition(&out, upd.Python, upd.UserManaged, upd.Container)
@@ -233,10 +241,10 @@ func setDefinition(e *model.Environment, py *api.PythonEnvironment, um *api.User
 	e.ContentHash = environment.ContentHash(environment.Normalise(py, um, c))
 }
 
-// deployedIn refuses to make env a container environment while an endpoint deployment runs
-// in it: deployments do not run in container images yet (environment.CannotRun), so the
-// rollout the update would start could never finish.
-func deployedIn(tx *store.Tx, env model.Environment) error {
+// deployedIn refuses, saying why (cannotRun), to make env a container environment its
+// deployments could not run in while an endpoint deployment runs in it: the rollout the
+// update would start could never finish.
+func deployedIn(tx *store.Tx, env model.Environment, cannotRun error) error {
 	eps, err := store.List[model.Endpoint](tx, store.Endpoints, env.Workspace+"/")
 	if err != nil {
 		return err
@@ -245,8 +253,8 @@ func deployedIn(tx *store.Tx, env model.Environment) error {
 		for _, dn := range slices.Sorted(maps.Keys(ep.Deployments)) {
 			if ep.Deployments[dn].Spec.EnvironmentID == env.ID {
 				return api.Errorf(api.CodeInvalid, "container",
-					"environment %q runs deployment %q of endpoint %q, and endpoint deployments do not run in container images yet; give the deployment another environment first, or make a new container environment",
-					env.Name, dn, ep.Name)
+					"environment %q runs deployment %q of endpoint %q, and %v; give the deployment another environment first, or make a new container environment",
+					env.Name, dn, ep.Name, cannotRun)
 			}
 		}
 	}

@@ -151,4 +151,22 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 	if ids, err := client.Containers(ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("containers after a driver started: %v, %v", ids, err)
 	}
+
+	// A node terminated while its task runs in a container takes the container with it.
+	long.Key = "job-3/0"
+	if err := d.StartTask(ctx, "n1", long); err != nil {
+		t.Fatal(err)
+	}
+	for status() != containerd.Running {
+		if ctx.Err() != nil {
+			t.Fatal("the third task's container never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := d.Terminate(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := client.Containers(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("containers after their node was terminated: %v, %v", ids, err)
+	}
 }

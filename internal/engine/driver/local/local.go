@@ -222,6 +222,41 @@ func sweepContainers(address, engineID string, log hclog.Logger) {
 	}
 }
 
+// removeContainers removes the containers of the tasks of a node that is going (its agent
+// and their processes are stopped), so that none outlives it: a task's process killed with
+// its node cannot remove its own container. A containerd that cannot be reached is logged,
+// and the next engine start's sweep removes them.
+func (d *Driver) removeContainers(key, dir string) {
+	if d.containerd == "" {
+		return
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, nodeagent.TasksDir))
+	tasks := map[string]bool{}
+	for _, e := range ents {
+		if k, err := nodeagent.KeyFromDirName(e.Name()); err == nil {
+			tasks[k] = true
+		}
+	}
+	if len(tasks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, sweepTimeout)
+	defer cancel()
+	rt, err := containerrt.Open(ctx, d.containerd, d.engineID)
+	if err != nil {
+		d.log.Warn("removing a terminated node's containers failed", "node", key, "error", err)
+		return
+	}
+	defer rt.Close()
+	removed, err := rt.Sweep(ctx, func(task string) bool { return !tasks[task] })
+	if err != nil {
+		d.log.Warn("removing a terminated node's containers failed", "node", key, "error", err)
+	}
+	if len(removed) > 0 {
+		d.log.Info("removed a terminated node's containers", "node", key, "containers", removed)
+	}
+}
+
 // Name returns "local".
 func (d *Driver) Name() string { return Name }
 
@@ -388,6 +423,7 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	if n > 0 {
 		d.log.Warn("killed tasks the node agent left behind", "node", key, "tasks", n)
 	}
+	d.removeContainers(key, dir)
 	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("terminating node %s: removing its dir: %w", key, err)
 	}

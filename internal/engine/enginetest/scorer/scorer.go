@@ -57,6 +57,10 @@ func Serve(ctx context.Context) error {
 }
 
 // Handler is the scorer's HTTP handler.
+// ImageVersionFile is the version file of the tests' container images: a scorer that runs
+// in one replies with its content as "image".
+const ImageVersionFile = "/usr/lib/mlctest/VERSION"
+
 func Handler() http.Handler {
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, _ *http.Request) {
@@ -91,8 +95,9 @@ func score(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	code, _ := os.ReadFile("VERSION")
+	image, _ := os.ReadFile(ImageVersionFile)
 	reply := map[string]any{
-		"deployment": os.Getenv("SCORER_NAME"), "version": os.Getenv("SCORER_VERSION"),
+		"deployment": os.Getenv("SCORER_NAME"), "version": os.Getenv("SCORER_VERSION"), "image": strings.TrimSpace(string(image)),
 		"code": strings.TrimSpace(string(code)), "pid": os.Getpid(), "body": json.RawMessage(orNull(body)),
 		"started_unix_ns": startedAt.UnixNano(), "listening_unix_ns": listeningAt.UnixNano(),
 	}
