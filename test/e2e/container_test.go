@@ -18,8 +18,20 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
 )
 
+// startContainerd starts a containerd of the test's own and returns its socket; it fails the
+// test if a container outlives it.
+func startContainerd(t *testing.T) string { return containerrttest.Start(t) }
+
+// crashDuringContainerJobs is crashDuringJobs with the jobs in a container environment:
+// after the crashes and the destroy no container is left (startContainerd checks).
+func crashDuringContainerJobs(r *crashRound) {
+	writeImage(r.t, filepath.Join(r.workDir, "images", "train.tar"), "2.5")
+	crashJobsIn(r, "image")
+}
+
 // writeImage writes an image archive at file: a Docker archive of an image that has the
-// host's static busybox as sh and cat, and an /etc/os-release that only the image has.
+// host's static busybox as sh, cat, seq and sleep, and an /etc/os-release that only the
+// image has.
 func writeImage(t *testing.T, file, version string) {
 	t.Helper()
 	bb, err := os.ReadFile("/bin/busybox")
@@ -30,7 +42,7 @@ func writeImage(t *testing.T, file, version string) {
 		t.Fatal(err)
 	}
 	imagearchivetest.Docker(t, file, "mlctest:"+version, imagearchivetest.Layer{
-		"bin/sh": string(bb), "bin/cat": string(bb),
+		"bin/sh": string(bb), "bin/cat": string(bb), "bin/seq": string(bb), "bin/sleep": string(bb),
 		"etc/os-release": fmt.Sprintf("ID=mlctest\nPRETTY_NAME=\"mlctest %s\"\n", version), "tmp/.keep": "",
 	})
 }
@@ -45,7 +57,7 @@ func writeImage(t *testing.T, file, version string) {
 func TestE2E_ContainerJobExample(t *testing.T) {
 	requireAcc(t)
 	t.Parallel()
-	sock := containerrttest.Start(t) // before newUser: its clean-up stops the engine first
+	sock := startContainerd(t) // before newUser: its clean-up stops the engine first
 	u := newUser(t)
 	u.env = append(u.env, "MLCOMPUTE_CONTAINERD_ADDRESS="+sock)
 	dir := filepath.Join(u.copyExamples(), "container-job")
@@ -110,7 +122,7 @@ func TestE2E_ContainerJobExample(t *testing.T) {
 func TestE2E_ContainerDeploymentRollout(t *testing.T) {
 	requireAcc(t)
 	t.Parallel()
-	sock := containerrttest.Start(t)
+	sock := startContainerd(t)
 	u := newUser(t)
 	u.env = append(u.env, "MLCOMPUTE_CONTAINERD_ADDRESS="+sock)
 	scorerBin, err := os.ReadFile(filepath.Join(binDir, "scorer"))

@@ -20,7 +20,8 @@ import (
 
 // The crash suite (issue "safe under crashes"): each round SIGKILLs the engine at a random
 // moment of a user's operation (an apply, job runs, an endpoint rollout, a destroy, the
-// intake of a job's output, crash_intake_test.go; a pipeline, crash_pipeline_test.go),
+// intake of a job's output, crash_intake_test.go; a pipeline, crash_pipeline_test.go; jobs
+// in a container image, container_test.go),
 // lets it come back (the embedded engine is started again by the next provider or CLI call;
 // `mlcompute serve` is started again by the test after a random downtime, while the
 // provider and the CLI wait for it), and then checks the invariants:
@@ -41,7 +42,7 @@ import (
 // Half the kills in the middle of an operation are followed by a second one while the new
 // engine recovers from the first.
 //
-// `make test` runs 14 rounds (the default: each scenario in both modes); `make test-crash ROUNDS=50`
+// `make test` runs 16 rounds (the default: each scenario in both modes); `make test-crash ROUNDS=50`
 // runs more. A failure names its round's seed; MLCOMPUTE_CRASH_SEED=S replays the rounds.
 
 type crashMode string
@@ -55,16 +56,19 @@ const (
 type crashScenario struct {
 	name string
 	run  func(r *crashRound)
+	// containers: the round's engine runs container images, with a containerd of its own.
+	containers bool
 }
 
 var crashScenarios = []crashScenario{
-	{"apply", crashDuringApply},
-	{"jobs", crashDuringJobs},
-	{"rollout", crashDuringRollout},
-	{"destroy", crashDuringDestroy},
-	{"intake", crashDuringIntake},
-	{"pipeline", crashDuringPipeline},
-	{"schedule", crashAroundTick},
+	{"apply", crashDuringApply, false},
+	{"jobs", crashDuringJobs, false},
+	{"rollout", crashDuringRollout, false},
+	{"destroy", crashDuringDestroy, false},
+	{"intake", crashDuringIntake, false},
+	{"pipeline", crashDuringPipeline, false},
+	{"schedule", crashAroundTick, false},
+	{"container-jobs", crashDuringContainerJobs, true},
 }
 
 func TestE2E_CrashRounds(t *testing.T) {
@@ -98,7 +102,7 @@ func TestE2E_CrashRounds(t *testing.T) {
 		midOperation := false
 		ok := t.Run(name, func(t *testing.T) {
 			t.Logf("round seed %d", roundSeed)
-			r := newCrashRound(t, mode, roundSeed)
+			r := newCrashRound(t, mode, roundSeed, sc.containers)
 			sc.run(r)
 			r.checkNoProcessLeftAfterDestroy()
 			midOperation = r.killedMidOperation
@@ -119,7 +123,9 @@ type crashRound struct {
 	mode  crashMode
 	rng   *rand.Rand
 	serve *exec.Cmd // the running `mlcompute serve`, in serve mode
-	kills int
+	// serveArgs are the flags `mlcompute serve` gets besides its data dir.
+	serveArgs []string
+	kills     int
 	// killedMidOperation: a kill landed while the operation under test ran (not after it).
 	killedMidOperation bool
 }
@@ -136,8 +142,16 @@ func (r *crashRound) wake() {
 	r.waitFor("the engine answering again", 30*time.Second, func() bool { return r.enginePID() != 0 })
 }
 
-func newCrashRound(t *testing.T, mode crashMode, seed uint64) *crashRound {
+func newCrashRound(t *testing.T, mode crashMode, seed uint64, containers bool) *crashRound {
+	sock := ""
+	if containers {
+		sock = startContainerd(t) // before newUser: its clean-up stops the engine first
+	}
 	r := &crashRound{user: newUser(t), mode: mode, rng: rand.New(rand.NewPCG(seed, 1))}
+	if containers {
+		r.env = append(r.env, "MLCOMPUTE_CONTAINERD_ADDRESS="+sock)
+		r.serveArgs = []string{"--containerd-address", sock}
+	}
 	if mode == crashServe {
 		// A configured endpoint: the provider and the CLI wait for it with backoff and
 		// never start an engine of their own.
@@ -155,10 +169,16 @@ func newCrashRound(t *testing.T, mode crashMode, seed uint64) *crashRound {
 	return r
 }
 
+// serveCommand is the round's `mlcompute serve`.
+func (r *crashRound) serveCommand() *exec.Cmd {
+	cmd := exec.Command(filepath.Join(binDir, "mlcompute"), append([]string{"serve", "--data-dir", r.home}, r.serveArgs...)...)
+	cmd.Env = r.env
+	return cmd
+}
+
 func (r *crashRound) startServe() {
 	r.t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "mlcompute"), "serve", "--data-dir", r.home)
-	cmd.Env = r.env
+	cmd := r.serveCommand()
 	logFile, err := os.OpenFile(filepath.Join(r.workDir, "serve.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		r.t.Fatal(err)
@@ -199,8 +219,7 @@ func (r *crashRound) crash() (restarted <-chan struct{}) {
 	go func() {
 		defer close(done)
 		time.Sleep(downtime)
-		cmd := exec.Command(filepath.Join(binDir, "mlcompute"), "serve", "--data-dir", r.home)
-		cmd.Env = r.env
+		cmd := r.serveCommand()
 		if err := cmd.Start(); err != nil {
 			r.t.Errorf("restarting mlcompute serve: %v", err)
 			return
@@ -332,6 +351,13 @@ func (r *crashRound) checkStateMatchesEngine() {
 		}
 		for _, s := range schedules {
 			inEngine[s.ID]++
+		}
+		environments, err := c.ListEnvironments(ctx, ws.Name)
+		if err != nil {
+			r.t.Fatalf("listing environments: %v", err)
+		}
+		for _, e := range environments {
+			inEngine[e.ID]++
 		}
 	}
 	for id, n := range inState {
@@ -650,8 +676,23 @@ func crashDuringRollout(r *crashRound) {
 
 // crashDuringJobs: the engine dies while jobs run (and while they are queued and their
 // nodes start); every job ends with its own exit code and every line it printed.
-func crashDuringJobs(r *crashRound) {
-	r.writeConfig(crashConfig(false, "", 0))
+func crashDuringJobs(r *crashRound) { crashJobsIn(r, "") }
+
+// crashJobsIn kills the engine while three jobs run in environment env ("": none; "image":
+// a container environment from images/train.tar), and checks each ends with its exit code
+// and its whole log.
+func crashJobsIn(r *crashRound, env string) {
+	config := crashConfig(false, "", 0)
+	if env != "" {
+		config += `
+resource "mlcompute_environment" "image" {
+  name         = "image"
+  workspace_id = mlcompute_workspace.ws.id
+  container    = { image_archive = "images/train.tar" }
+}
+`
+	}
+	r.writeConfig(config)
 	r.mustTerraform("apply", "-auto-approve")
 	const lines = 40
 	type submitted struct {
@@ -663,7 +704,11 @@ func crashDuringJobs(r *crashRound) {
 		exit := r.rng.IntN(3) // 0, 1 or 2
 		compute := []string{"warm", "cold"}[i%2]
 		cmd := fmt.Sprintf("for i in $(seq 1 %d); do echo job-%d-line-$i; sleep 0.0%d; done; exit %d", lines, i, 1+r.rng.IntN(5), exit)
-		out, code := r.cli("job", "submit", "--workspace", "crash", "--compute", compute, "--", "sh", "-c", cmd)
+		args := []string{"job", "submit", "--workspace", "crash", "--compute", compute}
+		if env != "" {
+			args = append(args, "--environment", env)
+		}
+		out, code := r.cli(append(args, "--", "sh", "-c", cmd)...)
 		if code != 0 {
 			r.t.Fatalf("submit: %s", out)
 		}

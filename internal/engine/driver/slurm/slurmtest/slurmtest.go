@@ -193,6 +193,10 @@ func (c *Cluster) writeConf() {
 	}
 	gres := fmt.Sprintf("NodeName=%s Name=gpu File=%s/gpu[0-%d]\n", strings.Join(Nodes, ","), gpus, GPUsPerNode-1)
 	must(c.t, os.WriteFile(filepath.Join(c.Dir, "gres.conf"), []byte(gres), 0o644))
+	// sched_interval and bf_interval: a job whose immediate scheduling was deferred (as
+	// right after a node came back) starts within seconds, not at the next minute's pass
+	// (Slurm's defaults are 60 s and 30 s), so a loaded test machine does not see a job
+	// wait past its tests' limits.
 	conf := fmt.Sprintf(`ClusterName=mlct%s
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=%d
@@ -212,6 +216,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 GresTypes=gpu
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=1
 ReturnToService=2
 MpiDefault=none
 SlurmdTimeout=5
