@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
@@ -209,5 +211,28 @@ func waitContainers(t *testing.T, rt *containerrt.Runtime, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("containers %v; want %d", got, n)
 		}
+	}
+}
+
+// A task's container gets the device nodes of its node's GPUs (NVIDIA_VISIBLE_DEVICES) and
+// the driver's control device, and not the machine's other GPUs. The "GPUs" are character
+// devices made for the test (the numbers of /dev/null) in a directory of its own.
+func TestTaskGetsItsNodesGPUDevices(t *testing.T) {
+	sock := containerrttest.Start(t)
+	archive, digest := busyboxImage(t, "1.0")
+	dev := t.TempDir()
+	for _, name := range []string{"nvidia0", "nvidia1", "nvidiactl"} {
+		if err := unix.Mknod(filepath.Join(dev, name), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out lockedBuffer
+	script := fmt.Sprintf(`test -c %[1]s/nvidia1 && test -c %[1]s/nvidiactl && ! test -e %[1]s/nvidia0 && echo "devices: $NVIDIA_VISIBLE_DEVICES"`, dev)
+	code, err := containerrt.RunTask(context.Background(), containerrt.Task{
+		Address: sock, EngineID: "engine-gpu", Key: "job-1.0-0", Archive: archive, Hash: digest[7:],
+		Args: []string{"/bin/busybox", "sh", "-c", script}, Env: []string{"NVIDIA_VISIBLE_DEVICES=1"}, DevDir: dev,
+	}, &out, &out)
+	if err != nil || code != 0 || out.String() != "devices: 1\n" {
+		t.Fatalf("a task holding GPU 1: exit %d, %v; output:\n%s", code, err, out.String())
 	}
 }

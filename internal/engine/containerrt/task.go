@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -32,6 +34,9 @@ type Task struct {
 	Args  []string
 	// Env is the task's environment ("NAME=value"). PATH is left to the image.
 	Env []string
+	// DevDir is where the machine's device nodes are ("/dev" when empty): the GPUs that
+	// NVIDIA_VISIBLE_DEVICES names in Env are given to the container from there.
+	DevDir string
 }
 
 // ContainerID is the container ID of task key of engine engineID: containerd allows fewer
@@ -71,12 +76,58 @@ func RunTask(ctx context.Context, t Task, stdout, stderr io.Writer) (int, error)
 			env = append(env, kv)
 		}
 	}
+	devDir := t.DevDir
+	if devDir == "" {
+		devDir = "/dev"
+	}
 	code, err := rt.Run(ctx, RunSpec{
 		ID: ContainerID(t.EngineID, t.Key), Task: t.Key, Image: image, Args: t.Args, Env: env,
-		Cwd: t.Cwd, Binds: t.Binds, Stdout: stdout, Stderr: stderr,
+		Cwd: t.Cwd, Binds: t.Binds, Devices: GPUDevices(devDir, t.Env), Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil && code < 0 {
 		return code, fmt.Errorf("running task %s in a container: %w", t.Key, err)
 	}
 	return code, err
+}
+
+// gpuControlDevices are the NVIDIA driver's device nodes every process that uses a GPU opens
+// besides the GPU's own.
+var gpuControlDevices = []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}
+
+// GPUDevices are the device nodes under devDir of the GPUs that env's
+// NVIDIA_VISIBLE_DEVICES names (the indices a local node holds, as the engine hands them
+// out), with the driver's control devices, those of them that exist: a container sees its
+// node's GPUs and no other. A GPU named by UUID has no device file of its own name, so it
+// gets none here (the variable still reaches the container, for the NVIDIA container
+// toolkit where a machine has it); "void", "none" and empty give none.
+func GPUDevices(devDir string, env []string) []string {
+	var visible string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "NVIDIA_VISIBLE_DEVICES="); ok {
+			visible = v
+		}
+	}
+	var devices []string
+	for _, id := range strings.Split(visible, ",") {
+		if id = strings.TrimSpace(id); id == "" || strings.Trim(id, "0123456789") != "" {
+			continue
+		}
+		if p := filepath.Join(devDir, "nvidia"+id); exists(p) {
+			devices = append(devices, p)
+		}
+	}
+	if len(devices) == 0 {
+		return nil
+	}
+	for _, name := range gpuControlDevices {
+		if p := filepath.Join(devDir, name); exists(p) {
+			devices = append(devices, p)
+		}
+	}
+	return devices
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
