@@ -196,7 +196,7 @@ resource "mlcompute_environment" "scorer" {
 		got, err := u.client().GetEndpoint(ctx, "e2e-image-serving", "images")
 		return err == nil && got.Deployments["blue"].Generation == 2 && len(got.Deployments["blue"].Instances) == 2 && got.ProvisioningState == api.ProvisioningSucceeded
 	}
-	for deadline := time.Now().Add(2 * time.Minute); !(applied.Load() && rolled()); {
+	for deadline := time.Now().Add(2 * time.Minute); !applied.Load() || !rolled(); {
 		if time.Now().After(deadline) || t.Failed() {
 			t.Fatalf("the rollout to image 2 did not finish; %d requests sent", len(during))
 		}
