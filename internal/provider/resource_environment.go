@@ -156,10 +156,11 @@ func (r *environmentResource) Schema(_ context.Context, _ resource.SchemaRequest
 				},
 			},
 			"container": schema.SingleNestedAttribute{
-				MarkdownDescription: "A container environment: jobs run in an image. Set exactly one of `image` and " +
-					"`image_archive`, and optionally `python`, a system-managed environment built on top of the image. " +
-					"No node driver runs containers yet: a job or an endpoint deployment in a container environment " +
-					"is refused at submit, naming the environment (see the environments guide).",
+				MarkdownDescription: "A container environment: jobs and endpoint deployments run in an image. Set exactly " +
+					"one of `image` and `image_archive`, and optionally `python`. They run on the engine's local nodes " +
+					"when it has a containerd (its default socket, `MLCOMPUTE_CONTAINERD_ADDRESS`, or `mlcompute serve " +
+					"--containerd-address`); anywhere else a job or deployment in a container environment is refused at " +
+					"submit, naming the environment and why (see the environments guide).",
 				Optional:   true,
 				Validators: []validator.Object{objectvalidator.ExactlyOneOf(kinds...)},
 				Attributes: map[string]schema.Attribute{
@@ -179,7 +180,8 @@ func (r *environmentResource) Schema(_ context.Context, _ resource.SchemaRequest
 							"image.tar NAME`, `podman save`, `skopeo copy ... oci-archive:image.tar`), plain or gzip-compressed; " +
 							"a relative path is read from the directory Terraform runs in. The provider reads it at plan: a " +
 							"file that is not such an archive is a plan error, and `image_digest` and `content_hash` follow its " +
-							"image, so a new archive at the same path is an update in place.",
+							"image, so a new archive at the same path is an update in place. At apply the provider uploads it " +
+							"to the engine (at most 300 MiB), refusing an archive that changed since the plan.",
 						Optional: true,
 						Validators: []validator.String{validators.StringFunc("Invalid Image Archive Path", "the value must be the path of an image archive file",
 							func(s string) error { return validation.ImageArchivePath("image_archive", s) })},
@@ -190,8 +192,9 @@ func (r *environmentResource) Schema(_ context.Context, _ resource.SchemaRequest
 						Computed: true,
 					},
 					"python": schema.SingleNestedAttribute{
-						MarkdownDescription: "A system-managed environment built on top of the image, once per content hash: " +
-							"the same attributes as the environment's own `python`.",
+						MarkdownDescription: "A system-managed environment to build on top of the image, once per content hash: " +
+							"the same attributes as the environment's own `python`. Not built yet: a job or deployment in an " +
+							"environment that sets it is refused at submit.",
 						Optional:   true,
 						Attributes: pythonAttributes(),
 					},
