@@ -67,9 +67,10 @@ type Config struct {
 	// GPUs are this machine's GPUs (mlcompute serve --gpus, --fake-gpus, or found), handed
 	// out to local nodes of GPU sizes (NodesDriver "local"); empty: none.
 	GPUs []string
-	// Containers says the local nodes run tasks in container images (mlcompute serve
-	// --containerd-address): only then are jobs in container environments taken.
-	Containers bool
+	// ContainerdAddress is the containerd the local nodes run tasks in container images
+	// with (mlcompute serve --containerd-address): only with one are jobs and deployments in
+	// container environments taken. Empty: none.
+	ContainerdAddress string
 	// NewID makes node and instance IDs ("<prefix>-<unique>"); the default draws them from
 	// crypto/rand. The simulation gives a seeded source, so a seed replays exactly.
 	NewID func(prefix string) string
@@ -157,7 +158,7 @@ func New(cfg Config) (*Engine, error) {
 	core, err := computes.New(computes.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, Nodes: e.nodes,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
-		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg), Containers: cfg.Containers && cfg.NodesDriver == "local",
+		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg), Containers: cfg.ContainerdAddress != "" && cfg.NodesDriver == "local",
 		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
 	})
 	if err != nil {
@@ -193,6 +194,7 @@ func New(cfg Config) (*Engine, error) {
 	e.envs = environments.New(environments.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
 		CacheDir: envCacheDir(cfg), Snapshots: cfg.Snapshots, NoContainerRuntime: core.NoContainerRuntime(model.Compute{}, ""),
+		ContainerdAddress: cfg.ContainerdAddress,
 	})
 	e.workspaces = workspaces.New(workspaces.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Write: core.Write, Locations: e.locations,

@@ -306,7 +306,9 @@ func TestContainerEnvironmentsAreRefusedWhereNothingRunsThem(t *testing.T) {
 // An archive the engine holds no upload of is refused when the environment is created.
 func TestContainerJobsCarryTheirImageToTheNode(t *testing.T) {
 	snaps := snapshot.NewStore(t.TempDir())
-	r := newRigConfigured(t, func(cfg *Config, _ *Engine) { cfg.Containers, cfg.Snapshots = true, snaps })
+	r := newRigConfigured(t, func(cfg *Config, _ *Engine) {
+		cfg.ContainerdAddress, cfg.Snapshots = filepath.Join(t.TempDir(), "containerd.sock"), snaps
+	})
 	r.workspace("wsp", nil)
 	r.cluster("wsp", "cpu", 0, 1, "PT120S")
 	hex64 := strings.Repeat("ab", 32)

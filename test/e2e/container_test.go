@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest/scorer"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
@@ -112,7 +114,24 @@ func TestE2E_ContainerJobExample(t *testing.T) {
 	if _, log := submit(); !strings.Contains(log, "image: mlctest 2.6\n") {
 		t.Fatalf("the job after the new image's apply:\n%s", log)
 	}
+	// The machine keeps the image of the environment as it is now, and not the old one;
+	// after the destroy, none.
+	hash := strings.Trim(strings.TrimSpace(u.mustTerraformIn(dir, "output", "environment_content_hash")), `"`)
+	images := func() []string {
+		rt, err := containerrt.Open(context.Background(), sock, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		hashes, err := rt.ImportedHashes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hashes
+	}
+	u.waitFor("only the current image on the machine", 30*time.Second, func() bool { return slices.Equal(images(), []string{hash}) })
 	u.mustTerraformIn(dir, "destroy", "-auto-approve")
+	u.waitFor("no image on the machine after the destroy", 30*time.Second, func() bool { return len(images()) == 0 })
 }
 
 // TestE2E_ContainerDeploymentRollout: an online endpoint deployment runs in a container

@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/oci"
 	"github.com/containerd/platforms"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -83,6 +85,33 @@ func (r *Runtime) Import(ctx context.Context, archive, hash string) (imported bo
 		return false, fmt.Errorf("unpack the image of %s: %w", archive, err)
 	}
 	return true, nil
+}
+
+// ImportedHashes lists the content hashes of the environment images imported on this
+// machine (ImageName), whichever engine imported them.
+func (r *Runtime) ImportedHashes(ctx context.Context) ([]string, error) {
+	imgs, err := r.client.ImageService().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var hashes []string
+	for _, img := range imgs {
+		if h, ok := strings.CutPrefix(img.Name, ImageName("")); ok && h != "" {
+			hashes = append(hashes, h)
+		}
+	}
+	return hashes, nil
+}
+
+// RemoveImage removes the environment image imported under hash, and with it its content
+// and unpacked layers, which containerd collects once no container uses them. An image
+// that is not there is no error.
+func (r *Runtime) RemoveImage(ctx context.Context, hash string) error {
+	err := r.client.ImageService().Delete(ctx, ImageName(hash), images.SynchronousDelete())
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // Pull makes sure the image ref is in containerd, unpacked: found there (imported or pulled

@@ -30,3 +30,7 @@ func (*Runtime) Sweep(context.Context, func(string) bool) ([]string, error) { re
 func (*Runtime) SweepEnded(context.Context) ([]string, error) { return nil, ErrNoRuntime }
 
 func (*Runtime) Containers(context.Context) ([]string, error) { return nil, ErrNoRuntime }
+
+func (*Runtime) ImportedHashes(context.Context) ([]string, error) { return nil, ErrNoRuntime }
+
+func (*Runtime) RemoveImage(context.Context, string) error { return ErrNoRuntime }

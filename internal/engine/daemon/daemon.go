@@ -199,7 +199,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	eng, err := engine.New(engine.Config{
 		Store: st, Clock: opts.Clock, Logger: opts.Logger, Locations: opts.Locations,
-		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir, Containers: opts.ContainerdAddress != "",
+		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir, ContainerdAddress: opts.ContainerdAddress,
 		Driver: nodes, Snapshots: snapshots, Artifacts: arts, MaxOutputSize: opts.MaxOutputSize,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown, GPUs: gpus,
 		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image, NodeAPI: nodeAPI,

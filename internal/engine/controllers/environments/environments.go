@@ -12,11 +12,13 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
@@ -40,6 +42,9 @@ type Config struct {
 	// NoContainerRuntime says why the engine's nodes cannot run container images, or is ""
 	// when they can: an environment a deployment runs in becomes a container one only then.
 	NoContainerRuntime string
+	// ContainerdAddress is the containerd of this machine's local nodes, whose environment
+	// images Collect removes when nothing uses them; empty: none.
+	ContainerdAddress string
 }
 
 // Controller manages environment records.
@@ -51,6 +56,8 @@ type Controller struct {
 	cacheDir  string
 	snapshots model.SnapshotStore
 	noRuntime string // see Config.NoContainerRuntime
+	// containerd is Config.ContainerdAddress.
+	containerd string
 	// collecting is held by the one Collect that runs; collectAgain asks it for one more
 	// pass when a request came while it ran.
 	collecting   sync.Mutex
@@ -61,7 +68,7 @@ type Controller struct {
 // New builds the controller.
 func New(cfg Config) *Controller {
 	return &Controller{store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("environments"), onChange: cfg.OnChange, cacheDir: cfg.CacheDir, snapshots: cfg.Snapshots,
-		noRuntime: cfg.NoContainerRuntime}
+		noRuntime: cfg.NoContainerRuntime, containerd: cfg.ContainerdAddress}
 }
 
 // Name names the controller in logs.
@@ -301,6 +308,7 @@ func (c *Controller) collect() {
 		c.log.Error("reading which environments are in use failed", "error", err)
 		return
 	}
+	c.collectImages(inUse)
 	for _, name := range environment.Garbage(cached, inUse) {
 		removed, err := envprep.Remove(c.cacheDir, name, func() bool {
 			now, err := c.hashesInUse()
@@ -314,6 +322,38 @@ func (c *Controller) collect() {
 		default:
 			c.log.Debug("environment build in use again; kept", "build", name)
 		}
+	}
+}
+
+// collectImages removes the environment images imported on this machine that no hash in
+// use names (rules/environment.UnusedImages), checking again just before each removal. A
+// task that needs one again imports it again from its archive, or pulls it.
+func (c *Controller) collectImages(inUse []string) {
+	if c.containerd == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rt, err := containerrt.Open(ctx, c.containerd, "")
+	if err != nil {
+		c.log.Warn("collecting unused environment images: no containerd", "error", err)
+		return
+	}
+	defer rt.Close()
+	imported, err := rt.ImportedHashes(ctx)
+	if err != nil {
+		c.log.Error("listing the environment images failed", "error", err)
+		return
+	}
+	for _, hash := range environment.UnusedImages(imported, inUse) {
+		if now, err := c.hashesInUse(); err != nil || len(environment.UnusedImages([]string{hash}, now)) == 0 {
+			continue
+		}
+		if err := rt.RemoveImage(ctx, hash); err != nil {
+			c.log.Error("removing an unused environment image failed", "content_hash", hash, "error", err)
+			continue
+		}
+		c.log.Info("unused environment image removed", "content_hash", hash)
 	}
 }
 

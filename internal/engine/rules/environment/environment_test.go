@@ -103,3 +103,14 @@ func TestStepFor(t *testing.T) {
 		t.Fatal(InterpreterDir(*um.UserManaged))
 	}
 }
+
+// An imported image is unused once no hash in use names it.
+func TestUnusedImages(t *testing.T) {
+	got := UnusedImages([]string{"c", "a", "b", "a"}, []string{"b", "z"})
+	if !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("unused images %q; want a and c", got)
+	}
+	if got := UnusedImages([]string{"a"}, []string{"a"}); got != nil {
+		t.Fatalf("an image in use is unused: %q", got)
+	}
+}

@@ -27,3 +27,17 @@ func Garbage(cached, inUse []string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// UnusedImages decides which of the environment images imported on a machine (by content
+// hash) are no longer needed: those whose hash is not in use, as Garbage reads "in use".
+// The result is sorted and without repeats.
+func UnusedImages(imported, inUse []string) []string {
+	var out []string
+	for _, h := range imported {
+		if !slices.Contains(inUse, h) {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
