@@ -522,12 +522,7 @@ func TestEndpointKeysAndTokens(t *testing.T) {
 func TestEndpointInstanceWaitsForItsNodeToBeReady(t *testing.T) {
 	env := endpointstest.New(t, endpointstest.Options{Fake: fake.Options{CreatePending: true}})
 	env.Workspace("wsp", nil)
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
-		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")},
-		Traffic: map[string]int64{"blue": 100},
-	}, ""); err != nil {
-		t.Fatal(err)
-	}
+	env.CreateBlue("wsp", "scorer")
 	env.Settle()
 	ins := env.Instances("wsp", "scorer")
 	if len(ins) != 1 || !ins[0].StartedAt.IsZero() {

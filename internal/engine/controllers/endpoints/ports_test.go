@@ -1,7 +1,6 @@
 package endpoints_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -19,12 +18,7 @@ import (
 func TestEndpointInstancePortComesFromItsNode(t *testing.T) {
 	env := endpointstest.New(t, endpointstest.Options{Fake: fake.Options{CreatePending: true}})
 	env.Workspace("wsp", nil)
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
-		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")},
-		Traffic: map[string]int64{"blue": 100},
-	}, ""); err != nil {
-		t.Fatal(err)
-	}
+	env.CreateBlue("wsp", "scorer")
 	env.Settle()
 	in := env.Instances("wsp", "scorer")[0]
 	if in.Port != 0 || len(env.Driver.CallsTo(fake.MethodTaskPort)) != 0 {
@@ -68,12 +62,7 @@ func TestEndpointInstancePortComesFromItsNode(t *testing.T) {
 func TestEndpointInstancePortFailureFailsTheStart(t *testing.T) {
 	env := setup(t)
 	env.Driver.FailNext(fake.MethodTaskPort, driver.Transient(errors.New("no route to host")))
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
-		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")},
-		Traffic: map[string]int64{"blue": 100},
-	}, ""); err != nil {
-		t.Fatal(err)
-	}
+	env.CreateBlue("wsp", "scorer")
 	env.Settle()
 	in := env.Instances("wsp", "scorer")[0]
 	if in.State != api.EndpointInstanceFailed || in.Port != 0 || len(env.Driver.CallsTo(fake.MethodStartTask)) != 0 {

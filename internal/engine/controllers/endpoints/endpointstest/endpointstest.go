@@ -177,6 +177,18 @@ func (e *Env) Workspace(name string, quotas map[string]int64) {
 	storetest.PutWorkspace(e.t, e.Store, name, quotas, Start)
 }
 
+// CreateBlue creates endpoint name in workspace with one deployment, "blue", of one
+// instance running "serve", taking all the traffic; the test fails on an error.
+func (e *Env) CreateBlue(workspace, name string) {
+	e.t.Helper()
+	if _, err := e.Controller.CreateEndpoint(context.Background(), workspace, api.EndpointSpec{
+		Name: name, Deployments: map[string]api.DeploymentSpec{"blue": Deployment(1, "serve")},
+		Traffic: map[string]int64{"blue": 100},
+	}, ""); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // Endpoint returns an endpoint as the API shows it; the test fails when it is gone.
 func (e *Env) Endpoint(workspace, name string) *api.Endpoint {
 	e.t.Helper()
