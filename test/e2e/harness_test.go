@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package e2e runs the built binaries exactly as a user would: terraform with a dev_overrides
 // CLI config drives the provider, which starts the embedded engine from its own binary; the
 // mlcompute CLI talks to the same engine. It runs with the acceptance tests (TF_ACC=1).

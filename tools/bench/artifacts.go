@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // -mode artifacts (also part of -mode all) times the engine's store of job outputs

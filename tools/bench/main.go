@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command bench times the mlcompute provider through the real terraform CLI against a
 // baseline measured in the same run: terraform's built-in terraform_data resource, which
 // needs no provider process at all. It prints a table of medians and ratios and asserts

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command slurmdemo runs a command (make demo-slurm runs scripts/demo.sh) next to a real
 // Slurm cluster: it starts munged, slurmctld and three slurmd on loopback (package
 // slurmtest; root, and Debian's Slurm packages, installed when missing), runs the command

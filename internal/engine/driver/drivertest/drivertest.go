@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package drivertest is the conformance suite of node drivers: Run checks that a
 // driver.Driver keeps the contract of package driver, the same way for every driver. A
 // driver runs it by adding one test file that builds a Harness:

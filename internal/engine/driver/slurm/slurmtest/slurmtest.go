@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package slurmtest starts a real Slurm cluster on this machine for tests: Debian's munged,
 // one slurmctld and three slurmd (nodes n1, n2, n3, one CPU each) on loopback, all in a
 // temporary directory with ports of their own. Start installs Debian's packages (munge

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package sshtest starts real SSH test hosts: Debian's sshd, each in a network namespace
 // of its own reached through a veth pair from a private range, with a throwaway user. When
 // namespaces are not permitted (no root, no iproute2, a container without CAP_NET_ADMIN)
