@@ -35,6 +35,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
+	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/history"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
@@ -71,6 +72,10 @@ type Config struct {
 	// with (mlcompute serve --containerd-address): only with one are jobs and deployments in
 	// container environments taken. Empty: none.
 	ContainerdAddress string
+	// Containers runs tasks in container images on attached machines and, with
+	// NodesDriver "slurm", on the Slurm nodes (the driver's own copy of it); nil: neither
+	// runs container environments.
+	Containers *sshdrv.ContainerRunner
 	// NewID makes node and instance IDs ("<prefix>-<unique>"); the default draws them from
 	// crypto/rand. The simulation gives a seeded source, so a seed replays exactly.
 	NewID func(prefix string) string
@@ -158,7 +163,7 @@ func New(cfg Config) (*Engine, error) {
 	core, err := computes.New(computes.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, Nodes: e.nodes,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
-		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg), Containers: cfg.ContainerdAddress != "" && cfg.NodesDriver == "local",
+		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg), Containers: ownNodesRunContainers(cfg), AttachedContainers: cfg.Containers != nil,
 		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
 	})
 	if err != nil {
@@ -172,6 +177,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.KubeImage = os.Getenv(kubernetes.ImageEnv)
 	}
 	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
+	e.attached.Containers = cfg.Containers
 	e.jobs = jobs.New(core, cfg.Snapshots)
 	e.jobs.Kube = e.attached
 	e.jobs.SharedFilesystem = cfg.NodesDriver == "local"
@@ -362,3 +368,15 @@ func (e *Engine) Sizes(f api.SizeFilter) []api.VMSize { return catalog.List(f) }
 
 // IsolatedSizes lists the isolated catalog entries.
 func (e *Engine) IsolatedSizes() []api.VMSize { return catalog.Isolated() }
+
+// ownNodesRunContainers says whether the engine's own nodes run tasks in container images:
+// local nodes with a containerd, Slurm nodes with a container runner.
+func ownNodesRunContainers(cfg Config) bool {
+	switch cfg.NodesDriver {
+	case "local":
+		return cfg.ContainerdAddress != ""
+	case "slurm":
+		return cfg.Containers != nil
+	}
+	return false
+}

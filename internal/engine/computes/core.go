@@ -58,9 +58,13 @@ type Config struct {
 	Local bool
 	// GPUs are this machine's GPUs, handed to local nodes of GPU sizes; empty: none.
 	GPUs []string
-	// Containers says the local nodes run tasks in container images (their driver has a
-	// containerd): jobs in container environments may run on the engine's own computes.
+	// Containers says the engine's own nodes run tasks in container images (local nodes
+	// whose driver has a containerd, or Slurm nodes through the engine's container runner):
+	// jobs in container environments may run on the engine's own computes.
 	Containers bool
+	// AttachedContainers says attached machines run tasks in container images (the engine
+	// can copy its own binary there: it is a Linux engine).
+	AttachedContainers bool
 	// NewID makes node IDs ("<prefix>-<unique>").
 	NewID func(prefix string) string
 	// Nodes is the engine's node lifecycle, which creates and releases the computes' nodes
@@ -78,19 +82,20 @@ type Config struct {
 // Core is shared by the compute controllers, which reach it through the small interfaces
 // below (each controller names the ones it uses). Its methods are safe for concurrent use.
 type Core struct {
-	store       *store.Store
-	clock       clock.WithTicker
-	log         hclog.Logger
-	loop        *runtime.Loop
-	dataDir     string
-	envCacheDir string // see Config
-	capacity    int64
-	local       bool     // see Config
-	containers  bool     // see Config
-	gpus        []string // see Config
-	newID       func(prefix string) string
-	snapshots   model.SnapshotStore
-	artifacts   *artifacts.Store
+	store              *store.Store
+	clock              clock.WithTicker
+	log                hclog.Logger
+	loop               *runtime.Loop
+	dataDir            string
+	envCacheDir        string // see Config
+	capacity           int64
+	local              bool     // see Config
+	containers         bool     // see Config
+	attachedContainers bool     // see Config
+	gpus               []string // see Config
+	newID              func(prefix string) string
+	snapshots          model.SnapshotStore
+	artifacts          *artifacts.Store
 	// quota sums the vCPUs computes hold per workspace and family (changed only in turn,
 	// under mu).
 	quota *model.QuotaIndex
@@ -180,7 +185,7 @@ func New(cfg Config) (*Core, error) {
 	c := &Core{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("computes"), loop: cfg.Loop,
 		snapshots: cfg.Snapshots, artifacts: cfg.Artifacts, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
-		local: cfg.Local, containers: cfg.Containers, gpus: slices.Clone(cfg.GPUs),
+		local: cfg.Local, containers: cfg.Containers, attachedContainers: cfg.AttachedContainers, gpus: slices.Clone(cfg.GPUs),
 		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
 		onTaskExit: cfg.OnTaskExit, onTaskNotStarted: cfg.OnTaskNotStarted,
 		nodes: cfg.Nodes, backoff: map[string]createBackoff{}, passes: map[string]Pass{},

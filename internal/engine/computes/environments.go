@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
@@ -46,30 +47,28 @@ func (c *Core) envCache(j model.Job) string {
 
 // NoContainerRuntime says why the nodes of compute rec (named name in the job's request)
 // cannot run a job in a container image, or is "" when they can (environment.CannotRun):
-// only the engine's own local nodes do, when their driver has a containerd.
+// the engine's local nodes when their driver has a containerd, its Slurm nodes, and
+// attached machines (each machine's own containerd, found when the task starts).
 func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
 	switch {
-	case rec.Attached != nil:
-		return fmt.Sprintf("compute %q is an attached machine, and attached machines do not run container images yet", name)
 	case rec.Kubernetes != nil || rec.KubeJob != nil:
 		return fmt.Sprintf("compute %q is an attached Kubernetes cluster, which does not run container environments yet", name)
-	case !c.local:
-		return "this engine's nodes are not local processes (mlcompute serve --nodes slurm or kubernetes), and only local nodes run container images yet"
-	case !c.containers:
+	case rec.Attached != nil:
+		if !c.attachedContainers {
+			return fmt.Sprintf("compute %q is an attached machine, and this engine runs images on attached machines with its own binary, "+
+				"which is not a Linux one", name)
+		}
+		return ""
+	case c.containers:
+		return ""
+	case c.local:
 		return "this engine's local nodes have no container runtime: start `mlcompute serve` with --containerd-address, " +
-			"or, for the engine the provider and the CLI start, run containerd (Debian package containerd) at " + DefaultContainerdAddress +
-			" or name its socket in " + ContainerdAddressEnv
+			"or, for the engine the provider and the CLI start, run containerd (Debian package containerd) at " + containerrt.DefaultAddress +
+			" or name its socket in " + containerrt.AddressEnv
 	}
-	return ""
+	return "this engine's nodes do not run container environments: Kubernetes pods (mlcompute serve --nodes kubernetes) do not yet, " +
+		"and Slurm nodes do only from an engine that runs on Linux"
 }
-
-// DefaultContainerdAddress is where the engine the provider and the CLI start looks for
-// containerd when ContainerdAddressEnv is not set: containerd's own default.
-const DefaultContainerdAddress = "/run/containerd/containerd.sock"
-
-// ContainerdAddressEnv names the containerd socket of the engine the provider and the CLI
-// start (mlcompute serve takes --containerd-address instead).
-const ContainerdAddressEnv = "MLCOMPUTE_CONTAINERD_ADDRESS"
 
 // nodeEnv is a job's environment as its nodes need it.
 func (c *Core) nodeEnv(j model.Job) envprep.Env {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/oci"
@@ -140,8 +141,18 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 	for _, b := range s.Binds {
 		mounts = append(mounts, specs.Mount{Destination: b, Source: b, Type: "bind", Options: []string{"rbind", "rw"}})
 	}
+	// A task that a login other than root runs (on a machine reached over SSH, or a Slurm
+	// node) runs as that login in its container too: the files it writes in its directory
+	// are the login's, as they would be outside a container. oci.WithImageConfig would
+	// mount the image's root to read its users and groups, which only root may; the image's
+	// environment and working directory are all such a task takes from it.
+	uid := os.Getuid()
+	fromImage := oci.WithImageConfig(img)
+	if uid != 0 {
+		fromImage = withImageEnv(img, uint32(uid), uint32(os.Getgid()))
+	}
 	opts := []oci.SpecOpts{
-		oci.WithImageConfig(img), oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf,
+		fromImage, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf,
 		oci.WithProcessArgs(s.Args...), oci.WithEnv(s.Env), oci.WithMounts(mounts),
 	}
 	if s.Cwd != "" {
@@ -149,6 +160,12 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 	}
 	for _, d := range s.Devices {
 		opts = append(opts, oci.WithLinuxDevice(d, "rwm"))
+	}
+	// Such a task's output FIFOs are made where the login may write (containerd's own FIFO
+	// directory is root's).
+	ioOpts := []cio.Opt{cio.WithStreams(nil, s.Stdout, s.Stderr)}
+	if uid != 0 {
+		ioOpts = append(ioOpts, cio.WithFIFODir(os.TempDir()))
 	}
 	// Detached from ctx: a cancelled task must still be cleaned up.
 	bg := context.WithoutCancel(ctx)
@@ -164,7 +181,7 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 		return -1, fmt.Errorf("create container %s: %w", s.ID, err)
 	}
 	defer func() { _ = c.Delete(bg, containerd.WithSnapshotCleanup) }()
-	task, err := c.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, s.Stdout, s.Stderr)))
+	task, err := c.NewTask(ctx, cio.NewCreator(ioOpts...))
 	if err != nil {
 		return -1, fmt.Errorf("create the task of container %s: %w", s.ID, err)
 	}
@@ -253,4 +270,28 @@ func (r *Runtime) Containers(ctx context.Context) ([]string, error) {
 		ids = append(ids, c.ID())
 	}
 	return ids, err
+}
+
+// withImageEnv sets the process's environment and working directory from the image's
+// config, as oci.WithImageConfig does, and its user to uid and gid, without mounting the
+// image (see Run).
+func withImageEnv(img containerd.Image, uid, gid uint32) oci.SpecOpts {
+	return func(ctx context.Context, client oci.Client, c *containers.Container, s *oci.Spec) error {
+		config, err := img.Spec(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the config of image %s: %w", img.Name(), err)
+		}
+		if s.Process == nil {
+			s.Process = &specs.Process{}
+		}
+		if err := oci.WithEnv(config.Config.Env)(ctx, client, c, s); err != nil {
+			return err
+		}
+		s.Process.Cwd = config.Config.WorkingDir
+		if s.Process.Cwd == "" {
+			s.Process.Cwd = "/"
+		}
+		s.Process.User = specs.User{UID: uid, GID: gid}
+		return nil
+	}
 }

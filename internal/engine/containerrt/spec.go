@@ -24,6 +24,25 @@ const (
 	LabelTask = "mlcompute.task"
 )
 
+// DefaultAddress is containerd's own default socket: where a machine's containerd is looked
+// for when nothing names another (AddressEnv).
+const DefaultAddress = "/run/containerd/containerd.sock"
+
+// AddressEnv names a machine's containerd socket when it is not DefaultAddress: read by the
+// engine the provider and the CLI start (mlcompute serve takes --containerd-address
+// instead), and by a task's container-run on a machine the engine reaches over SSH or
+// through Slurm, in the environment the machine gives the task.
+const AddressEnv = "MLCOMPUTE_CONTAINERD_ADDRESS"
+
+// MachineAddress is the containerd socket of the machine a process runs on: AddressEnv's,
+// else DefaultAddress.
+func MachineAddress(getenv func(string) string) string {
+	if a := getenv(AddressEnv); a != "" {
+		return a
+	}
+	return DefaultAddress
+}
+
 // ErrNoRuntime wraps a containerd that cannot be reached.
 var ErrNoRuntime = errors.New("no container runtime")
 

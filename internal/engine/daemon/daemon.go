@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,7 +32,9 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
@@ -183,6 +186,11 @@ func Run(ctx context.Context, opts Options) error {
 	if len(gpus) > 0 {
 		log.Info("local nodes get this machine's GPUs", "gpus", strings.Join(gpus, ","))
 	}
+	containers, err := containerRunner(opts)
+	if err != nil {
+		return err
+	}
+	opts.Slurm.Containers = containers
 	nodes, err := nodeDriver(ctx, opts)
 	if err != nil {
 		return err
@@ -202,7 +210,7 @@ func Run(ctx context.Context, opts Options) error {
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir, ContainerdAddress: opts.ContainerdAddress,
 		Driver: nodes, Snapshots: snapshots, Artifacts: arts, MaxOutputSize: opts.MaxOutputSize,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown, GPUs: gpus,
-		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image, NodeAPI: nodeAPI,
+		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image, NodeAPI: nodeAPI, Containers: containers,
 	})
 	if err != nil {
 		return err
@@ -557,6 +565,22 @@ func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
 		})
 	}
 	return nil, fmt.Errorf("unknown node driver %q: use local, slurm or kubernetes", opts.Nodes)
+}
+
+// containerRunner is how the engine runs tasks in container images on machines it reaches
+// over SSH or through Slurm: with its own binary (the one its node agents run, as
+// container-run), which only a Linux engine can copy to a Linux machine; nil elsewhere.
+func containerRunner(opts Options) (*ssh.ContainerRunner, error) {
+	if runtime.GOOS != "linux" || len(opts.AgentArgv) == 0 {
+		return nil, nil
+	}
+	id, err := engineID(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	argv := opts.AgentArgv
+	args := append(slices.Clone(argv[1:len(argv)-1]), nodeagent.ContainerRunCommand)
+	return &ssh.ContainerRunner{Binary: argv[0], Args: args, EngineID: id}, nil
 }
 
 // remoteDriver starts the driver of a cluster manager (Slurm, Kubernetes): its nodes carry

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
@@ -142,11 +142,11 @@ func (l *Launcher) Ensure(ctx context.Context) error {
 // images with: the socket MLCOMPUTE_CONTAINERD_ADDRESS names, else containerd's default
 // socket when it exists, else none ("").
 func containerdAddress() string {
-	if addr := os.Getenv(computes.ContainerdAddressEnv); addr != "" {
+	if addr := os.Getenv(containerrt.AddressEnv); addr != "" {
 		return addr
 	}
-	if fi, err := os.Stat(computes.DefaultContainerdAddress); err == nil && fi.Mode().Type() == os.ModeSocket {
-		return computes.DefaultContainerdAddress
+	if fi, err := os.Stat(containerrt.DefaultAddress); err == nil && fi.Mode().Type() == os.ModeSocket {
+		return containerrt.DefaultAddress
 	}
 	return ""
 }

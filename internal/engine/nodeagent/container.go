@@ -64,10 +64,30 @@ func containerRunArgv(self string, args []string) []string {
 
 // containerCommand is the task process's command line for a task in a container.
 func containerCommand(containerRun []string, c *TaskContainer, key, taskDir, work string, command []string) []string {
-	argv := append(slices.Clone(containerRun),
-		"--address", c.Address, "--engine", c.EngineID, "--key", key,
-		"--archive", c.Archive, "--image", c.Image, "--hash", c.Hash, "--cwd", work, "--bind", taskDir, "--")
-	return append(argv, command...)
+	return ContainerRunArgv(containerRun, *c, key, taskDir, work, command)
+}
+
+// ContainerRunArgv is the command line that runs command in image c as task key:
+// containerRun (the words that make a binary ContainerRunCommand) and its flags. An empty
+// c.Address is the machine's own containerd (containerrt.MachineAddress); an empty bind and
+// cwd are the directory the command starts in, mounted at the same path (a task's
+// directory on a machine the engine reaches over SSH or through Slurm).
+func ContainerRunArgv(containerRun []string, c TaskContainer, key, bind, cwd string, command []string) []string {
+	argv := slices.Clone(containerRun)
+	if c.Address != "" {
+		argv = append(argv, "--address", c.Address)
+	}
+	argv = append(argv, "--engine", c.EngineID, "--key", key)
+	if c.Archive != "" {
+		argv = append(argv, "--archive", c.Archive)
+	} else {
+		argv = append(argv, "--image", c.Image)
+	}
+	argv = append(argv, "--hash", c.Hash)
+	if bind != "" {
+		argv = append(argv, "--cwd", cwd, "--bind", bind)
+	}
+	return append(append(argv, "--"), command...)
 }
 
 // ContainerRunMain is ContainerRunCommand's main: args are its flags, then "--" and the
@@ -79,20 +99,29 @@ func ContainerRunMain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var t containerrt.Task
 	var bind string
-	fs.StringVar(&t.Address, "address", "", "containerd's socket")
+	fs.StringVar(&t.Address, "address", "", "containerd's socket (default: $"+containerrt.AddressEnv+", else "+containerrt.DefaultAddress+")")
 	fs.StringVar(&t.EngineID, "engine", "", "the engine's ID")
 	fs.StringVar(&t.Key, "key", "", "the task's key")
 	fs.StringVar(&t.Archive, "archive", "", "the image archive")
 	fs.StringVar(&t.Image, "image", "", "the image's reference (without an archive)")
 	fs.StringVar(&t.Hash, "hash", "", "the environment's content hash")
-	fs.StringVar(&t.Cwd, "cwd", "", "the working directory")
-	fs.StringVar(&bind, "bind", "", "a host path mounted at the same path")
+	fs.StringVar(&t.Cwd, "cwd", "", "the working directory (with --bind)")
+	fs.StringVar(&bind, "bind", "", "a host path mounted at the same path (default: the current directory, also the working directory)")
 	if err := fs.Parse(args); err != nil {
 		return 125
 	}
-	if bind != "" {
-		t.Binds = []string{bind}
+	if t.Address == "" {
+		t.Address = containerrt.MachineAddress(os.Getenv)
 	}
+	if bind == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintf(stderr, "mlcompute: %v\n", err)
+			return 125
+		}
+		bind, t.Cwd = wd, wd
+	}
+	t.Binds = []string{bind}
 	t.Args = fs.Args()
 	t.Env = os.Environ()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

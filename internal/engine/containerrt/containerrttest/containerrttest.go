@@ -26,6 +26,13 @@ import (
 // Start starts containerd (from PATH; `make test-deps` installs it) and returns its socket.
 func Start(t testing.TB) string {
 	t.Helper()
+	return StartForGroup(t, -1)
+}
+
+// StartForGroup is Start with the socket's group gid, so that the logins of that group may
+// use it (as the docker group does for Docker's); -1 leaves it root's alone.
+func StartForGroup(t testing.TB, gid int) string {
+	t.Helper()
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
 		t.Fatal("these tests need containerd and runc on PATH: run `make test-deps` (Debian packages containerd, runc)")
@@ -35,6 +42,11 @@ func Start(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if gid >= 0 { // the group's logins reach the socket through the directory
+		if err := os.Chmod(dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sock := filepath.Join(dir, "containerd.sock")
 	config := filepath.Join(dir, "config.toml")
 	// Without CRI (the engine uses containerd's own API), and so without its
@@ -46,6 +58,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [grpc]
   address = %q
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock)
+	if gid >= 0 {
+		conf += fmt.Sprintf("  gid = %d\n", gid)
+	}
 	if err := os.WriteFile(config, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,8 @@ type Controller struct {
 	DefaultKubeImage string
 	// Checks are the calls an attach makes to a cluster.
 	Checks KubeChecks
+	// Containers runs tasks in container images on attached machines; nil: refused.
+	Containers *sshdrv.ContainerRunner
 }
 
 // New builds the controller.
@@ -67,7 +69,7 @@ func sshTarget(a model.Attached) sshdrv.Target {
 // ssh driver, and the pods of jobs on attached Kubernetes clusters to their cluster's
 // driver, whose lifetimes are ctx's.
 func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Driver {
-	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.core.Logger().Named("ssh")})
+	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.core.Logger().Named("ssh"), Containers: c.Containers})
 	pods := newKubeDrivers(ctx, c)
 	context.AfterFunc(ctx, func() { _ = vms.Close(); _ = pods.Close() })
 	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms}, mux.Route{Prefix: model.KubeNodePrefix, Driver: pods})

@@ -97,6 +97,9 @@ type Config struct {
 	// Clock times the watch and the timeouts; the real clock when nil.
 	Clock  clock.WithTicker
 	Logger hclog.Logger
+	// Containers runs the tasks that come with an image (TaskSpec.Container) on the nodes,
+	// its binary and images kept in Workdir/.mlcompute; nil: such a task is refused.
+	Containers *ssh.ContainerRunner
 
 	// shell overrides how commands run (tests).
 	shell ssh.Shell

@@ -83,7 +83,16 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 			}
 		}
 	}
-	task.Command = append([]string{"sh", "-c", `exec 2>>"$0"; exec "$@"`, dir + "/srun.log"}, srunArgs(id, spec.Command)...)
+	command := spec.Command
+	if spec.Container != nil {
+		if d.cfg.Containers == nil {
+			return driver.Permanent(fmt.Errorf("starting task %s: it runs in a container image, and this engine cannot run images on Slurm nodes", spec.Key))
+		}
+		if command, err = d.cfg.Containers.Command(ctx, d.sh, strings.TrimRight(d.cfg.Workdir, "/")+"/.mlcompute", rkey, spec.Container, command); err != nil {
+			return fmt.Errorf("starting task %s: %w", spec.Key, err)
+		}
+	}
+	task.Command = append([]string{"sh", "-c", `exec 2>>"$0"; exec "$@"`, dir + "/srun.log"}, srunArgs(id, command)...)
 	if err := d.tasks.Start(ctx, task); err != nil {
 		return fmt.Errorf("starting task %s: %w", spec.Key, driver.Transient(err))
 	}

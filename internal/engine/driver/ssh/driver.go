@@ -41,6 +41,9 @@ type DriverConfig struct {
 	KeepAlive time.Duration
 	// DialTimeout bounds one connection attempt (default 10 s).
 	DialTimeout time.Duration
+	// Containers runs the tasks that come with an image (TaskSpec.Container); nil: such a
+	// task is refused.
+	Containers *ContainerRunner
 }
 
 // Driver is the node driver of attached machines: a node is an attached machine, reached
@@ -452,6 +455,15 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 	rkey := remoteKey(nodeKey, spec.Key)
 	err := d.do(ctx, nodeKey, func(c *Client) error {
 		task := RemoteTask{Key: rkey, Command: spec.Command, Env: spec.Env, MakeDirs: OutputDirs(spec.Outputs)}
+		if spec.Container != nil {
+			if d.cfg.Containers == nil {
+				return driver.Permanent(fmt.Errorf("starting task %s: it runs in a container image, and this engine cannot run images on attached machines", spec.Key))
+			}
+			var err error
+			if task.Command, err = d.cfg.Containers.Command(ctx, c, ".mlcompute", rkey, spec.Container, spec.Command); err != nil {
+				return fmt.Errorf("starting task %s: %w", spec.Key, err)
+			}
+		}
 		if HasTaskFiles(spec) {
 			task.WorkDir = ".mlcompute/code/" + rkey
 			_, _, err := c.Status(ctx, rkey)
