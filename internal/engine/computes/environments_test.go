@@ -1,0 +1,52 @@
+package computes
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
+)
+
+// Where container tasks may go: the engine's local nodes with a containerd, its Slurm nodes
+// with a container runner, attached machines when the engine can copy its binary there;
+// never attached Kubernetes clusters, nor Kubernetes nodes. Each refusal says why.
+func TestNoContainerRuntimeNamesWhy(t *testing.T) {
+	cluster := model.Compute{Type: api.TypeComputeCluster}
+	machine := model.Compute{Type: api.TypeAttached, Attached: &model.Attached{Address: "10.0.0.5"}}
+	kube := model.Compute{Type: api.TypeKubernetes, Kubernetes: &model.KubeCluster{}}
+	for _, tc := range []struct {
+		name   string
+		cfg    Config
+		rec    model.Compute
+		refuse string // "" when the compute runs container tasks
+	}{
+		{"local nodes with containerd", Config{Local: true, Containers: true}, cluster, ""},
+		{"local nodes without containerd", Config{Local: true}, cluster, "have no container runtime: start `mlcompute serve` with --containerd-address"},
+		{"Slurm nodes with a runner", Config{Containers: true}, cluster, ""},
+		{"Kubernetes nodes", Config{}, cluster, "Kubernetes pods (mlcompute serve --nodes kubernetes) do not yet"},
+		{"an attached machine", Config{Local: true, AttachedContainers: true}, machine, ""},
+		{"an attached machine of an engine off Linux", Config{Local: true, Containers: true}, machine, `compute "vm" is an attached machine, and this engine runs images on attached machines with its own binary`},
+		{"an attached Kubernetes cluster", Config{Local: true, Containers: true, AttachedContainers: true}, kube, `compute "vm" is an attached Kubernetes cluster`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
+			tc.cfg.Store, tc.cfg.Clock, tc.cfg.Logger = storetest.Open(t, t.TempDir()), clk, hclog.NewNullLogger()
+			tc.cfg.Loop = runtime.New(runtime.Config{Clock: clk, Manual: true})
+			c, err := New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.NoContainerRuntime(tc.rec, "vm")
+			if (tc.refuse == "") != (got == "") || !strings.Contains(got, tc.refuse) {
+				t.Fatalf("NoContainerRuntime = %q; want %q", got, tc.refuse)
+			}
+		})
+	}
+}

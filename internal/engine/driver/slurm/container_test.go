@@ -1,0 +1,98 @@
+//go:build linux
+
+package slurm
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm/slurmtest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
+)
+
+// TestMain makes this test binary the engine's binary the driver's ContainerRunner copies
+// to the work dir: run as container-run, it is that command.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == nodeagent.ContainerRunCommand {
+		os.Exit(nodeagent.ContainerRunMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// A task with an image runs in it as a step of its node's job: the engine's binary and the
+// archive are copied once into the work dir the nodes share, and the step runs the command
+// in the image with the node's containerd, in the task's working directory, where its
+// output is fetched from. A driver without a runner refuses such a task permanently.
+func TestSlurmContainerTask(t *testing.T) {
+	c := slurmtest.Start(t)
+	sock := containerrttest.Start(t)
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatal("this test needs the host's static busybox: run `make test-deps` (Debian package busybox-static)")
+	}
+	archive := filepath.Join(t.TempDir(), "image.tar")
+	digest := imagearchivetest.Docker(t, archive, "mlctest:5.0", imagearchivetest.Layer{
+		"bin/busybox": string(bb), "etc/os-release": "ID=mlctest\nVERSION_ID=5.0\n", "tmp/.keep": "",
+	})
+	spec := driver.TaskSpec{
+		Key: "job-1", Env: map[string]string{"RANK": "0", containerrt.AddressEnv: sock},
+		Outputs: []driver.TaskOutput{{Path: "outputs"}},
+		Command:   []string{"/bin/busybox", "sh", "-c", `/bin/busybox cp /etc/os-release outputs/; /bin/busybox grep VERSION_ID /etc/os-release; echo "rank $RANK"`},
+		Container: &driver.TaskContainer{Archive: archive, Hash: digest[len("sha256:"):]},
+	}
+	ctx := ctxT(t)
+
+	plain := newTestDriver(t, Config{})
+	if _, err := plain.Create(ctx, driver.NodeSpec{Key: "plain", Owner: "ws/c"}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, plain, "NodeReady", isEvent(driver.NodeReady, "plain"))
+	if err := plain.StartTask(ctx, "plain", spec); !driver.IsPermanent(err) || !strings.Contains(err.Error(), "container image") {
+		t.Fatalf("a container task on a driver without a runner: %v; want a permanent error", err)
+	}
+	if err := plain.Terminate(ctx, "plain"); err != nil {
+		t.Fatal(err)
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDriver(t, Config{Containers: &ssh.ContainerRunner{Binary: exe, Args: []string{nodeagent.ContainerRunCommand}, EngineID: "e-slurm-test"}})
+	if _, err := d.Create(ctx, driver.NodeSpec{Key: "gpu", Owner: "ws/c"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Terminate(ctx, "gpu") })
+	waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, "gpu"))
+	if err := d.StartTask(ctx, "gpu", spec); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, d, "TaskExited", func(ev driver.Event) bool { return ev.Kind == driver.TaskExited && ev.TaskKey == "job-1" })
+	out, err := d.TaskOutput(ctx, "gpu", "job-1", 0)
+	if err != nil || ev.ExitCode != 0 || string(out) != "VERSION_ID=5.0\nrank 0\n" {
+		t.Fatalf("container task on a Slurm node: exit %d, output %q, %v; want 0 and the image's version", ev.ExitCode, out, err)
+	}
+	rc, err := d.FetchOutput(ctx, "gpu", "job-1", "outputs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !strings.Contains(string(got), "VERSION_ID=5.0") {
+		t.Fatalf("the task's output holds no os-release of the image: %q, %v", got, err)
+	}
+	if err := d.Terminate(ctx, "gpu"); err != nil {
+		t.Fatal(err)
+	}
+	if jobs := c.Jobs(); len(jobs) > 0 {
+		t.Fatalf("squeue still shows %v", jobs)
+	}
+}
