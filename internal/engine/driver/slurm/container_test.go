@@ -44,7 +44,7 @@ func TestSlurmContainerTask(t *testing.T) {
 	})
 	spec := driver.TaskSpec{
 		Key: "job-1", Env: map[string]string{"RANK": "0", containerrt.AddressEnv: sock},
-		Outputs: []driver.TaskOutput{{Path: "outputs"}},
+		Outputs:   []driver.TaskOutput{{Path: "outputs"}},
 		Command:   []string{"/bin/busybox", "sh", "-c", `/bin/busybox cp /etc/os-release outputs/; /bin/busybox grep VERSION_ID /etc/os-release; echo "rank $RANK"`},
 		Container: &driver.TaskContainer{Archive: archive, Hash: digest[len("sha256:"):]},
 	}
