@@ -49,6 +49,28 @@ func writeImage(t *testing.T, file, version string) {
 	})
 }
 
+// containerJob submits examples/container-job's job.yml, copied to dir, with the extra
+// flags, and returns the job once it completed, and its log.
+func (u *user) containerJob(dir string, flags ...string) (api.Job, string) {
+	u.t.Helper()
+	args := append([]string{"job", "submit", "-f", filepath.Join(dir, "job.yml"), "--workspace", "containers"}, flags...)
+	out, code := u.cli(args...)
+	if code != 0 {
+		u.t.Fatalf("job submit -f job.yml %s: exit %d:\n%s", strings.Join(flags, " "), code, out)
+	}
+	id := strings.TrimSpace(out)
+	var j api.Job
+	u.waitFor("job "+id+" finished", 2*time.Minute, func() bool {
+		j = u.showJob("containers", id)
+		return api.Terminal(j.Status)
+	})
+	log, _ := u.cli("job", "logs", "--workspace", "containers", id)
+	if j.Status != api.JobCompleted {
+		u.t.Fatalf("job %s: %s, %s; log:\n%s", id, j.Status, j.Error, log)
+	}
+	return j, log
+}
+
 // TestE2E_ContainerJobExample follows examples/container-job/README.md as a user whose
 // machine runs containerd would: terraform declares an environment from an image archive,
 // and the CLI's job runs in it on local nodes of the embedded engine. The job prints the
@@ -69,24 +91,7 @@ func TestE2E_ContainerJobExample(t *testing.T) {
 	if out, code := u.terraformIn(dir, "plan", "-detailed-exitcode"); code != 0 {
 		t.Fatalf("plan after apply: exit %d, want an empty plan:\n%s", code, out)
 	}
-	submit := func() (api.Job, string) {
-		t.Helper()
-		out, code := u.cli("job", "submit", "-f", filepath.Join(dir, "job.yml"), "--workspace", "containers")
-		if code != 0 {
-			t.Fatalf("job submit -f job.yml: exit %d:\n%s", code, out)
-		}
-		id := strings.TrimSpace(out)
-		var j api.Job
-		u.waitFor("job "+id+" finished", 2*time.Minute, func() bool {
-			j = u.showJob("containers", id)
-			return api.Terminal(j.Status)
-		})
-		log, _ := u.cli("job", "logs", "--workspace", "containers", id)
-		if j.Status != api.JobCompleted {
-			t.Fatalf("job %s: %s, %s; log:\n%s", id, j.Status, j.Error, log)
-		}
-		return j, log
-	}
+	submit := func() (api.Job, string) { return u.containerJob(dir) }
 	for i, what := range []string{"first: imports the image", "second: finds it"} {
 		j, log := submit()
 		for _, want := range []string{"image: mlctest 2.5\n", "rank: 0 of 1\n"} {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -37,11 +36,7 @@ func TestMain(m *testing.M) {
 // refuses such a task permanently.
 func TestContainerTasksRunInTheMachinesContainerd(t *testing.T) {
 	s := startSSHD(t)
-	login, err := user.Lookup(s.User)
-	must(t, err)
-	gid, err := strconv.Atoi(login.Gid)
-	must(t, err)
-	sock := containerrttest.StartForGroup(t, gid)
+	sock := containerrttest.StartForGroup(t, s.GID)
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
 		t.Fatal("this test needs the host's static busybox: run `make test-deps` (Debian package busybox-static)")

@@ -55,7 +55,7 @@ type Host struct {
 	nsLink   string
 
 	User      string
-	UID       int
+	UID, GID  int
 	Home      string
 	Password  string
 	KeyPEM    string // accepted for User
@@ -118,6 +118,7 @@ func Start(t testing.TB) *Host {
 	u, err := user.Lookup(h.User)
 	must(t, err)
 	h.UID, _ = strconv.Atoi(u.Uid)
+	h.GID, _ = strconv.Atoi(u.Gid)
 
 	hostKey := filepath.Join(dir, "host_ed25519")
 	run(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", hostKey)
