@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -273,7 +274,7 @@ func TestContainerEnvironmentsAreRefusedWhereNothingRunsThem(t *testing.T) {
 	}
 	for env, want := range map[string]string{
 		"img":    `environment "img" is a container environment, and this engine's local nodes have no container runtime: start ` + "`mlcompute serve` with --containerd-address",
-		"on-top": `environment "on-top" sets container.python`,
+		"on-top": `environment "on-top" is a container environment, and this engine's local nodes have no container runtime`,
 	} {
 		_, err := r.e.SubmitJob(context.Background(), "wsp", api.JobSpec{Compute: "cpu", InstanceCount: 1, Command: []string{"true"}, Environment: env}, "")
 		if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "environment" || !strings.Contains(err.Error(), want) {
@@ -342,7 +343,7 @@ func TestContainerJobsCarryTheirImageToTheNode(t *testing.T) {
 		r.settlesTo("job running", r.status("wsp", j.ID, api.JobRunning))
 		node, key := r.job("wsp", j.ID).Nodes[0], strings.TrimPrefix(r.envTask("wsp", j.ID, 0), model.EnvTaskPrefix)
 		task, ok := r.drv.Task(node, key)
-		if !ok || task.Spec.Container == nil || *task.Spec.Container != tc.want {
+		if !ok || task.Spec.Container == nil || !reflect.DeepEqual(*task.Spec.Container, tc.want) {
 			t.Fatalf("%s: the task's container is %+v; want %+v", tc.env.Name, task.Spec.Container, tc.want)
 		}
 		if _, ok := r.drv.Task(node, r.envTask("wsp", j.ID, 0)); ok {
@@ -352,6 +353,29 @@ func TestContainerJobsCarryTheirImageToTheNode(t *testing.T) {
 		r.settlesTo("job completed", r.status("wsp", j.ID, api.JobCompleted))
 	}
 
+	// A Python environment on top of an image is built in a container of the image, with
+	// the node's cache and the find_links directories mounted, before the job's task runs
+	// in the image with the build first on PATH.
+	onTop := r.environment("wsp", api.EnvironmentSpec{Name: "on-top", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:1",
+		Python: &api.PythonEnvironment{Requirements: []string{"mlctest==0.1"}, FindLinks: []string{"/srv/wheels", "file:///srv/more", "https://example.com/wheels"}}}})
+	want := driver.TaskContainer{Image: "registry.example.com/train:1", Hash: onTop.ContentHash, EnvCache: true, Mounts: []string{"/srv/wheels", "/srv/more"}}
+	j := r.submitIn("wsp", "cpu", "on-top")
+	r.settlesTo("environment building", func() bool { return r.job("wsp", j.ID).Reason == "building environment" })
+	node := r.job("wsp", j.ID).Nodes[0]
+	build, ok := r.drv.Task(node, r.envTask("wsp", j.ID, 0))
+	if !ok || build.Spec.Container == nil || !reflect.DeepEqual(*build.Spec.Container, want) || build.Spec.Command[0] != "python3" {
+		t.Fatalf("the build on top of the image: %+v in %+v; want python3 in %+v", build.Spec.Command, build.Spec.Container, want)
+	}
+	r.drv.FinishTask(node, r.envTask("wsp", j.ID, 0), 0)
+	r.settlesTo("job running", r.status("wsp", j.ID, api.JobRunning))
+	key := strings.TrimPrefix(r.envTask("wsp", j.ID, 0), model.EnvTaskPrefix)
+	task, ok := r.drv.Task(node, key)
+	if !ok || task.Spec.Container == nil || !reflect.DeepEqual(*task.Spec.Container, want) || task.Spec.Env["MLCOMPUTE_ENV_NAME"] == "" {
+		t.Fatalf("the job's task: %+v in %+v; want the build first on PATH in %+v", task.Spec.Env, task.Spec.Container, want)
+	}
+	r.drv.FinishTask(node, key, 0)
+	r.settlesTo("job completed", r.status("wsp", j.ID, api.JobCompleted))
+
 	// An endpoint deployment's instance runs in the image too; an environment that runs a
 	// deployment may become a container one here.
 	d := endpointstest.Deployment(1, "serve")
@@ -360,8 +384,8 @@ func TestContainerJobsCarryTheirImageToTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := r.started("wsp", "scorer", "blue", 1, 1)[0]
-	task, ok := r.drv.Task(in.ID, in.Task)
-	if want := (driver.TaskContainer{Image: "registry.example.com/train:1", Hash: img.ContentHash}); !ok || task.Spec.Container == nil || *task.Spec.Container != want {
+	task, ok = r.drv.Task(in.ID, in.Task)
+	if want := (driver.TaskContainer{Image: "registry.example.com/train:1", Hash: img.ContentHash}); !ok || task.Spec.Container == nil || !reflect.DeepEqual(*task.Spec.Container, want) {
 		t.Fatalf("the instance's container is %+v; want %+v", task.Spec.Container, want)
 	}
 	if _, err := r.e.UpdateEnvironment(context.Background(), "wsp", "img", api.EnvironmentUpdate{Container: &api.ContainerEnvironment{Image: "registry.example.com/train:2"}}); err != nil {

@@ -78,25 +78,27 @@ func (c *Core) nodeEnv(j model.Job) envprep.Env {
 	return envprep.Env{Definition: j.EnvDef.Definition, Hash: j.EnvDef.Hash, Cache: c.envCache(j)}
 }
 
-// envTask is the preparation task of a job's environment on one node.
-func (c *Core) envTask(j model.Job, rank int) driver.TaskSpec {
+// envTask is the preparation task of a job's environment on one node (in its image, for a
+// Python environment built on top of one).
+func (c *Core) envTask(j model.Job, rank int) (driver.TaskSpec, error) {
+	env := c.nodeEnv(j)
 	spec := driver.TaskSpec{Key: j.EnvTaskKey(rank), Env: map[string]string{}}
-	spec.Command = c.nodeEnv(j).Prepare(spec.Env)
-	return spec
+	spec.Command = env.Prepare(spec.Env)
+	var err error
+	spec.Container, err = env.Container(j.EnvDef.Name, c.snapshots)
+	return spec, err
 }
 
-// wrapTask puts the job's environment first on the task's PATH, or has the task run in the
-// environment's image.
+// wrapTask puts the job's environment first on the task's PATH, and has the task run in the
+// environment's image when it has one.
 func (c *Core) wrapTask(j model.Job, spec *driver.TaskSpec) error {
 	env := c.nodeEnv(j)
 	spec.Command = env.Wrap(spec.Command, spec.Env)
 	if j.EnvDef == nil {
 		return nil
 	}
-	img, err := env.Image(j.EnvDef.Name, c.snapshots)
-	if img != nil {
-		spec.Container = &driver.TaskContainer{Archive: img.Archive, Image: img.Ref, Hash: env.Hash}
-	}
+	var err error
+	spec.Container, err = env.Container(j.EnvDef.Name, c.snapshots)
 	return err
 }
 
@@ -128,7 +130,11 @@ func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) 
 		if _, done := j.EnvExits[rank]; done && j.EnvAttempt == j.Attempt {
 			continue
 		}
-		spec := c.envTask(j, rank)
+		spec, serr := c.envTask(j, rank)
+		if serr != nil {
+			err = serr
+			break
+		}
 		st, serr := c.drv.TaskStatus(ctx, node, spec.Key)
 		switch {
 		case serr == nil && !st.Running:

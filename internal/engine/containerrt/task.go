@@ -85,6 +85,9 @@ func RunTask(ctx context.Context, t Task, stdout, stderr io.Writer) (int, error)
 		Cwd: t.Cwd, Binds: t.Binds, Devices: GPUDevices(devDir, t.Env), Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil && code < 0 {
+		if strings.Contains(err.Error(), "executable file not found") {
+			return code, fmt.Errorf("running task %s in a container: the image has no %q on its PATH: %w", t.Key, t.Args[0], err)
+		}
 		return code, fmt.Errorf("running task %s in a container: %w", t.Key, err)
 	}
 	return code, err

@@ -158,9 +158,9 @@ type TaskSpec struct {
 	// FetchOutput reads once it ended: each is created empty before the command starts
 	// (a directory, or a file output's parent directory).
 	Outputs []TaskOutput
-	// Container, when set, runs Command in an image (DESIGN 5 "Containers"). Only local
-	// nodes with a containerd do; the engine refuses container environments at submit
-	// everywhere else (computes.Core.NoContainerRuntime).
+	// Container, when set, runs Command in an image (DESIGN 5 "Containers"). Local nodes
+	// with a containerd, attached machines and Slurm nodes do; the engine refuses container
+	// environments at submit everywhere else (computes.Core.NoContainerRuntime).
 	Container *TaskContainer
 }
 
@@ -171,6 +171,11 @@ type TaskContainer struct {
 	Archive string
 	Image   string
 	Hash    string
+	// EnvCache mounts the node's environment cache (a Python environment built on top of
+	// the image lives there); Mounts are more host paths mounted at the same paths
+	// (find_links directories).
+	EnvCache bool
+	Mounts   []string
 }
 
 // WorkDirEnv names the environment variable that holds the task's working directory, an

@@ -8,9 +8,12 @@ package envprep
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 )
 
@@ -123,6 +126,19 @@ type Env struct {
 // in; unset, it is the machine's own ~/.mlcompute/envs.
 const CacheVar = "MLCOMPUTE_ENV_CACHE"
 
+// MachineCache is the environment cache of a task on this machine: CacheVar's, else the
+// machine's own ~/.mlcompute/envs.
+func MachineCache(getenv func(string) string) (string, error) {
+	if c := getenv(CacheVar); c != "" {
+		return c, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".mlcompute", "envs"), nil
+}
+
 // setCache names the cache in a task's environment when it is not the machine's own.
 func (e Env) setCache(vars map[string]string) {
 	if e.Cache != "" {
@@ -135,11 +151,12 @@ func (e Env) setCache(vars map[string]string) {
 // nothing to prepare.
 func (e Env) Prepare(vars map[string]string) []string {
 	def := e.Definition
-	switch environment.StepFor(&def) {
-	case environment.Build:
+	switch step := environment.StepFor(&def); {
+	case step.Builds():
 		e.setCache(vars)
-		return append([]string{def.Python.Python, "-c", BuildScript, environment.CacheName(e.Hash)}, environment.PipArgs(*def.Python)...)
-	case environment.Check:
+		py := environment.BuildPython(def)
+		return append([]string{py.Python, "-c", BuildScript, environment.CacheName(e.Hash)}, environment.PipArgs(*py)...)
+	case step == environment.Check:
 		return []string{"/bin/sh", "-c", CheckScript, "mlcompute-check", def.UserManaged.InterpreterPath}
 	}
 	return nil
@@ -149,11 +166,11 @@ func (e Env) Prepare(vars map[string]string) []string {
 // added to vars; cmd itself when there is no environment.
 func (e Env) Wrap(cmd []string, vars map[string]string) []string {
 	def := e.Definition
-	switch environment.StepFor(&def) {
-	case environment.Build:
+	switch step := environment.StepFor(&def); {
+	case step.Builds():
 		vars["MLCOMPUTE_ENV_NAME"] = environment.CacheName(e.Hash)
 		e.setCache(vars)
-	case environment.Check:
+	case step == environment.Check:
 		vars["MLCOMPUTE_ENV_BIN"] = environment.InterpreterDir(*def.UserManaged)
 	default:
 		return cmd
@@ -161,28 +178,32 @@ func (e Env) Wrap(cmd []string, vars map[string]string) []string {
 	return append([]string{"/bin/sh", "-c", WrapScript, "mlcompute-env"}, cmd...)
 }
 
-// Image is where a container environment's image comes from: the uploaded archive's file
-// on the engine's machine, or else the image's reference, which the node pulls.
-type Image struct {
-	Archive string
-	Ref     string
-}
-
 // SnapshotPaths finds an uploaded snapshot's directory (the engine's snapshot store).
 type SnapshotPaths interface {
 	Path(id string) (string, error)
 }
 
-// Image is the image the environment's tasks run in; nil when it is not a container
-// environment. An archive must be in snapshots, where the client that named it uploaded it.
-func (e Env) Image(name string, snapshots SnapshotPaths) (*Image, error) {
+// Container is the image the environment's tasks (and its build on top of the image) run
+// in; nil when it is not a container environment. An archive must be in snapshots, where
+// the client that named it uploaded it. A build on top of the image gets the node's cache
+// mounted, and its find_links directories.
+func (e Env) Container(name string, snapshots SnapshotPaths) (*driver.TaskContainer, error) {
 	def := e.Definition
-	if environment.StepFor(&def) != environment.InContainer {
+	step := environment.StepFor(&def)
+	if !step.Containerised() {
 		return nil, nil
 	}
 	ct := def.Container
+	tc := &driver.TaskContainer{Image: ct.Image, Hash: e.Hash, EnvCache: step.Builds()}
+	if step.Builds() {
+		for _, l := range ct.Python.FindLinks {
+			if dir := strings.TrimPrefix(l, "file://"); filepath.IsAbs(dir) {
+				tc.Mounts = append(tc.Mounts, dir)
+			}
+		}
+	}
 	if ct.ImageArchive == "" {
-		return &Image{Ref: ct.Image}, nil
+		return tc, nil
 	}
 	if snapshots == nil {
 		return nil, fmt.Errorf("environment %q names an image archive, and this engine keeps no snapshots to ship it from", name)
@@ -191,7 +212,8 @@ func (e Env) Image(name string, snapshots SnapshotPaths) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("environment %q: its image archive (container.image_archive) is not on this engine: %w", name, err)
 	}
-	return &Image{Archive: filepath.Join(dir, api.ImageArchiveFile)}, nil
+	tc.Image, tc.Archive = "", filepath.Join(dir, api.ImageArchiveFile)
+	return tc, nil
 }
 
 // PrepareAndRun is one command that prepares the environment and then execs cmd with it
@@ -202,7 +224,7 @@ func (e Env) PrepareAndRun(cmd []string, vars map[string]string) []string {
 	if prep == nil {
 		return cmd
 	}
-	if environment.StepFor(&e.Definition) == environment.Build {
+	if environment.StepFor(&e.Definition).Builds() {
 		prep = append(prep, runMarker)
 	}
 	return append(prep, cmd...)

@@ -10,9 +10,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 )
 
 // ContainerRunCommand is the hidden subcommand of the agent's binary that is a task's
@@ -35,6 +37,10 @@ type TaskContainer struct {
 	Archive string `json:"archive,omitempty"`
 	Image   string `json:"image,omitempty"`
 	Hash    string `json:"hash"`
+	// EnvCache mounts the machine's environment cache; Mounts are more host paths mounted
+	// at the same paths (driver.TaskContainer).
+	EnvCache bool     `json:"env_cache,omitempty"`
+	Mounts   []string `json:"mounts,omitempty"`
 }
 
 func (c *TaskContainer) check() error {
@@ -47,6 +53,11 @@ func (c *TaskContainer) check() error {
 		return errors.New("container.archive must be an absolute path")
 	case c.EngineID == "" || c.Hash == "":
 		return errors.New("container.engine_id and container.hash are required")
+	}
+	for _, m := range c.Mounts {
+		if !filepath.IsAbs(m) {
+			return errors.New("container.mounts must be absolute paths")
+		}
 	}
 	return nil
 }
@@ -84,6 +95,12 @@ func ContainerRunArgv(containerRun []string, c TaskContainer, key, bind, cwd str
 		argv = append(argv, "--image", c.Image)
 	}
 	argv = append(argv, "--hash", c.Hash)
+	if c.EnvCache {
+		argv = append(argv, "--env-cache")
+	}
+	for _, m := range c.Mounts {
+		argv = append(argv, "--mount", m)
+	}
 	if bind != "" {
 		argv = append(argv, "--cwd", cwd, "--bind", bind)
 	}
@@ -107,6 +124,9 @@ func ContainerRunMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&t.Hash, "hash", "", "the environment's content hash")
 	fs.StringVar(&t.Cwd, "cwd", "", "the working directory (with --bind)")
 	fs.StringVar(&bind, "bind", "", "a host path mounted at the same path (default: the current directory, also the working directory)")
+	envCache := fs.Bool("env-cache", false, "mount the machine's environment cache ($"+envprep.CacheVar+", else ~/.mlcompute/envs)")
+	var mounts stringList
+	fs.Var(&mounts, "mount", "a host path mounted at the same path when it exists (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return 125
 	}
@@ -122,6 +142,22 @@ func ContainerRunMain(args []string, stdout, stderr io.Writer) int {
 		bind, t.Cwd = wd, wd
 	}
 	t.Binds = []string{bind}
+	if *envCache {
+		cache, err := envprep.MachineCache(os.Getenv)
+		if err == nil {
+			err = os.MkdirAll(cache, 0o755)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "mlcompute: the environment cache: %v\n", err)
+			return 125
+		}
+		t.Binds = append(t.Binds, cache)
+	}
+	for _, m := range mounts {
+		if _, err := os.Stat(m); err == nil {
+			t.Binds = append(t.Binds, m)
+		}
+	}
 	t.Args = fs.Args()
 	t.Env = os.Environ()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -132,4 +168,14 @@ func ContainerRunMain(args []string, stdout, stderr io.Writer) int {
 		return 125
 	}
 	return code
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }

@@ -197,10 +197,7 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 		}
 		task := driver.TaskSpec{Key: in.Task, Command: c.processCommand(spec, env), Env: env, CodeDir: codeDir}
 		if spec.Env != nil {
-			var img *envprep.Image
-			if img, err = c.nodeEnv(spec).Image(spec.Env.Name, c.snapshots); img != nil {
-				task.Container = &driver.TaskContainer{Archive: img.Archive, Image: img.Ref, Hash: spec.Env.Hash}
-			}
+			task.Container, err = c.nodeEnv(spec).Container(spec.Env.Name, c.snapshots)
 		}
 		var release func()
 		if err == nil {

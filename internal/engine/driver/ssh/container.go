@@ -90,7 +90,7 @@ func (r *ContainerRunner) Command(ctx context.Context, sh Shell, dir, key string
 	if err != nil {
 		return nil, err
 	}
-	tc := nodeagent.TaskContainer{EngineID: r.EngineID, Image: c.Image, Hash: c.Hash}
+	tc := nodeagent.TaskContainer{EngineID: r.EngineID, Image: c.Image, Hash: c.Hash, EnvCache: c.EnvCache, Mounts: c.Mounts}
 	if c.Archive != "" {
 		tc.Image, tc.Archive = "", paths[1]
 	}

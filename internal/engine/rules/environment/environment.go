@@ -150,7 +150,29 @@ const (
 	// or pulls itself when the first task starts there: nothing is prepared before. Only
 	// targets with a container runtime take such jobs (CannotRun).
 	InContainer
+	// BuildInContainer: Build, in a container of the environment's image with the node's
+	// cache mounted (the build is the image's python3's, once per content hash and
+	// machine), then run the job's tasks in the image with the build first on PATH.
+	BuildInContainer
 )
+
+// Containerised reports whether the step runs the job's tasks in an image.
+func (s Step) Containerised() bool { return s == InContainer || s == BuildInContainer }
+
+// Builds reports whether the step builds a Python environment (BuildPython says which).
+func (s Step) Builds() bool { return s == Build || s == BuildInContainer }
+
+// BuildPython is the Python environment a node builds for d: its own, or the one built on
+// top of its image; nil when there is none.
+func BuildPython(d Definition) *api.PythonEnvironment {
+	if d.Python != nil {
+		return d.Python
+	}
+	if d.Container != nil {
+		return d.Container.Python
+	}
+	return nil
+}
 
 // StepFor decides what a node does for a job's environment.
 func StepFor(d *Definition) Step {
@@ -161,6 +183,8 @@ func StepFor(d *Definition) Step {
 		return Build
 	case d.UserManaged != nil:
 		return Check
+	case d.Container != nil && d.Container.Python != nil:
+		return BuildInContainer
 	case d.Container != nil:
 		return InContainer
 	}
@@ -169,16 +193,9 @@ func StepFor(d *Definition) Step {
 
 // CannotRun is why a job or deployment in environment name cannot run where it was sent,
 // or nil when it can. noRuntime says why that target has no container runtime, or is ""
-// when it has one: only a container environment needs one. A Python environment built on
-// top of an image is not built yet, wherever the job goes.
+// when it has one: only a container environment needs one.
 func CannotRun(name string, d Definition, noRuntime string) error {
-	switch {
-	case StepFor(&d) != InContainer:
-		return nil
-	case d.Container.Python != nil:
-		return fmt.Errorf("environment %q sets container.python, and a Python environment built on top of an image is not built yet: "+
-			"put the packages in the image, or use a python environment", name)
-	case noRuntime != "":
+	if StepFor(&d).Containerised() && noRuntime != "" {
 		return fmt.Errorf("environment %q is a container environment, and %s", name, noRuntime)
 	}
 	return nil
