@@ -194,8 +194,9 @@ func (r *environmentResource) Schema(_ context.Context, _ resource.SchemaRequest
 					},
 					"python": schema.SingleNestedAttribute{
 						MarkdownDescription: "A system-managed environment to build on top of the image, once per content hash: " +
-							"the same attributes as the environment's own `python`. Not built yet: a job or deployment in an " +
-							"environment that sets it is refused at submit.",
+							"the same attributes as the environment's own `python`. It is built on the node, in a container of the " +
+							"image with the image's interpreter (`python3` unless `python` says otherwise), and jobs and deployments " +
+							"run in the image with it first on `PATH`. An image without that interpreter fails the job, naming it.",
 						Optional:   true,
 						Attributes: pythonAttributes(),
 					},
