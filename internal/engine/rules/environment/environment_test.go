@@ -93,8 +93,14 @@ func TestStepFor(t *testing.T) {
 		t.Fatalf("a container environment where a runtime is: %v", err)
 	}
 	onTop := Normalise(nil, nil, &api.ContainerEnvironment{Image: "train:1", Python: &api.PythonEnvironment{}})
-	if err := CannotRun("img", onTop, ""); err == nil || !strings.Contains(err.Error(), "container.python") {
-		t.Fatalf("python on top of an image: %v", err)
+	if step := StepFor(&onTop); step != BuildInContainer || !step.Builds() || !step.Containerised() || BuildPython(onTop) != onTop.Container.Python {
+		t.Fatalf("python on top of an image: step %v", step)
+	}
+	if CannotRun("img", onTop, "") != nil || CannotRun("img", onTop, noRuntime) == nil {
+		t.Fatal("python on top of an image needs a container runtime, and only that")
+	}
+	if Build.Containerised() || InContainer.Builds() || BuildPython(ct) != nil || BuildPython(py) != py.Python {
+		t.Fatal("Build runs outside images, InContainer builds nothing")
 	}
 	if CannotRun("py", py, noRuntime) != nil || CannotRun("um", um, noRuntime) != nil {
 		t.Fatal("python and user_managed environments are refused for want of a container runtime")
