@@ -327,3 +327,46 @@ func TestKubernetesKubeconfigNeverLogged(t *testing.T) {
 		}
 	}
 }
+
+// A job in a container environment on an attached cluster runs pods of the environment's
+// image (a driver of the cluster with that image), its tasks straight in them; a Python
+// environment on top of the image is built in the pods, with the image's interpreter.
+func TestKubernetesJobInAContainerEnvironmentRunsPodsOfItsImage(t *testing.T) {
+	k := newKubeRig(t)
+	if _, err := k.attachKube("k8s", gpuCluster()); err != nil {
+		t.Fatal(err)
+	}
+	k.environment("lab", api.EnvironmentSpec{Name: "img", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:1"}})
+	k.environment("lab", api.EnvironmentSpec{Name: "on-top", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:2",
+		Python: &api.PythonEnvironment{Requirements: []string{"mlctest==0.1"}, FindLinks: []string{"/srv/wheels"}}}})
+
+	j, err := k.e.SubmitJob(context.Background(), "lab", api.JobSpec{Compute: "k8s", Environment: "img", InstanceCount: 1, Command: []string{"train"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.eventuallySSH("job running", k.status("lab", j.ID, api.JobRunning))
+	node := k.job("lab", j.ID).Nodes[0]
+	task, ok := k.pods.Task(node, k.task("lab", j.ID, 0))
+	if !ok || task.Spec.Container != nil {
+		t.Fatalf("the job's task: %+v; want it to run in the pod, with no container of its own", task.Spec)
+	}
+	if len(k.started) != 1 || k.started[0].Image != "registry.example.com/train:1" {
+		t.Fatalf("drivers started: %+v; want one whose pods are of the environment's image", k.started)
+	}
+	k.pods.FinishTask(node, k.task("lab", j.ID, 0), 0)
+	k.eventuallySSH("job completed", k.status("lab", j.ID, api.JobCompleted))
+
+	j, err = k.e.SubmitJob(context.Background(), "lab", api.JobSpec{Compute: "k8s", Environment: "on-top", InstanceCount: 1, Command: []string{"train"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.eventuallySSH("environment building", func() bool { return k.job("lab", j.ID).Reason == "building environment" })
+	node = k.job("lab", j.ID).Nodes[0]
+	build, ok := k.pods.Task(node, k.envTask("lab", j.ID, 0))
+	if !ok || build.Spec.Container != nil || build.Spec.Command[0] != "python3" {
+		t.Fatalf("the build: %+v; want python3 run in the pod", build.Spec)
+	}
+	if len(k.started) != 2 || k.started[1].Image != "registry.example.com/train:2" {
+		t.Fatalf("drivers started: %+v; want a second one for the second image", k.started)
+	}
+}

@@ -27,19 +27,21 @@ const ReasonBuilding = "building environment"
 // ReasonChecking is a Preparing job's reason while its interpreter is looked for.
 const ReasonChecking = "checking the environment's interpreter"
 
-// envCache is the environment cache of a job's nodes: the engine's, shared by every local
-// node of this machine, or "" (the machine's own, in its home) for attached machines and
-// other drivers.
-func (c *Core) envCache(j model.Job) string {
-	if c.envCacheDir == "" {
-		return ""
-	}
+// jobCompute is the compute record of a job's nodes (a zero record once it is gone).
+func (c *Core) jobCompute(j model.Job) model.Compute {
 	var rec model.Compute
 	_ = c.store.View(func(tx *store.Tx) error {
 		_, err := tx.Get(store.Computes, j.ComputeKey, &rec)
 		return err
 	})
-	if rec.Attached != nil || rec.KubeJob != nil {
+	return rec
+}
+
+// envCache is the environment cache of a job on nodes of compute rec: the engine's, shared
+// by every local node of this machine, or "" (the machine's own, in its home) for attached
+// machines and other drivers.
+func (c *Core) envCache(rec model.Compute) string {
+	if c.envCacheDir == "" || rec.Attached != nil || rec.KubeJob != nil {
 		return ""
 	}
 	return c.envCacheDir
@@ -47,12 +49,13 @@ func (c *Core) envCache(j model.Job) string {
 
 // NoContainerRuntime says why the nodes of compute rec (named name in the job's request)
 // cannot run a job in a container image, or is "" when they can (environment.CannotRun):
-// the engine's local nodes when their driver has a containerd, its Slurm nodes, and
-// attached machines (each machine's own containerd, found when the task starts).
+// the engine's local nodes when their driver has a containerd, its Slurm nodes, attached
+// machines (each machine's own containerd, found when the task starts), and attached
+// Kubernetes clusters (the job's pods are of the image).
 func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
 	switch {
 	case rec.Kubernetes != nil || rec.KubeJob != nil:
-		return fmt.Sprintf("compute %q is an attached Kubernetes cluster, which does not run container environments yet", name)
+		return "" // the job's pods run the image (environment.PodImage)
 	case rec.Attached != nil:
 		if !c.attachedContainers {
 			return fmt.Sprintf("compute %q is an attached machine, and this engine runs images on attached machines with its own binary, "+
@@ -70,35 +73,44 @@ func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
 		"and Slurm nodes do only from an engine that runs on Linux"
 }
 
-// nodeEnv is a job's environment as its nodes need it.
-func (c *Core) nodeEnv(j model.Job) envprep.Env {
+// nodeEnvOn is a job's environment as its nodes, of compute rec, need it.
+func (c *Core) nodeEnvOn(j model.Job, rec model.Compute) envprep.Env {
 	if j.EnvDef == nil {
 		return envprep.Env{}
 	}
-	return envprep.Env{Definition: j.EnvDef.Definition, Hash: j.EnvDef.Hash, Cache: c.envCache(j)}
+	return envprep.Env{Definition: j.EnvDef.Definition, Hash: j.EnvDef.Hash, Cache: c.envCache(rec)}
+}
+
+// taskContainer is the image a job's task runs in on nodes of compute rec: the
+// environment's, except on an attached Kubernetes cluster, whose pods are of the image
+// already (environment.PodImage).
+func (c *Core) taskContainer(j model.Job, rec model.Compute, env envprep.Env) (*driver.TaskContainer, error) {
+	if j.EnvDef == nil || rec.KubeJob != nil {
+		return nil, nil
+	}
+	return env.Container(j.EnvDef.Name, c.snapshots)
 }
 
 // envTask is the preparation task of a job's environment on one node (in its image, for a
 // Python environment built on top of one).
 func (c *Core) envTask(j model.Job, rank int) (driver.TaskSpec, error) {
-	env := c.nodeEnv(j)
+	rec := c.jobCompute(j)
+	env := c.nodeEnvOn(j, rec)
 	spec := driver.TaskSpec{Key: j.EnvTaskKey(rank), Env: map[string]string{}}
 	spec.Command = env.Prepare(spec.Env)
 	var err error
-	spec.Container, err = env.Container(j.EnvDef.Name, c.snapshots)
+	spec.Container, err = c.taskContainer(j, rec, env)
 	return spec, err
 }
 
 // wrapTask puts the job's environment first on the task's PATH, and has the task run in the
 // environment's image when it has one.
 func (c *Core) wrapTask(j model.Job, spec *driver.TaskSpec) error {
-	env := c.nodeEnv(j)
+	rec := c.jobCompute(j)
+	env := c.nodeEnvOn(j, rec)
 	spec.Command = env.Wrap(spec.Command, spec.Env)
-	if j.EnvDef == nil {
-		return nil
-	}
 	var err error
-	spec.Container, err = env.Container(j.EnvDef.Name, c.snapshots)
+	spec.Container, err = c.taskContainer(j, rec, env)
 	return err
 }
 

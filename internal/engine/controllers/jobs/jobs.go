@@ -162,6 +162,15 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 				if kubeJob == nil || kubeJob.Parent != rec.Name {
 					return api.Errorf(api.CodeConflict, "compute", "compute %q changed while the job was submitted; submit it again", spec.Compute)
 				}
+				if j.EnvDef != nil {
+					image, err := environment.PodImage(j.EnvDef.Name, j.EnvDef.Definition)
+					if err != nil {
+						return api.Errorf(api.CodeInvalid, "environment", "%v", err)
+					}
+					if image != "" { // the job's pods are of the environment's image
+						kubeJob.Cluster.Image = image
+					}
+				}
 				// The job's pods are the nodes of a compute of its own, released at its end.
 				rec = model.Compute{
 					Workspace: workspace, Name: model.KubeJobComputePrefix + j.ID, Type: api.TypeComputeCluster,

@@ -201,6 +201,22 @@ func CannotRun(name string, d Definition, noRuntime string) error {
 	return nil
 }
 
+// PodImage is the image the pods of a job in environment name run on an attached Kubernetes
+// cluster, which runs each of the job's ranks as a pod: the environment's image reference,
+// or "" when it is not a container environment (the cluster's own image). The cluster's
+// nodes pull images by reference, so an environment of an image archive is refused, saying
+// so.
+func PodImage(name string, d Definition) (string, error) {
+	if !StepFor(&d).Containerised() {
+		return "", nil
+	}
+	if d.Container.ImageArchive != "" {
+		return "", fmt.Errorf("environment %q is an image archive, and an attached Kubernetes cluster runs the images its nodes pull by "+
+			"reference: push the image to a registry the cluster reaches (or load it into its nodes' containerd) and set container.image", name)
+	}
+	return d.Container.Image, nil
+}
+
 // InterpreterDir is the directory that goes first on PATH for a user-managed environment.
 func InterpreterDir(um api.UserManagedEnvironment) string {
 	return path.Dir(um.InterpreterPath)
