@@ -6,7 +6,7 @@
 #                           (tools/kube, one binary) into the cache, once; prints the bin dir
 #   scripts/kube.sh up      build if needed, install the Debian packages, start containerd,
 #                           etcd, kube-apiserver, kube-scheduler and a kubelet, import the node
-#                           image, wait for the node to be Ready; prints three export lines
+#                           image, wait for the node to be Ready; prints four export lines
 #   scripts/kube.sh env     print the export lines of the running cluster
 #   scripts/kube.sh down    stop it and undo what the kubelet changed on the host
 #   scripts/kube.sh run CMD run CMD with those exports; stop the cluster afterwards if this
@@ -14,6 +14,7 @@
 #
 # Progress goes to stderr; `up` and `env` end stdout with exactly
 #   export KUBECONFIG=...  export MLCOMPUTE_KUBE_IMAGE=...  export PATH=<kubectl's dir>:$PATH
+#   export KUBE_CONTAINERD_ADDRESS=... (the node's containerd, where tests load images)
 # so `eval "$(make -s kube-up)"` sets a shell up. Logs are in the state dir.
 #
 # The cluster: an admin token in system:masters (KUBECONFIG), RBAC and the Node authorizer,
@@ -595,6 +596,7 @@ up() {
 		echo "export KUBECONFIG=$(printf %q "$admin_kubeconfig")"
 		echo "export MLCOMPUTE_KUBE_IMAGE=$(printf %q "$image")"
 		echo "export PATH=$(printf %q "$bin_dir"):\$PATH"
+		echo "export KUBE_CONTAINERD_ADDRESS=$(printf %q "$sock")"
 	} >"$env_file"
 	trap - EXIT
 	log "up in $((SECONDS - t0))s (node $node_name Ready; image $image; logs in $logs)"
