@@ -29,14 +29,8 @@ import (
 // package version file, and returns its path and config digest.
 func busyboxImage(t *testing.T, version string) (string, string) {
 	t.Helper()
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatal("these tests need the host's static busybox: run `make test-deps` (Debian package busybox-static)")
-	}
 	archive := filepath.Join(t.TempDir(), "image.tar")
-	digest := imagearchivetest.Docker(t, archive, "mlctest:"+version, imagearchivetest.Layer{
-		"bin/busybox": string(bb), "usr/lib/mlctest/VERSION": version + "\n", "tmp/.keep": "",
-	})
+	digest := imagearchivetest.Busybox(t, archive, "mlctest:"+version, imagearchivetest.Layer{"usr/lib/mlctest/VERSION": version + "\n"})
 	return archive, digest
 }
 

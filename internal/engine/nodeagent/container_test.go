@@ -23,14 +23,8 @@ import (
 // containers, which keeps a running one.
 func TestTaskRunsInItsContainer(t *testing.T) {
 	sock := containerrttest.Start(t)
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatal("this test needs the host's static busybox: run `make test-deps` (Debian package busybox-static)")
-	}
 	archive := filepath.Join(t.TempDir(), "image.tar")
-	digest := imagearchivetest.Docker(t, archive, "mlctest:2.5", imagearchivetest.Layer{
-		"bin/busybox": string(bb), "bin/sh": string(bb), "usr/lib/mlctest/VERSION": "2.5\n", "tmp/.keep": "",
-	})
+	digest := imagearchivetest.Busybox(t, archive, "mlctest:2.5", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "2.5\n"}, "bin/sh")
 	ctr := &TaskContainer{Address: sock, EngineID: "e-" + filepath.Base(t.TempDir()), Archive: archive, Hash: digest[7:]}
 	a := startAgent(t, filepath.Join(shortTempDir(t), "n1"))
 	ctx := ctxT(t)

@@ -26,14 +26,8 @@ import (
 // driver without one refuses the task permanently, naming the flag.
 func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 	sock := containerrttest.Start(t)
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatal("this test needs the host's static busybox: run `make test-deps` (Debian package busybox-static)")
-	}
 	archive := filepath.Join(t.TempDir(), "image.tar")
-	digest := imagearchivetest.Docker(t, archive, "mlctest:3.1", imagearchivetest.Layer{
-		"bin/busybox": string(bb), "etc/os-release": "ID=mlctest\nVERSION_ID=3.1\n", "tmp/.keep": "",
-	})
+	digest := imagearchivetest.Busybox(t, archive, "mlctest:3.1", imagearchivetest.Layer{"etc/os-release": "ID=mlctest\nVERSION_ID=3.1\n"})
 	spec := driver.TaskSpec{
 		Key: "job-1/0", Env: map[string]string{"RANK": "0"}, Outputs: []driver.TaskOutput{{Path: "outputs"}},
 		Command:   []string{"/bin/busybox", "sh", "-c", `/bin/busybox cp /etc/os-release outputs/; echo "rank $RANK"`},

@@ -34,14 +34,8 @@ func TestMain(m *testing.M) {
 func TestSlurmContainerTask(t *testing.T) {
 	c := slurmtest.Start(t)
 	sock := containerrttest.Start(t)
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatal("this test needs the host's static busybox: run `make test-deps` (Debian package busybox-static)")
-	}
 	archive := filepath.Join(t.TempDir(), "image.tar")
-	digest := imagearchivetest.Docker(t, archive, "mlctest:5.0", imagearchivetest.Layer{
-		"bin/busybox": string(bb), "etc/os-release": "ID=mlctest\nVERSION_ID=5.0\n", "tmp/.keep": "",
-	})
+	digest := imagearchivetest.Busybox(t, archive, "mlctest:5.0", imagearchivetest.Layer{"etc/os-release": "ID=mlctest\nVERSION_ID=5.0\n"})
 	spec := driver.TaskSpec{
 		Key: "job-1", Env: map[string]string{"RANK": "0", containerrt.AddressEnv: sock},
 		Outputs:   []driver.TaskOutput{{Path: "outputs"}},

@@ -37,14 +37,8 @@ func TestMain(m *testing.M) {
 func TestContainerTasksRunInTheMachinesContainerd(t *testing.T) {
 	s := startSSHD(t)
 	sock := containerrttest.StartForGroup(t, s.GID)
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatal("this test needs the host's static busybox: run `make test-deps` (Debian package busybox-static)")
-	}
 	archive := filepath.Join(t.TempDir(), "image.tar")
-	digest := imagearchivetest.Docker(t, archive, "mlctest:4.2", imagearchivetest.Layer{
-		"bin/busybox": string(bb), "etc/os-release": "ID=mlctest\nVERSION_ID=4.2\n", "tmp/.keep": "",
-	})
+	digest := imagearchivetest.Busybox(t, archive, "mlctest:4.2", imagearchivetest.Layer{"etc/os-release": "ID=mlctest\nVERSION_ID=4.2\n"})
 	ts := &targets{m: map[string]Target{"vm-a": s.target()}}
 	task := func(key string) driver.TaskSpec {
 		return driver.TaskSpec{
@@ -56,7 +50,7 @@ func TestContainerTasksRunInTheMachinesContainerd(t *testing.T) {
 	}
 
 	plain := newTestDriver(t, ts)
-	_, err = plain.Create(testCtx(t), driver.NodeSpec{Key: "vm-a", Owner: "ws/vm"})
+	_, err := plain.Create(testCtx(t), driver.NodeSpec{Key: "vm-a", Owner: "ws/vm"})
 	must(t, err)
 	if err := plain.StartTask(testCtx(t), "vm-a", task("job-0")); !driver.IsPermanent(err) || !strings.Contains(err.Error(), "container image") {
 		t.Fatalf("a container task on a driver without a runner: %v; want a permanent error", err)
