@@ -63,12 +63,7 @@ func (r *Runtime) Import(ctx context.Context, archive, hash string) (imported bo
 			return false, nil
 		}
 	}
-	f, err := os.Open(archive)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	imgs, err := r.client.Import(ctx, f, containerd.WithIndexName(name), containerd.WithImportPlatform(platforms.DefaultStrict()))
+	imgs, err := r.importArchive(ctx, archive, name)
 	if err != nil {
 		return false, fmt.Errorf("import %s into containerd: %w", archive, err)
 	}
@@ -86,6 +81,24 @@ func (r *Runtime) Import(ctx context.Context, archive, hash string) (imported bo
 		return false, fmt.Errorf("unpack the image of %s: %w", archive, err)
 	}
 	return true, nil
+}
+
+// importArchive imports the archive's image under name (and the archive's own names). Two
+// tasks that start together on a machine import the same archive at once, and containerd's
+// import makes a missing image record with a create, which fails for the second one: it
+// finds the record made and imports again, which updates it instead.
+func (r *Runtime) importArchive(ctx context.Context, archive, name string) ([]images.Image, error) {
+	for attempt := 1; ; attempt++ {
+		f, err := os.Open(archive)
+		if err != nil {
+			return nil, err
+		}
+		imgs, err := r.client.Import(ctx, f, containerd.WithIndexName(name), containerd.WithImportPlatform(platforms.DefaultStrict()))
+		f.Close()
+		if err == nil || !errdefs.IsAlreadyExists(err) || attempt == 3 {
+			return imgs, err
+		}
+	}
 }
 
 // ImportedHashes lists the content hashes of the environment images imported on this

@@ -34,6 +34,45 @@ func busyboxImage(t *testing.T, version string) (string, string) {
 	return archive, digest
 }
 
+// Tasks that start together on a machine import the same new image at once (each through
+// its own connection, as each task's container-run has): every one succeeds, and the image
+// is there once, unpacked.
+func TestConcurrentImportsOfOneImage(t *testing.T) {
+	sock := containerrttest.Start(t)
+	ctx := context.Background()
+	archive, digest := busyboxImage(t, "1.1")
+	const tasks = 6
+	errs := make(chan error, tasks)
+	for range tasks {
+		go func() {
+			rt, err := containerrt.Open(ctx, sock, "engine-a")
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer rt.Close()
+			_, err = rt.Import(ctx, archive, digest[7:])
+			errs <- err
+		}()
+	}
+	for range tasks {
+		if err := <-errs; err != nil {
+			t.Fatalf("an import beside others: %v", err)
+		}
+	}
+	rt, err := containerrt.Open(ctx, sock, "engine-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if hashes, err := rt.ImportedHashes(ctx); err != nil || len(hashes) != 1 || hashes[0] != digest[7:] {
+		t.Fatalf("imported: %v, %v; want the one image", hashes, err)
+	}
+	if imported, err := rt.Import(ctx, archive, digest[7:]); err != nil || imported {
+		t.Fatalf("an import after them: imported %v, %v; want the image found, unpacked", imported, err)
+	}
+}
+
 func TestOpenNamesAMissingRuntime(t *testing.T) {
 	_, err := containerrt.Open(context.Background(), filepath.Join(t.TempDir(), "none.sock"), "e1")
 	if !errors.Is(err, containerrt.ErrNoRuntime) || !strings.Contains(err.Error(), "none.sock") {
