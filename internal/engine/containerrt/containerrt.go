@@ -23,8 +23,10 @@ import (
 const (
 	// snapshotter unpacks images; overlayfs is containerd's default on Linux.
 	snapshotter = "overlayfs"
-	// killGrace is how long a container's process has between SIGTERM and SIGKILL.
-	killGrace = 10 * time.Second
+	// killGrace is how long a container's process has between SIGTERM and SIGKILL: less
+	// than the 10 s the SSH and Slurm drivers' kill gives container-run itself, so that it
+	// still removes the container before its own SIGKILL.
+	killGrace = 8 * time.Second
 )
 
 // Runtime is a connection to one machine's containerd.

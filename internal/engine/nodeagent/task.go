@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
@@ -41,6 +42,8 @@ var errShuttingDown = errors.New("the node agent is shutting down")
 type task struct {
 	key string
 	dir string
+	// container is the image the task runs in (nil: none).
+	container *TaskContainer
 
 	started  chan struct{} // closed once the start attempt is over
 	startErr error         // set before started closes
@@ -174,7 +177,7 @@ func (a *agent) startTask(ctx context.Context, req TaskRequest) (TaskState, erro
 		a.mu.Unlock()
 		return TaskState{}, errShuttingDown
 	}
-	t := &task{key: req.Key, dir: dir, started: make(chan struct{}), done: make(chan struct{})}
+	t := &task{key: req.Key, dir: dir, container: req.Container, started: make(chan struct{}), done: make(chan struct{})}
 	a.tasks[req.Key] = t
 	a.running.Add(1)
 	a.mu.Unlock()
@@ -316,11 +319,31 @@ func (a *agent) reap(t *task, cmd *exec.Cmd) {
 		switch {
 		case ws.Signaled():
 			code = 128 + int(ws.Signal())
+			a.removeContainer(t)
 		case ws.Exited():
 			code = ws.ExitStatus()
 		}
 	}
 	a.finish(t, code)
+}
+
+// removeContainer removes the container of a task in an image whose process was killed:
+// its container-run could not delete it, and the container's processes are gone already
+// (KillByEnv), so its record and snapshot go now rather than with the node.
+func (a *agent) removeContainer(t *task) {
+	if t.container == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), taskKillTimeout)
+	defer cancel()
+	rt, err := containerrt.Open(ctx, t.container.Address, t.container.EngineID)
+	if err == nil {
+		defer rt.Close()
+		_, err = rt.Sweep(ctx, func(task string) bool { return task != t.key })
+	}
+	if err != nil {
+		a.log.Warn("removing the container of a killed task", "task", t.key, "error", err)
+	}
 }
 
 // finish records the exit code of a task and wakes its waiters.
