@@ -100,6 +100,23 @@ func TestContainerTasksRunInTheMachinesContainerd(t *testing.T) {
 	rt, err := containerrt.Open(context.Background(), sock, "e-ssh-test")
 	must(t, err)
 	defer rt.Close()
+
+	// A killed task stops its container and removes it before the driver's SIGKILL.
+	sleeper := task("job-3")
+	sleeper.Command = []string{"/bin/busybox", "sh", "-c", "echo up; exec /bin/busybox sleep 600"}
+	must(t, d.StartTask(testCtx(t), "vm-a", sleeper))
+	for out := []byte{}; !strings.Contains(string(out), "up"); out, _ = d.TaskOutput(testCtx(t), "vm-a", "job-3", 0) {
+		if testCtx(t).Err() != nil {
+			t.Fatalf("the task never started in its container:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	killed := time.Now()
+	must(t, d.KillTask(testCtx(t), "vm-a", "job-3"))
+	ev := nextExit(t, d, "job-3")
+	if left, err := rt.Containers(context.Background()); err != nil || len(left) != 0 {
+		t.Fatalf("containers after the kill (exit %d after %s): %v, %v; want none", ev.ExitCode, time.Since(killed).Round(time.Millisecond), left, err)
+	}
 	hashes, err := rt.ImportedHashes(context.Background())
 	must(t, err)
 	if want := digest[len("sha256:"):]; len(hashes) != 1 || hashes[0] != want {
