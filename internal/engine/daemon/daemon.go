@@ -300,7 +300,16 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Ready(ln.Addr().String())
 	}
 
-	w := watcher{dataDir: opts.DataDir, idleExit: opts.IdleExit, clock: opts.Clock, engine: eng, lastCall: &lastCall}
+	dataDir, err := os.Open(opts.DataDir)
+	if err != nil {
+		return err
+	}
+	defer dataDir.Close()
+	dirInfo, err := dataDir.Stat()
+	if err != nil {
+		return err
+	}
+	w := watcher{dataDir: opts.DataDir, dirInfo: dirInfo, idleExit: opts.IdleExit, clock: opts.Clock, engine: eng, lastCall: &lastCall}
 	reason := w.wait(ctx, served)
 	log.Info("engine stopping", "reason", reason)
 
@@ -315,7 +324,12 @@ func Run(ctx context.Context, opts Options) error {
 
 // watcher decides when an engine should exit by itself.
 type watcher struct {
-	dataDir  string
+	dataDir string
+	// dirInfo is the data dir as the engine found it at start, which it keeps open so that
+	// its inode is not reused: a data dir that was deleted and made again at the same path
+	// (a node agent writing into nodes/ while the directory is removed re-creates it) is
+	// another directory, and the engine's is gone.
+	dirInfo  os.FileInfo
 	idleExit time.Duration
 	clock    clock.WithTicker
 	engine   interface{ HasWork() bool }
@@ -344,7 +358,8 @@ func (w watcher) wait(ctx context.Context, served <-chan error) string {
 
 // check returns a reason to stop now, or "".
 func (w watcher) check() string {
-	if _, err := os.Stat(w.dataDir); errors.Is(err, os.ErrNotExist) {
+	fi, err := os.Stat(w.dataDir)
+	if errors.Is(err, os.ErrNotExist) || err == nil && w.dirInfo != nil && !os.SameFile(fi, w.dirInfo) {
 		return "data dir deleted"
 	}
 	if w.idleExit <= 0 {

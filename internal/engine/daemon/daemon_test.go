@@ -30,7 +30,17 @@ func newWatcher(t *testing.T, idleExit time.Duration) (*watcher, *clocktesting.F
 	var last atomic.Int64
 	last.Store(clk.Now().UnixNano())
 	work := &fakeWork{}
-	return &watcher{dataDir: t.TempDir(), idleExit: idleExit, clock: clk, engine: work, lastCall: &last}, clk, work
+	dir := t.TempDir()
+	open, err := os.Open(dir) // as Run keeps it open
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { open.Close() })
+	fi, err := open.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &watcher{dataDir: dir, dirInfo: fi, idleExit: idleExit, clock: clk, engine: work, lastCall: &last}, clk, work
 }
 
 func TestIdleExitAfterQuietPeriodWithNothingToManage(t *testing.T) {
@@ -80,6 +90,26 @@ func TestDeletedDataDirStopsAtOnce(t *testing.T) {
 	w, _, work := newWatcher(t, 0)
 	work.busy = true
 	if err := os.RemoveAll(w.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	if reason := w.check(); reason != "data dir deleted" {
+		t.Fatalf("reason = %q; want data dir deleted", reason)
+	}
+}
+
+// A data dir deleted while something still writes below it comes back at the same path as
+// another directory (a node agent's MkdirAll of nodes/<node>): the engine's is gone all
+// the same.
+func TestDataDirMadeAgainStopsAtOnce(t *testing.T) {
+	w, _, work := newWatcher(t, 0)
+	work.busy = true
+	if reason := w.check(); reason != "" {
+		t.Fatalf("stopped with its data dir in place: %s", reason)
+	}
+	if err := os.RemoveAll(w.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(w.dataDir, "nodes", "n1"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if reason := w.check(); reason != "data dir deleted" {
