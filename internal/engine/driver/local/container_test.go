@@ -4,6 +4,7 @@ package local
 
 import (
 	"archive/tar"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/oci"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -92,8 +95,8 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 		t.Fatalf("the output's os-release is %q; want the image's", found)
 	}
 
-	// A killed task's container record (its process is killed with the task) is removed
-	// when a driver with the containerd starts.
+	// A killed task's container goes with it: its node's agent removes it before the exit
+	// is recorded.
 	long := spec
 	long.Key, long.Outputs, long.Command = "job-2/0", nil, []string{"/bin/busybox", "sleep", "600"}
 	if err := d.StartTask(ctx, "n1", long); err != nil {
@@ -131,12 +134,31 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 	if ev := nextEvent(t, d); ev.TaskKey != long.Key || ev.ExitCode != 137 {
 		t.Fatalf("killed task: event %+v", ev)
 	}
-	for status() != containerd.Stopped {
-		if ctx.Err() != nil {
-			t.Fatalf("the killed task's container is %q, not stopped", status())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if ids, err := client.Containers(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("containers after the kill: %v, %v; want none", ids, err)
 	}
+
+	// What an agent that died left (a container whose process ended, never removed) is
+	// removed when a driver with the containerd starts.
+	left, err := client.NewContainer(ctx, "mlc-left", containerd.WithImageName(containerrt.ImageName(digest[7:])),
+		containerd.WithNewSnapshot("mlc-left", mustImage(t, client, containerrt.ImageName(digest[7:]))),
+		containerd.WithContainerLabels(map[string]string{containerrt.LabelEngine: engineID, containerrt.LabelTask: "job-left/0"}),
+		containerd.WithNewSpec(oci.WithImageConfig(mustImage(t, client, containerrt.ImageName(digest[7:]))), oci.WithProcessArgs("/bin/busybox", "true")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leftTask, err := left.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited, err := leftTask.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leftTask.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
 	d2, err := New(Config{Dir: dir, AgentArgv: []string{exe, "node-agent"}, ContainerdAddress: sock, EngineID: engineID})
 	if err != nil {
 		t.Fatal(err)
@@ -163,4 +185,13 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 	if ids, err := client.Containers(ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("containers after their node was terminated: %v, %v", ids, err)
 	}
+}
+
+func mustImage(t *testing.T, client *containerd.Client, name string) containerd.Image {
+	t.Helper()
+	img, err := client.GetImage(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
 }
