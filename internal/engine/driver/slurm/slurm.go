@@ -408,6 +408,8 @@ func (d *Driver) hostOf(ctx context.Context, name string) string {
 	}
 	out, err := d.command(ctx, "sinfo", "-h", "-N", "-n", name, "-o", "%n")
 	if err != nil {
+		// The node is not ready until its host is known; say why it waits.
+		d.log.Debug("finding a Slurm node's host failed", "slurm_node", name, "error", err)
 		return ""
 	}
 	h = strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
