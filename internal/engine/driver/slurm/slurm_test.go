@@ -251,6 +251,8 @@ func testControllerRestart(t *testing.T, c *slurmtest.Cluster) {
 	if err := d.Terminate(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
+	// The nodes register again with the new controller; the next test starts once they have.
+	c.WaitIdle(slurmtest.Nodes...)
 }
 
 // testKilledSlurmd: killing the slurmd of a held node makes Slurm set it DOWN and end the
@@ -273,6 +275,7 @@ func testKilledSlurmd(t *testing.T, c *slurmtest.Cluster) {
 	t.Cleanup(func() {
 		c.StartNode(name)
 		c.Resume(name)
+		c.WaitIdle(slurmtest.Nodes...) // the next test starts on a cluster whose nodes are all back
 	})
 	start := time.Now()
 	waitEvent(t, d, "NodeGone of the node whose slurmd died", isEvent(driver.NodeGone, "victim"))
