@@ -45,10 +45,7 @@ func TestSlurmContainerTask(t *testing.T) {
 	ctx := ctxT(t)
 
 	plain := newTestDriver(t, Config{})
-	if _, err := plain.Create(ctx, driver.NodeSpec{Key: "plain", Owner: "ws/c"}); err != nil {
-		t.Fatal(err)
-	}
-	waitEvent(t, plain, "NodeReady", isEvent(driver.NodeReady, "plain"))
+	createReady(t, plain, driver.NodeSpec{Key: "plain", Owner: "ws/c"})
 	if err := plain.StartTask(ctx, "plain", spec); !driver.IsPermanent(err) || !strings.Contains(err.Error(), "container image") {
 		t.Fatalf("a container task on a driver without a runner: %v; want a permanent error", err)
 	}
@@ -61,11 +58,7 @@ func TestSlurmContainerTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newTestDriver(t, Config{Containers: &ssh.ContainerRunner{Binary: exe, Args: []string{nodeagent.ContainerRunCommand}, EngineID: "e-slurm-test"}})
-	if _, err := d.Create(ctx, driver.NodeSpec{Key: "gpu", Owner: "ws/c"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Terminate(ctx, "gpu") })
-	waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, "gpu"))
+	createReady(t, d, driver.NodeSpec{Key: "gpu", Owner: "ws/c"})
 	if err := d.StartTask(ctx, "gpu", spec); err != nil {
 		t.Fatal(err)
 	}

@@ -49,11 +49,7 @@ func TestLoginNode(t *testing.T) {
 	}
 	d := newTestDriver(t, Config{Login: login, Workdir: h.Home, shell: confShell{inner: ls, conf: c.Conf}})
 	ctx := ctxT(t)
-	if _, err := d.Create(ctx, driver.NodeSpec{Key: "viaLogin", Owner: "ws/c"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Terminate(context.Background(), "viaLogin") })
-	waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, "viaLogin"))
+	createReady(t, d, driver.NodeSpec{Key: "viaLogin", Owner: "ws/c"})
 	if jobs := strings.Join(c.Jobs(), "\n"); !strings.Contains(jobs, "/viaLogin RUNNING") {
 		t.Fatalf("squeue shows %s", jobs)
 	}

@@ -52,14 +52,8 @@ func testGPUSize(t *testing.T, c *slurmtest.Cluster) {
 		want int
 	}{{"Standard_NC6s_v3", 1}, {"Standard_NC12s_v3", 2}} {
 		key := strings.ToLower(strings.TrimPrefix(tc.size, "Standard_"))
-		info, err := d.Create(ctx, driver.NodeSpec{Key: key, Owner: "ws/c", VMSize: tc.size})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !info.Ready {
-			waitEvent(t, d, "NodeReady of "+key, isEvent(driver.NodeReady, key))
-		}
-		err = d.StartTask(ctx, key, driver.TaskSpec{Key: "gpus", Command: []string{"sh", "-c", `echo "devices=[$CUDA_VISIBLE_DEVICES]"`}})
+		createReady(t, d, driver.NodeSpec{Key: key, Owner: "ws/c", VMSize: tc.size})
+		err := d.StartTask(ctx, key, driver.TaskSpec{Key: "gpus", Command: []string{"sh", "-c", `echo "devices=[$CUDA_VISIBLE_DEVICES]"`}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -77,6 +77,26 @@ func waitEvent(t *testing.T, d *Driver, what string, match func(driver.Event) bo
 	}
 }
 
+// createReady creates the node of spec and returns once it is ready: at once when Create
+// says so (a job Slurm started before Create looked again, common on a busy machine: no
+// NodeReady follows then), else at its NodeReady. The node is released when t ends, so a
+// failure does not leave its job to the tests after this one.
+func createReady(t *testing.T, d *Driver, spec driver.NodeSpec) {
+	t.Helper()
+	info, err := d.Create(ctxT(t), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		_ = d.Terminate(ctx, spec.Key)
+	})
+	if !info.Ready {
+		waitEvent(t, d, "NodeReady of "+spec.Key, isEvent(driver.NodeReady, spec.Key))
+	}
+}
+
 func isEvent(kind driver.EventKind, key string) func(driver.Event) bool {
 	return func(ev driver.Event) bool { return ev.Kind == kind && ev.NodeKey == key }
 }
@@ -170,10 +190,7 @@ func testRestart(t *testing.T, c *slurmtest.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d1.Create(ctx, driver.NodeSpec{Key: "kept", Owner: "ws/c"}); err != nil {
-		t.Fatal(err)
-	}
-	waitEvent(t, d1, "NodeReady", isEvent(driver.NodeReady, "kept"))
+	createReady(t, d1, driver.NodeSpec{Key: "kept", Owner: "ws/c"})
 	marker := filepath.Join(workdir, "go")
 	cmd := []string{"sh", "-c", "echo before; while [ ! -e " + marker + " ]; do sleep 0.05; done; echo after; exit 4"}
 	if err := d1.StartTask(ctx, "kept", driver.TaskSpec{Key: "t1", Command: cmd}); err != nil {
@@ -211,11 +228,7 @@ func testRestart(t *testing.T, c *slurmtest.Cluster) {
 func testControllerRestart(t *testing.T, c *slurmtest.Cluster) {
 	d := newTestDriver(t, Config{})
 	ctx := ctxT(t)
-	if _, err := d.Create(ctx, driver.NodeSpec{Key: "held", Owner: "ws/c"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Terminate(context.Background(), "held") })
-	waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, "held"))
+	createReady(t, d, driver.NodeSpec{Key: "held", Owner: "ws/c"})
 	marker := filepath.Join(d.cfg.Workdir, "go")
 	cmd := []string{"sh", "-c", "echo started; while [ ! -e " + marker + " ]; do sleep 0.05; done; echo done"}
 	if err := d.StartTask(ctx, "held", driver.TaskSpec{Key: "during", Command: cmd}); err != nil {
@@ -260,16 +273,7 @@ func testControllerRestart(t *testing.T, c *slurmtest.Cluster) {
 func testKilledSlurmd(t *testing.T, c *slurmtest.Cluster) {
 	d := newTestDriver(t, Config{})
 	ctx := ctxT(t)
-	if _, err := d.Create(ctx, driver.NodeSpec{Key: "victim", Owner: "ws/c"}); err != nil {
-		t.Fatal(err)
-	}
-	// A failure below must not leave the node's job to the tests after this one.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		_ = d.Terminate(ctx, "victim")
-	})
-	waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, "victim"))
+	createReady(t, d, driver.NodeSpec{Key: "victim", Owner: "ws/c"})
 	name := d.nodes["victim"].job.Node
 	c.KillNode(name)
 	t.Cleanup(func() {
@@ -294,10 +298,7 @@ func testScancelUnderATask(t *testing.T, c *slurmtest.Cluster) {
 	ctx := ctxT(t)
 	for round := range 3 {
 		key := fmt.Sprintf("scancelled%d", round)
-		if _, err := d.Create(ctx, driver.NodeSpec{Key: key, Owner: "ws/c"}); err != nil {
-			t.Fatal(err)
-		}
-		waitEvent(t, d, "NodeReady", isEvent(driver.NodeReady, key))
+		createReady(t, d, driver.NodeSpec{Key: key, Owner: "ws/c"})
 		cmd := []string{"sh", "-c", "echo started; exec sleep 600"}
 		if err := d.StartTask(ctx, key, driver.TaskSpec{Key: "t", Command: cmd}); err != nil {
 			t.Fatal(err)
