@@ -32,6 +32,7 @@ packages=(
 	etcd-server    # ... the API server's store,
 	containernetworking-plugins # ... pod networking (bridge, host-local, loopback),
 	busybox-static # ... sh and the core utilities of its node image (python3 from python3-venv),
+	docker-registry # the container runtime's test pulls an image from a registry on loopback
 	openssl        # ... and its certificates, tokens and service-account signing key
 )
 

@@ -131,12 +131,18 @@ func (r *Runtime) RemoveImage(ctx context.Context, hash string) error {
 }
 
 // Pull makes sure the image ref is in containerd, unpacked: found there (imported or pulled
-// before), or pulled from its registry. An image that is neither is an error naming it.
+// before, unpacked now if it was not), or pulled from its registry. An image that is neither
+// is an error naming it. An image found is never checked against its registry: that is how
+// an operator provides an image whose registry needs credentials.
 func (r *Runtime) Pull(ctx context.Context, ref string) (pulled bool, err error) {
 	if img, err := r.client.GetImage(ctx, ref); err == nil {
 		if ok, err := img.IsUnpacked(ctx, snapshotter); err == nil && ok {
 			return false, nil
 		}
+		if err := img.Unpack(ctx, snapshotter); err != nil {
+			return false, fmt.Errorf("unpack image %q: %w", ref, err)
+		}
+		return false, nil
 	}
 	if _, err := r.client.Pull(ctx, ref, containerd.WithPullUnpack, containerd.WithPullSnapshotter(snapshotter)); err != nil {
 		return false, fmt.Errorf("image %q cannot be resolved: it is not in this machine's containerd (%s), and pulling it failed: %w", ref, r.address, err)

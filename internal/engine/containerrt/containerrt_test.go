@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/namespaces"
 	"golang.org/x/sys/unix"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
@@ -71,6 +73,91 @@ func TestConcurrentImportsOfOneImage(t *testing.T) {
 	if imported, err := rt.Import(ctx, archive, digest[7:]); err != nil || imported {
 		t.Fatalf("an import after them: imported %v, %v; want the image found, unpacked", imported, err)
 	}
+}
+
+// An environment's image by reference, on a machine that does not have it: pulled from its
+// registry (one on loopback, over plain HTTP as containerd does for loopback), unpacked once,
+// and the task runs in it. The image is pushed from another containerd, so the pull cannot
+// find any of it locally.
+func TestTaskPullsItsImageFromARegistry(t *testing.T) {
+	registry := containerrttest.StartRegistry(t)
+	ctx := context.Background()
+	archive, digest := busyboxImage(t, "2.4")
+	ref := registry + "/team/train:2.4"
+	pushFrom := containerrttest.Start(t)
+	src, err := containerrt.Open(ctx, pushFrom, "engine-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, err := src.Import(ctx, archive, digest[7:]); err != nil {
+		t.Fatal(err)
+	}
+	client, err := containerd.New(pushFrom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	nctx := namespaces.WithNamespace(ctx, containerrt.Namespace)
+	img, err := client.GetImage(nctx, containerrt.ImageName(digest[7:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Push(nctx, ref, img.Target()); err != nil {
+		t.Fatalf("pushing the test image to the loopback registry: %v", err)
+	}
+
+	sock := containerrttest.Start(t)
+	work := t.TempDir()
+	task := containerrt.Task{Address: sock, EngineID: "engine-a", Key: "job-pull-rank0", Image: ref, Hash: "h-pull",
+		Cwd: work, Binds: []string{work}, Args: []string{"/bin/busybox", "cat", "/usr/lib/mlctest/VERSION"}}
+	var out lockedBuffer
+	if code, err := containerrt.RunTask(ctx, task, &out, &out); err != nil || code != 0 || out.String() != "2.4\n" {
+		t.Fatalf("a task of an image in a registry: exit %d, %v; output %q; want the image's 2.4", code, err, out.String())
+	}
+	rt, err := containerrt.Open(ctx, sock, "engine-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if pulled, err := rt.Pull(ctx, ref); err != nil || pulled {
+		t.Fatalf("the second task's pull: pulled %v, %v; want the image found, unpacked", pulled, err)
+	}
+	// An image the machine's operator imported under its reference (as for a registry that
+	// needs credentials), and did not unpack: found and unpacked, its registry never asked.
+	operator := containerrttest.Start(t)
+	opClient, err := containerd.New(operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opClient.Close()
+	private := "registry.invalid/team/private:1"
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = opClient.Import(nctx, f, containerd.WithIndexName(private))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imported, err := opClient.GetImage(nctx, private); err != nil {
+		t.Fatal(err)
+	} else if unpacked, _ := imported.IsUnpacked(nctx, "overlayfs"); unpacked {
+		t.Fatal("the operator's import is unpacked already; the test wants one that is not")
+	}
+	moved := task
+	moved.Address, moved.Image, moved.Key = operator, private, "job-private-rank0"
+	var movedOut lockedBuffer
+	if code, err := containerrt.RunTask(ctx, moved, &movedOut, &movedOut); err != nil || code != 0 || movedOut.String() != "2.4\n" {
+		t.Fatalf("a task of an image imported under its reference: exit %d, %v; output %q", code, err, movedOut.String())
+	}
+	// A tag the registry does not have is an error naming the image, and the run starts nothing.
+	task.Image, task.Key = registry+"/team/train:9.9", "job-missing-rank0"
+	if _, err := containerrt.RunTask(ctx, task, &out, &out); err == nil || !strings.Contains(err.Error(), `image "`+task.Image+`" cannot be resolved`) {
+		t.Fatalf("a task of a tag the registry lacks: %v; want an error naming the image", err)
+	}
+	waitContainers(t, rt, 0)
 }
 
 func TestOpenNamesAMissingRuntime(t *testing.T) {
