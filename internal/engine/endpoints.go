@@ -13,6 +13,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 )
 
 // The online endpoints' API, served by package controllers/endpoints.
@@ -21,7 +22,7 @@ import (
 type Prober = endpoints.Prober
 
 // TokenLifetime is how long an aml_token is valid.
-const TokenLifetime = endpoints.TokenLifetime
+const TokenLifetime = scoring.TokenLifetime
 
 func (e *Engine) CreateEndpoint(ctx context.Context, workspace string, spec api.EndpointSpec, idempotencyKey string) (*api.Endpoint, error) {
 	return e.endpoints.CreateEndpoint(ctx, workspace, spec, idempotencyKey)
@@ -59,22 +60,23 @@ func (e *Engine) GetEndpointToken(ctx context.Context, workspace, name string) (
 func (e *Engine) SetProber(p Prober) { e.endpoints.SetProber(p) }
 
 // ScoringHandler is the scoring router.
-func (e *Engine) ScoringHandler() http.Handler { return e.endpoints.ScoringHandler() }
+func (e *Engine) ScoringHandler() http.Handler { return e.scoring.Handler() }
 
 // ScoringStats returns the router's counters of an endpoint's deployments.
 func (e *Engine) ScoringStats(endpoint string) map[string]router.DeploymentStats {
-	return e.endpoints.ScoringStats(endpoint)
+	return e.scoring.Stats(endpoint)
 }
 
-// CloseScoring stops the router's background work.
-func (e *Engine) CloseScoring() { e.endpoints.CloseScoring() }
+// CloseScoring stops the router's background work; call it after the scoring listener
+// stopped.
+func (e *Engine) CloseScoring() { e.scoring.Close() }
 
 // ScoringOverTLS makes scoring_uri https://: the scoring listener serves TLS.
-func (e *Engine) ScoringOverTLS() { e.endpoints.ScoringOverTLS() }
+func (e *Engine) ScoringOverTLS() { e.scoring.OverTLS() }
 
-// ListenScoring opens the scoring listener (see controllers/endpoints).
+// ListenScoring opens the scoring listener (see package scoring).
 func (e *Engine) ListenScoring(addr string) (net.Listener, error) {
-	return e.endpoints.ListenScoring(addr)
+	return e.scoring.Listen(addr)
 }
 
 // ScoringServer is the server of the scoring listener: the router's usual requests on
@@ -83,7 +85,7 @@ func (e *Engine) ListenScoring(addr string) (net.Listener, error) {
 // answers is counted in m.
 func (e *Engine) ScoringServer(m *metrics.Metrics, logger hclog.Logger) *router.LoopServer {
 	return &router.LoopServer{
-		Router:   e.endpoints.ScoringRouter(),
+		Router:   e.scoring.Router,
 		Fallback: &leanserver.Server{Handler: m.Scoring(e.ScoringHandler()), ReadHeaderTimeout: 10 * time.Second},
 		Observe:  m.ObserveScoring,
 		Logger:   logger,

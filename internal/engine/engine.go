@@ -41,6 +41,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
@@ -125,6 +126,7 @@ type Engine struct {
 	jobs       *jobs.Controller
 	pipelines  *pipelines.Controller
 	endpoints  *endpoints.Controller
+	scoring    *scoring.Front
 	envs       *environments.Controller
 	// history is what the status page plots, sampled while the engine runs.
 	history   *history.History
@@ -186,6 +188,7 @@ func New(cfg Config) (*Engine, error) {
 	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
 	core.RegisterPass(api.TypeComputeInstance, e.instances.Pass)
+	e.scoring = scoring.New(cfg.Store, cfg.Clock, log)
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),
@@ -193,6 +196,7 @@ func New(cfg Config) (*Engine, error) {
 		Nodes:       e.nodes,
 		// An instance's node is one of the engine's own, as a cluster's is.
 		NoContainerRuntime: core.NoContainerRuntime(model.Compute{}, ""),
+		Scoring:            e.scoring,
 	})
 	if err := e.endpoints.LoadQuotaIndex(); err != nil {
 		return nil, fmt.Errorf("indexing endpoints' quota: %w", err)
@@ -342,7 +346,7 @@ func (e *Engine) Status() api.Status {
 		Locations:   append([]string(nil), e.locations...),
 		DataDir:     e.dataDir,
 		StartedAt:   e.startedAt,
-		ScoringURL:  e.endpoints.ScoringBase(),
+		ScoringURL:  e.scoring.BaseURL(),
 
 		MinIdleTimeBeforeShutdown: validation.FormatDuration(e.minIdleShutdown),
 	}

@@ -488,11 +488,11 @@ func (c *Controller) describeEndpoint(rec model.Endpoint) api.Endpoint {
 		Traffic: rec.Traffic, MirrorTraffic: rec.MirrorTraffic, LiveTraffic: rec.LiveTraffic, CreatedOn: rec.CreatedOn,
 		Deployments: map[string]api.Deployment{},
 	}
-	if base := c.ScoringBase(); base != "" {
+	if base := c.scoring.BaseURL(); base != "" {
 		out.ScoringURI = base + router.ScoringPath(rec.Name)
 	}
 	var errs []string
-	stats := c.router.Stats(rec.Name)
+	stats := c.scoring.Stats(rec.Name)
 	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
 		d := rec.Deployments[name]
 		ad := api.Deployment{DeploymentSpec: d.Spec, Generation: d.Generation, Instances: []api.EndpointInstance{},

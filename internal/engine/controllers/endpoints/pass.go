@@ -69,7 +69,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 		c.committed(key, d)
 	}
 	if !exists || gone || rec.Deleting {
-		c.router.RemoveEndpoint(model.NameOf(key))
+		c.scoring.RemoveEndpoint(model.NameOf(key))
 		if gone || !exists {
 			if c.quota != nil {
 				c.quota.SetEndpoint(key, nil) // its instances are gone: it holds nothing
@@ -106,7 +106,7 @@ func (c *Controller) decide(rec model.Endpoint, now time.Time) rollout.Decision 
 			continue
 		}
 		if stats == nil {
-			stats = c.router.Stats(rec.Name)
+			stats = c.scoring.Stats(rec.Name)
 		}
 		s, st := c.scalerFor(rec.Key(), dn), stats[dn]
 		in.Scale[dn] = rollout.Scale{
@@ -117,7 +117,7 @@ func (c *Controller) decide(rec model.Endpoint, now time.Time) rollout.Decision 
 	}
 	for _, x := range rec.Instances {
 		if x.State == api.EndpointInstanceDraining {
-			if n, known := c.router.InstanceInFlight(rec.Name, x.Deployment, x.ID); known {
+			if n, known := c.scoring.InstanceInFlight(rec.Name, x.Deployment, x.ID); known {
 				in.InFlight[x.ID] = n
 			}
 		}

@@ -93,7 +93,7 @@ func (c *Controller) RunProbe(id, kind string) {
 
 // holding reports whether the router holds requests for the deployment.
 func (c *Controller) holding(endpoint, deployment string) bool {
-	return c.router.Stats(endpoint)[deployment].Held > 0
+	return c.scoring.Stats(endpoint)[deployment].Held > 0
 }
 
 // probeResult applies one probe result and schedules the next probe.

@@ -82,6 +82,8 @@ type Config struct {
 	// NoContainerRuntime says why the engine's nodes cannot run container images, or is ""
 	// when they can (the compute core's answer for its own nodes).
 	NoContainerRuntime string
+	// Scoring is the scoring front whose router carries the endpoints' traffic.
+	Scoring Scoring
 }
 
 // Controller runs online endpoints: it reconciles each endpoint's instances against its
@@ -101,10 +103,8 @@ type Controller struct {
 	driver driver.Driver
 	ctx    context.Context
 
-	router *router.Router
-	base   atomic.Pointer[string]
-	secret atomic.Pointer[[]byte]
-	probe  atomic.Pointer[Prober]
+	scoring Scoring
+	probe   atomic.Pointer[Prober]
 
 	// mu serialises the endpoints' read-check-write sequences and guards the maps below.
 	mu     sync.Mutex
@@ -140,8 +140,8 @@ func New(cfg Config) *Controller {
 		quota:      cfg.Quota,
 		metrics:    cfg.Metrics,
 		noRuntime:  cfg.NoContainerRuntime,
+		scoring:    cfg.Scoring,
 	}
-	c.router = router.New(router.Options{Logger: cfg.Logger, Clock: clockWithAfterFunc(cfg.Clock)})
 	c.probe.Store(ptr(Prober(httpProbe)))
 	return c
 }
@@ -152,13 +152,6 @@ func (c *Controller) Start(ctx context.Context, drv driver.Driver) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func (c *Controller) ScoringBase() string {
-	if p := c.base.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
 
 // startInstance has the lifecycle create the instance's node (idempotent under its key),
 // then starts its current process and schedules its probes. A node created not ready (a
@@ -394,7 +387,7 @@ func (c *Controller) syncRouter(key string) {
 	case exists && !rec.Deleting:
 		c.pushRouter(rec)
 	default:
-		c.router.RemoveEndpoint(model.NameOf(key))
+		c.scoring.RemoveEndpoint(model.NameOf(key))
 	}
 }
 
@@ -408,8 +401,8 @@ func (c *Controller) pushRouter(rec model.Endpoint) {
 		Mirror:      map[string]int{},
 		Deployments: map[string]*router.Deployment{},
 	}
-	ws, name := rec.Workspace, rec.Name
-	ep.TokenVerifier = func(token string) bool { return c.VerifyToken(ws, name, token) }
+	key := rec.Key()
+	ep.TokenVerifier = func(token string) bool { return c.scoring.VerifyToken(key, token) }
 	for k, v := range rec.LiveTraffic {
 		ep.Traffic[k] = int(v)
 	}
@@ -443,7 +436,7 @@ func (c *Controller) pushRouter(rec model.Endpoint) {
 		rd.Hold = c.routerHold(rec.Key(), dn, d, ready)
 		ep.Deployments[dn] = rd
 	}
-	c.router.SetEndpoint(ep)
+	c.scoring.SetEndpoint(ep)
 }
 
 // kick marks an endpoint for a reconcile pass.

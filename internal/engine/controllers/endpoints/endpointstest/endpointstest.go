@@ -32,6 +32,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime/runtimetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
 )
@@ -58,10 +59,12 @@ type Env struct {
 	Lifecycle  *lifecycle.Nodes
 	Quota      *model.QuotaIndex
 	Controller *endpoints.Controller
-	Probes     *Probes
+	// Scoring is the scoring front the controller keeps in step, as engine.New builds it.
+	Scoring *scoring.Front
+	Probes  *Probes
 
 	cancel context.CancelFunc
-	built  []*endpoints.Controller
+	built  []*scoring.Front
 }
 
 // New builds and starts the controller.
@@ -73,8 +76,8 @@ func New(t testing.TB, opts Options) *Env {
 	t.Cleanup(func() {
 		e.stop()
 		_ = e.Driver.Close()
-		for _, c := range e.built {
-			c.CloseScoring()
+		for _, f := range e.built {
+			f.Close()
 		}
 	})
 	return e
@@ -101,9 +104,10 @@ func (e *Env) start() {
 	}})
 	nodes := lifecycle.New(lifecycle.Config{Clock: e.Clock, Logger: log, Loop: loop})
 	quota := model.NewQuotaIndex()
+	front := scoring.New(st, e.Clock, log)
 	var seq int
 	c = endpoints.New(endpoints.Config{
-		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Nodes: nodes,
+		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Nodes: nodes, Scoring: front,
 		NewID: func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
 	})
 	if err := c.LoadQuotaIndex(); err != nil {
@@ -120,8 +124,8 @@ func (e *Env) start() {
 		cancel()
 		e.t.Fatal(err)
 	}
-	e.Store, e.Loop, e.Lifecycle, e.Quota, e.Controller, e.Probes, e.cancel = st, loop, nodes, quota, c, probes, cancel
-	e.built = append(e.built, c)
+	e.Store, e.Loop, e.Lifecycle, e.Quota, e.Controller, e.Scoring, e.Probes, e.cancel = st, loop, nodes, quota, c, front, probes, cancel
+	e.built = append(e.built, front)
 }
 
 // stop ends the controller as a crash would: nothing is cleaned up.
@@ -242,7 +246,7 @@ func (e *Env) Started(workspace, name, deployment string, gen int64, n int) []mo
 // primary key, pinned to deployment unless it is empty, and returns the status.
 func (e *Env) Score(workspace, name, deployment string) int {
 	rec := httptest.NewRecorder()
-	e.Controller.ScoringHandler().ServeHTTP(rec, e.scoreRequest(workspace, name, deployment))
+	e.Scoring.ServeHTTP(rec, e.scoreRequest(workspace, name, deployment))
 	return rec.Code
 }
 
@@ -253,7 +257,7 @@ func (e *Env) ScoreAsync(workspace, name string) <-chan int {
 	out := make(chan int, 1)
 	go func() {
 		rec := httptest.NewRecorder()
-		e.Controller.ScoringHandler().ServeHTTP(rec, req)
+		e.Scoring.ServeHTTP(rec, req)
 		out <- rec.Code
 	}()
 	return out
@@ -286,7 +290,7 @@ func (e *Env) HeldRequests(workspace, name, deployment string, n int64) {
 // RequestsTo counts the requests the router sent to each deployment of the endpoint.
 func (e *Env) RequestsTo(name string) map[string]uint64 {
 	out := map[string]uint64{}
-	for d, st := range e.Controller.ScoringStats(name) {
+	for d, st := range e.Scoring.Stats(name) {
 		out[d] = st.Requests
 	}
 	return out
