@@ -165,6 +165,11 @@ func (e *Engine) JobLogs(ctx context.Context, workspace, id string, rank int, of
 	return e.jobs.JobLogs(ctx, workspace, id, rank, offset)
 }
 
+// FollowJobLogs streams a rank's output as it appears (see controllers/jobs).
+func (e *Engine) FollowJobLogs(ctx context.Context, workspace, id string, rank int, offset int64, emit func([]byte) error) (int64, error) {
+	return e.jobs.FollowJobLogs(ctx, workspace, id, rank, offset, emit)
+}
+
 func (e *Engine) PutSnapshot(r io.Reader) (string, error) { return e.jobs.PutSnapshot(r) }
 
 // Quota.

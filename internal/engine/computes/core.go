@@ -138,6 +138,8 @@ type groupedWrite struct {
 type Transactions interface {
 	View(f func(tx *store.Tx) error) error
 	Write(f func(tx *store.Tx) error) error
+	// Changed is closed at the next commit that changes bucket b (store.Store.Changed).
+	Changed(b store.Bucket) <-chan struct{}
 }
 
 // Kicker marks a compute for a pass.
@@ -224,6 +226,9 @@ func (c *Core) Kick(computeKey string) { c.loop.Mark(runtime.ComputeKey(computeK
 
 // View runs f in a read transaction.
 func (c *Core) View(f func(tx *store.Tx) error) error { return c.store.View(f) }
+
+// Changed is closed at the next commit that changes bucket b.
+func (c *Core) Changed(b store.Bucket) <-chan struct{} { return c.store.Changed(b) }
 
 // Write runs f in a write transaction, in turn with every other writer of computes, and
 // then, once committed and still in turn, what f asked to do on commit (onCommit).

@@ -1,4 +1,4 @@
-package engine
+package jobs
 
 import (
 	"context"
@@ -28,14 +28,14 @@ const (
 // its nodes, it ended) or its task writes, reads what is new, sends it at once and reads
 // again with no pause until nothing is left. Each watch is armed before the read it
 // guards, so no write falls between the read and the sleep.
-func (e *Engine) FollowJobLogs(ctx context.Context, workspace, id string, rank int, offset int64, emit func([]byte) error) (int64, error) {
+func (c *Controller) FollowJobLogs(ctx context.Context, workspace, id string, rank int, offset int64, emit func([]byte) error) (int64, error) {
 	w := outputWatch{}
 	defer w.stop()
 	wait := followMinWait
 	for {
-		jobChanged := e.store.Changed(store.Jobs)
-		source, hasSource := w.arm(ctx, e.driver, e.jobs.LogSource, workspace, id, rank)
-		data, next, complete, err := e.JobLogs(ctx, workspace, id, rank, offset)
+		jobChanged := c.core.Changed(store.Jobs)
+		source, hasSource := w.arm(ctx, c.core.Driver(), c.LogSource, workspace, id, rank)
+		data, next, complete, err := c.JobLogs(ctx, workspace, id, rank, offset)
 		if err != nil {
 			return offset, err
 		}
