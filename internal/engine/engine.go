@@ -40,6 +40,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -188,7 +189,7 @@ func New(cfg Config) (*Engine, error) {
 	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
 	core.RegisterPass(api.TypeComputeInstance, e.instances.Pass)
-	e.scoring = scoring.New(cfg.Store, cfg.Clock, log)
+	e.scoring = scoring.New(cfg.Store, cfg.Clock, log, router.Options{})
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, NewID: cfg.NewID,
 		EnvCacheDir: envCacheDir(cfg),

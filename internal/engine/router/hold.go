@@ -96,6 +96,13 @@ func errStartFailed(dep *deploymentState, why string) *Error {
 // errClientGone marks a held request whose client went away; nothing is written.
 var errClientGone = &Error{Status: 0, Code: "client_gone", Message: "the client went away while its request was held"}
 
+// holdChanged tells Options.OnHoldChange that a deployment's held count changed.
+func (r *Router) holdChanged(endpoint, deployment string) {
+	if r.onHold != nil {
+		r.onHold(endpoint, deployment)
+	}
+}
+
 // holdFor holds a request that found no instance with room in dep (which has a Hold) until
 // an instance of the deployment, as the current table has it, grants it a slot. It returns
 // the deployment state and instance to serve it, or the error to answer. gone is closed
@@ -113,7 +120,11 @@ func (r *Router) holdFor(endpoint string, dep *deploymentState, gone <-chan stru
 		h.held.Add(-1)
 		return dep, nil, errHoldFull(dep, cfg.MaxHeld)
 	}
-	defer h.held.Add(-1)
+	r.holdChanged(endpoint, dep.name)
+	defer func() {
+		h.held.Add(-1)
+		r.holdChanged(endpoint, dep.name)
+	}()
 	start := r.clock.Now()
 	timer := r.clock.NewTimer(cfg.MaxWait)
 	defer timer.Stop()

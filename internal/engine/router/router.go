@@ -99,6 +99,10 @@ type Options struct {
 	Clock clock.WithDelayedExecution
 	// MaxMirrorBodyBytes bounds the body buffered for a mirror copy (default 10 MiB).
 	MaxMirrorBodyBytes int64
+	// OnHoldChange, when set, is called (it must not block) each time a request of a
+	// deployment is held or stops being held: tests wait on it for a count of held
+	// requests (Stats' Held) rather than poll.
+	OnHoldChange func(endpoint, deployment string)
 }
 
 // Router is the scoring router. It is safe for concurrent use.
@@ -109,6 +113,7 @@ type Router struct {
 	transport http.RoundTripper
 	proxy     *httputil.ReverseProxy
 	maxMirror int64
+	onHold    func(endpoint, deployment string)
 	// direct: the transport is the router's own default, so the common request may take
 	// the router's own client instead (upstream.go). A caller's transport gets every
 	// request.
@@ -153,6 +158,7 @@ func New(opts Options) *Router {
 		clock:     opts.Clock,
 		transport: opts.Transport,
 		maxMirror: opts.MaxMirrorBodyBytes,
+		onHold:    opts.OnHoldChange,
 		direct:    direct,
 		ctx:       ctx,
 		cancel:    cancel,

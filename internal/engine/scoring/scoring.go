@@ -44,13 +44,12 @@ type Front struct {
 	secret atomic.Pointer[[]byte]
 }
 
-// New builds the scoring front on the engine's store and clock; call Listen before the
-// engine starts, and Close after the listener stopped.
-func New(st *store.Store, clk clock.WithTicker, log hclog.Logger) *Front {
-	return &Front{
-		Router: router.New(router.Options{Logger: log, Clock: withAfterFunc(clk)}),
-		store:  st, clock: clk, log: log.Named("scoring"),
-	}
+// New builds the scoring front on the engine's store and clock; opts adjusts its router
+// (the logger and clock are the front's). Call Listen before the engine starts, and Close
+// after the listener stopped.
+func New(st *store.Store, clk clock.WithTicker, log hclog.Logger, opts router.Options) *Front {
+	opts.Logger, opts.Clock = log, withAfterFunc(clk)
+	return &Front{Router: router.New(opts), store: st, clock: clk, log: log.Named("scoring")}
 }
 
 // withAfterFunc gives the router the engine's clock when it can schedule callbacks (the

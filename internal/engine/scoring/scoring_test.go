@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -20,7 +21,7 @@ func openFront(t *testing.T, path string, clk *clocktesting.FakeClock) (*scoring
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := scoring.New(st, clk, hclog.NewNullLogger())
+	f := scoring.New(st, clk, hclog.NewNullLogger(), router.Options{})
 	return f, func() { f.Close(); st.Close() }
 }
 

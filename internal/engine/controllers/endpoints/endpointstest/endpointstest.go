@@ -30,6 +30,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime/runtimetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
@@ -65,13 +66,17 @@ type Env struct {
 
 	cancel context.CancelFunc
 	built  []*scoring.Front
+	// holds gets a value each time the router holds a request or stops holding one
+	// (router.Options.OnHoldChange); HeldRequests waits on it.
+	holds chan struct{}
 }
 
 // New builds and starts the controller.
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(Start)
-	e := &Env{Manual: runtimetest.Manual{T: t, Clock: clk}, t: t, path: filepath.Join(t.TempDir(), "state.db"), Driver: fake.NewWithOptions(clk, opts.Fake)}
+	e := &Env{Manual: runtimetest.Manual{T: t, Clock: clk}, t: t, path: filepath.Join(t.TempDir(), "state.db"), Driver: fake.NewWithOptions(clk, opts.Fake),
+		holds: make(chan struct{}, 1)}
 	e.start()
 	t.Cleanup(func() {
 		e.stop()
@@ -104,7 +109,12 @@ func (e *Env) start() {
 	}})
 	nodes := lifecycle.New(lifecycle.Config{Clock: e.Clock, Logger: log, Loop: loop})
 	quota := model.NewQuotaIndex()
-	front := scoring.New(st, e.Clock, log)
+	front := scoring.New(st, e.Clock, log, router.Options{OnHoldChange: func(string, string) {
+		select {
+		case e.holds <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}})
 	var seq int
 	c = endpoints.New(endpoints.Config{
 		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Nodes: nodes, Scoring: front,
@@ -274,17 +284,20 @@ func (e *Env) scoreRequest(workspace, name, deployment string) *http.Request {
 	return req
 }
 
-// HeldRequests waits, in real time and at most 10 seconds, until the router holds n
-// requests of the deployment: the hold happens on the request's goroutine, which the manual
-// loop does not run.
+// HeldRequests waits until the router holds n requests of the deployment: the hold
+// happens on the request's goroutine, which the manual loop does not run, and the router
+// says each time its count changes. It fails after 10 seconds of real time.
 func (e *Env) HeldRequests(workspace, name, deployment string, n int64) {
 	e.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if e.Endpoint(workspace, name).Deployments[deployment].HeldRequests == n {
-			return
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for e.Endpoint(workspace, name).Deployments[deployment].HeldRequests != n {
+		select {
+		case <-e.holds:
+		case <-deadline.C:
+			e.t.Fatalf("the router never held %d requests of %s", n, deployment)
 		}
 	}
-	e.t.Fatalf("the router never held %d requests of %s", n, deployment)
 }
 
 // RequestsTo counts the requests the router sent to each deployment of the endpoint.
