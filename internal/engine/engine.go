@@ -35,6 +35,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/route"
 	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/history"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
@@ -87,7 +88,7 @@ type Config struct {
 	// NewKubeDriver builds the node driver of one attached Kubernetes cluster (its pods
 	// are the nodes of the jobs that run there). Nil: attached clusters can be attached
 	// and checked, but a job on one fails with a clear error.
-	NewKubeDriver attached.NewKubeDriver
+	NewKubeDriver route.NewKubeDriver
 	// KubeImage is the image of job pods on an attached cluster that sets no
 	// kubernetes.image; empty means MLCOMPUTE_KUBE_IMAGE of the engine's environment, as
 	// for `mlcompute serve --nodes kubernetes` without --kube-image.
@@ -114,8 +115,10 @@ type Engine struct {
 	artifacts       *artifacts.Store
 	startedAt       time.Time
 	manual          bool
-	// driver is the operator's driver until Start wraps it for attached machines.
+	// driver is the operator's driver until Start routes attached computes' nodes around it
+	// (driver/route, with routes).
 	driver driver.Driver
+	routes route.Config
 
 	loop       *runtime.Loop
 	nodes      *lifecycle.Nodes
@@ -179,8 +182,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.KubeImage == "" {
 		cfg.KubeImage = os.Getenv(kubernetes.ImageEnv)
 	}
-	e.attached.NewKubeDriver, e.attached.DefaultKubeImage = cfg.NewKubeDriver, cfg.KubeImage
-	e.attached.Containers = cfg.Containers
+	e.attached.DefaultKubeImage, e.attached.KubeJobs = cfg.KubeImage, cfg.NewKubeDriver != nil
+	e.routes = route.Config{Lookups: e.attached, NewKubeDriver: cfg.NewKubeDriver, Containers: cfg.Containers, Logger: log}
 	e.jobs = jobs.New(core, cfg.Snapshots)
 	e.jobs.Kube = e.attached
 	e.jobs.SharedFilesystem = cfg.NodesDriver == "local"
@@ -226,7 +229,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.driver == nil {
 		return errors.New("engine has no node driver")
 	}
-	e.driver = e.attached.WrapDriver(ctx, e.driver)
+	e.driver = route.New(ctx, e.driver, e.routes)
 	e.watchDriver()
 	e.nodes.Start(e.driver)
 	e.core.Start(ctx, e.driver)

@@ -26,9 +26,9 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	kubedriver "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/route"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
 )
@@ -39,7 +39,7 @@ import (
 
 // kubeDriverForTests builds the node driver of an attached cluster's job pods: package
 // kubernetes's driver, as the daemon wires it, under an engine id of the test's own.
-var kubeDriverForTests attached.NewKubeDriver = func(ctx context.Context, cfg kubedriver.Config) (driver.Driver, error) {
+var kubeDriverForTests route.NewKubeDriver = func(ctx context.Context, cfg kubedriver.Config) (driver.Driver, error) {
 	cfg.EngineID = slurm.NewEngineID()
 	return kubedriver.New(ctx, cfg)
 }

@@ -27,10 +27,10 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/route"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
@@ -617,7 +617,7 @@ func remoteDriver[D driver.Driver](ctx context.Context, opts Options, name strin
 
 // attachedKubeDriver builds the node driver of one attached Kubernetes cluster: its pods
 // carry this engine's id, so that after a crash the engine finds the pods it made there.
-func attachedKubeDriver(opts Options) attached.NewKubeDriver {
+func attachedKubeDriver(opts Options) route.NewKubeDriver {
 	return func(ctx context.Context, cfg kubernetes.Config) (driver.Driver, error) {
 		id, err := engineID(opts.DataDir)
 		if err != nil {

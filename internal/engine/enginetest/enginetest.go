@@ -20,10 +20,10 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/local"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/route"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
@@ -48,7 +48,7 @@ type Options struct {
 	MinIdleShutdown time.Duration
 	// NewKubeDriver and KubeImage give the engine the node driver of attached Kubernetes
 	// clusters and their pods' default image (engine.Config).
-	NewKubeDriver attached.NewKubeDriver
+	NewKubeDriver route.NewKubeDriver
 	KubeImage     string
 }
 

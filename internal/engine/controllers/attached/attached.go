@@ -17,7 +17,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/mux"
 	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -37,16 +36,14 @@ type Core interface {
 type Controller struct {
 	core Core
 	log  hclog.Logger
-	// NewKubeDriver builds the node driver of one attached Kubernetes cluster (the
-	// composition root sets it; nil leaves attached clusters without jobs).
-	NewKubeDriver NewKubeDriver
 	// DefaultKubeImage is the image of job pods on an attached cluster whose
 	// kubernetes.image is not set (the engine's MLCOMPUTE_KUBE_IMAGE).
 	DefaultKubeImage string
+	// KubeJobs says the engine has a node driver for attached clusters' pods (the
+	// composition root's driver/route); without one, jobs there are refused at submit.
+	KubeJobs bool
 	// Checks are the calls an attach makes to a cluster.
 	Checks KubeChecks
-	// Containers runs tasks in container images on attached machines; nil: refused.
-	Containers *sshdrv.ContainerRunner
 }
 
 // New builds the controller.
@@ -65,18 +62,9 @@ func sshTarget(a model.Attached) sshdrv.Target {
 	}
 }
 
-// WrapDriver wraps the operator's driver so that attached machines' nodes go to an
-// ssh driver, and the pods of jobs on attached Kubernetes clusters to their cluster's
-// driver, whose lifetimes are ctx's.
-func (c *Controller) WrapDriver(ctx context.Context, d driver.Driver) driver.Driver {
-	vms := sshdrv.NewDriver(sshdrv.DriverConfig{Lookup: c.attachedTarget, Tasks: c.attachedTasks, Logger: c.core.Logger().Named("ssh"), Containers: c.Containers})
-	pods := newKubeDrivers(ctx, c)
-	context.AfterFunc(ctx, func() { _ = vms.Close(); _ = pods.Close() })
-	return mux.New(ctx, d, mux.Route{Prefix: model.AttachedNodePrefix, Driver: vms}, mux.Route{Prefix: model.KubeNodePrefix, Driver: pods})
-}
-
-// attachedTarget is the ssh driver's Lookup: how to reach the machine of a stored node.
-func (c *Controller) attachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
+// AttachedTarget is how the engine's ssh driver reaches the machine of a stored node
+// (driver/route's Lookups).
+func (c *Controller) AttachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
 	var t sshdrv.Target
 	err := c.core.View(func(tx *store.Tx) error {
 		n, ok := c.core.NodeByID(tx, nodeKey)
@@ -95,11 +83,11 @@ func (c *Controller) attachedTarget(_ context.Context, nodeKey string) (sshdrv.T
 	return t, err
 }
 
-// attachedTasks is the ssh driver's Tasks: the task of the job the store records as
-// running on the node, so a job that ended while the engine was down (or could not reach
+// AttachedTasks is the task of the job the store records as running on an attached
+// machine's node (driver/route's Lookups), so a job that ended while the engine was down (or could not reach
 // the machine at its start) learns its exit once the machine answers. A job still
 // preparing is left out: recovery starts it again, and its task may not exist yet.
-func (c *Controller) attachedTasks(_ context.Context, nodeKey string) ([]string, error) {
+func (c *Controller) AttachedTasks(_ context.Context, nodeKey string) ([]string, error) {
 	var keys []string
 	err := c.core.View(func(tx *store.Tx) error {
 		n, ok := c.core.NodeByID(tx, nodeKey)

@@ -52,6 +52,42 @@ func (clusterChecks) InstanceType(ctx context.Context, cfg kubernetes.Config, sh
 // check at job submission.
 const kubeCheckTimeout = 60 * time.Second
 
+// KubeNode is the cluster of a job pod's node, as its job compute recorded it
+// (driver/route's Lookups).
+func (c *Controller) KubeNode(nodeKey string) (kubernetes.Config, bool, error) {
+	var cfg kubernetes.Config
+	var ok bool
+	err := c.core.View(func(tx *store.Tx) error {
+		n, found := c.core.NodeByID(tx, nodeKey)
+		if !found {
+			return nil
+		}
+		var rec model.Compute
+		if found, err := tx.Get(store.Computes, n.Compute, &rec); err != nil || !found || rec.KubeJob == nil {
+			return err
+		}
+		cfg, ok = c.kubeConfig(rec.KubeJob.Cluster), true
+		return nil
+	})
+	return cfg, ok, err
+}
+
+// KubeClusters are the clusters the store's job computes name, the only ones that may
+// hold the engine's pods (driver/route's Lookups).
+func (c *Controller) KubeClusters() ([]kubernetes.Config, error) {
+	var out []kubernetes.Config
+	err := c.core.View(func(tx *store.Tx) error {
+		recs, err := store.List[model.Compute](tx, store.Computes, "")
+		for _, rec := range recs {
+			if rec.KubeJob != nil {
+				out = append(out, c.kubeConfig(rec.KubeJob.Cluster))
+			}
+		}
+		return err
+	})
+	return out, err
+}
+
 // kubeConfig is how the engine reaches a stored cluster. The image falls back to the
 // engine's default (MLCOMPUTE_KUBE_IMAGE).
 func (c *Controller) kubeConfig(k model.KubeCluster) kubernetes.Config {
@@ -204,7 +240,7 @@ func (c *Controller) KubeJob(ctx context.Context, rec model.Compute, instanceTyp
 		}
 		return nil, api.Errorf(api.CodeInvalid, "instance_type", "%v", err)
 	}
-	if c.NewKubeDriver == nil {
+	if !c.KubeJobs {
 		return nil, api.Errorf(api.CodeUnavailable, "compute", "this engine has no Kubernetes node driver, so jobs cannot run on attached Kubernetes compute %q", rec.Name)
 	}
 	return &model.KubeJob{Parent: rec.Name, Cluster: *rec.Kubernetes, InstanceType: name, Shape: it}, nil

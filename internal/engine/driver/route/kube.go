@@ -1,4 +1,4 @@
-package attached
+package route
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"io"
 	"sync"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 // NewKubeDriver builds the node driver of one attached Kubernetes cluster: a node is a
@@ -21,13 +21,15 @@ import (
 type NewKubeDriver func(ctx context.Context, cfg kubernetes.Config) (driver.Driver, error)
 
 // kubeDrivers is the driver.Driver of every pod made for a job on an attached cluster: it
-// finds the node's cluster in the store (the settings its job compute copied at submit
-// time) and calls that cluster's driver, built on first use and kept for the engine's
-// life, one per kubeconfig, context, namespace and image.
+// asks the store (Lookups.KubeNode) for the node's cluster, as its job compute copied it
+// at submit time, and calls that cluster's driver, built on first use and kept for the
+// engine's life, one per kubeconfig, context, namespace and image.
 type kubeDrivers struct {
-	ctx    context.Context
-	c      *Controller
-	events chan driver.Event
+	ctx     context.Context
+	lookups Lookups
+	build   NewKubeDriver
+	log     hclog.Logger
+	events  chan driver.Event
 
 	mu      sync.Mutex
 	drivers map[string]driver.Driver
@@ -41,8 +43,9 @@ var (
 	_ driver.OutputWatcher = (*kubeDrivers)(nil)
 )
 
-func newKubeDrivers(ctx context.Context, c *Controller) *kubeDrivers {
-	return &kubeDrivers{ctx: ctx, c: c, events: make(chan driver.Event), drivers: map[string]driver.Driver{}, listed: map[string]driver.Driver{}}
+func newKubeDrivers(ctx context.Context, cfg Config) *kubeDrivers {
+	return &kubeDrivers{ctx: ctx, lookups: cfg.Lookups, build: cfg.NewKubeDriver, log: cfg.Logger.Named("kubernetes"),
+		events: make(chan driver.Event), drivers: map[string]driver.Driver{}, listed: map[string]driver.Driver{}}
 }
 
 func clusterKey(cfg kubernetes.Config) string {
@@ -56,18 +59,17 @@ func clusterKey(cfg kubernetes.Config) string {
 
 // driverFor returns the driver of a cluster, building it (and forwarding its events)
 // on first use.
-func (k *kubeDrivers) driverFor(cluster model.KubeCluster) (driver.Driver, error) {
-	if k.c.NewKubeDriver == nil {
+func (k *kubeDrivers) driverFor(cfg kubernetes.Config) (driver.Driver, error) {
+	if k.build == nil {
 		return nil, driver.Permanent(errors.New("this engine has no Kubernetes node driver"))
 	}
-	cfg := k.c.kubeConfig(cluster)
 	key := clusterKey(cfg)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if d, ok := k.drivers[key]; ok {
 		return d, nil
 	}
-	d, err := k.c.NewKubeDriver(k.ctx, cfg)
+	d, err := k.build(k.ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting the driver of the cluster's namespace %q: %w", cfg.Namespace, err)
 	}
@@ -91,23 +93,11 @@ func (k *kubeDrivers) driverFor(cluster model.KubeCluster) (driver.Driver, error
 
 // route finds the driver of a stored node's cluster, or the one that listed an orphan.
 func (k *kubeDrivers) route(nodeKey string) (driver.Driver, error) {
-	var cluster *model.KubeCluster
-	err := k.c.core.View(func(tx *store.Tx) error {
-		n, ok := k.c.core.NodeByID(tx, nodeKey)
-		if !ok {
-			return nil
-		}
-		var rec model.Compute
-		if ok, err := tx.Get(store.Computes, n.Compute, &rec); err != nil || !ok || rec.KubeJob == nil {
-			return err
-		}
-		cluster = &rec.KubeJob.Cluster
-		return nil
-	})
+	cfg, ok, err := k.lookups.KubeNode(nodeKey)
 	if err != nil {
 		return nil, err
 	}
-	if cluster == nil {
+	if !ok {
 		k.mu.Lock()
 		d, ok := k.listed[nodeKey]
 		k.mu.Unlock()
@@ -116,7 +106,7 @@ func (k *kubeDrivers) route(nodeKey string) (driver.Driver, error) {
 		}
 		return nil, driver.NotFound(fmt.Errorf("node %s is not a pod of an attached Kubernetes cluster the engine records", nodeKey))
 	}
-	return k.driverFor(*cluster)
+	return k.driverFor(cfg)
 }
 
 func (k *kubeDrivers) Name() string { return "kubernetes" }
@@ -142,28 +132,18 @@ func (k *kubeDrivers) Describe(ctx context.Context, key string) (driver.NodeInfo
 // logged and left out, so that it cannot hold up the engine's start; its pods are
 // adopted or released once it answers and their jobs' computes are reconciled.
 func (k *kubeDrivers) List(ctx context.Context, owner string) ([]driver.NodeInfo, error) {
-	var clusters []model.KubeCluster
-	err := k.c.core.View(func(tx *store.Tx) error {
-		recs, err := store.List[model.Compute](tx, store.Computes, "")
-		for _, rec := range recs {
-			if rec.KubeJob != nil {
-				clusters = append(clusters, rec.KubeJob.Cluster)
-			}
-		}
-		return err
-	})
+	clusters, err := k.lookups.KubeClusters()
 	if err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
 	var out []driver.NodeInfo
-	for _, cl := range clusters {
-		cfg := k.c.kubeConfig(cl)
+	for _, cfg := range clusters {
 		if seen[clusterKey(cfg)] {
 			continue
 		}
 		seen[clusterKey(cfg)] = true
-		d, err := k.driverFor(cl)
+		d, err := k.driverFor(cfg)
 		if err == nil {
 			var nodes []driver.NodeInfo
 			if nodes, err = d.List(ctx, owner); err == nil {
@@ -176,7 +156,7 @@ func (k *kubeDrivers) List(ctx context.Context, owner string) ([]driver.NodeInfo
 				continue
 			}
 		}
-		k.c.log.Error("listing the pods of an attached cluster failed", "namespace", cl.Namespace, "error", err)
+		k.log.Error("listing the pods of an attached cluster failed", "namespace", cfg.Namespace, "error", err)
 	}
 	return out, nil
 }
