@@ -138,13 +138,12 @@ func (r *Router) holdFor(endpoint string, dep *deploymentState, gone <-chan stru
 	}
 	for {
 		wake := h.waitCh()
-		cur := dep
-		if ep := r.table.Load().endpoints[endpoint]; ep != nil && ep.deployments[dep.name] != nil {
-			cur = ep.deployments[dep.name]
-		} else {
+		ep := r.table.Load().endpoints[endpoint]
+		if ep == nil || ep.deployments[dep.name] == nil {
 			observe(false)
 			return dep, nil, errNoReadyInstance(dep)
 		}
+		cur := ep.deployments[dep.name]
 		if in := cur.acquire(nil); in != nil {
 			observe(true)
 			return cur, in, nil
