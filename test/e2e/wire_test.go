@@ -134,6 +134,7 @@ resource "mlcompute_online_endpoint" "wire" {
 	}
 
 	wire := capture.stop()
+	t.Logf("tcpdump captured %d bytes", len(wire))
 	// The capture saw the traffic: the apply, the job's stream and the invocation are far
 	// more than this many bytes; and TLS records (content type 23, version 3.3) are in it.
 	if len(wire) < 20_000 || !bytes.Contains(wire, []byte{0x17, 0x03, 0x03}) {
@@ -227,11 +228,14 @@ type capture struct {
 	file string
 }
 
-// startCapture starts tcpdump on dev and returns once it captures.
+// startCapture starts tcpdump on dev and returns once it captures. Immediate mode: without
+// it libpcap hands packets over in blocks of its ring (TPACKET_V3), and the block still
+// filling when tcpdump is stopped is lost; a test over in seconds then lost most of its
+// traffic (6 KB of 47 KB here), and could pass without looking at the packets that matter.
 func startCapture(t *testing.T, dev string) *capture {
 	t.Helper()
 	c := &capture{t: t, file: filepath.Join(t.TempDir(), "wire.pcap")}
-	c.cmd = exec.Command("tcpdump", "-i", dev, "-n", "-U", "-s", "0", "-w", c.file, "tcp")
+	c.cmd = exec.Command("tcpdump", "-i", dev, "-n", "--immediate-mode", "-U", "-s", "0", "-w", c.file, "tcp")
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
