@@ -3,11 +3,13 @@
 package slurm
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
@@ -75,6 +77,40 @@ func TestSlurmContainerTask(t *testing.T) {
 	rc.Close()
 	if err != nil || !strings.Contains(string(got), "VERSION_ID=5.0") {
 		t.Fatalf("the task's output holds no os-release of the image: %q, %v", got, err)
+	}
+
+	// A killed task stops its container: its step gets SIGTERM (not srun, which would
+	// cancel the step at once), and container-run stops and removes the container before
+	// the step ends.
+	sleeper := spec
+	sleeper.Key, sleeper.Outputs = "job-2", nil
+	sleeper.Command = []string{"/bin/busybox", "sh", "-c", "echo up; exec /bin/busybox sleep 600"}
+	if err := d.StartTask(ctx, "gpu", sleeper); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(50 * time.Millisecond) {
+		if out, _ := d.TaskOutput(ctx, "gpu", "job-2", 0); strings.Contains(string(out), "up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task never started in its container")
+		}
+	}
+	killedAt := time.Now()
+	if err := d.KillTask(ctx, "gpu", "job-2"); err != nil {
+		t.Fatal(err)
+	}
+	ev = waitEvent(t, d, "TaskExited of the killed task", func(ev driver.Event) bool { return ev.Kind == driver.TaskExited && ev.TaskKey == "job-2" })
+	rt, err := containerrt.Open(context.Background(), sock, "e-slurm-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if left, err := rt.Containers(context.Background()); err != nil || len(left) != 0 {
+		t.Fatalf("containers %s after the step was killed (exit %d): %v, %v; want none", time.Since(killedAt).Round(time.Millisecond), ev.ExitCode, left, err)
+	}
+	if ev.ExitCode == 0 {
+		t.Fatalf("a killed task exited 0")
 	}
 	if err := d.Terminate(ctx, "gpu"); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func (d *Driver) TaskPort(ctx context.Context, nodeKey string) (int, error) {
 		return 0, fmt.Errorf("finding a port: %w", err)
 	}
 	var out bytes.Buffer
-	stderr, code, err := d.sh.RunShell(ctx, quoteArgs(srunArgs(id, ssh.PortCommand)), strings.NewReader(""), &out)
+	stderr, code, err := d.sh.RunShell(ctx, quoteArgs(srunArgs(id, "", ssh.PortCommand)), strings.NewReader(""), &out)
 	if err != nil {
 		return 0, fmt.Errorf("finding a port on node %s: %w", nodeKey, driver.Transient(err))
 	}

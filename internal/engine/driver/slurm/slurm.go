@@ -91,8 +91,8 @@ type Config struct {
 	// PollInterval is how often squeue is read while the driver watches jobs (default
 	// DefaultPollInterval).
 	PollInterval time.Duration
-	// KillGrace is how long Terminate waits after scancel before it kills (default
-	// DefaultKillGrace).
+	// KillGrace is how long Terminate waits after scancel before it kills, and how long
+	// KillTask waits after it signalled a task's step (default DefaultKillGrace).
 	KillGrace time.Duration
 	// Clock times the watch and the timeouts; the real clock when nil.
 	Clock  clock.WithTicker

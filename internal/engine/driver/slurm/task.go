@@ -53,9 +53,13 @@ func (d *Driver) readyJob(ctx context.Context, key string) (*node, string, error
 
 // srunArgs runs a command as a step of job id on its node, with the command's stderr
 // merged into its stdout on the node, so srun's own messages (on srun's stderr) stay apart.
-func srunArgs(id string, command []string) []string {
-	args := []string{"srun", "--jobid=" + id, "--overlap", "--nodes=1", "--ntasks=1", "--quiet",
-		"--", "sh", "-c", `exec 2>&1; exec "$@"`, "mlcompute-task"}
+// A task's step is named after its remote key (stepName), so KillTask can find it.
+func srunArgs(id, stepName string, command []string) []string {
+	args := []string{"srun", "--jobid=" + id, "--overlap", "--nodes=1", "--ntasks=1", "--quiet"}
+	if stepName != "" {
+		args = append(args, "--job-name="+stepName)
+	}
+	args = append(args, "--", "sh", "-c", `exec 2>&1; exec "$@"`, "mlcompute-task")
 	return append(args, command...)
 }
 
@@ -92,7 +96,7 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 			return fmt.Errorf("starting task %s: %w", spec.Key, err)
 		}
 	}
-	task.Command = append([]string{"sh", "-c", `exec 2>>"$0"; exec "$@"`, dir + "/srun.log"}, srunArgs(id, command)...)
+	task.Command = append([]string{"sh", "-c", `exec 2>>"$0"; exec "$@"`, dir + "/srun.log"}, srunArgs(id, rkey, command)...)
 	if err := d.tasks.Start(ctx, task); err != nil {
 		return fmt.Errorf("starting task %s: %w", spec.Key, driver.Transient(err))
 	}
@@ -241,10 +245,52 @@ func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) 
 // KillTask sends SIGTERM to the task's srun (which passes it to the step), SIGKILL after
 // 10 s, and returns once its exit status is recorded.
 func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
-	if _, err := d.liveNode(ctx, nodeKey); err != nil {
+	n, err := d.liveNode(ctx, nodeKey)
+	if err != nil {
 		return fmt.Errorf("killing task %s: %w", taskKey, err)
 	}
-	return d.tasks.Kill(ctx, remoteKey(nodeKey, taskKey))
+	d.mu.Lock()
+	jobID := n.job.ID
+	d.mu.Unlock()
+	rkey := remoteKey(nodeKey, taskKey)
+	d.stopStep(ctx, jobID, rkey)
+	return d.tasks.Kill(ctx, rkey)
+}
+
+// stopStep sends SIGTERM to the processes of the task's step on its node and waits, up to
+// the kill grace, for the task to end. srun itself must not get it: srun cancels its step
+// on SIGTERM, which kills the processes within a second, so a task would get no time to
+// stop (a container task, none to remove its container). What is still running after the
+// wait is killed as any task is (TaskStore.Kill). A step not found (not started yet, or
+// over) is left to that kill.
+func (d *Driver) stopStep(ctx context.Context, jobID, rkey string) {
+	out, err := d.command(ctx, "squeue", "-h", "-s", "-j", jobID, "-o", "%i %j")
+	if err != nil {
+		return
+	}
+	step := ""
+	for _, line := range strings.Split(out, "\n") {
+		if id, name, ok := strings.Cut(strings.TrimSpace(line), " "); ok && name == rkey {
+			step = id
+		}
+	}
+	if step == "" {
+		return
+	}
+	if _, err := d.command(ctx, "scancel", "--signal=TERM", step); err != nil {
+		d.log.Debug("signalling a task's step failed", "step", step, "error", err)
+		return
+	}
+	for deadline := time.Now().Add(d.cfg.KillGrace); time.Now().Before(deadline); {
+		if running, _, err := d.tasks.Status(ctx, rkey); err != nil || !running {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Exec runs a command as a step of the node's job with spec.Stdin as its input and its
@@ -264,7 +310,7 @@ func (d *Driver) Exec(ctx context.Context, nodeKey string, spec driver.ExecSpec)
 	for _, k := range keys {
 		args = append(args, k+"="+spec.Env[k])
 	}
-	args = append(args, srunArgs(id, spec.Command)...)
+	args = append(args, srunArgs(id, "", spec.Command)...)
 	stdin := spec.Stdin
 	if stdin == nil {
 		stdin = strings.NewReader("")
