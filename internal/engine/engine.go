@@ -34,7 +34,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/schedules"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/route"
 	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/history"
@@ -90,9 +89,12 @@ type Config struct {
 	// and checked, but a job on one fails with a clear error.
 	NewKubeDriver route.NewKubeDriver
 	// KubeImage is the image of job pods on an attached cluster that sets no
-	// kubernetes.image; empty means MLCOMPUTE_KUBE_IMAGE of the engine's environment, as
-	// for `mlcompute serve --nodes kubernetes` without --kube-image.
+	// kubernetes.image (the daemon gives --kube-image, else MLCOMPUTE_KUBE_IMAGE); empty:
+	// such a cluster is refused at attach.
 	KubeImage string
+	// KubeChecks are the calls an attach makes to a cluster; nil makes them with package
+	// kubernetes (tests give fakes).
+	KubeChecks attached.KubeChecks
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
 	// (default 15 minutes, as in Azure).
 	MinIdleShutdown time.Duration
@@ -178,16 +180,12 @@ func New(cfg Config) (*Engine, error) {
 	e.core = core
 	e.clusters = clusters.New(core)
 	e.instances = instances.New(instances.Config{Core: core, MinIdleShutdown: cfg.MinIdleShutdown, DataDir: cfg.DataDir, NodeAPI: cfg.NodeAPI})
-	e.attached = attached.New(core)
-	if cfg.KubeImage == "" {
-		cfg.KubeImage = os.Getenv(kubernetes.ImageEnv)
-	}
-	e.attached.DefaultKubeImage, e.attached.KubeJobs = cfg.KubeImage, cfg.NewKubeDriver != nil
+	e.attached = attached.New(core, attached.Config{DefaultKubeImage: cfg.KubeImage, KubeJobs: cfg.NewKubeDriver != nil, Checks: cfg.KubeChecks})
 	e.routes = route.Config{Lookups: e.attached, NewKubeDriver: cfg.NewKubeDriver, Containers: cfg.Containers, Logger: log}
-	e.jobs = jobs.New(core, cfg.Snapshots)
-	e.jobs.Kube = e.attached
-	e.jobs.SharedFilesystem = cfg.NodesDriver == "local"
-	e.jobs.Artifacts, e.jobs.MaxOutputSize = cfg.Artifacts, cfg.MaxOutputSize
+	e.jobs = jobs.New(core, jobs.Config{
+		Snapshots: cfg.Snapshots, Kube: e.attached, SharedFilesystem: cfg.NodesDriver == "local",
+		Artifacts: cfg.Artifacts, MaxOutputSize: cfg.MaxOutputSize,
+	})
 	core.RegisterPass(api.TypeComputeCluster, e.clusters.Pass)
 	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do

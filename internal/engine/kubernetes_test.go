@@ -71,9 +71,8 @@ func newKubeRig(t *testing.T) *kubeRig {
 				k.pods.Reopen()
 				return k.pods, nil
 			}
-			return
+			cfg.KubeChecks = k.checks
 		}
-		e.attached.Checks = k.checks
 	}
 	k.start()
 	t.Cleanup(k.stop)
@@ -278,9 +277,9 @@ func TestKubernetesKubeconfigNeverLogged(t *testing.T) {
 	}
 	k.configure = func(cfg *Config, e *Engine) {
 		if e != nil {
-			e.attached.Checks = k.checks
 			return
 		}
+		cfg.KubeChecks = k.checks
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logs})
 		cfg.KubeImage = "mlcompute/node:test"
 		cfg.NewKubeDriver = func(context.Context, kubernetes.Config) (driver.Driver, error) { return k.pods, nil }

@@ -36,19 +36,28 @@ type Core interface {
 type Controller struct {
 	core Core
 	log  hclog.Logger
+	cfg  Config
+}
+
+// Config is what the controller is built with besides the compute core.
+type Config struct {
 	// DefaultKubeImage is the image of job pods on an attached cluster whose
 	// kubernetes.image is not set (the engine's MLCOMPUTE_KUBE_IMAGE).
 	DefaultKubeImage string
 	// KubeJobs says the engine has a node driver for attached clusters' pods (the
 	// composition root's driver/route); without one, jobs there are refused at submit.
 	KubeJobs bool
-	// Checks are the calls an attach makes to a cluster.
+	// Checks are the calls an attach makes to a cluster; nil makes them with package
+	// kubernetes (tests give fakes).
 	Checks KubeChecks
 }
 
 // New builds the controller.
-func New(core Core) *Controller {
-	return &Controller{core: core, log: core.Logger().Named("attached"), Checks: clusterChecks{}}
+func New(core Core, cfg Config) *Controller {
+	if cfg.Checks == nil {
+		cfg.Checks = clusterChecks{}
+	}
+	return &Controller{core: core, log: core.Logger().Named("attached"), cfg: cfg}
 }
 
 // attachProbeTimeout bounds the connection and checks made when a machine is attached.

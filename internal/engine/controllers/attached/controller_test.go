@@ -24,7 +24,7 @@ func setup(t *testing.T) (*computestest.Env, *attached.Controller) {
 	if err := env.Store.Update(func(tx *store.Tx) error { return tx.Put(store.Computes, rec.Key(), rec) }); err != nil {
 		t.Fatal(err)
 	}
-	return env, attached.New(env.Core)
+	return env, attached.New(env.Core, attached.Config{})
 }
 
 func TestCreateRefusesASpecWithoutAMachineOrATakenName(t *testing.T) {

@@ -93,7 +93,7 @@ func (c *Controller) KubeClusters() ([]kubernetes.Config, error) {
 func (c *Controller) kubeConfig(k model.KubeCluster) kubernetes.Config {
 	image := k.Image
 	if image == "" {
-		image = c.DefaultKubeImage
+		image = c.cfg.DefaultKubeImage
 	}
 	return kubernetes.Config{
 		Kubeconfig: []byte(k.Kubeconfig), Context: k.Context, Namespace: k.Namespace, Image: image,
@@ -122,10 +122,10 @@ func (c *Controller) checkCluster(ctx context.Context, k model.KubeCluster) (kub
 	ctx, cancel := context.WithTimeout(ctx, kubeCheckTimeout)
 	defer cancel()
 	cfg := c.kubeConfig(k)
-	if err := c.Checks.Access(ctx, cfg); err != nil {
+	if err := c.cfg.Checks.Access(ctx, cfg); err != nil {
 		return kubernetes.Capacity{}, kubeError("cannot attach the cluster", err)
 	}
-	capacity, err := c.Checks.Capacity(ctx, cfg, shapes(k))
+	capacity, err := c.cfg.Checks.Capacity(ctx, cfg, shapes(k))
 	if err != nil {
 		return capacity, kubeError("cannot read the capacity of the cluster's nodes", err)
 	}
@@ -156,7 +156,7 @@ func (c *Controller) CreateKubernetes(ctx context.Context, workspace string, spe
 		return nil, err
 	}
 	k := model.KubeClusterFrom(*spec.Kubernetes)
-	if k.Image == "" && c.DefaultKubeImage == "" {
+	if k.Image == "" && c.cfg.DefaultKubeImage == "" {
 		return nil, api.Errorf(api.CodeInvalid, "kubernetes.image", "kubernetes.image is not set and the engine has no default image (%s): set the image job pods run; it needs /bin/sh", kubernetes.ImageEnv)
 	}
 	replay, err := c.checkNew(workspace, spec.Name, idempotencyKey)
@@ -195,7 +195,7 @@ func (c *Controller) updateKubernetes(ctx context.Context, rec model.Compute, up
 		}
 		next = model.KubeClusterFrom(*upd.Kubernetes)
 		next.VCPUs, next.MemoryGB = rec.Kubernetes.VCPUs, rec.Kubernetes.MemoryGB
-		if next.Image == "" && c.DefaultKubeImage == "" {
+		if next.Image == "" && c.cfg.DefaultKubeImage == "" {
 			return nil, api.Errorf(api.CodeInvalid, "kubernetes.image", "kubernetes.image is not set and the engine has no default image (%s): set the image job pods run; it needs /bin/sh", kubernetes.ImageEnv)
 		}
 		if !next.SameConnection(*rec.Kubernetes) || !maps.EqualFunc(next.InstanceTypes, rec.Kubernetes.InstanceTypes, sameInstanceType) {
@@ -233,14 +233,14 @@ func (c *Controller) KubeJob(ctx context.Context, rec model.Compute, instanceTyp
 	}
 	ctx, cancel := context.WithTimeout(ctx, kubeCheckTimeout)
 	defer cancel()
-	if err := c.Checks.InstanceType(ctx, c.kubeConfig(*rec.Kubernetes), shapeOf(name, it)); err != nil {
+	if err := c.cfg.Checks.InstanceType(ctx, c.kubeConfig(*rec.Kubernetes), shapeOf(name, it)); err != nil {
 		var ae *kubernetes.AccessError
 		if errors.As(err, &ae) {
 			return nil, api.Errorf(api.CodeUnavailable, "compute", "attached Kubernetes compute %q cannot be reached: %v", rec.Name, err)
 		}
 		return nil, api.Errorf(api.CodeInvalid, "instance_type", "%v", err)
 	}
-	if !c.KubeJobs {
+	if !c.cfg.KubeJobs {
 		return nil, api.Errorf(api.CodeUnavailable, "compute", "this engine has no Kubernetes node driver, so jobs cannot run on attached Kubernetes compute %q", rec.Name)
 	}
 	return &model.KubeJob{Parent: rec.Name, Cluster: *rec.Kubernetes, InstanceType: name, Shape: it}, nil

@@ -112,7 +112,7 @@ func TestQueuedJobIsPlacedAndIdleNodesGoAfterTheirTime(t *testing.T) {
 	}
 	// The ranks end (their exits applied by the jobs' controller, as in the engine); the
 	// nodes are idle, and released once idle for ten minutes.
-	env.OnTaskExit = jobs.New(env.Core, nil).TaskExited
+	env.OnTaskExit = jobs.New(env.Core, jobs.Config{}).TaskExited
 	for rank, node := range j.Nodes {
 		env.Driver.FinishTask(node, j.TaskKey(rank), 0)
 	}

@@ -29,7 +29,7 @@ var (
 // nodes do; attached machines, attached Kubernetes clusters and the other drivers' nodes
 // do not.
 func (c *Controller) sharesFilesystem(rec model.Compute) bool {
-	return c.SharedFilesystem && rec.Attached == nil && rec.Kubernetes == nil && rec.KubeJob == nil
+	return c.cfg.SharedFilesystem && rec.Attached == nil && rec.Kubernetes == nil && rec.KubeJob == nil
 }
 
 // prepareIO checks a job's inputs and outputs as submitted, resolves the inputs that are
@@ -54,10 +54,10 @@ func (c *Controller) prepareIO(tx *store.Tx, j *model.Job, rec model.Compute) er
 		}
 		switch {
 		case in.SnapshotID != "":
-			if c.snapshots == nil {
+			if c.cfg.Snapshots == nil {
 				return api.Errorf(api.CodeInvalid, field, "this engine keeps no snapshots")
 			}
-			if _, err := c.snapshots.Path(in.SnapshotID); err != nil {
+			if _, err := c.cfg.Snapshots.Path(in.SnapshotID); err != nil {
 				return api.Errorf(api.CodeInvalid, field+".snapshot_id", "input %q: snapshot %q is not known to this engine; upload it first", name, in.SnapshotID)
 			}
 		case strings.HasPrefix(in.Path, "azureml:"):

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes/computestest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
@@ -112,8 +113,7 @@ func TestSubmitRefusesInputsAndOutputsNamingWhich(t *testing.T) {
 }
 
 func TestMountsNameTheEnginesDirectoriesWhereNodesShareIt(t *testing.T) {
-	env, c := setup(t)
-	c.SharedFilesystem = true
+	env, c := setupWith(t, jobs.Config{SharedFilesystem: true})
 	registered(t, env, "done", api.JobCompleted, map[string]api.JobOutput{"model": {Type: api.URIFolder, Digest: "sha256:abc"}})
 	j := submit(t, c, api.JobSpec{
 		Compute: "cpu", Command: []string{"cp -r ${{inputs.d}} ${{outputs.m}}"},

@@ -39,10 +39,18 @@ type Core interface {
 
 // Controller runs jobs on the shared compute core.
 type Controller struct {
-	core      Core
-	log       hclog.Logger
-	snapshots model.SnapshotStore
-	// Kube places jobs on attached Kubernetes clusters (package attached).
+	core    Core
+	log     hclog.Logger
+	cfg     Config
+	collect collecting
+}
+
+// Config is what the controller is built with besides the compute core.
+type Config struct {
+	// Snapshots keeps the code snapshots jobs run (nil: none).
+	Snapshots model.SnapshotStore
+	// Kube places jobs on attached Kubernetes clusters (package attached); nil refuses
+	// such jobs.
 	Kube KubeJobs
 	// SharedFilesystem says the operator's nodes see the engine's filesystem (local
 	// nodes): inputs and outputs may be mounted there (ro_mount, rw_mount).
@@ -51,7 +59,6 @@ type Controller struct {
 	// at its end, saying so); MaxOutputSize bounds each output (0: no bound).
 	Artifacts     *artifacts.Store
 	MaxOutputSize int64
-	collect       collecting
 }
 
 // KubeJobs resolves and checks the instance type of a job on an attached Kubernetes
@@ -60,9 +67,9 @@ type KubeJobs interface {
 	KubeJob(ctx context.Context, rec model.Compute, instanceType string) (*model.KubeJob, error)
 }
 
-// New builds the controller; snapshots keeps the code snapshots jobs run (nil: none).
-func New(core Core, snapshots model.SnapshotStore) *Controller {
-	return &Controller{core: core, log: core.Logger().Named("jobs"), snapshots: snapshots}
+// New builds the controller.
+func New(core Core, cfg Config) *Controller {
+	return &Controller{core: core, log: core.Logger().Named("jobs"), cfg: cfg}
 }
 
 // SubmitJob queues a job and scales its compute up at once. Idempotent under the key.
@@ -92,8 +99,8 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 	if spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > jobtimeout.MaxSeconds {
 		return nil, api.Errorf(api.CodeInvalid, "timeout_seconds", "limits.timeout must be between 1 second and %d seconds (a year), or absent for no limit; got %d", jobtimeout.MaxSeconds, spec.TimeoutSeconds)
 	}
-	if spec.SnapshotID != "" && c.snapshots != nil {
-		if _, err := c.snapshots.Path(spec.SnapshotID); err != nil {
+	if spec.SnapshotID != "" && c.cfg.Snapshots != nil {
+		if _, err := c.cfg.Snapshots.Path(spec.SnapshotID); err != nil {
 			return nil, api.Errorf(api.CodeInvalid, "snapshot_id", "code snapshot %q is not known to this engine; upload it first", spec.SnapshotID)
 		}
 	}
@@ -235,7 +242,7 @@ func jobIDTaken(tx *store.Tx, id string) (string, bool) {
 // kubeJob resolves the instance type of a job on an attached Kubernetes cluster; nil
 // for a job on any other compute (or on none that exists: the transaction says so).
 func (c *Controller) kubeJob(ctx context.Context, workspace string, spec api.JobSpec) (*model.KubeJob, error) {
-	if spec.Compute == api.ServerlessCompute || c.Kube == nil {
+	if spec.Compute == api.ServerlessCompute || c.cfg.Kube == nil {
 		return nil, nil
 	}
 	var rec model.Compute
@@ -243,7 +250,7 @@ func (c *Controller) kubeJob(ctx context.Context, workspace string, spec api.Job
 	if err != nil || rec.Kubernetes == nil || rec.Deleting {
 		return nil, nil
 	}
-	return c.Kube.KubeJob(ctx, rec, spec.InstanceType)
+	return c.cfg.Kube.KubeJob(ctx, rec, spec.InstanceType)
 }
 
 // GetJob returns a job.
@@ -305,10 +312,10 @@ func (c *Controller) CancelJob(_ context.Context, workspace, id string) (*api.Jo
 
 // PutSnapshot stores an uploaded code snapshot and returns its ID.
 func (c *Controller) PutSnapshot(r io.Reader) (string, error) {
-	if c.snapshots == nil {
+	if c.cfg.Snapshots == nil {
 		return "", errors.New("this engine keeps no snapshots")
 	}
-	id, err := c.snapshots.Put(r)
+	id, err := c.cfg.Snapshots.Put(r)
 	if err != nil {
 		return "", api.Errorf(api.CodeInvalid, "snapshot", "%v", err)
 	}

@@ -19,10 +19,16 @@ import (
 // whose quota is 12 vCPUs of that family.
 func setup(t *testing.T) (*computestest.Env, *jobs.Controller) {
 	t.Helper()
+	return setupWith(t, jobs.Config{})
+}
+
+// setupWith is setup with the controller built from cfg.
+func setupWith(t *testing.T, cfg jobs.Config) (*computestest.Env, *jobs.Controller) {
+	t.Helper()
 	env := computestest.New(t, computestest.Options{})
 	cl := clusters.New(env.Core)
 	env.Core.RegisterPass(api.TypeComputeCluster, cl.Pass)
-	c := jobs.New(env.Core, nil)
+	c := jobs.New(env.Core, cfg)
 	env.OnTaskExit = c.TaskExited
 	env.Workspace("lab", map[string]int64{"standardDSv2Family": 12})
 	if _, err := cl.Create(context.Background(), "lab", api.ComputeSpec{Name: "cpu", VMSize: "Standard_DS3_v2",

@@ -35,7 +35,7 @@ import (
 // takeOutputs takes each of the job's outputs from rank 0's node into the store. On
 // error every intake is released and the error names the output (and the file).
 func (c *Controller) takeOutputs(ctx context.Context, j model.Job, nodeID string) (map[string]api.JobOutput, []*artifacts.Intake, error) {
-	if c.Artifacts == nil {
+	if c.cfg.Artifacts == nil {
 		return nil, nil, errors.New("this engine keeps no artifacts store")
 	}
 	taken := map[string]api.JobOutput{}
@@ -52,7 +52,7 @@ func (c *Controller) takeOutputs(ctx context.Context, j model.Job, nodeID string
 		if err != nil {
 			return fail(fmt.Errorf("output %q: %w", name, err))
 		}
-		in, err := c.Artifacts.Intake(ctx, out.Type, r, c.MaxOutputSize)
+		in, err := c.cfg.Artifacts.Intake(ctx, out.Type, r, c.cfg.MaxOutputSize)
 		_ = r.Close()
 		if err != nil {
 			return fail(fmt.Errorf("output %q: %w", name, err))
@@ -88,7 +88,7 @@ type collecting struct{ sync.RWMutex }
 // running job's pending output, an input of a job that has not ended, or an online
 // endpoint's model (a deployment's, or a running instance's).
 func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
-	if c.Artifacts == nil {
+	if c.cfg.Artifacts == nil {
 		return 0, 0, nil
 	}
 	c.collect.Lock()
@@ -101,7 +101,7 @@ func (c *Controller) CollectArtifacts() (blobs int, bytes int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	blobs, bytes, err = c.Artifacts.Collect(referenced)
+	blobs, bytes, err = c.cfg.Artifacts.Collect(referenced)
 	if err == nil && blobs > 0 {
 		c.log.Info("artifacts collected", "blobs", blobs, "bytes", bytes)
 	}
@@ -151,7 +151,7 @@ func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifac
 	unlock := func() { once.Do(c.collect.RUnlock) }
 	defer unlock()
 	err := c.core.View(func(tx *store.Tx) (err error) {
-		if c.Artifacts != nil {
+		if c.cfg.Artifacts != nil {
 			if blobs, release, err = c.holdReferenced(tx); err != nil {
 				return err
 			}
@@ -166,8 +166,8 @@ func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifac
 	if err != nil {
 		return fmt.Errorf("backing up the store: %w", err)
 	}
-	if c.Artifacts != nil {
-		if err := c.Artifacts.WriteBlobs(ctx, tw, artifactsDir, blobs, now); err != nil {
+	if c.cfg.Artifacts != nil {
+		if err := c.cfg.Artifacts.WriteBlobs(ctx, tw, artifactsDir, blobs, now); err != nil {
 			return err
 		}
 	}
@@ -179,10 +179,10 @@ func (c *Controller) Backup(ctx context.Context, w io.Writer, stateName, artifac
 
 // backupSnapshots writes each stored snapshot's tree below dir/<id>/.
 func (c *Controller) backupSnapshots(ctx context.Context, tw *tar.Writer, dir string, now time.Time) error {
-	if c.snapshots == nil {
+	if c.cfg.Snapshots == nil {
 		return nil
 	}
-	ids, err := c.snapshots.IDs()
+	ids, err := c.cfg.Snapshots.IDs()
 	if err != nil || len(ids) == 0 {
 		return err
 	}
@@ -190,7 +190,7 @@ func (c *Controller) backupSnapshots(ctx context.Context, tw *tar.Writer, dir st
 		return err
 	}
 	for _, id := range ids {
-		root, err := c.snapshots.Path(id)
+		root, err := c.cfg.Snapshots.Path(id)
 		if err != nil {
 			return fmt.Errorf("backing up snapshot %s: %w", id, err)
 		}
@@ -211,7 +211,7 @@ func (c *Controller) holdReferenced(tx *store.Tx) (blobs []string, release func(
 	if err != nil {
 		return nil, func() {}, err
 	}
-	blobs, release, err = c.Artifacts.Hold(referenced)
+	blobs, release, err = c.cfg.Artifacts.Hold(referenced)
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("holding the artifacts the store references: %w", err)
 	}
@@ -231,10 +231,10 @@ func (c *Controller) JobOutput(_ context.Context, workspace, id, output string) 
 
 // WriteOutput writes a registered output (its manifest digest) to w as a tar stream.
 func (c *Controller) WriteOutput(ctx context.Context, w io.Writer, digest string) error {
-	if c.Artifacts == nil {
+	if c.cfg.Artifacts == nil {
 		return errors.New("this engine keeps no artifacts store")
 	}
-	return c.Artifacts.WriteTar(ctx, w, digest)
+	return c.cfg.Artifacts.WriteTar(ctx, w, digest)
 }
 
 // DeleteJob removes a finished job's record, its logs and its references to outputs,

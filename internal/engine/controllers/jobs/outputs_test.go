@@ -27,6 +27,13 @@ import (
 // Dir) and an artifacts store.
 func setupFiles(t *testing.T) (*computestest.Env, *jobs.Controller, *artifacts.Store) {
 	t.Helper()
+	return setupFilesWith(t, jobs.Config{})
+}
+
+// setupFilesWith is setupFiles with the controller built from cfg (its artifacts store
+// and output bound are setupFiles').
+func setupFilesWith(t *testing.T, cfg jobs.Config) (*computestest.Env, *jobs.Controller, *artifacts.Store) {
+	t.Helper()
 	st, err := artifacts.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +41,8 @@ func setupFiles(t *testing.T) (*computestest.Env, *jobs.Controller, *artifacts.S
 	env := computestest.New(t, computestest.Options{Fake: fake.Options{Dir: t.TempDir()}, Artifacts: st})
 	cl := clusters.New(env.Core)
 	env.Core.RegisterPass(api.TypeComputeCluster, cl.Pass)
-	c := jobs.New(env.Core, nil)
-	c.Artifacts, c.MaxOutputSize = st, 1<<20
+	cfg.Artifacts, cfg.MaxOutputSize = st, 1<<20
+	c := jobs.New(env.Core, cfg)
 	env.OnTaskExit = c.TaskExited
 	env.Workspace("lab", map[string]int64{"standardDSv2Family": 12})
 	if _, err := cl.Create(context.Background(), "lab", api.ComputeSpec{Name: "cpu", VMSize: "Standard_DS3_v2",
@@ -246,7 +253,7 @@ func TestRank0sOutputWaitsForTheOtherRanks(t *testing.T) {
 }
 
 func TestAnOutputIsTheNextJobsInput(t *testing.T) {
-	env, c, _ := setupFiles(t)
+	env, c, st := setupFiles(t)
 	first, _ := completeWithModel(t, env, c, "first")
 	second := submit(t, c, api.JobSpec{Compute: "cpu", Command: []string{"sh", "-c", "cat ${{inputs.m}}/weights.bin"},
 		Inputs: map[string]api.JobInput{"m": {Path: "azureml://jobs/first/outputs/model"}}}, "")
@@ -260,7 +267,7 @@ func TestAnOutputIsTheNextJobsInput(t *testing.T) {
 	if err := c.DeleteJob(context.Background(), "lab", first.ID); err != nil {
 		t.Fatal(err)
 	}
-	if bytes, _ := c.Artifacts.Usage(); bytes == 0 {
+	if bytes, _ := st.Usage(); bytes == 0 {
 		t.Fatal("the output a running job takes as input was collected")
 	}
 }
@@ -330,8 +337,7 @@ func TestAnEndpointsModelIsKeptFromCollection(t *testing.T) {
 // reads a node's output (a uri_file's one file under the output's name), and a socket
 // there fails the job naming the output and the file.
 func TestRWMountOutputsAreTakenFromTheEnginesDirectory(t *testing.T) {
-	env, c, _ := setupFiles(t)
-	c.SharedFilesystem = true
+	env, c, _ := setupFilesWith(t, jobs.Config{SharedFilesystem: true})
 	j := submit(t, c, api.JobSpec{Name: "mounted", Compute: "cpu", Command: []string{"train"},
 		Outputs: map[string]api.JobOutput{"m": {Mode: api.ModeRWMount}, "f": {Mode: api.ModeRWMount, Type: api.URIFile}}}, "")
 	env.Settle()
