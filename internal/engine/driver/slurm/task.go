@@ -242,8 +242,8 @@ func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) 
 	return d.tasks.FetchStream(ctx, remoteKey(nodeKey, taskKey), rel), nil
 }
 
-// KillTask sends SIGTERM to the task's srun (which passes it to the step), SIGKILL after
-// 10 s, and returns once its exit status is recorded.
+// KillTask sends SIGTERM to the task's step (stopStep), then to whatever is left of it
+// through its srun, with SIGKILL 10 s later, and returns once its exit status is recorded.
 func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
 	n, err := d.liveNode(ctx, nodeKey)
 	if err != nil {
@@ -288,7 +288,8 @@ func (d *Driver) stopStep(ctx context.Context, jobID, rkey string) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(250 * time.Millisecond): // a remote command each time: the watch's pace
+
 		}
 	}
 }
