@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +14,7 @@ import (
 
 // examplesDir is the repository's examples/ directory.
 func examplesDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "examples")
+	return filepath.Join(repoRoot, "examples")
 }
 
 // copyExamples copies examples/ into the user's working dir, so that terraform's files

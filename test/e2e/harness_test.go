@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +33,15 @@ const requiredProviders = `terraform {
 var (
 	binDir    string // holds terraform-provider-mlcompute, mlcompute and the test scorer, built once (TestMain)
 	terraform string
+	// repoRoot is the repository's root: go test runs a package's tests in its directory.
+	// (Not runtime.Caller's file: make test builds with -trimpath, which leaves it relative.)
+	repoRoot = func() string {
+		wd, err := os.Getwd()
+		if err != nil {
+			panic(err)
+		}
+		return filepath.Join(wd, "..", "..")
+	}()
 )
 
 func TestMain(m *testing.M) {
@@ -63,8 +71,7 @@ func setup() error {
 	if binDir, err = os.MkdirTemp("", "mlc-e2e-bin-"); err != nil {
 		return err
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := repoRoot
 	// One go build for the three (it links them at the same time): terraform-provider-mlcompute,
 	// mlcompute and scorer, each named after its package's directory.
 	// Static, as the release builds them (and make build): the scorer also runs in the
