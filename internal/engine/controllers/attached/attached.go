@@ -93,9 +93,10 @@ func (c *Controller) AttachedTarget(_ context.Context, nodeKey string) (sshdrv.T
 }
 
 // AttachedTasks is the task of the job the store records as running on an attached
-// machine's node (driver/route's Lookups), so a job that ended while the engine was down (or could not reach
-// the machine at its start) learns its exit once the machine answers. A job still
-// preparing is left out: recovery starts it again, and its task may not exist yet.
+// machine's node (driver/route's Lookups), so a job that ended while the engine was down
+// (or could not reach the machine at its start) learns its exit once the machine answers.
+// A job still preparing is left out: recovery starts it again, and its task may not exist
+// yet.
 func (c *Controller) AttachedTasks(_ context.Context, nodeKey string) ([]string, error) {
 	var keys []string
 	err := c.core.View(func(tx *store.Tx) error {
