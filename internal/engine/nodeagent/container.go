@@ -32,6 +32,10 @@ type TaskContainer struct {
 	// Address is the machine's containerd socket; EngineID labels the container.
 	Address  string `json:"address"`
 	EngineID string `json:"engine_id"`
+	// Key is the task's key on the machine (MachineTaskKey), which names its container:
+	// the nodes of one machine share its containerd, and their tasks' keys repeat (every
+	// endpoint instance's first task is serve-0).
+	Key string `json:"key"`
 	// Archive is the image archive on the machine, or else Image the image's reference,
 	// pulled when the machine lacks it; Hash is the environment's content hash.
 	Archive string `json:"archive,omitempty"`
@@ -51,8 +55,8 @@ func (c *TaskContainer) check() error {
 		return errors.New("container needs exactly one of archive and image")
 	case c.Archive != "" && !filepath.IsAbs(c.Archive):
 		return errors.New("container.archive must be an absolute path")
-	case c.EngineID == "" || c.Hash == "":
-		return errors.New("container.engine_id and container.hash are required")
+	case c.EngineID == "" || c.Key == "" || c.Hash == "":
+		return errors.New("container.engine_id, container.key and container.hash are required")
 	}
 	for _, m := range c.Mounts {
 		if !filepath.IsAbs(m) {
@@ -73,22 +77,21 @@ func containerRunArgv(self string, args []string) []string {
 	return append(argv, ContainerRunCommand)
 }
 
-// containerCommand is the task process's command line for a task in a container.
-func containerCommand(containerRun []string, c *TaskContainer, key, taskDir, work string, command []string) []string {
-	return ContainerRunArgv(containerRun, *c, key, taskDir, work, command)
-}
+// MachineTaskKey is the key of task taskKey of node nodeKey among all the tasks of the
+// machine's nodes: the key of its container (TaskContainer.Key).
+func MachineTaskKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }
 
-// ContainerRunArgv is the command line that runs command in image c as task key:
+// ContainerRunArgv is the command line that runs command in image c as task c.Key:
 // containerRun (the words that make a binary ContainerRunCommand) and its flags. An empty
 // c.Address is the machine's own containerd (containerrt.MachineAddress); an empty bind and
 // cwd are the directory the command starts in, mounted at the same path (a task's
 // directory on a machine the engine reaches over SSH or through Slurm).
-func ContainerRunArgv(containerRun []string, c TaskContainer, key, bind, cwd string, command []string) []string {
+func ContainerRunArgv(containerRun []string, c TaskContainer, bind, cwd string, command []string) []string {
 	argv := slices.Clone(containerRun)
 	if c.Address != "" {
 		argv = append(argv, "--address", c.Address)
 	}
-	argv = append(argv, "--engine", c.EngineID, "--key", key)
+	argv = append(argv, "--engine", c.EngineID, "--key", c.Key)
 	if c.Archive != "" {
 		argv = append(argv, "--archive", c.Archive)
 	} else {

@@ -25,7 +25,13 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	sock := containerrttest.Start(t)
 	archive := filepath.Join(t.TempDir(), "image.tar")
 	digest := imagearchivetest.Busybox(t, archive, "mlctest:2.5", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "2.5\n"}, "bin/sh")
-	ctr := &TaskContainer{Address: sock, EngineID: "e-" + filepath.Base(t.TempDir()), Archive: archive, Hash: digest[7:]}
+	image := TaskContainer{Address: sock, EngineID: "e-" + filepath.Base(t.TempDir()), Archive: archive, Hash: digest[7:]}
+	// ctr is the image for task key of node n1.
+	ctr := func(key string) *TaskContainer {
+		c := image
+		c.Key = MachineTaskKey("n1", key)
+		return &c
+	}
 	a := startAgent(t, filepath.Join(shortTempDir(t), "n1"))
 	ctx := ctxT(t)
 	code := filepath.Join(t.TempDir(), "code")
@@ -38,7 +44,7 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 
 	for i, key := range []string{"job-1/0", "job-2/0"} {
 		_, err := a.c.StartTask(ctx, TaskRequest{
-			Key: key, CodeDir: code, Outputs: []TaskOutput{{Path: "out"}}, Env: map[string]string{"RANK": "0"}, Container: ctr,
+			Key: key, CodeDir: code, Outputs: []TaskOutput{{Path: "out"}}, Env: map[string]string{"RANK": "0"}, Container: ctr(key),
 			Command: []string{"/bin/busybox", "sh", "-c", `cat /usr/lib/mlctest/VERSION; echo "rank=$RANK"; pwd; sh train.sh; exit 3`},
 		})
 		if err != nil {
@@ -68,7 +74,7 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	}
 
 	// An image that cannot be imported ends the task with 125 and the reason in its output.
-	missing := *ctr
+	missing := *ctr("job-4/0")
 	missing.Archive, missing.Hash = filepath.Join(t.TempDir(), "none.tar"), "0123"
 	if _, err := a.c.StartTask(ctx, TaskRequest{Key: "job-4/0", Container: &missing, Command: []string{"true"}}); err != nil {
 		t.Fatal(err)
@@ -83,11 +89,11 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	// A killed task: the container's processes carry the task's marker and are killed with
 	// the task; the container record stays until the engine's sweep.
 	key := "job-3/0"
-	st, err := a.c.StartTask(ctx, TaskRequest{Key: key, Container: ctr, Command: []string{"/bin/busybox", "sh", "-c", "echo up; exec sleep 600"}})
+	st, err := a.c.StartTask(ctx, TaskRequest{Key: key, Container: ctr(key), Command: []string{"/bin/busybox", "sh", "-c", "echo up; exec sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := containerrt.Open(ctx, sock, ctr.EngineID)
+	rt, err := containerrt.Open(ctx, sock, image.EngineID)
 	if err != nil {
 		t.Fatal(err)
 	}

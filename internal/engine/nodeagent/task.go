@@ -241,7 +241,7 @@ func (a *agent) launch(t *task, req TaskRequest) error {
 
 	argv := req.Command
 	if req.Container != nil {
-		argv = containerCommand(a.containerRun, req.Container, req.Key, t.dir, absWork, req.Command)
+		argv = ContainerRunArgv(a.containerRun, *req.Container, t.dir, absWork, req.Command)
 	}
 	path, code, lookErr := lookPath(argv[0], envValue(env, "PATH"), work)
 	var cmd *exec.Cmd
@@ -339,7 +339,7 @@ func (a *agent) removeContainer(t *task) {
 	rt, err := containerrt.Open(ctx, t.container.Address, t.container.EngineID)
 	if err == nil {
 		defer rt.Close()
-		_, err = rt.Sweep(ctx, func(task string) bool { return task != t.key })
+		_, err = rt.Sweep(ctx, func(task string) bool { return task != t.container.Key })
 	}
 	if err != nil {
 		a.log.Warn("removing the container of a killed task", "task", t.key, "error", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
 )
 
 // A task with a container runs in the image on a node of a driver that has a containerd:
@@ -107,8 +108,9 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	status := func() containerd.ProcessStatus {
-		c, err := client.LoadContainer(ctx, containerrt.ContainerID(engineID, long.Key))
+	// status is the state of the container of task key of node.
+	status := func(node, key string) containerd.ProcessStatus {
+		c, err := client.LoadContainer(ctx, containerrt.ContainerID(engineID, nodeagent.MachineTaskKey(node, key)))
 		if err != nil {
 			return ""
 		}
@@ -122,7 +124,7 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 		}
 		return st.Status
 	}
-	for status() != containerd.Running {
+	for status("n1", long.Key) != containerd.Running {
 		if ctx.Err() != nil {
 			t.Fatal("the long task's container never ran")
 		}
@@ -168,22 +170,33 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 		t.Fatalf("containers after a driver started: %v, %v", ids, err)
 	}
 
-	// A node terminated while its task runs in a container takes the container with it.
+	// Tasks of one key on two nodes (every endpoint instance's first task is serve-0) run
+	// in two containers at once; a node terminated while its task runs takes its own
+	// container with it, and only that one.
 	long.Key = "job-3/0"
-	if err := d.StartTask(ctx, "n1", long); err != nil {
-		t.Fatal(err)
+	create(t, d, "n2", "ws/c")
+	for _, node := range []string{"n1", "n2"} {
+		if err := d.StartTask(ctx, node, long); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for status() != containerd.Running {
+	for status("n1", long.Key) != containerd.Running || status("n2", long.Key) != containerd.Running {
 		if ctx.Err() != nil {
-			t.Fatal("the third task's container never ran")
+			t.Fatalf("the task's containers on n1 and n2: %q and %q; want both running", status("n1", long.Key), status("n2", long.Key))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err := d.Terminate(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
+	if got := status("n2", long.Key); got != containerd.Running {
+		t.Fatalf("n2's container after n1 was terminated: %q; want it running", got)
+	}
+	if err := d.Terminate(ctx, "n2"); err != nil {
+		t.Fatal(err)
+	}
 	if ids, err := client.Containers(ctx); err != nil || len(ids) != 0 {
-		t.Fatalf("containers after their node was terminated: %v, %v", ids, err)
+		t.Fatalf("containers after their nodes were terminated: %v, %v", ids, err)
 	}
 }
 

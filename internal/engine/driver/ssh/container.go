@@ -90,12 +90,12 @@ func (r *ContainerRunner) Command(ctx context.Context, sh Shell, dir, key string
 	if err != nil {
 		return nil, err
 	}
-	tc := nodeagent.TaskContainer{EngineID: r.EngineID, Image: c.Image, Hash: c.Hash, EnvCache: c.EnvCache, Mounts: c.Mounts}
+	tc := nodeagent.TaskContainer{EngineID: r.EngineID, Key: key, Image: c.Image, Hash: c.Hash, EnvCache: c.EnvCache, Mounts: c.Mounts}
 	if c.Archive != "" {
 		tc.Image, tc.Archive = "", paths[1]
 	}
 	runner := append([]string{paths[0]}, r.Args...)
-	return nodeagent.ContainerRunArgv(runner, tc, key, "", "", command), nil
+	return nodeagent.ContainerRunArgv(runner, tc, "", "", command), nil
 }
 
 // remoteFile is a local file to copy to dir/name on a machine, unless it is there.
