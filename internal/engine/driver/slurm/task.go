@@ -281,17 +281,10 @@ func (d *Driver) stopStep(ctx context.Context, jobID, rkey string) {
 		d.log.Debug("signalling a task's step failed", "step", step, "error", err)
 		return
 	}
-	for deadline := time.Now().Add(d.cfg.KillGrace); time.Now().Before(deadline); {
-		if running, _, err := d.tasks.Status(ctx, rkey); err != nil || !running {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(250 * time.Millisecond): // a remote command each time: the watch's pace
-
-		}
-	}
+	// The wait runs on the node, so ending it is one remote command, not a poll.
+	wait, cancel := context.WithTimeout(ctx, d.cfg.KillGrace)
+	defer cancel()
+	_, _, _ = d.tasks.Wait(wait, rkey)
 }
 
 // Exec runs a command as a step of the node's job with spec.Stdin as its input and its
