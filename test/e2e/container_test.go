@@ -169,7 +169,9 @@ resource "mlcompute_environment" "scorer" {
 `)
 	u.mustTerraform("apply", "-auto-approve")
 	ctx := context.Background()
-	probe := &api.Probe{Path: "/health", InitialDelay: "PT0S", Period: "PT1S", Timeout: "PT1S", SuccessThreshold: 1, FailureThreshold: 3}
+	// The probes leave room for an instance's start, which imports its image: their time,
+	// initial_delay + period × failure_threshold, counts the import (30 s here).
+	probe := &api.Probe{Path: "/health", InitialDelay: "PT0S", Period: "PT1S", Timeout: "PT1S", SuccessThreshold: 1, FailureThreshold: 30}
 	ep, err := u.client().CreateEndpoint(ctx, "e2e-image-serving", api.EndpointSpec{
 		Name: "images",
 		Deployments: map[string]api.DeploymentSpec{"blue": {
@@ -184,6 +186,20 @@ resource "mlcompute_environment" "scorer" {
 		t.Fatal(err)
 	}
 	u.waitEndpoint("e2e-image-serving", "images", api.ProvisioningSucceeded)
+	// No instance failed on the way: restarts would hide a container that could not start
+	// (two instances' tasks of one key once shared a container's name).
+	noRestarts := func(when string) {
+		got, err := u.client().GetEndpoint(ctx, "e2e-image-serving", "images")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range got.Deployments["blue"].Instances {
+			if in.Restarts != 0 {
+				t.Fatalf("instance %s restarted %d times by the end of %s", in.ID, in.Restarts, when)
+			}
+		}
+	}
+	noRestarts("the first provisioning")
 	keys, err := u.client().GetEndpointKeys(ctx, "e2e-image-serving", "images")
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +208,7 @@ resource "mlcompute_environment" "scorer" {
 		seen := map[string]int{}
 		for _, r := range results {
 			if r.status != 200 {
-				t.Fatalf("a request got %d", r.status)
+				t.Fatalf("a request got %d: %s", r.status, r.body)
 			}
 			seen[r.image]++
 		}
@@ -222,6 +238,7 @@ resource "mlcompute_environment" "scorer" {
 		during = append(during, load(t, 50, 4, ep.ScoringURI, keys.PrimaryKey, nil)...)
 	}
 	t.Logf("rollout from image 1 to 2 under load: %d requests, by image %v", len(during), images(during))
+	noRestarts("the rollout")
 	if seen := images(load(t, 100, 4, ep.ScoringURI, keys.PrimaryKey, nil)); seen["2"] != 100 {
 		t.Fatalf("after the rollout, replies by image version %v; want all 100 from image 2", seen)
 	}

@@ -29,6 +29,7 @@ type scored struct {
 	deployment string
 	pid        int
 	image      string // the version of the container image the scorer runs in, if any
+	body       string // the router's error body, for a status other than 200
 }
 
 // waitForFile waits until a scorer's marker file exists.
@@ -75,6 +76,8 @@ func score(t *testing.T, uri, credential, deployment, query, requestID string) s
 			t.Errorf("scoring response %q: %v", raw, err)
 		}
 		out.deployment, out.pid, out.image = body.Deployment, body.PID, body.Image
+	} else {
+		out.body = string(raw)
 	}
 	return out
 }
@@ -164,7 +167,7 @@ func TestE2E_EndpointRouting(t *testing.T) {
 	counts := map[string]int{}
 	for _, r := range results {
 		if r.status != 200 {
-			t.Fatalf("a request of the split got %d", r.status)
+			t.Fatalf("a request of the split got %d: %s", r.status, r.body)
 		}
 		counts[r.deployment]++
 	}
@@ -214,7 +217,7 @@ func TestE2E_EndpointRouting(t *testing.T) {
 	rollout.Wait()
 	for _, r := range during {
 		if r.status != 200 {
-			t.Fatalf("a request during the rollout got %d", r.status)
+			t.Fatalf("a request during the rollout got %d: %s", r.status, r.body)
 		}
 	}
 	results = load(t, 200, 8, uri, keys.PrimaryKey, nil)

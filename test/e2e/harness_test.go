@@ -10,15 +10,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
 )
 
 // requiredProviders opens every configuration: without it terraform would look for
@@ -120,6 +123,9 @@ func newUser(t *testing.T) *user {
 	}
 	u.env = append(os.Environ(), "MLCOMPUTE_HOME="+home, "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
 	t.Cleanup(func() {
+		if t.Failed() {
+			u.logEngineTail()
+		}
 		// Deleting the data dir makes its engine exit at once: no engine outlives a test.
 		pid := u.enginePID()
 		os.RemoveAll(home)
@@ -128,6 +134,48 @@ func newUser(t *testing.T) *user {
 		}
 	})
 	return u
+}
+
+// engineLogTail is how many lines of a failed test's engine log it prints: the end, where
+// the failure is, since the data dir holding the log is deleted with the test.
+const engineLogTail = 200
+
+// engineLogRepeats is how many lines of one message the tail keeps: the router's warning
+// for each failed request, say, would fill it and hide what led to them.
+const engineLogRepeats = 5
+
+// logEngineTail logs the end of the embedded engine's log, if it wrote one: its last
+// lines, each message at most engineLogRepeats times, and how many of each were left out.
+func (u *user) logEngineTail() {
+	b, err := os.ReadFile(filepath.Join(u.home, daemon.LogFile))
+	if err != nil {
+		return
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	seen, left := map[string]int{}, map[string]int{}
+	var kept []string
+	for i := len(all) - 1; i >= 0 && len(kept) < engineLogTail; i-- {
+		key := logMessage(all[i])
+		if seen[key]++; seen[key] > engineLogRepeats {
+			left[key]++
+			continue
+		}
+		kept = append(kept, all[i])
+	}
+	slices.Reverse(kept)
+	for _, key := range slices.Sorted(maps.Keys(left)) {
+		kept = append(kept, fmt.Sprintf("(%d more lines of %q left out)", left[key], key))
+	}
+	u.t.Logf("the end of the engine's log:\n%s", strings.Join(kept, "\n"))
+}
+
+// logMessage is a log line's level, logger and message, without its time and fields: hclog
+// writes "time [LEVEL]  logger: message: key=value ...".
+func logMessage(line string) string {
+	_, rest, _ := strings.Cut(line, " ")
+	logger, rest, _ := strings.Cut(rest, ": ")
+	msg, _, _ := strings.Cut(rest, ": ")
+	return logger + ": " + msg
 }
 
 func (u *user) writeConfig(hcl string) {

@@ -424,7 +424,7 @@ func TestE2E_KubeEndpoint(t *testing.T) {
 	counts := map[string]int{}
 	for _, r := range results {
 		if r.status != 200 {
-			t.Fatalf("a request of the split got %d", r.status)
+			t.Fatalf("a request of the split got %d: %s", r.status, r.body)
 		}
 		counts[r.deployment]++
 	}
