@@ -192,15 +192,15 @@ func TestEndpointFirstStartErrorNamesTheOutput(t *testing.T) {
 	}
 }
 
-// A process that never became ready and exits waits before its next start: 2 s after the
-// first failed start, doubling with each failed start in a row (rules/backoff), and not a
-// moment less.
+// A process that never became ready and exits waits before its next start: 1 s after the
+// first failed start (DESIGN's "1 s doubling to 5 min"), doubling with each failed start in
+// a row (rules/backoff), and not a moment less.
 func TestEndpointRestartBackOffDoublesPerFailedStart(t *testing.T) {
 	env := setup(t)
 	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")}}, ""); err != nil {
 		t.Fatal(err)
 	}
-	for i, wait := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 		in := env.Started("wsp", "scorer", "blue", 1, 1)[0]
 		if in.Restarts != int64(i) || in.Task != "serve-"+strconv.Itoa(i) {
 			t.Fatalf("start %d: restarts %d, task %s; want %d, serve-%d", i+1, in.Restarts, in.Task, i, i)

@@ -274,7 +274,9 @@ func Fail(rec *model.Endpoint, x *model.EndpointInstance, why string, now time.T
 	if !x.EverReady {
 		x.Failures++
 	}
-	wait := backoff.After(x.Failures, RestartBackoffBase)
+	// The first restart waits the base (DESIGN's 1 s), each failed start in a row before
+	// it doubles the wait.
+	wait := backoff.After(max(x.Failures-1, 0), RestartBackoffBase)
 	x.State, x.RestartAt = api.EndpointInstanceFailed, now.Add(wait)
 	dep, ok := rec.Deployments[x.Deployment]
 	if !ok {

@@ -313,12 +313,12 @@ func TestFail(t *testing.T) {
 		err        bool
 		startError bool
 	}{
-		{name: "first failed start: 2 s", dep: fixed(1, 1), wait: 2 * time.Second},
-		{name: "second: 4 s", dep: fixed(1, 1), failures: 1, wait: 4 * time.Second},
-		{name: "third in a row: Failed", dep: fixed(1, 1), failures: 2, wait: 8 * time.Second, err: true},
+		{name: "first failed start: 1 s", dep: fixed(1, 1), wait: time.Second},
+		{name: "second: 2 s", dep: fixed(1, 1), failures: 1, wait: 2 * time.Second},
+		{name: "third in a row: Failed", dep: fixed(1, 1), failures: 2, wait: 4 * time.Second, err: true},
 		{name: "the back-off stops at 5 minutes", dep: fixed(1, 1), failures: 20, wait: 5 * time.Minute, err: true},
 		{name: "a process that was ready once: not a failed start", dep: fixed(1, 1), failures: 0, everReady: true, wait: time.Second},
-		{name: "autoscaled: the held requests get why", dep: scaled(1), wait: 2 * time.Second, startError: true},
+		{name: "autoscaled: the held requests get why", dep: scaled(1), wait: time.Second, startError: true},
 		{name: "autoscaled, ready once: no start error", dep: scaled(1), everReady: true, wait: time.Second},
 	}
 	for _, c := range cases {
