@@ -97,7 +97,7 @@ func (r *computeInstanceResource) Schema(ctx context.Context, _ resource.SchemaR
 			"idle_time_before_shutdown": schema.StringAttribute{
 				MarkdownDescription: "How long the instance may be idle before the engine stops it, as an ISO 8601 " +
 					"duration of at most `" + maxIdle + "`, for example `PT30M` or `PT2H`. Running jobs, open sessions " +
-					"(`mlcompute compute exec`, port forwards) and activity reported by applications on the node keep " +
+					"(`mlcompute compute exec`) and activity reported by applications on the node keep " +
 					"it awake. The engine's policy sets the minimum: `" + policyMin + "` unless its operator lowered " +
 					"it with `mlcompute serve --min-idle-shutdown`; a shorter value fails at plan time. Shortening it " +
 					"below the time the instance has already been idle restarts the idle clock. Leave it unset " +

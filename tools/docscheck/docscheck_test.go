@@ -127,6 +127,24 @@ func TestCLICoverage(t *testing.T) {
 	}
 }
 
+// A feature is named only where the CLI has its command: port forwards are a finding while
+// there is no compute connect, on each line that names them, and none once it exists.
+func TestUnkeptPromises(t *testing.T) {
+	root := testTree()
+	compute := &cobra.Command{Use: "compute"}
+	compute.AddCommand(&cobra.Command{Use: "exec", Run: func(*cobra.Command, []string) {}})
+	root.AddCommand(compute)
+	texts := map[string]string{"docs/a.md": "Sessions (`compute exec`, Port forwards)\nkeep it awake.\nA port-forward too.\n"}
+	got := unkeptPromises(root, texts, promises)
+	if len(got) != 2 || got[0].line != 1 || got[1].line != 3 || !strings.Contains(got[0].msg, "mlcompute compute connect") {
+		t.Fatalf("findings %v; want lines 1 and 3, naming mlcompute compute connect", got)
+	}
+	compute.AddCommand(&cobra.Command{Use: "connect", Run: func(*cobra.Command, []string) {}})
+	if got := unkeptPromises(root, texts, promises); len(got) != 0 {
+		t.Fatalf("findings %v once compute connect exists; want none", got)
+	}
+}
+
 // The variables check finds reads through literals, constants of other packages and
 // wrappers that pass their parameter to os.Getenv.
 func TestFindEnvReads(t *testing.T) {

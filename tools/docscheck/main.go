@@ -9,7 +9,9 @@
 //   - every MLCOMPUTE_ environment variable the code reads (os.Getenv, os.LookupEnv) is
 //     named somewhere in docs/;
 //   - every metric family the engine registers, with each of its labels, is in the engine
-//     guide's metrics table.
+//     guide's metrics table;
+//   - no line speaks of a feature whose command the CLI lacks (port forwards without
+//     `mlcompute compute connect`).
 package main
 
 import (
@@ -43,6 +45,7 @@ func main() {
 		{"the CLI's commands and flags are in docs/guides/cli.md", checkCLICoverage},
 		{"MLCOMPUTE_ environment variables are documented", checkEnvVars},
 		{"metric families are in the engine guide's metrics table", checkMetrics},
+		{"the docs promise no feature the CLI lacks", checkPromises},
 	}
 	failed := false
 	for _, c := range checks {

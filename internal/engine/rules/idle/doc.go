@@ -7,8 +7,8 @@
 //
 // # Rules
 //
-//  1. What keeps an instance awake: a running job, an open session (`mlcompute compute exec`,
-//     a port forward), and activity reported through the API by applications on the node.
+//  1. What keeps an instance awake: a running job, an open session (`mlcompute compute exec`),
+//     and activity reported through the API by applications on the node.
 //     While a job runs or a session is open the instance never stops, however long ago its
 //     last activity was.
 //  2. Otherwise it stops at LastActivity + idle_time_before_shutdown. The engine records
