@@ -166,8 +166,8 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 		},
 		"instance_count": schema.Int64Attribute{
 			MarkdownDescription: "How many instances of the deployment run, from 1 to " + fmt.Sprint(validation.MaxInstanceCount) + ". The router spreads the " +
-				"deployment's requests over the ready ones (default: `1`). Leave it unset with `scale_settings.type = \"" +
-				api.ScaleTypeTargetUtilization + "\"`, where the autoscaler decides the count (the state then holds the default, which is ignored).",
+				"deployment's requests over the ready ones (default: `1`). With `scale_settings.type = \"" +
+				api.ScaleTypeTargetUtilization + "\"` the autoscaler decides the count and `instance_count` is ignored (plan warns when it is set).",
 			Optional:   true,
 			Computed:   true,
 			Default:    int64default.StaticInt64(1),
@@ -320,7 +320,7 @@ func scaleSettingsAttribute() schema.SingleNestedAttribute {
 	}
 	return schema.SingleNestedAttribute{
 		MarkdownDescription: "How the deployment's instance count follows its load. `type = \"" + api.ScaleTypeDefault +
-			"\"` keeps `instance_count` instances; `type = \"" + api.ScaleTypeTargetUtilization + "\"` scales between " +
+			"\"` keeps `instance_count` instances; `type = \"" + api.ScaleTypeTargetUtilization + "\"` ignores `instance_count` and scales between " +
 			"`min_instances` and `max_instances` from the router's own count of requests in flight, sampled every " +
 			"`polling_interval`: up once the average of the last 6 samples needs more than the count serves by over 10%, down only once the highest need over " +
 			"`scale_down_delay` is more than 10% below the count (so 2 goes down to 1, but 10 does not go down to 9), one step to that need, and to zero (with `min_instances = 0`) after no request at all for " +

@@ -117,8 +117,8 @@ func checkDeploymentEnvironments(ctx context.Context, config tfsdk.Config, deplo
 
 // checkDeploymentScale applies the engine's scale rules at plan time to each deployment
 // whose scale_settings are known: instance_count and type = target_utilization not both
-// set, min_instances <= max_instances (validation.InstanceCountWithScale and
-// EndpointScale). The single attributes' own validators check their ranges and syntax.
+// set (a warning: validation.InstanceCountIgnored), min_instances <= max_instances
+// (validation.EndpointScale). The single attributes' own validators check their ranges and syntax.
 func checkDeploymentScale(schemaType attr.Type, deployments types.Map, diags *diag.Diagnostics) {
 	for _, name := range slices.Sorted(maps.Keys(deployments.Elements())) {
 		obj, ok := deployments.Elements()[name].(types.Object)
@@ -135,11 +135,17 @@ func checkDeploymentScale(schemaType attr.Type, deployments types.Map, diags *di
 		count, _ := attrs["min_instances"].(types.Int64)
 		maxCount, _ := attrs["max_instances"].(types.Int64)
 		instanceCount, _ := obj.Attributes()["instance_count"].(types.Int64)
-		var err error
 		if !typ.IsUnknown() {
-			err = validation.InstanceCountWithScale(field, !instanceCount.IsNull(), typ.ValueString())
+			if msg := validation.InstanceCountIgnored(!instanceCount.IsNull(), typ.ValueString()); msg != "" {
+				if p, ok := fieldPath(schemaType, field+".instance_count"); ok {
+					diags.AddAttributeWarning(p, "Instance Count Ignored", msg)
+				} else {
+					diags.AddWarning("Instance Count Ignored", msg)
+				}
+			}
 		}
-		if err == nil && !count.IsUnknown() && !maxCount.IsUnknown() {
+		var err error
+		if !count.IsUnknown() && !maxCount.IsUnknown() {
 			v := validation.DefaultScale()
 			if !count.IsNull() {
 				v.MinInstances = count.ValueInt64()

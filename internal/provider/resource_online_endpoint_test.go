@@ -271,6 +271,47 @@ func TestAccOnlineEndpoint_Basic(t *testing.T) {
 	})
 }
 
+// With scale_settings.type = target_utilization the autoscaler decides the count and a
+// configured instance_count is ignored (DESIGN 3; plan warns): the apply succeeds, the
+// deployment runs min_instances, not instance_count, and plans stay empty, before and after
+// an import.
+func TestAccOnlineEndpoint_InstanceCountIgnoredWhenAutoscaled(t *testing.T) {
+	t.Parallel()
+	e, c := testAccServingEngine(t)
+	config := testAccEndpointConfig(e.Endpoint, deployments(testAccDeployment(t, "blue", "v1", `instance_count = 2
+      scale_settings = { type = "target_utilization", min_instances = 1, max_instances = 3 }`))+
+		"  traffic = { blue = 100 }\n")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             testAccEndpointDestroyed(c),
+		Steps: []resource.TestStep{{
+			Config: config,
+			ConfigPlanChecks: resource.ConfigPlanChecks{
+				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+			},
+			ConfigStateChecks: []statecheck.StateCheck{
+				endpointValue("deployments.blue.instance_count", knownvalue.Int64Exact(2)),
+				endpointValue("deployments.blue.scale_settings.type", knownvalue.StringExact(api.ScaleTypeTargetUtilization)),
+				endpointValue("provisioning_state", knownvalue.StringExact(api.ProvisioningSucceeded)),
+			},
+			Check: resource.ComposeAggregateTestCheckFunc(
+				expectServed("", "blue", "v1", ""),
+				engineEndpoint(c, func(got *api.Endpoint) error {
+					if n := len(got.Deployments["blue"].Instances); n != 1 {
+						return fmt.Errorf("blue has %d instances; want min_instances, 1, not instance_count", n)
+					}
+					return nil
+				}),
+			),
+		}, {
+			ResourceName:      testAccEndpointAddr,
+			ImportState:       true,
+			ImportStateId:     "/workspaces/lab/onlineEndpoints/churn",
+			ImportStateVerify: true,
+		}},
+	})
+}
+
 // Traffic moves, deployments come and go, and mirroring starts and stops, all in place.
 func TestAccOnlineEndpoint_TrafficAndDeployments(t *testing.T) {
 	t.Parallel()
@@ -593,9 +634,6 @@ resource "mlcompute_online_endpoint" "test" {
 			expectError("Cannot Snapshot Model", "model directory", missing)},
 		{"scale type", endpoint(deployments(dep("blue", `scale_settings = { type = "TargetUtilization" }`))),
 			expectError("type", "default", "target_utilization")},
-		{"instance_count with target_utilization", endpoint(deployments(dep("blue", `instance_count = 2
-      scale_settings = { type = "target_utilization", max_instances = 3 }`))),
-			expectError("Invalid Scale Settings", "instance_count and scale_settings.type", "cannot both be set")},
 		{"min above max", endpoint(deployments(dep("blue", `scale_settings = { type = "target_utilization", min_instances = 4, max_instances = 2 }`))),
 			expectError("Invalid Scale Settings", "min_instances (4) must not exceed max_instances (2)")},
 		{"min negative", endpoint(deployments(dep("blue", `scale_settings = { min_instances = -1 }`))),

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -112,15 +113,16 @@ func DefaultMaxQueueWait(s *api.EndpointScaleSettings) int64 {
 	return api.DefaultMaxQueueWaitMS
 }
 
-// InstanceCountWithScale checks at plan time that a configuration does not set both
-// instance_count and scale_settings.type = target_utilization (the autoscaler decides the
-// count, so a fixed one would be silently ignored). instanceCountSet is whether the
-// configuration sets instance_count.
-func InstanceCountWithScale(field string, instanceCountSet bool, scaleType string) error {
-	if instanceCountSet && scaleType == api.ScaleTypeTargetUtilization {
-		return api.Errorf(api.CodeInvalid, field+".instance_count", "instance_count and scale_settings.type = %q cannot both be set: the autoscaler keeps the deployment between min_instances and max_instances; remove instance_count, or use type = %q", api.ScaleTypeTargetUtilization, api.ScaleTypeDefault)
+// InstanceCountIgnored is what plan says of a configuration that sets both instance_count
+// and scale_settings.type = target_utilization: the autoscaler decides the count between
+// min_instances and max_instances, and instance_count is ignored (DESIGN 3), which a user who
+// set it should hear. It is empty when there is nothing to say. instanceCountSet is whether
+// the configuration sets instance_count.
+func InstanceCountIgnored(instanceCountSet bool, scaleType string) string {
+	if !instanceCountSet || scaleType != api.ScaleTypeTargetUtilization {
+		return ""
 	}
-	return nil
+	return fmt.Sprintf("instance_count is ignored with scale_settings.type = %q: the autoscaler keeps the deployment between min_instances and max_instances. Remove instance_count, or use type = %q for a fixed count.", api.ScaleTypeTargetUtilization, api.ScaleTypeDefault)
 }
 
 // DeploymentQuotaCount is what a deployment holds of its workspace's quota: max_instances

@@ -187,10 +187,16 @@ func TestEndpointScale(t *testing.T) {
 	}
 }
 
-func TestInstanceCountWithScale(t *testing.T) {
-	checkErr(t, InstanceCountWithScale("d", true, "default"), "", "")
-	checkErr(t, InstanceCountWithScale("d", false, "target_utilization"), "", "")
-	checkErr(t, InstanceCountWithScale("d", true, "target_utilization"), "d.instance_count", "cannot both be set")
+func TestInstanceCountIgnored(t *testing.T) {
+	if got := InstanceCountIgnored(true, "default"); got != "" {
+		t.Errorf("a fixed count: %q; want nothing said", got)
+	}
+	if got := InstanceCountIgnored(false, "target_utilization"); got != "" {
+		t.Errorf("autoscaled without instance_count: %q; want nothing said", got)
+	}
+	if got := InstanceCountIgnored(true, "target_utilization"); !strings.Contains(got, "instance_count is ignored") || !strings.Contains(got, `"default"`) {
+		t.Errorf("autoscaled with instance_count: %q; want it said to be ignored, naming type = \"default\"", got)
+	}
 }
 
 func TestKeyType(t *testing.T) {
