@@ -35,6 +35,9 @@ func (f *kubeFlags) config(enabled bool) (kubernetes.Config, error) {
 		KubeconfigPath: f.kubeconfig, Context: f.context, Namespace: f.namespace, Image: f.image,
 		StartTimeout: f.startTimeout,
 	}
+	if cfg.Image == "" {
+		cfg.Image = os.Getenv(kubernetes.ImageEnv)
+	}
 	if f.startTimeout <= 0 {
 		return cfg, fmt.Errorf("--kube-start-timeout must be positive, got %s", f.startTimeout)
 	}

@@ -68,3 +68,18 @@ func TestKubeFlagsMakeTheDriverConfig(t *testing.T) {
 		t.Fatalf("config = %+v", cfg)
 	}
 }
+
+// The pods' image is --kube-image, else MLCOMPUTE_KUBE_IMAGE, which serve reads (the driver
+// reads no variable itself); it is read without --nodes kubernetes too, for the job pods of
+// attached clusters that name no image.
+func TestKubeImageFromTheFlagElseTheVariable(t *testing.T) {
+	t.Setenv(kubernetes.ImageEnv, "from-env:1")
+	f := defaultKubeFlags()
+	if cfg, err := f.config(false); err != nil || cfg.Image != "from-env:1" {
+		t.Fatalf("no --kube-image: image %q, %v; want %s's", cfg.Image, err, kubernetes.ImageEnv)
+	}
+	f.image = "from-flag:2"
+	if cfg, err := f.config(true); err != nil || cfg.Image != "from-flag:2" {
+		t.Fatalf("--kube-image from-flag:2: image %q, %v; want the flag's", cfg.Image, err)
+	}
+}

@@ -2,12 +2,17 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/slurm"
 )
+
+// slurmSSHKeyEnv names the private key --slurm-login connects with (else ~/.ssh/id_ed25519,
+// then id_rsa); serve reads it and hands the driver the path.
+const slurmSSHKeyEnv = "MLCOMPUTE_SLURM_SSH_KEY"
 
 // slurmFlags are serve's --slurm-* flags, which configure --nodes slurm.
 type slurmFlags struct {
@@ -37,7 +42,7 @@ func (f *slurmFlags) config(enabled bool) (slurm.Config, error) {
 	}
 	cfg := slurm.Config{
 		Partition: f.partition, Account: f.account, QOS: f.qos, Time: f.time, Constraint: f.constraint,
-		Login: f.login, Workdir: f.workdir, StartTimeout: f.startTimeout, Resources: f.resources,
+		Login: f.login, LoginKeyFile: os.Getenv(slurmSSHKeyEnv), Workdir: f.workdir, StartTimeout: f.startTimeout, Resources: f.resources,
 	}
 	if f.resources != slurm.ResourcesSize && f.resources != slurm.ResourcesGPUs {
 		return cfg, fmt.Errorf("--slurm-resources %q is not supported; use %s or %s", f.resources, slurm.ResourcesSize, slurm.ResourcesGPUs)

@@ -24,6 +24,7 @@ func TestSlurmFlagsNeedNodesSlurm(t *testing.T) {
 }
 
 func TestSlurmFlagsMakeTheDriverConfig(t *testing.T) {
+	t.Setenv(slurmSSHKeyEnv, "/keys/login")
 	f := slurmFlags{partition: "p", account: "a", qos: "q", time: "1:00:00", constraint: "c", login: "u@h", workdir: "/w", startTimeout: time.Minute}
 	cfg, err := f.config(true)
 	if err != nil {
@@ -31,7 +32,8 @@ func TestSlurmFlagsMakeTheDriverConfig(t *testing.T) {
 	}
 	want := slurm.Config{Partition: "p", Account: "a", QOS: "q", Time: "1:00:00", Constraint: "c", Login: "u@h", Workdir: "/w", StartTimeout: time.Minute}
 	if cfg.Partition != want.Partition || cfg.Account != want.Account || cfg.QOS != want.QOS || cfg.Time != want.Time ||
-		cfg.Constraint != want.Constraint || cfg.Login != want.Login || cfg.Workdir != want.Workdir || cfg.StartTimeout != want.StartTimeout {
+		cfg.Constraint != want.Constraint || cfg.Login != want.Login || cfg.Workdir != want.Workdir || cfg.StartTimeout != want.StartTimeout ||
+		cfg.LoginKeyFile != "/keys/login" {
 		t.Fatalf("config = %+v, want %+v", cfg, want)
 	}
 }

@@ -95,7 +95,9 @@ type Options struct {
 	// data dir (EngineIDFile), so a restarted engine finds its jobs again.
 	Slurm slurm.Config
 	// Kubernetes configures the kubernetes driver (Nodes "kubernetes"); its EngineID is
-	// set from the data dir as Slurm's is.
+	// set from the data dir as Slurm's is. Its Image (serve's --kube-image, else
+	// MLCOMPUTE_KUBE_IMAGE) is also the image of job pods on an attached cluster that names
+	// none.
 	Kubernetes kubernetes.Config
 	// AgentArgv runs this binary's node agent (a local node); --dir is appended.
 	AgentArgv []string
@@ -210,7 +212,7 @@ func Run(ctx context.Context, opts Options) error {
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir, ContainerdAddress: opts.ContainerdAddress,
 		Driver: nodes, Snapshots: snapshots, Artifacts: arts, MaxOutputSize: opts.MaxOutputSize,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown, GPUs: gpus,
-		NewKubeDriver: attachedKubeDriver(opts), KubeImage: attachedKubeImage(opts), NodeAPI: nodeAPI, Containers: containers,
+		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image, NodeAPI: nodeAPI, Containers: containers,
 	})
 	if err != nil {
 		return err
@@ -613,15 +615,6 @@ func remoteDriver[D driver.Driver](ctx context.Context, opts Options, name strin
 		return nil, fmt.Errorf("starting the %s node driver: %w", name, err)
 	}
 	return d, nil
-}
-
-// attachedKubeImage is the image of job pods on an attached cluster that names none: the
-// engine's --kube-image, else MLCOMPUTE_KUBE_IMAGE, as for the engine's own pods.
-func attachedKubeImage(opts Options) string {
-	if opts.Kubernetes.Image != "" {
-		return opts.Kubernetes.Image
-	}
-	return os.Getenv(kubernetes.ImageEnv)
 }
 
 // attachedKubeDriver builds the node driver of one attached Kubernetes cluster: its pods

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,9 +92,6 @@ var idRE = lazyregexp.New(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if !idRE.MatchString(cfg.EngineID) {
 		return nil, fmt.Errorf("kubernetes driver: invalid engine id %q", cfg.EngineID)
-	}
-	if cfg.Image == "" {
-		cfg.Image = os.Getenv(ImageEnv)
 	}
 	if cfg.Image == "" {
 		return nil, fmt.Errorf("kubernetes driver: no image for the nodes' pods: set --kube-image or %s", ImageEnv)

@@ -70,7 +70,7 @@ type loginShell struct {
 	conns  chan *ssh.Client // holds the connection, or nil when there is none
 }
 
-func newLoginShell(login string) (*loginShell, error) {
+func newLoginShell(login, keyFile string) (*loginShell, error) {
 	user, host, ok := strings.Cut(login, "@")
 	if !ok || user == "" || host == "" {
 		return nil, driver.Permanent(fmt.Errorf("--slurm-login %q: want user@host or user@host:port", login))
@@ -83,7 +83,7 @@ func newLoginShell(login string) (*loginShell, error) {
 		}
 		t.Address, t.Port = h, port
 	}
-	key, err := loginKey()
+	key, err := loginKey(keyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -93,10 +93,10 @@ func newLoginShell(login string) (*loginShell, error) {
 	return s, nil
 }
 
-// loginKey reads the engine user's SSH private key (~/.ssh/id_ed25519, then id_rsa, or
-// the file MLCOMPUTE_SLURM_SSH_KEY names).
-func loginKey() (string, error) {
-	paths := []string{os.Getenv("MLCOMPUTE_SLURM_SSH_KEY")}
+// loginKey reads the SSH private key for the login node: keyFile (Config.LoginKeyFile),
+// else the engine user's ~/.ssh/id_ed25519, then id_rsa.
+func loginKey(keyFile string) (string, error) {
+	paths := []string{keyFile}
 	if home, err := os.UserHomeDir(); err == nil {
 		paths = append(paths, home+"/.ssh/id_ed25519", home+"/.ssh/id_rsa")
 	}

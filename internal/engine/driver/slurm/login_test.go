@@ -41,9 +41,8 @@ func TestLoginNode(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(h.KeyPEM), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("MLCOMPUTE_SLURM_SSH_KEY", keyFile)
 	login := fmt.Sprintf("%s@%s:%d", h.User, h.Address, h.Port)
-	ls, err := newLoginShell(login)
+	ls, err := newLoginShell(login, keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}

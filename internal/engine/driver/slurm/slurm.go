@@ -82,9 +82,11 @@ type Config struct {
 	// tasks keep their files in Workdir/.mlcompute/tasks. Empty means the home directory
 	// of the user running the commands.
 	Workdir string
-	// Login, user@host[:port], runs the commands on a login node over SSH (with the key
-	// in MLCOMPUTE_SLURM_SSH_KEY, or ~/.ssh/id_ed25519 or id_rsa); empty runs them here.
-	Login string
+	// Login, user@host[:port], runs the commands on a login node over SSH, with the key in
+	// LoginKeyFile, else ~/.ssh/id_ed25519 or id_rsa; empty runs them here. serve sets
+	// LoginKeyFile from MLCOMPUTE_SLURM_SSH_KEY: the driver reads no variable itself.
+	Login        string
+	LoginKeyFile string
 	// StartTimeout cancels a job that is not running this long after its submission
 	// (default DefaultStartTimeout).
 	StartTimeout time.Duration
@@ -184,7 +186,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		if cfg.Login == "" {
 			sh = localShell{}
 		} else {
-			ls, err := newLoginShell(cfg.Login)
+			ls, err := newLoginShell(cfg.Login, cfg.LoginKeyFile)
 			if err != nil {
 				return nil, err
 			}
