@@ -50,19 +50,22 @@ func TestRestartRightAfterSIGKILL(t *testing.T) {
 	for round := range 10 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), serveDirEnv+"="+dir)
+		var stderr lockedBuffer // what the engine says if it cannot start
+		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		zombies = append(zombies, cmd)
 		c := mustClient(t, "unix://"+sock, "")
-		deadline := time.Now().Add(10 * time.Second)
+		// Generous: a CI machine busy with other tests' disks can take seconds to open a store.
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			st, err := c.Status(context.Background())
 			if err == nil && st.PID == cmd.Process.Pid {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("round %d: engine %d did not serve: %v", round, cmd.Process.Pid, err)
+				t.Fatalf("round %d: engine %d did not serve: %v; its stderr:\n%s", round, cmd.Process.Pid, err, stderr.String())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -22,6 +22,8 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
 )
 
+// lockedBuffer is a bytes.Buffer written by one goroutine (a log, a process's output
+// copier) while the test reads it.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
