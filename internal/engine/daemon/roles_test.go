@@ -22,25 +22,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
 )
 
-// lockedBuffer is a bytes.Buffer written by one goroutine (a log, a process's output
-// copier) while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestRolesOverTLS runs serve over TLS with the data dir's token file: the token file's
 // token makes a contributor and a reader token of one workspace; the contributor applies a
 // cluster and submits a job, the reader's submit gets 403 and makes nothing, and the data
