@@ -363,3 +363,9 @@ type Driver interface {
 	// Close stops watching. It leaves nodes and tasks running: a restarted engine adopts them.
 	Close() error
 }
+
+// MachineTaskKey is the key of task taskKey of node nodeKey among every task on the
+// node's machine: the nodes of one machine (local nodes, the nodes of one attached machine
+// or Slurm work dir) share its task directories and its containerd, and their task keys
+// repeat (every endpoint instance's first task is serve-0).
+func MachineTaskKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }

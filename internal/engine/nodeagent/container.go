@@ -32,7 +32,7 @@ type TaskContainer struct {
 	// Address is the machine's containerd socket; EngineID labels the container.
 	Address  string `json:"address"`
 	EngineID string `json:"engine_id"`
-	// Key is the task's key on the machine (MachineTaskKey), which names its container:
+	// Key is the task's key on the machine (driver.MachineTaskKey), which names its container:
 	// the nodes of one machine share its containerd, and their tasks' keys repeat (every
 	// endpoint instance's first task is serve-0).
 	Key string `json:"key"`
@@ -76,10 +76,6 @@ func containerRunArgv(self string, args []string) []string {
 	}
 	return append(argv, ContainerRunCommand)
 }
-
-// MachineTaskKey is the key of task taskKey of node nodeKey among all the tasks of the
-// machine's nodes: the key of its container (TaskContainer.Key).
-func MachineTaskKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }
 
 // ContainerRunArgv is the command line that runs command in image c as task c.Key:
 // containerRun (the words that make a binary ContainerRunCommand) and its flags. An empty

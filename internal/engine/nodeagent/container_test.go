@@ -12,6 +12,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
@@ -29,7 +30,7 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	// ctr is the image for task key of node n1.
 	ctr := func(key string) *TaskContainer {
 		c := image
-		c.Key = MachineTaskKey("n1", key)
+		c.Key = driver.MachineTaskKey("n1", key)
 		return &c
 	}
 	a := startAgent(t, filepath.Join(shortTempDir(t), "n1"))

@@ -22,7 +22,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
 )
 
 // A task with a container runs in the image on a node of a driver that has a containerd:
@@ -110,7 +109,7 @@ func TestTaskRunsInItsImageWithContainerd(t *testing.T) {
 	defer client.Close()
 	// status is the state of the container of task key of node.
 	status := func(node, key string) containerd.ProcessStatus {
-		c, err := client.LoadContainer(ctx, containerrt.ContainerID(engineID, nodeagent.MachineTaskKey(node, key)))
+		c, err := client.LoadContainer(ctx, containerrt.ContainerID(engineID, driver.MachineTaskKey(node, key)))
 		if err != nil {
 			return ""
 		}

@@ -234,7 +234,7 @@ func (d *Driver) removeContainers(key, dir string) {
 	tasks := map[string]bool{}
 	for _, e := range ents {
 		if k, err := nodeagent.KeyFromDirName(e.Name()); err == nil {
-			tasks[nodeagent.MachineTaskKey(key, k)] = true
+			tasks[driver.MachineTaskKey(key, k)] = true
 		}
 	}
 	if len(tasks) == 0 {
@@ -455,7 +455,7 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 				"(start `mlcompute serve` with --containerd-address)", spec.Key))
 		}
 		req.Container = &nodeagent.TaskContainer{Address: d.containerd, EngineID: d.engineID,
-			Key: nodeagent.MachineTaskKey(nodeKey, spec.Key), Image: c.Image, Hash: c.Hash,
+			Key: driver.MachineTaskKey(nodeKey, spec.Key), Image: c.Image, Hash: c.Hash,
 			EnvCache: c.EnvCache, Mounts: c.Mounts}
 		if c.Archive != "" {
 			if req.Container.Archive, err = filepath.Abs(c.Archive); err != nil {

@@ -14,9 +14,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 )
 
-// remoteKey is a task's directory name in the tasks directory.
-func remoteKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }
-
 // liveNode returns a watched node, looking it up (and adopting it) when it is not
 // watched yet; ErrNotFound when its job is gone.
 func (d *Driver) liveNode(ctx context.Context, key string) (*node, error) {
@@ -74,7 +71,7 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 	if len(spec.Command) == 0 {
 		return driver.Permanent(fmt.Errorf("starting task %s: no command", spec.Key))
 	}
-	rkey := remoteKey(nodeKey, spec.Key)
+	rkey := driver.MachineTaskKey(nodeKey, spec.Key)
 	dir := d.tasks.Dir + "/" + rkey
 	task := ssh.RemoteTask{Key: rkey, Env: d.taskEnv(spec.Env), MakeDirs: ssh.OutputDirs(spec.Outputs)}
 	if ssh.HasTaskFiles(spec) {
@@ -137,7 +134,7 @@ func (d *Driver) watchTask(n *node, nodeKey, taskKey string) {
 	go func() {
 		defer d.wg.Done()
 		for {
-			running, code, err := d.tasks.Wait(ctx, remoteKey(nodeKey, taskKey))
+			running, code, err := d.tasks.Wait(ctx, driver.MachineTaskKey(nodeKey, taskKey))
 			if ctx.Err() != nil {
 				return
 			}
@@ -217,7 +214,7 @@ func (d *Driver) TaskStatus(ctx context.Context, nodeKey, taskKey string) (drive
 	if _, err := d.liveNode(ctx, nodeKey); err != nil {
 		return driver.TaskStatus{}, fmt.Errorf("reading status of task %s: %w", taskKey, err)
 	}
-	running, code, err := d.tasks.Status(ctx, remoteKey(nodeKey, taskKey))
+	running, code, err := d.tasks.Status(ctx, driver.MachineTaskKey(nodeKey, taskKey))
 	if err != nil {
 		return driver.TaskStatus{}, err
 	}
@@ -229,7 +226,7 @@ func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset
 	if _, err := d.liveNode(ctx, nodeKey); err != nil {
 		return nil, fmt.Errorf("reading output of task %s: %w", taskKey, err)
 	}
-	return d.tasks.Output(ctx, remoteKey(nodeKey, taskKey), offset)
+	return d.tasks.Output(ctx, driver.MachineTaskKey(nodeKey, taskKey), offset)
 }
 
 // FetchOutput streams rel of the ended task's working directory, in the shared
@@ -239,7 +236,7 @@ func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) 
 	if _, err := d.liveNode(ctx, nodeKey); err != nil {
 		return nil, fmt.Errorf("fetching output of task %s: %w", taskKey, err)
 	}
-	return d.tasks.FetchStream(ctx, remoteKey(nodeKey, taskKey), rel), nil
+	return d.tasks.FetchStream(ctx, driver.MachineTaskKey(nodeKey, taskKey), rel), nil
 }
 
 // KillTask sends SIGTERM to the task's step (stopStep), then to whatever is left of it
@@ -252,7 +249,7 @@ func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
 	d.mu.Lock()
 	jobID := n.job.ID
 	d.mu.Unlock()
-	rkey := remoteKey(nodeKey, taskKey)
+	rkey := driver.MachineTaskKey(nodeKey, taskKey)
 	d.stopStep(ctx, jobID, rkey)
 	return d.tasks.Kill(ctx, rkey)
 }

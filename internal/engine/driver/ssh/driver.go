@@ -108,9 +108,6 @@ func NewDriver(cfg DriverConfig) *Driver {
 // Name is "ssh".
 func (d *Driver) Name() string { return "ssh" }
 
-// remoteKey is the task's key on the machine.
-func remoteKey(nodeKey, taskKey string) string { return nodeKey + "." + taskKey }
-
 // client returns the node's connection, dialing when there is none; fresh says it was
 // dialed for this call. A failed dial is a *Error, which matches driver.ErrTransient or
 // driver.ErrPermanent.
@@ -358,7 +355,7 @@ func (d *Driver) watch(nodeKey, taskKey string) {
 			var running bool
 			var code int
 			err := d.do(d.ctx, nodeKey, func(c *Client) (err error) {
-				running, code, err = c.Wait(d.ctx, remoteKey(nodeKey, taskKey))
+				running, code, err = c.Wait(d.ctx, driver.MachineTaskKey(nodeKey, taskKey))
 				return err
 			})
 			switch {
@@ -452,7 +449,7 @@ func (d *Driver) detach(key string) {
 // machine, starts the task there (in its own work directory otherwise) and watches it.
 // Idempotent under spec.Key: a task that exists is neither copied again nor restarted.
 func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.TaskSpec) error {
-	rkey := remoteKey(nodeKey, spec.Key)
+	rkey := driver.MachineTaskKey(nodeKey, spec.Key)
 	err := d.do(ctx, nodeKey, func(c *Client) error {
 		task := RemoteTask{Key: rkey, Command: spec.Command, Env: spec.Env, MakeDirs: OutputDirs(spec.Outputs)}
 		if spec.Container != nil {
@@ -489,7 +486,7 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 func (d *Driver) TaskStatus(ctx context.Context, nodeKey, taskKey string) (driver.TaskStatus, error) {
 	var st driver.TaskStatus
 	err := d.do(ctx, nodeKey, func(c *Client) (err error) {
-		st.Running, st.ExitCode, err = c.Status(ctx, remoteKey(nodeKey, taskKey))
+		st.Running, st.ExitCode, err = c.Status(ctx, driver.MachineTaskKey(nodeKey, taskKey))
 		return err
 	})
 	return st, err
@@ -499,7 +496,7 @@ func (d *Driver) TaskStatus(ctx context.Context, nodeKey, taskKey string) (drive
 func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset int64) ([]byte, error) {
 	var out []byte
 	err := d.do(ctx, nodeKey, func(c *Client) (err error) {
-		out, err = c.Output(ctx, remoteKey(nodeKey, taskKey), offset)
+		out, err = c.Output(ctx, driver.MachineTaskKey(nodeKey, taskKey), offset)
 		return err
 	})
 	return out, err
@@ -510,7 +507,7 @@ func (d *Driver) TaskOutput(ctx context.Context, nodeKey, taskKey string, offset
 func (d *Driver) FetchOutput(ctx context.Context, nodeKey, taskKey, rel string) (io.ReadCloser, error) {
 	var rc io.ReadCloser
 	err := d.do(ctx, nodeKey, func(c *Client) error {
-		rc = c.tasks().FetchStream(ctx, remoteKey(nodeKey, taskKey), rel)
+		rc = c.tasks().FetchStream(ctx, driver.MachineTaskKey(nodeKey, taskKey), rel)
 		return nil
 	})
 	return rc, err
@@ -524,7 +521,7 @@ func (d *Driver) Exec(context.Context, string, driver.ExecSpec) (int, error) {
 
 // KillTask kills the task's process group on the machine.
 func (d *Driver) KillTask(ctx context.Context, nodeKey, taskKey string) error {
-	return d.do(ctx, nodeKey, func(c *Client) error { return c.Kill(ctx, remoteKey(nodeKey, taskKey)) })
+	return d.do(ctx, nodeKey, func(c *Client) error { return c.Kill(ctx, driver.MachineTaskKey(nodeKey, taskKey)) })
 }
 
 // Events delivers TaskExited for started and adopted tasks; an attached machine never

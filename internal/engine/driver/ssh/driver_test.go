@@ -230,7 +230,7 @@ func TestDriver(t *testing.T) {
 		d := NewDriver(DriverConfig{Lookup: ts.lookup})
 		spec := driver.TaskSpec{Key: "job-10.0-0", Command: []string{"sleep", "300"}}
 		must(t, d.StartTask(testCtx(t), "vm-a", spec))
-		rkey := remoteKey("vm-a", spec.Key)
+		rkey := driver.MachineTaskKey("vm-a", spec.Key)
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 			defer cancel()
