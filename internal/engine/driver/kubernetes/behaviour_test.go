@@ -37,6 +37,28 @@ func waitEvent(t *testing.T, d *Driver, what string, match func(driver.Event) bo
 	}
 }
 
+// waitingReason creates a node that cannot be placed and returns the scheduler's reason,
+// as the engine learns it: from Create's answer when the scheduler had already refused
+// the pod (common on a busy machine: no event follows, as the driver contract says), else
+// from the NodeWaiting event.
+func waitingReason(t *testing.T, d *Driver, spec driver.NodeSpec) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	info, err := d.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create(%s): %v", spec.Key, err)
+	}
+	if info.Ready {
+		t.Fatalf("Create(%s) returned a ready node; want one the scheduler cannot place", spec.Key)
+	}
+	if unschedulable(info.Reason) {
+		return info.Reason
+	}
+	ev := waitEvent(t, d, "NodeWaiting of "+spec.Key, func(ev driver.Event) bool { return ev.Kind == driver.NodeWaiting && ev.NodeKey == spec.Key })
+	return ev.Reason
+}
+
 func readyNode(t *testing.T, d *Driver, spec driver.NodeSpec) driver.NodeInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
