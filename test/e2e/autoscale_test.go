@@ -210,9 +210,14 @@ func TestE2E_EndpointAutoscaling(t *testing.T) {
 	if reachedMax == 0 {
 		t.Fatal("a load of 4 clients never brought blue to its max of 4")
 	}
+	// How soon is the rule's (its table tests hold it on a fake clock) and the machine's:
+	// measured, not asserted. What the engine did must be the rule's: ups for the load.
 	t.Logf("MEASURE decision latency after a load step 1 -> 4 clients: %s (polling_interval 1s)", reachedMax.Round(time.Millisecond))
-	if reachedMax > 3*time.Second {
-		t.Errorf("max reached %s after the step; want within two polling intervals (2 s) plus the first sample's phase", reachedMax)
+	stepped, _, _ := log.between(stepAt, time.Now().Add(time.Second))
+	for _, d := range stepped {
+		if d.To <= d.From || d.Reason != "load above target utilization" || d.Load == 0 {
+			t.Errorf("after the load step: decision %+v; want only ups for the load above target utilization", d)
+		}
 	}
 
 	// Square wave between 1 and 4 clients, 6 s each: one up and one down per period, and no

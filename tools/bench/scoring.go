@@ -28,9 +28,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/daemon"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
 // The scoring benchmark (-mode router) sends the same wrk load over loopback to one model
@@ -466,23 +466,19 @@ func serveRouterWith(cfg routerConfig) (addr string, stop func(), err error) {
 		r.Close()
 		return "", nil, err
 	}
-	var srv interface {
-		Serve(net.Listener) error
-		Close() error
-	}
+	// As the engine serves it: on the event loops, with the lean server for the rest.
+	srv := &router.LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}}
 	if cfg.TLSCert != "" {
-		// As the engine serves it with --tls: its TLS listener, its scoring server over
-		// it, and the router's handler in the engine's metrics.
-		if ln, err = tlsListener(ln, cfg.TLSCert, cfg.TLSKey); err != nil {
+		// As with --tls: the loops run the handshakes and crypto/tls's record layer. Failed
+		// handshakes (wrk's connections closing at the end of each run) go to a logger at
+		// debug, here one that drops them.
+		tlsCfg, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			_ = ln.Close()
 			r.Close()
 			return "", nil, err
 		}
-		// Its failed handshakes (wrk's connections closing at the end of each run) go to
-		// a logger at debug, here one that drops them.
-		srv = daemon.ScoringTLSServer(metrics.New(metrics.Options{}).Scoring(r), hclog.NewNullLogger())
-	} else {
-		// As the engine serves it: on the event loops, with the lean server for the rest.
-		srv = &router.LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}}
+		daemon.ScoringOverTLS(srv, tlsCfg, hclog.NewNullLogger())
 	}
 	done := make(chan struct{})
 	go func() {

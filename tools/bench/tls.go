@@ -3,9 +3,7 @@
 package main
 
 import (
-	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"time"
@@ -53,14 +51,4 @@ func (t *benchTLS) client() (*http.Client, error) {
 		}
 	}
 	return &http.Client{Timeout: 2 * time.Second, Transport: tr}, nil
-}
-
-// tlsListener wraps ln in TLS as the engine's scoring listener is with --tls: the
-// tls.Config of tlsconfig.Server for the certificate and key files.
-func tlsListener(ln net.Listener, certFile, keyFile string) (net.Listener, error) {
-	cfg, err := tlsconfig.Server(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	return tls.NewListener(ln, cfg), nil
 }

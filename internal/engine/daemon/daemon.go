@@ -36,7 +36,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/snapshot"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -227,18 +226,13 @@ func Run(ctx context.Context, opts Options) error {
 	eng.SetRecorder(m)
 	eng.SetEndpointMetrics(m)
 	// The scoring listener takes the event loops: the usual scoring request without a
-	// goroutine wake-up, anything else through the lean server and net/http.
+	// goroutine wake-up, over plain HTTP or TLS, anything else through the lean server and
+	// net/http.
 	scoring := eng.ScoringServer(m, opts.Logger)
-	// With TLS the scoring listener is the lean server's: the event loops speak plain
-	// HTTP only.
-	var scoringTLS *leanserver.Server
 	defer func() {
 		// In-flight scoring requests get the same grace as API calls.
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if scoringTLS != nil {
-			_ = scoringTLS.Shutdown(shutdownCtx)
-		}
 		_ = scoring.Shutdown(shutdownCtx)
 		eng.CloseScoring()
 	}()
@@ -247,7 +241,7 @@ func Run(ctx context.Context, opts Options) error {
 		scoringLn.Close()
 		return err
 	}
-	secured, tlsOn, err := secureListeners(opts, opts.Logger, opts.Clock, ln, scoringLn)
+	secured, tlsCfg, tlsOn, err := secureListeners(opts, opts.Logger, opts.Clock, ln, scoringLn)
 	if err != nil {
 		ln.Close()
 		scoringLn.Close()
@@ -255,7 +249,8 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	ln = secured[0]
 	if tlsOn[1] {
-		scoringTLS = ScoringTLSServer(m.Scoring(eng.ScoringHandler()), opts.Logger)
+		// The loops run the handshakes on the plain listener themselves.
+		ScoringOverTLS(scoring, tlsCfg, opts.Logger)
 		eng.ScoringOverTLS()
 	}
 	ctx, stop := context.WithCancel(ctx)
@@ -265,11 +260,7 @@ func Run(ctx context.Context, opts Options) error {
 		scoringLn.Close()
 		return err
 	}
-	if scoringTLS != nil {
-		go func() { _ = scoringTLS.Serve(secured[1]) }()
-	} else {
-		go func() { _ = scoring.Serve(scoringLn) }()
-	}
+	go func() { _ = scoring.Serve(scoringLn) }()
 
 	tokens, err := auth.OpenTokens(st, opts.Clock)
 	if err != nil {

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
@@ -51,8 +49,10 @@ func (o TLSOptions) wants(host string) bool {
 // secureListeners wraps the TCP listeners among lns (nil entries and unix sockets are
 // left alone) in TLS where opts.TLS wants it, making the data dir's certificate for their
 // hosts when the operator gave none. It logs the CA's fingerprint, and warns about plain
-// HTTP off loopback. tlsOn[i] tells whether lns[i] now serves TLS.
-func secureListeners(opts Options, log hclog.Logger, clk clock.PassiveClock, lns ...net.Listener) (out []net.Listener, tlsOn []bool, err error) {
+// HTTP off loopback. tlsOn[i] tells whether lns[i] now serves TLS, and cfg is the
+// servers' TLS configuration (nil when none does), for a server that runs its own
+// handshakes on the plain listener (the scoring event loops).
+func secureListeners(opts Options, log hclog.Logger, clk clock.PassiveClock, lns ...net.Listener) (out []net.Listener, cfg *tls.Config, tlsOn []bool, err error) {
 	out, tlsOn = slices.Clone(lns), make([]bool, len(lns))
 	var hosts []string
 	for i, ln := range lns {
@@ -68,28 +68,27 @@ func secureListeners(opts Options, log hclog.Logger, clk clock.PassiveClock, lns
 		}
 	}
 	if len(hosts) == 0 {
-		return out, tlsOn, nil
+		return out, nil, tlsOn, nil
 	}
 	certFile, keyFile := opts.TLS.CertFile, opts.TLS.KeyFile
 	if certFile == "" {
 		g, err := tlsconfig.EnsureGenerated(opts.DataDir, dedupe(hosts), clk.Now())
 		if err != nil {
-			return nil, nil, fmt.Errorf("making the engine's TLS certificate: %w", err)
+			return nil, nil, nil, fmt.Errorf("making the engine's TLS certificate: %w", err)
 		}
 		certFile, keyFile = g.CertFile, g.KeyFile
 		log.Info("serving TLS with the engine's own CA; clients pin it (ca_certificate, MLCOMPUTE_CA_CERT or mlcompute login)",
 			"ca_file", g.CAFile, "ca_sha256", g.CAFingerprint)
 	}
-	cfg, err := tlsconfig.Server(certFile, keyFile)
-	if err != nil {
-		return nil, nil, err
+	if cfg, err = tlsconfig.Server(certFile, keyFile); err != nil {
+		return nil, nil, nil, err
 	}
 	for i, ln := range lns {
 		if tlsOn[i] {
 			out[i] = tls.NewListener(ln, cfg)
 		}
 	}
-	return out, tlsOn, nil
+	return out, cfg, tlsOn, nil
 }
 
 func tcpAddr(ln net.Listener) (*net.TCPAddr, bool) {
@@ -125,19 +124,16 @@ func dedupe(s []string) []string {
 	return slices.Compact(s)
 }
 
-// ScoringTLSServer is the server of a scoring listener that serves TLS: the lean HTTP/1.1
-// server (router/leanserver) over the TLS listener, as the scoring event loops speak plain
-// HTTP only. It serves TLS as net/http would (the handshake under the header timeout,
-// net/http's 400 to plain HTTP, Request.TLS, so the router sends X-Forwarded-Proto:
-// https) for about two thirds of net/http's CPU per request (tools/bench/README.md). h is the router's handler in the
-// engine's metrics; a failed handshake is logged to logger at debug (a client's address
-// and crypto/tls's error, no secret). The scoring benchmark (tools/bench) serves the
-// router with it too.
-func ScoringTLSServer(h http.Handler, logger hclog.Logger) *leanserver.Server {
-	return &leanserver.Server{
-		Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		HandshakeFailed: func(remoteAddr string, err error) {
-			logger.Debug("scoring: TLS handshake failed", "remote", remoteAddr, "error", err)
-		},
+// ScoringOverTLS makes the scoring server serve TLS with cfg on its plain TCP listener:
+// each connection's handshake as net/http runs one (under the header timeout, net/http's
+// 400 to plain HTTP), then crypto/tls's record layer on the event loops, so a request
+// over TLS costs no more goroutine wake-ups than one over plain HTTP (tools/bench/README.md).
+// Requests carry Request.TLS, so the router sends X-Forwarded-Proto: https. A failed
+// handshake is logged to logger at debug (a client's address and crypto/tls's error, no
+// secret). The scoring benchmark (tools/bench) serves the router with it too.
+func ScoringOverTLS(s *router.LoopServer, cfg *tls.Config, logger hclog.Logger) {
+	s.TLSConfig = cfg
+	s.Fallback.HandshakeFailed = func(remoteAddr string, err error) {
+		logger.Debug("scoring: TLS handshake failed", "remote", remoteAddr, "error", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tlsconfig"
 )
 
@@ -187,19 +189,22 @@ func nonLoopbackIP(t *testing.T) string {
 
 // The scoring listener's failed handshakes are logged at debug, with the client's address
 // and without what the client sent: plain HTTP carrying an endpoint key, an old protocol.
-func TestScoringTLSServerLogsFailedHandshakesAtDebug(t *testing.T) {
+func TestScoringOverTLSLogsFailedHandshakesAtDebug(t *testing.T) {
 	cfg, _, err := tlsconfig.Pair(t.TempDir(), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	logged := make(logLines, 16)
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: logged})
-	srv := ScoringTLSServer(http.NotFoundHandler(), logger)
+	r := router.New(router.Options{})
+	defer r.Close()
+	srv := &router.LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r}}
+	ScoringOverTLS(srv, cfg, logger)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(tls.NewListener(ln, cfg)) }()
+	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	addr := ln.Addr().String()
 

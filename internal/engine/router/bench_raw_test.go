@@ -48,7 +48,7 @@ func BenchmarkRawDirect(b *testing.B) {
 }
 
 // BenchmarkRouterAllocsTLS is BenchmarkRouterAllocs over TLS, the router served as the
-// engine serves it with TLS (leanserver over a TLS listener, daemon.ScoringTLSServer).
+// engine serves it with TLS (the event loops with their TLSConfig, daemon.ScoringOverTLS).
 // The client's TLS allocations count too: compare with BenchmarkServerFloor's TLS runs.
 func BenchmarkRouterAllocsTLS(b *testing.B) {
 	backend := rawBackend(b)
@@ -64,17 +64,33 @@ func BenchmarkRouterAllocsTLS(b *testing.B) {
 			Name: "blue", Backends: []Backend{{ID: "b-0", URL: u, Ready: true}}, MaxConcurrentPerInstance: 1 << 20,
 		}},
 	})
-	addr, dial := serveTLS(b, &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second})
+	addr, dial := serveTLS(b, func(ln net.Listener, cfg *tls.Config) func() error {
+		srv := &LoopServer{Router: r, Fallback: &leanserver.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}, TLSConfig: cfg}
+		go func() { _ = srv.Serve(ln) }()
+		return srv.Close
+	})
 	rawLoadOn(b, dial, addr, "/bench/score", "Authorization: Bearer "+testPrimary+"\r\n")
 }
 
-// serveTLS serves srv over TLS on loopback with a certificate made as the engine makes
-// its own, and returns its address and a dialer that pins the certificate's CA.
-func serveTLS(b *testing.B, srv interface {
+// tlsListenerServer serves a TLS listener, as the lean server and net/http do.
+type tlsListenerServer interface {
 	Serve(net.Listener) error
 	Close() error
-},
-) (string, func() (net.Conn, error)) {
+}
+
+// onTLSListener is a serveTLS start for srv, which serves a TLS listener.
+func onTLSListener(srv tlsListenerServer) func(net.Listener, *tls.Config) func() error {
+	return func(ln net.Listener, cfg *tls.Config) func() error {
+		go func() { _ = srv.Serve(tls.NewListener(ln, cfg)) }()
+		return srv.Close
+	}
+}
+
+// serveTLS starts a server on a loopback listener with a TLS configuration whose
+// certificate is made as the engine makes its own, and returns its address and a dialer
+// that pins the certificate's CA. start serves the plain listener with the configuration
+// and returns what closes the server.
+func serveTLS(b *testing.B, start func(ln net.Listener, cfg *tls.Config) (closeServer func() error)) (string, func() (net.Conn, error)) {
 	server, client, err := tlsconfig.Pair(b.TempDir(), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		b.Fatal(err)
@@ -83,8 +99,8 @@ func serveTLS(b *testing.B, srv interface {
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = srv.Serve(tls.NewListener(ln, server)) }()
-	b.Cleanup(func() { _ = srv.Close() })
+	closeServer := start(ln, server)
+	b.Cleanup(func() { _ = closeServer() })
 	addr := ln.Addr().String()
 	return addr, func() (net.Conn, error) { return tls.Dial("tcp", addr, client) }
 }
@@ -207,11 +223,11 @@ func BenchmarkServerFloor(b *testing.B) {
 		rawLoad(b, newFront(b, h).Listener.Addr().String(), "/bench/score", "")
 	})
 	b.Run("server=net-http/tls", func(b *testing.B) {
-		addr, dial := serveTLS(b, &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h})
+		addr, dial := serveTLS(b, onTLSListener(&http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h}))
 		rawLoadOn(b, dial, addr, "/bench/score", "")
 	})
 	b.Run("server=leanserver/tls", func(b *testing.B) {
-		addr, dial := serveTLS(b, &leanserver.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h})
+		addr, dial := serveTLS(b, onTLSListener(&leanserver.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h}))
 		rawLoadOn(b, dial, addr, "/bench/score", "")
 	})
 }

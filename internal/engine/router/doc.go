@@ -120,7 +120,9 @@
 // internal/engine/router/leanserver running the router as an http.Handler, which in turn hands what
 // it does not serve to net/http. A Go server on the net package pays a goroutine wake-up
 // each way per request and a read that finds nothing before each wait; tools/bench -mode
-// router prints both I/O models' floors next to nginx and the router.
+// router prints both I/O models' floors next to nginx and the router. With TLSConfig the
+// loops serve TLS too: each connection's handshake runs on a goroutine, then crypto/tls's
+// record layer works on buffers the loop fills and sends (loop_tls.go).
 //
 // Errors written by the router are JSON: {"error":{"code":"...","message":"..."}}, the
 // same envelope as the engine API (see Error), so one client decoder reads both.

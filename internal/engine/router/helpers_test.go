@@ -1,6 +1,7 @@
 package router
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -160,30 +161,45 @@ type frontServer struct {
 	handedOff tally // connections the loops handed to the lean server
 	close     func() error
 	loops     *LoopServer // nil for a handler that is not a router
+	// handshakesFailed gets each failed TLS handshake's error (a TLS front's).
+	handshakesFailed chan error
 }
 
-func newFront(t testing.TB, h http.Handler) *frontServer {
+func newFront(t testing.TB, h http.Handler) *frontServer { return newFrontTLS(t, h, nil) }
+
+// newFrontTLS is newFront serving TLS with cfg when it is not nil: the loops run the
+// handshakes (a router) or the lean server serves a TLS listener (another handler).
+func newFrontTLS(t testing.TB, h http.Handler, cfg *tls.Config) *frontServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &frontServer{URL: "http://" + ln.Addr().String()}
+	scheme := "http"
+	if cfg != nil {
+		scheme = "https"
+	}
+	f := &frontServer{URL: scheme + "://" + ln.Addr().String(), handshakesFailed: make(chan error, 16)}
 	f.Listener = &countingListener{Listener: ln, accepted: &f.accepted}
 	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		defer f.over.add()
 		h.ServeHTTP(w, req)
 	})
-	lean := &leanserver.Server{Handler: counted, ReadHeaderTimeout: failsafe}
+	lean := &leanserver.Server{Handler: counted, ReadHeaderTimeout: failsafe,
+		HandshakeFailed: func(_ string, err error) { f.handshakesFailed <- err }}
 	if r, ok := h.(*Router); ok {
-		srv := &LoopServer{Router: r, Fallback: lean, Logger: r.log, Loops: 2,
+		srv := &LoopServer{Router: r, Fallback: lean, Logger: r.log, Loops: 2, TLSConfig: cfg,
 			Observe:   func(string, string, int, time.Duration) { f.over.add() },
 			onHandOff: f.handedOff.add}
 		f.close, f.loops = srv.Close, srv
 		go func() { _ = srv.Serve(f.Listener) }()
 	} else {
 		f.close = lean.Close
-		go func() { _ = lean.Serve(f.Listener) }()
+		ln := f.Listener
+		if cfg != nil {
+			ln = tls.NewListener(ln, cfg)
+		}
+		go func() { _ = lean.Serve(ln) }()
 	}
 	t.Cleanup(f.Close)
 	return f

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
@@ -44,6 +45,11 @@ type LoopServer struct {
 	Logger  hclog.Logger
 	// Loops is the number of event loops; zero means GOMAXPROCS.
 	Loops int
+	// TLSConfig, when set, makes Serve's listener a TLS one: Serve takes the plain TCP
+	// listener, runs each connection's handshake (Fallback.Handshake: its
+	// ReadHeaderTimeout and HandshakeFailed apply), and the loops serve the connection
+	// over TLS (loop_tls.go).
+	TLSConfig *tls.Config
 
 	log      hclog.Logger
 	cli      *gnet.Client
@@ -53,7 +59,9 @@ type LoopServer struct {
 	ln       net.Listener
 	stopping atomic.Bool
 	stopped  chan struct{} // closed when stopping begins: ends a pause between accepts
-	active   atomic.Int64  // exchanges in flight on the loops
+	// handshakes counts the TLS handshakes under way, each on its own goroutine.
+	handshakes sync.WaitGroup
+	active     atomic.Int64 // exchanges in flight on the loops
 	// drained gets a token when the last exchange in flight ends while stopping, for
 	// Shutdown to look at active again.
 	drained chan struct{}
@@ -88,6 +96,8 @@ type loopClient struct {
 	// out, msg and body are reused for each request: the response bytes being written,
 	// the request as the instance gets it, and its body.
 	out, msg, body []byte
+	// tls is the connection's TLS, nil for plain HTTP.
+	tls *tlsClient
 }
 
 // loopUpstream is a connection to an instance, owned by one loop.
@@ -133,11 +143,20 @@ func (s *LoopServer) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
-		lc := &loopClient{remote: nc.RemoteAddr().String()}
-		if _, err := s.cli.EnrollContext(nc, lc); err != nil {
-			// EnrollContext closed nc; the loops are stopping, or out of descriptors.
-			s.log.Warn("cannot serve a scoring connection", "error", err)
+		if s.TLSConfig != nil {
+			s.handshakes.Add(1)
+			go s.handshake(nc)
+			continue
 		}
+		s.enroll(nc, &loopClient{remote: nc.RemoteAddr().String()})
+	}
+}
+
+// enroll gives the client connection nc to a loop.
+func (s *LoopServer) enroll(nc net.Conn, lc *loopClient) {
+	if _, err := s.cli.EnrollContext(nc, lc); err != nil {
+		// EnrollContext closed nc; the loops are stopping, or out of descriptors.
+		s.log.Warn("cannot serve a scoring connection", "error", err)
 	}
 }
 
@@ -253,7 +272,8 @@ func (s *LoopServer) exchangeEnded() {
 
 func (s *LoopServer) stopLoops() {
 	<-s.done
-	s.cancel()
+	s.cancel() // ends the handshakes under way too
+	s.handshakes.Wait()
 	s.eachLoop(func(l *loopState) { l.deadlines.stop() })
 	_ = s.cli.Stop()
 	s.handoff.close()
@@ -321,6 +341,11 @@ func (s *LoopServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		if s.stopping.Load() {
 			return nil, gnet.Close
 		}
+		if v.tls != nil {
+			// crypto/tls may hold the first request already, read with the end of the
+			// handshake: no traffic would come for it.
+			_ = c.Wake(nil)
+		}
 	case *loopUpstream:
 		v.c = c
 		x := v.x
@@ -338,6 +363,11 @@ func (s *LoopServer) OnTraffic(c gnet.Conn) gnet.Action {
 	case *loopClient:
 		if v.x != nil {
 			return gnet.None // a pipelined request waits for the one in flight
+		}
+		if v.tls != nil {
+			if err := v.tls.pump(c); err != nil {
+				return gnet.Close
+			}
 		}
 		return s.serveNext(v)
 	case *loopUpstream:
@@ -374,26 +404,74 @@ func (s *LoopServer) handOff(lc *loopClient) gnet.Action {
 		s.Router.clock.AfterFunc(time.Millisecond, func() { _ = lc.c.Wake(nil) })
 		return gnet.None
 	}
-	buf, _ := lc.c.Peek(-1)
-	pending := append([]byte(nil), buf...)
-	fd, err := lc.c.Dup()
-	if err != nil {
-		s.log.Warn("cannot hand a connection to the lean server, closing it", "error", err)
-		return gnet.Close
-	}
-	f := os.NewFile(uintptr(fd), "scoring-client")
-	nc, err := net.FileConn(f)
-	_ = f.Close()
+	nc, err := lc.handOff()
 	if err != nil {
 		s.log.Warn("cannot hand a connection to the lean server, closing it", "error", err)
 		return gnet.Close
 	}
 	s.handedOff.Add(1)
-	s.handoff.push(&prefixedConn{Conn: nc, pending: pending})
+	s.handoff.push(nc)
 	if s.onHandOff != nil {
 		s.onHandOff()
 	}
 	return gnet.Close
+}
+
+// handOff returns lc's connection for the lean server: a duplicate of the loop's socket,
+// which reads first what the loop read and did not serve.
+func (lc *loopClient) handOff() (net.Conn, error) {
+	fd, err := lc.c.Dup()
+	if err != nil {
+		return nil, err
+	}
+	if lc.tls != nil {
+		return lc.tls.handOff(lc.c, fd)
+	}
+	buf, _ := lc.c.Peek(-1)
+	pending := append([]byte(nil), buf...)
+	f := os.NewFile(uintptr(fd), "scoring-client")
+	nc, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		return nil, err
+	}
+	return &prefixedConn{Conn: nc, pending: pending}, nil
+}
+
+// peek returns the request bytes lc holds: what the loop read, or with TLS what
+// crypto/tls decrypted.
+func (lc *loopClient) peek() []byte {
+	if lc.tls != nil {
+		return lc.tls.plain.bytes()
+	}
+	buf, _ := lc.c.Peek(-1)
+	return buf
+}
+
+// discard drops n bytes of peek's.
+func (lc *loopClient) discard(n int) {
+	if lc.tls != nil {
+		lc.tls.plain.discard(n)
+		return
+	}
+	_, _ = lc.c.Discard(n)
+}
+
+// write sends b to the client (a failed write closes lc at once: clientGone ends its
+// exchange).
+func (lc *loopClient) write(b []byte) {
+	if lc.tls != nil {
+		if err := lc.tls.write(lc.c, b); err != nil {
+			_ = lc.c.Close()
+		}
+		return
+	}
+	_, _ = lc.c.Write(b)
+}
+
+// buffered reports whether lc holds bytes of a next request.
+func (lc *loopClient) buffered() bool {
+	return lc.c.InboundBuffered() > 0 || (lc.tls != nil && lc.tls.buffered())
 }
 
 // takeIdle returns an idle connection to in, or nil. A connection idle for longer than

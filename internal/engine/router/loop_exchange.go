@@ -65,7 +65,7 @@ func (s *LoopServer) serveNext(lc *loopClient) gnet.Action {
 		if lc.closeAfter {
 			return gnet.Close
 		}
-		buf, _ := lc.c.Peek(-1)
+		buf := lc.peek()
 		if len(buf) == 0 {
 			return gnet.None
 		}
@@ -84,6 +84,9 @@ func (s *LoopServer) serveNext(lc *loopClient) gnet.Action {
 			req.ContentLength > maxBufferedBody || int64(len(buf)-end) < req.ContentLength {
 			return s.handOff(lc)
 		}
+		if lc.tls != nil {
+			req.TLS = lc.tls.state
+		}
 		n := end + int(req.ContentLength)
 		if !s.route(x) {
 			return s.handOff(lc)
@@ -93,7 +96,7 @@ func (s *LoopServer) serveNext(lc *loopClient) gnet.Action {
 			lc.body = append(lc.body[:0], buf[end:n]...)
 			x.body = lc.body
 		}
-		_, _ = lc.c.Discard(n)
+		lc.discard(n)
 		if req.Close {
 			lc.closeAfter = true
 		}
@@ -191,7 +194,7 @@ func (s *LoopServer) writeError(x *loopExchange, e *Error) {
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, body...)
 	lc.out = b
-	_, _ = lc.c.Write(b)
+	lc.write(b)
 }
 
 // begin starts the request timeout and sends the request to its instance.
@@ -325,7 +328,7 @@ func (s *LoopServer) upstreamTraffic(up *loopUpstream) gnet.Action {
 	_, _ = up.c.Discard(n)
 	lc.out = out
 	if len(out) > 0 {
-		_, _ = lc.c.Write(out) // a failed write closes lc at once: clientGone ends x
+		lc.write(out)
 	}
 	if x.done {
 		return gnet.Close
@@ -385,7 +388,7 @@ func (s *LoopServer) upstreamClosed(up *loopUpstream) {
 	s.detach(x)
 	if x.headSent {
 		if x.head.framing == framingClose {
-			_, _ = x.lc.c.Write([]byte(lastChunk))
+			x.lc.write([]byte(lastChunk))
 			s.finish(x)
 			return
 		}
@@ -463,7 +466,7 @@ func (s *LoopServer) finish(x *loopExchange) {
 	case x.canceled:
 	case lc.closeAfter || s.stopping.Load():
 		_ = lc.c.Close()
-	case lc.c.InboundBuffered() > 0:
+	case lc.buffered():
 		// A pipelined request: its connection's OnTraffic serves it (or hands it off).
 		_ = lc.c.Wake(nil)
 	}

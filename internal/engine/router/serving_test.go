@@ -1,6 +1,7 @@
 package router_test
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -52,12 +53,31 @@ func TestCasesOnNetHTTP(t *testing.T) {
 	})
 }
 
-// TestCasesOnTheLeanServerOverTLS serves the router as the engine does with TLS: on the
-// lean server over a TLS listener (daemon.ScoringTLSServer).
+// TestCasesOnTheEventLoopsOverTLS serves the router as the engine does with TLS: the
+// event loops run crypto/tls's record layer themselves, after each connection's
+// handshake, and hand what they do not serve to the lean server, TLS and all.
+func TestCasesOnTheEventLoopsOverTLS(t *testing.T) {
+	var onLoops atomic.Int64
+	routertest.RunTLS(t, func(t testing.TB, ln net.Listener, p routertest.Parts) func() {
+		srv := &router.LoopServer{Router: p.Router, Fallback: &leanserver.Server{Handler: p.Handler},
+			Observe: func(endpoint, deployment string, status int, elapsed time.Duration) {
+				onLoops.Add(1)
+				p.Observe(endpoint, deployment, status, elapsed)
+			}, Loops: 2, TLSConfig: p.TLS}
+		go func() { _ = srv.Serve(ln) }()
+		return func() { _ = srv.Close() }
+	})
+	if onLoops.Load() == 0 {
+		t.Fatal("the event loops answered none of the table's requests themselves")
+	}
+}
+
+// TestCasesOnTheLeanServerOverTLS serves the router on the lean server over a TLS
+// listener.
 func TestCasesOnTheLeanServerOverTLS(t *testing.T) {
 	routertest.RunTLS(t, func(t testing.TB, ln net.Listener, p routertest.Parts) func() {
 		srv := &leanserver.Server{Handler: p.Handler}
-		go func() { _ = srv.Serve(ln) }()
+		go func() { _ = srv.Serve(tls.NewListener(ln, p.TLS)) }()
 		return func() { _ = srv.Close() }
 	})
 }
@@ -67,7 +87,7 @@ func TestCasesOnTheLeanServerOverTLS(t *testing.T) {
 func TestCasesOnNetHTTPOverTLS(t *testing.T) {
 	routertest.RunTLS(t, func(t testing.TB, ln net.Listener, p routertest.Parts) func() {
 		srv := &http.Server{Handler: p.Handler}
-		go func() { _ = srv.Serve(ln) }()
+		go func() { _ = srv.Serve(tls.NewListener(ln, p.TLS)) }()
 		return func() { _ = srv.Close() }
 	})
 }

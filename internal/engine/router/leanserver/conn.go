@@ -137,8 +137,9 @@ func (c *conn) serve() {
 		writers.Put(c.bw)
 		c.s.track(c, false)
 	}()
-	if tc, ok := c.nc.(*tls.Conn); ok {
-		if !c.handshake(tc) {
+	switch nc := c.nc.(type) {
+	case *tls.Conn:
+		if !c.handshake(nc) {
 			return
 		}
 		if p := c.tlsState.NegotiatedProtocol; p != "" && p != "http/1.1" {
@@ -147,6 +148,11 @@ func (c *conn) serve() {
 			c.s.handOff(c.nc, c.br, nil)
 			return
 		}
+	case connectionStater:
+		// A TLS connection whose handshake was done before it came here (the event
+		// loops hand theirs over after it).
+		st := nc.ConnectionState()
+		c.tlsState = &st
 	}
 	// The first request's head, the wait for its first byte included, is bounded by
 	// ReadHeaderTimeout, as in net/http; later ones by IdleTimeout, then it.
@@ -186,30 +192,46 @@ func (c *conn) serve() {
 }
 
 // handshake runs the TLS handshake of a connection from a TLS listener before its first
-// request, as net/http does: under ReadHeaderTimeout (for reading and writing), a client
-// that sent plain HTTP answered with net/http's 400, a failure reported to
-// Server.HandshakeFailed. It records the connection's TLS state; false when the
+// request (Server.Handshake) and records the connection's TLS state; false when the
 // connection is to be closed.
 func (c *conn) handshake(tc *tls.Conn) bool {
-	if d := c.s.ReadHeaderTimeout; d > 0 {
+	st, ok := c.s.Handshake(c.ctx, tc, c.remoteAddr)
+	c.tlsState = st
+	return ok
+}
+
+// Handshake runs the TLS handshake of a connection as net/http does before its first
+// request: under ReadHeaderTimeout (for reading and writing), a client that sent plain
+// HTTP answered with net/http's 400, a failure reported to HandshakeFailed. It returns
+// the connection's TLS state, or false when the connection is to be closed (the caller
+// closes it). The scoring event loops, which serve TLS connections of their own, run
+// their handshakes through it too.
+func (s *Server) Handshake(ctx context.Context, tc *tls.Conn, remoteAddr string) (*tls.ConnectionState, bool) {
+	if d := s.ReadHeaderTimeout; d > 0 {
 		_ = tc.SetDeadline(time.Now().Add(d))
 	}
-	if err := tc.HandshakeContext(c.ctx); err != nil {
+	if err := tc.HandshakeContext(ctx); err != nil {
 		var rh tls.RecordHeaderError
 		if errors.As(err, &rh) && rh.Conn != nil && recordHeaderLooksLikeHTTP(rh.RecordHeader) {
 			_, _ = io.WriteString(rh.Conn, plainHTTPResponse)
 			_ = rh.Conn.Close()
 			err = ErrPlainHTTP
 		}
-		c.s.handshakeFailed(c.remoteAddr, err)
-		return false
+		s.handshakeFailed(remoteAddr, err)
+		return nil, false
 	}
-	if c.s.ReadHeaderTimeout > 0 {
+	if s.ReadHeaderTimeout > 0 {
 		_ = tc.SetDeadline(time.Time{})
 	}
 	st := tc.ConnectionState()
-	c.tlsState = &st
-	return true
+	return &st, true
+}
+
+// connectionStater is a TLS connection handed over after its handshake: it says its
+// state, which every request carries as Request.TLS.
+type connectionStater interface {
+	net.Conn
+	ConnectionState() tls.ConnectionState
 }
 
 // ErrPlainHTTP is the handshake error of a client that sent plain HTTP to a TLS port.

@@ -63,6 +63,11 @@
 // negotiated another protocol than HTTP/1.1 by ALPN (HTTP/2, when the listener's
 // tls.Config offers it) goes to the net/http server as it is, right after the handshake.
 //
+// Server.Handshake is that handshake on its own, for a server that runs its own TLS
+// connections (the router's event loops). A connection such a server hands over after
+// its handshake says its state (a ConnectionState method, as *tls.Conn has): it gets no
+// handshake here, and its requests carry that state.
+//
 // # Timeouts
 //
 // Server.ReadHeaderTimeout bounds reading a request head, as in net/http: for a

@@ -55,6 +55,10 @@ type Parts struct {
 	Router  *router.Router
 	Handler http.Handler
 	Observe func(endpoint, deployment string, status int, elapsed time.Duration)
+	// TLS is the server's TLS configuration when the table runs over TLS (RunTLS), nil
+	// otherwise. The listener is plain TCP either way: a server that serves a TLS
+	// listener wraps it (tls.NewListener).
+	TLS *tls.Config
 }
 
 // Serve starts serving p on ln and returns what stops it.
@@ -63,9 +67,9 @@ type Serve func(t testing.TB, ln net.Listener, p Parts) (stop func())
 // Run runs every case of the table, each as a subtest on its own router and server.
 func Run(t *testing.T, serve Serve) { run(t, serve, nil) }
 
-// RunTLS runs every case of the table over TLS: serve gets a listener that accepts
-// *tls.Conn, with a certificate made as the engine makes its own (tlsconfig), and the
-// client pins its CA. The instance sees X-Forwarded-Proto: https.
+// RunTLS runs every case of the table over TLS: serve gets Parts.TLS, with a certificate
+// made as the engine makes its own (tlsconfig), and the client pins its CA. The instance
+// sees X-Forwarded-Proto: https.
 func RunTLS(t *testing.T, serve Serve) {
 	server, client, err := tlsconfig.Pair(t.TempDir(), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
@@ -125,11 +129,13 @@ func (e *env) start(opts router.Options, eps ...router.Endpoint) {
 	e.addr = ln.Addr().String()
 	e.url = e.proto() + "://" + e.addr
 	transport := &http.Transport{ExpectContinueTimeout: failsafe}
+	var serverTLS *tls.Config
 	if e.tls != nil {
-		ln = tls.NewListener(ln, e.tls.server)
+		serverTLS = e.tls.server
 		transport.TLSClientConfig = e.tls.client
 	}
 	p := Parts{
+		TLS:    serverTLS,
 		Router: e.r,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			defer func() { e.over <- struct{}{} }()
