@@ -79,7 +79,8 @@ func setup() error {
 	// mlcompute and scorer, each named after its package's directory.
 	// Static, as the release builds them (and make build): the scorer also runs in the
 	// container tests' images, which hold no C library.
-	cmd := exec.Command("go", "build", "-trimpath", "-o", binDir+string(filepath.Separator), ".", "./cmd/mlcompute", "./test/e2e/scorer")
+	args := append(append([]string{"build", "-trimpath"}, goBuildTags...), "-o", binDir+string(filepath.Separator), ".", "./cmd/mlcompute", "./test/e2e/scorer")
+	cmd := exec.Command("go", args...)
 	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the provider, the CLI and the test scorer: %v\n%s", err, b)
@@ -87,6 +88,13 @@ func setup() error {
 	for _, name := range []string{"terraform-provider-mlcompute", "mlcompute", "scorer"} {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
 			return fmt.Errorf("go build made no %s: %v", name, err)
+		}
+	}
+	if len(goBuildTags) > 0 {
+		// The build settings recorded in the provider say which process layer it runs.
+		out, err := exec.Command("go", "version", "-m", filepath.Join(binDir, "terraform-provider-mlcompute")).CombinedOutput()
+		if want := "-tags=" + goBuildTags[1]; err != nil || !strings.Contains(string(out), want) {
+			return fmt.Errorf("the provider under test was not built with %s: %v\n%s", want, err, out)
 		}
 	}
 	return nil
