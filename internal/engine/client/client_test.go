@@ -111,7 +111,9 @@ func TestCallGivesUpAtItsDeadline(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err = c.GetWorkspace(ctx, "team-a")
-	if waited := time.Since(start); err == nil || waited < 2*time.Second || waited > 5*time.Second {
+	// At least until the deadline (it retried), and nowhere near forever: the upper bound
+	// leaves a loaded machine room.
+	if waited := time.Since(start); err == nil || waited < 2*time.Second || waited > 15*time.Second {
 		t.Fatalf("gave up after %s with %v; want an error at the 2.5s deadline", waited, err)
 	}
 }
