@@ -44,3 +44,17 @@ func newContainerRunCommand() *cobra.Command {
 		},
 	}
 }
+
+// newContainerImportCommand is the hidden command the engine runs on a Kubernetes node to
+// import an image archive into the node's containerd (nodeagent.ContainerImportCommand).
+func newContainerImportCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                nodeagent.ContainerImportCommand + " --address SOCK --namespace NS --archive FILE --hash HASH",
+		Short:              "Import an environment's image archive into a machine's containerd (run by the engine)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run: func(cmd *cobra.Command, args []string) {
+			os.Exit(nodeagent.ContainerImportMain(args, os.Stdout, os.Stderr))
+		},
+	}
+}

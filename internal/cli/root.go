@@ -54,7 +54,7 @@ func NewRootCommand(cfg Config) *cobra.Command {
 	pf.StringVar(&g.endpoint, "endpoint", os.Getenv("MLCOMPUTE_ENDPOINT"), "a running engine: unix:///path.sock or http(s)://host:port (env MLCOMPUTE_ENDPOINT)")
 	pf.StringVar(&g.token, "token", "", "API token for a TCP endpoint (env MLCOMPUTE_TOKEN; prefer the variable: flags show in ps)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("MLCOMPUTE_LOG", "info"), "log level: trace, debug, info, warn, error (env MLCOMPUTE_LOG)")
-	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newBackupCommand(g), newSizesCommand(g), newComputeCommand(g), newJobCommand(g), newEndpointCommand(g), newNodeAgentCommand(g), newContainerRunCommand(), newUICommand(g), newLoginCommand(g), newTokenCommand(g), newAuditCommand(g))
+	root.AddCommand(newServeCommand(g), newStatusCommand(g), newShutdownCommand(g), newBackupCommand(g), newSizesCommand(g), newComputeCommand(g), newJobCommand(g), newEndpointCommand(g), newNodeAgentCommand(g), newContainerRunCommand(), newContainerImportCommand(), newUICommand(g), newLoginCommand(g), newTokenCommand(g), newAuditCommand(g))
 	return root
 }
 

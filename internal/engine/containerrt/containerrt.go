@@ -36,12 +36,19 @@ type Runtime struct {
 	engineID string
 }
 
-// Open connects to the containerd at address (its gRPC socket) for the engine engineID.
+// Open connects to the containerd at address (its gRPC socket) for the engine engineID, in
+// the engine's namespace.
 func Open(ctx context.Context, address, engineID string) (*Runtime, error) {
+	return OpenIn(ctx, address, Namespace, engineID)
+}
+
+// OpenIn is Open in another containerd namespace: KubernetesNamespace imports an image
+// where a Kubernetes node's kubelet finds it.
+func OpenIn(ctx context.Context, address, namespace, engineID string) (*Runtime, error) {
 	if _, err := os.Stat(address); err != nil {
 		return nil, fmt.Errorf("%w: containerd's socket %s: %v", ErrNoRuntime, address, err)
 	}
-	c, err := containerd.New(address, containerd.WithDefaultNamespace(Namespace), containerd.WithTimeout(10*time.Second))
+	c, err := containerd.New(address, containerd.WithDefaultNamespace(namespace), containerd.WithTimeout(10*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("%w: containerd at %s: %v", ErrNoRuntime, address, err)
 	}

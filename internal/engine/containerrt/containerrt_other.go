@@ -17,6 +17,11 @@ func Open(context.Context, string, string) (*Runtime, error) {
 	return nil, fmt.Errorf("%w: tasks in container images run on Linux nodes only, not on %s", ErrNoRuntime, runtime.GOOS)
 }
 
+// OpenIn fails as Open does.
+func OpenIn(ctx context.Context, address, _, engineID string) (*Runtime, error) {
+	return Open(ctx, address, engineID)
+}
+
 func (*Runtime) Close() error { return nil }
 
 func (*Runtime) Import(context.Context, string, string) (bool, error) { return false, ErrNoRuntime }

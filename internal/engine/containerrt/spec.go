@@ -13,11 +13,16 @@ package containerrt
 import (
 	"errors"
 	"io"
+
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 )
 
 const (
 	// Namespace is the containerd namespace the engine's images and containers live in.
 	Namespace = "mlcompute"
+	// KubernetesNamespace is the containerd namespace of a Kubernetes node's kubelet (the
+	// CRI plugin's): an image there is one its pods can run.
+	KubernetesNamespace = "k8s.io"
 	// LabelEngine holds the ID of the engine that made a container.
 	LabelEngine = "mlcompute.engine"
 	// LabelTask holds the key of the task a container runs.
@@ -48,7 +53,7 @@ var ErrNoRuntime = errors.New("no container runtime")
 
 // ImageName is the name an environment's image is imported under: one per content hash.
 func ImageName(hash string) string {
-	return "mlcompute.local/env:" + hash
+	return environment.ArchiveImage(hash)
 }
 
 // RunSpec is one task's process in a container.

@@ -211,7 +211,7 @@ func Run(ctx context.Context, opts Options) error {
 		NodesDriver: nodes.Name(), Version: opts.Version, DataDir: opts.DataDir, ContainerdAddress: opts.ContainerdAddress,
 		Driver: nodes, Snapshots: snapshots, Artifacts: arts, MaxOutputSize: opts.MaxOutputSize,
 		CapacityVCPUs: opts.CapacityVCPUs, MinIdleShutdown: opts.MinIdleShutdown, GPUs: gpus,
-		NewKubeDriver: attachedKubeDriver(opts), KubeImage: opts.Kubernetes.Image, NodeAPI: nodeAPI, Containers: containers,
+		NewKubeDriver: attachedKubeDriver(opts, containers), KubeImage: opts.Kubernetes.Image, NodeAPI: nodeAPI, Containers: containers,
 	})
 	if err != nil {
 		return err
@@ -610,13 +610,18 @@ func remoteDriver[D driver.Driver](ctx context.Context, opts Options, name strin
 
 // attachedKubeDriver builds the node driver of one attached Kubernetes cluster: its pods
 // carry this engine's id, so that after a crash the engine finds the pods it made there.
-func attachedKubeDriver(opts Options) route.NewKubeDriver {
+func attachedKubeDriver(opts Options, containers *ssh.ContainerRunner) route.NewKubeDriver {
 	return func(ctx context.Context, cfg kubernetes.Config) (driver.Driver, error) {
 		id, err := engineID(opts.DataDir)
 		if err != nil {
 			return nil, err
 		}
 		cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
+		if containers != nil {
+			// Image archives are imported into the nodes' containerd with the binary
+			// that runs images on attached machines.
+			cfg.Importer = containers
+		}
 		return kubernetes.New(ctx, cfg)
 	}
 }

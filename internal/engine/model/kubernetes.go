@@ -19,14 +19,28 @@ const KubeJobComputePrefix = "kubernetes-"
 // KubeCluster is an attached Kubernetes cluster as stored, kubeconfig included. The
 // store is a 0600 file; reads go through API, which leaves the kubeconfig out.
 type KubeCluster struct {
-	Kubeconfig          string                      `json:"kubeconfig"`
-	Context             string                      `json:"context,omitempty"`
-	Namespace           string                      `json:"namespace"`
-	Image               string                      `json:"image,omitempty"`
+	Kubeconfig string `json:"kubeconfig"`
+	Context    string `json:"context,omitempty"`
+	Namespace  string `json:"namespace"`
+	Image      string `json:"image,omitempty"`
+	// Archive, on a job's copy, is the image archive Image is imported from into a node's
+	// containerd before the job's pods run there.
+	Archive             *KubeArchive                `json:"archive,omitempty"`
 	InstanceTypes       map[string]api.InstanceType `json:"instance_types"`
 	DefaultInstanceType string                      `json:"default_instance_type"`
 	VCPUs               int64                       `json:"vcpus"`
 	MemoryGB            float64                     `json:"memory_gb"`
+}
+
+// KubeArchive is an environment's image archive that a job's pods run on an attached
+// cluster, once imported into a node's containerd.
+type KubeArchive struct {
+	// Path is the archive on the engine's machine; Hash the environment's content hash,
+	// which names the image.
+	Path string `json:"path"`
+	Hash string `json:"hash"`
+	// ImportImage is the image of the pod that imports it: the cluster's own.
+	ImportImage string `json:"import_image,omitempty"`
 }
 
 // KubeClusterFrom is the stored form of a validated spec, defaults applied.

@@ -169,6 +169,53 @@ func ContainerRunMain(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// ContainerImportCommand is the hidden subcommand that imports an environment's image
+// archive into a machine's containerd, in a namespace of the caller's choice: the engine
+// runs it in a pod on a Kubernetes node, against the node's containerd, before the pods of
+// a job in the archive's image (ssh.ContainerRunner.ImportImage).
+const ContainerImportCommand = "container-import"
+
+// ContainerImportMain is ContainerImportCommand's main: it imports --archive under the
+// image name of --hash, unpacked, unless it is there already, and says which it did. A
+// failure is exit status 1 with the reason on stderr.
+func ContainerImportMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(ContainerImportCommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	address := fs.String("address", "", "containerd's socket (default: $"+containerrt.AddressEnv+", else "+containerrt.DefaultAddress+")")
+	namespace := fs.String("namespace", containerrt.Namespace, "the containerd namespace")
+	archive := fs.String("archive", "", "the image archive")
+	hash := fs.String("hash", "", "the environment's content hash (names the image)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *archive == "" || *hash == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "mlcompute: container-import needs --archive and --hash, and no other argument")
+		return 2
+	}
+	if *address == "" {
+		*address = containerrt.MachineAddress(os.Getenv)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	rt, err := containerrt.OpenIn(ctx, *address, *namespace, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "mlcompute: %v\n", err)
+		return 1
+	}
+	defer rt.Close()
+	imported, err := rt.Import(ctx, *archive, *hash)
+	if err != nil {
+		fmt.Fprintf(stderr, "mlcompute: %v\n", err)
+		return 1
+	}
+	if imported {
+		fmt.Fprintf(stdout, "imported %s\n", containerrt.ImageName(*hash))
+	} else {
+		fmt.Fprintf(stdout, "%s is there already\n", containerrt.ImageName(*hash))
+	}
+	return 0
+}
+
 // stringList is a repeatable string flag.
 type stringList []string
 

@@ -134,3 +134,50 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 		t.Fatalf("containers after the kill: %v, %v; want the killed task's removed with it", left, err)
 	}
 }
+
+// container-import puts an archive's image into the namespace it is given (a Kubernetes
+// node's: k8s.io), unpacked, under its hash's name; a second import finds it there; a file
+// that is not an image fails, saying so.
+func TestContainerImportIntoANamespace(t *testing.T) {
+	sock := containerrttest.Start(t)
+	archive := filepath.Join(t.TempDir(), "image.tar")
+	digest := imagearchivetest.Busybox(t, archive, "mlctest:2.5", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "2.5\n"}, "bin/sh")
+	hash := digest[7:]
+	args := []string{"--address", sock, "--namespace", containerrt.KubernetesNamespace, "--archive", archive, "--hash", hash}
+	for i, want := range []string{"imported " + containerrt.ImageName(hash), containerrt.ImageName(hash) + " is there already"} {
+		var out, errOut strings.Builder
+		if code := ContainerImportMain(args, &out, &errOut); code != 0 || !strings.Contains(out.String(), want) {
+			t.Fatalf("import %d: exit %d, %q %q; want %q", i, code, out.String(), errOut.String(), want)
+		}
+	}
+	ctx := ctxT(t)
+	rt, err := containerrt.OpenIn(ctx, sock, containerrt.KubernetesNamespace, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if hashes, err := rt.ImportedHashes(ctx); err != nil || len(hashes) != 1 || hashes[0] != hash {
+		t.Fatalf("images in k8s.io: %v, %v; want the one imported", hashes, err)
+	}
+	other, err := containerrt.Open(ctx, sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if hashes, err := other.ImportedHashes(ctx); err != nil || len(hashes) != 0 {
+		t.Fatalf("images in the engine's own namespace: %v, %v; want none", hashes, err)
+	}
+
+	notImage := filepath.Join(t.TempDir(), "notes.tar")
+	if err := os.WriteFile(notImage, []byte("not a tar"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut strings.Builder
+	bad := []string{"--address", sock, "--namespace", containerrt.KubernetesNamespace, "--archive", notImage, "--hash", "0123"}
+	if code := ContainerImportMain(bad, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), notImage) {
+		t.Fatalf("a file that is not an image: exit %d, %q; want 1 naming it", code, errOut.String())
+	}
+	if code := ContainerImportMain([]string{"--address", sock}, &out, &errOut); code != 2 {
+		t.Fatalf("no --archive: exit %d; want 2", code)
+	}
+}

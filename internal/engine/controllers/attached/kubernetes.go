@@ -1,6 +1,7 @@
 package attached
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -88,17 +89,17 @@ func (c *Controller) KubeClusters() ([]kubernetes.Config, error) {
 	return out, err
 }
 
-// kubeConfig is how the engine reaches a stored cluster. The image falls back to the
+// kubeConfig is how the engine reaches a stored cluster. The images fall back to the
 // engine's default (MLCOMPUTE_KUBE_IMAGE).
 func (c *Controller) kubeConfig(k model.KubeCluster) kubernetes.Config {
-	image := k.Image
-	if image == "" {
-		image = c.cfg.DefaultKubeImage
-	}
-	return kubernetes.Config{
-		Kubeconfig: []byte(k.Kubeconfig), Context: k.Context, Namespace: k.Namespace, Image: image,
+	cfg := kubernetes.Config{
+		Kubeconfig: []byte(k.Kubeconfig), Context: k.Context, Namespace: k.Namespace, Image: cmp.Or(k.Image, c.cfg.DefaultKubeImage),
 		StartTimeout: kubernetes.DefaultStartTimeout,
 	}
+	if a := k.Archive; a != nil {
+		cfg.Archive = &kubernetes.ImageArchive{Path: a.Path, Hash: a.Hash, ImportImage: cmp.Or(a.ImportImage, c.cfg.DefaultKubeImage)}
+	}
+	return cfg
 }
 
 // shapes are a cluster's instance types as pod shapes, sorted by name.

@@ -19,6 +19,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/environment"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/jobtimeout"
@@ -170,12 +171,8 @@ func (c *Controller) submit(ctx context.Context, workspace string, spec api.JobS
 					return api.Errorf(api.CodeConflict, "compute", "compute %q changed while the job was submitted; submit it again", spec.Compute)
 				}
 				if j.EnvDef != nil {
-					image, err := environment.PodImage(j.EnvDef.Name, j.EnvDef.Definition)
-					if err != nil {
-						return api.Errorf(api.CodeInvalid, "environment", "%v", err)
-					}
-					if image != "" { // the job's pods are of the environment's image
-						kubeJob.Cluster.Image = image
+					if err := c.podImage(&kubeJob.Cluster, *j.EnvDef); err != nil {
+						return err
 					}
 				}
 				// The job's pods are the nodes of a compute of its own, released at its end.
@@ -371,4 +368,24 @@ func waitReason(tx *store.Tx, j model.Job) string {
 		return fmt.Sprintf("waiting for nodes to free up: %d of max_node_count %d are busy", busy, rec.MaxNodes())
 	}
 	return "queued behind earlier jobs of the compute (first in, first out)"
+}
+
+// podImage makes the pods of a job on an attached cluster run in the job's container
+// environment, if it is one: the image by reference, or an image archive, which the
+// cluster's driver imports into a node's containerd first, with a pod of the cluster's own
+// image.
+func (c *Controller) podImage(k *model.KubeCluster, env model.JobEnvironment) error {
+	image := environment.PodImage(env.Hash, env.Definition)
+	if image == "" {
+		return nil
+	}
+	if env.Definition.Container.ImageArchive != "" {
+		tc, err := envprep.Env{Definition: env.Definition, Hash: env.Hash}.Container(env.Name, c.cfg.Snapshots)
+		if err != nil {
+			return api.Errorf(api.CodeInvalid, "environment", "%v", err)
+		}
+		k.Archive = &model.KubeArchive{Path: tc.Archive, Hash: env.Hash, ImportImage: k.Image}
+	}
+	k.Image = image
+	return nil
 }

@@ -117,11 +117,6 @@ func checkTargets(tx *store.Tx, workspace string, ps api.PipelineSpec, noRuntime
 			if err := environment.CannotRun(env.Name, env.Definition(), noRuntime(rec, s.Job.Compute)); err != nil {
 				return api.Errorf(api.CodeInvalid, path, "%s: %v", path, err)
 			}
-			if rec.Kubernetes != nil {
-				if _, err := environment.PodImage(env.Name, env.Definition()); err != nil {
-					return api.Errorf(api.CodeInvalid, path, "%s: %v", path, err)
-				}
-			}
 		}
 	}
 	return nil

@@ -66,7 +66,12 @@ type Config struct {
 	Context   string
 	Namespace string
 	// Image is the pods' image; it needs /bin/sh (and python3 for environments).
-	Image        string
+	Image string
+	// Archive, when set, is the image archive Image is imported from into a node's
+	// containerd before the first pod, which then runs on that node (archive.go), by
+	// Importer.
+	Archive      *ImageArchive
+	Importer     ImageImporter
 	NodeSelector map[string]string
 	StartTimeout time.Duration
 	// EngineID names and labels the engine's pods, so that after a crash it finds its own.

@@ -56,6 +56,10 @@ type Driver struct {
 
 	keys keylock.Locks
 
+	// importHost is the host name of the node the archive was imported on (archive.go).
+	importMu   sync.Mutex
+	importHost string
+
 	mu      sync.Mutex
 	nodes   map[string]*node           // watched nodes by key
 	waiters map[string][]chan struct{} // pod name -> closed when the pod is gone
@@ -231,7 +235,15 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 		pod = nil
 	}
 	if pod == nil {
-		want, err := buildPod(d.ps, spec)
+		ps := d.ps
+		if d.cfg.Archive != nil {
+			host, err := d.importedNode(ctx, spec)
+			if err != nil {
+				return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
+			}
+			ps.nodeSelector = withHost(ps.nodeSelector, host)
+		}
+		want, err := buildPod(ps, spec)
 		if err != nil {
 			return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, driver.Permanent(err))
 		}

@@ -98,6 +98,37 @@ func (r *ContainerRunner) Command(ctx context.Context, sh Shell, dir, key string
 	return nodeagent.ContainerRunArgv(runner, tc, "", "", command), nil
 }
 
+// ImportImage imports the image archive of content hash hash into the containerd at
+// address (a socket on the machine sh reaches), in its namespace, under the name tasks run
+// it by (containerrt.ImageName): the engine's binary and the archive are copied below dir
+// as for Command, and the binary's container-import command imports the image, once (an
+// image already there, unpacked, is kept). A Kubernetes node's kubelet finds it there
+// (containerrt.KubernetesNamespace).
+func (r *ContainerRunner) ImportImage(ctx context.Context, sh Shell, dir, archive, hash, address, namespace string) error {
+	digest, err := r.binaryDigest()
+	if err != nil {
+		return err
+	}
+	paths, err := putOnce(ctx, sh, dir, machineName(runtime.GOARCH), []remoteFile{
+		{local: r.Binary, name: "bin/mlcompute-" + digest[:16], mode: "0755"},
+		{local: archive, name: "images/" + hash + ".tar", mode: "0600"},
+	})
+	if err != nil {
+		return err
+	}
+	argv := append([]string{paths[0]}, r.Args[:len(r.Args)-1]...)
+	argv = append(argv, nodeagent.ContainerImportCommand, "--address", address, "--namespace", namespace, "--archive", paths[1], "--hash", hash)
+	var out strings.Builder
+	stderr, code, err := sh.RunShell(ctx, shellWords(argv)+" 2>&1", nil, &out)
+	if err != nil {
+		return fmt.Errorf("importing the image archive: %w", err)
+	}
+	if code != 0 {
+		return driver.Permanent(fmt.Errorf("importing the image archive: exit status %d: %s", code, strings.TrimSpace(out.String()+string(stderr))))
+	}
+	return nil
+}
+
 // remoteFile is a local file to copy to dir/name on a machine, unless it is there.
 type remoteFile struct {
 	local, name, mode string

@@ -201,20 +201,25 @@ func CannotRun(name string, d Definition, noRuntime string) error {
 	return nil
 }
 
-// PodImage is the image the pods of a job in environment name run on an attached Kubernetes
-// cluster, which runs each of the job's ranks as a pod: the environment's image reference,
-// or "" when it is not a container environment (the cluster's own image). The cluster's
-// nodes pull images by reference, so an environment of an image archive is refused, saying
-// so.
-func PodImage(name string, d Definition) (string, error) {
+// PodImage is the image the pods of a job in environment name (content hash hash) run on
+// an attached Kubernetes cluster, which runs each of the job's ranks as a pod: the
+// environment's image reference; for an image archive, the name the archive is imported
+// under into the node's containerd (ArchiveImage); "" when it is not a container
+// environment (the cluster's own image).
+func PodImage(hash string, d Definition) string {
 	if !StepFor(&d).Containerised() {
-		return "", nil
+		return ""
 	}
 	if d.Container.ImageArchive != "" {
-		return "", fmt.Errorf("environment %q is an image archive, and an attached Kubernetes cluster runs the images its nodes pull by "+
-			"reference: push the image to a registry the cluster reaches (or load it into its nodes' containerd) and set container.image", name)
+		return ArchiveImage(hash)
 	}
-	return d.Container.Image, nil
+	return d.Container.Image
+}
+
+// ArchiveImage is the name an environment's image archive is imported under into a
+// machine's containerd: one per content hash, in a registry name no one pulls from.
+func ArchiveImage(hash string) string {
+	return "mlcompute.local/env:" + hash
 }
 
 // InterpreterDir is the directory that goes first on PATH for a user-managed environment.
