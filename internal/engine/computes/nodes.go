@@ -101,9 +101,14 @@ func (c *Core) createdNode(n model.Node, info driver.NodeInfo, err error) {
 		// The compute shows why it cannot get nodes; a node that starts clears that.
 		switch {
 		case err != nil:
-			return c.updateCompute(tx, n.Compute, func(rec *model.Compute) {
+			var forJob string
+			if uerr := c.updateCompute(tx, n.Compute, func(rec *model.Compute) {
 				rec.AddError(api.ComputeError{Time: now, Code: startErrorCode(err), Message: fmt.Sprintf("node %s failed to start: %v", n.ID, err)})
-			})
+				forJob = rec.ForJob
+			}); uerr != nil || forJob == "" || !driver.IsPermanent(err) {
+				return uerr
+			}
+			return failJobOfRefusedNode(tx, model.WorkspaceOf(n.Compute), forJob, n.ID, err, now)
 		case info.Ready:
 			return c.clearErrors(tx, n.Compute)
 		}
@@ -117,6 +122,21 @@ func (c *Core) createdNode(n model.Node, info driver.NodeInfo, err error) {
 		c.log.Info("node created, waiting to be ready", "node", n.Key(), "reason", info.Reason)
 	}
 	c.Kick(n.Compute)
+}
+
+// failJobOfRefusedNode fails the queued job whose own compute (a serverless job's, a job's
+// on an attached Kubernetes cluster) got a node the driver refused for good (a setting to
+// fix, an image that cannot be imported): no retry of that compute can run the job, so
+// the job ends now, naming the refusal, and its compute goes with it. A cluster's refused
+// node is retried instead (its jobs wait, the reason on the compute's errors), since the
+// user fixes the cluster and its queue stays.
+func failJobOfRefusedNode(tx *store.Tx, workspace, jobID, nodeID string, refusal error, now time.Time) error {
+	j, ok := model.GetJob(tx, workspace, jobID)
+	if !ok || j.Status != api.JobQueued {
+		return nil
+	}
+	j.Finish(api.JobFailed, nil, fmt.Sprintf("its node %s could not start: %v", nodeID, refusal), now)
+	return model.PutJob(tx, j)
 }
 
 // NodeReady records that a node the driver created not ready is now usable.

@@ -12,6 +12,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes/computestest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
 // setup builds the jobs' controller on a compute core whose clusters run on the fake driver,
@@ -152,6 +153,35 @@ func TestAServerlessJobGetsItsOwnComputeThatGoesWithIt(t *testing.T) {
 	env.Settle()
 	if !env.Gone(key) || len(env.Driver.Nodes()) != 0 {
 		t.Fatalf("after the job: compute gone %v, driver nodes %v; want both gone", env.Gone(key), env.Driver.Nodes())
+	}
+}
+
+// A serverless job whose node the driver refuses for good fails at once, naming the
+// refusal, and its compute goes; one refused for now (a transient error) waits and gets
+// its node on the retry.
+func TestAServerlessJobWhoseNodeIsRefusedForGoodFails(t *testing.T) {
+	env, c := setup(t)
+	env.Driver.FailNext("Create", driver.Permanent(errors.New("not an image: unexpected EOF")))
+	j := submit(t, c, api.JobSpec{Compute: api.ServerlessCompute, InstanceType: "Standard_DS2_v2", Command: []string{"train"}}, "")
+	env.Settle()
+	got := env.Job("lab", j.ID)
+	if got.Status != api.JobFailed || !strings.Contains(got.Error, "could not start: not an image") {
+		t.Fatalf("job = %s (%q); want failed, naming the refusal", got.Status, got.Error)
+	}
+	if key := "lab/serverless-" + j.ID; !env.Gone(key) || len(env.Driver.Nodes()) != 0 {
+		t.Fatalf("after the refusal: compute gone %v, driver nodes %v; want both gone", env.Gone(key), env.Driver.Nodes())
+	}
+
+	env.Driver.FailNext("Create", driver.Transient(errors.New("the API server is busy")))
+	k := submit(t, c, api.JobSpec{Compute: api.ServerlessCompute, InstanceType: "Standard_DS2_v2", Command: []string{"train"}}, "")
+	env.Settle()
+	if got, err := c.GetJob(context.Background(), "lab", k.ID); err != nil || got.Status != api.JobQueued || !strings.Contains(got.Reason, "the API server is busy") {
+		t.Fatalf("job after a transient refusal = %+v, %v; want queued, its reason saying why", got, err)
+	}
+	env.Clock.Step(time.Minute)
+	env.Settle()
+	if got := env.Job("lab", k.ID); got.Status != api.JobRunning {
+		t.Fatalf("job after the retry = %s (%q); want running", got.Status, got.Reason)
 	}
 }
 
