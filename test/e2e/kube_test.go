@@ -98,7 +98,7 @@ resource "mlcompute_compute_cluster" "cpu" {
   scale_settings = {
     min_node_count                       = 0
     max_node_count                       = 3
-    scale_down_nodes_after_idle_duration = "PT3S"
+    scale_down_nodes_after_idle_duration = "PT15S"
   }
 }
 
@@ -171,6 +171,7 @@ func TestE2E_KubeCluster(t *testing.T) {
 		}
 		return n
 	}
+	// The idle time (15 s) leaves a loaded machine room to read the three logs first.
 	if n := cpuPods(); n != 3 {
 		t.Fatalf("after the job the cluster holds %d pods; want its 3 idle nodes", n)
 	}
@@ -178,7 +179,7 @@ func TestE2E_KubeCluster(t *testing.T) {
 	// Idle scale-down: the pods go after the idle deadline.
 	var deadline time.Time
 	for _, n := range u.compute("cpu").Nodes {
-		if d := n.IdleSince.Add(3 * time.Second); d.After(deadline) {
+		if d := n.IdleSince.Add(15 * time.Second); d.After(deadline) {
 			deadline = d
 		}
 	}
