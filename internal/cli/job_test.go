@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/jobfile"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/syncbuf"
 )
 
 func TestJobSubmitWithoutCommandShowsAnExample(t *testing.T) {
@@ -27,24 +26,6 @@ func TestJobSubmitWithoutCommandShowsAnExample(t *testing.T) {
 			t.Fatalf("error %q; want it to contain %q", err, want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while the command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // --stream tells on stderr, as it happens, why a job waits: queued while its node comes up
@@ -61,7 +42,7 @@ func TestJobSubmitStreamShowsStatusChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := NewRootCommand(Config{Use: "mlcompute", Version: "test"})
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	root.SetOut(&stdout)
 	root.SetErr(&stderr)
 	root.SetArgs([]string{"--endpoint", e.Endpoint, "job", "submit", "--workspace", "lab", "--compute", "cpu", "--stream", "--", "python", "train.py"})

@@ -24,6 +24,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/syncbuf"
 )
 
 // These tests run the engine (fake clock, fake driver for cluster nodes) with the real ssh
@@ -313,7 +314,7 @@ func readPid(t *testing.T, path string) int {
 // password or private key reaches the log.
 func TestAttachedSecretsNeverLogged(t *testing.T) {
 	h := sshtest.Start(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	st := storetest.Open(t, t.TempDir())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	e, err := New(Config{Store: st, Clock: clk, Driver: fake.New(clk), DataDir: t.TempDir(),

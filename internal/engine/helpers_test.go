@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"sync"
 	"testing"
 	"time"
 )
@@ -22,22 +20,4 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes (a logger's output).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

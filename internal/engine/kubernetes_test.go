@@ -18,6 +18,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/syncbuf"
 )
 
 // These tests run the engine (fake clock) with attached Kubernetes clusters whose node
@@ -268,7 +269,7 @@ func TestKubernetesUpdateChecksNewConnectionOnly(t *testing.T) {
 // updates and deletes an attached cluster with the engine logging at trace level, and
 // checks that the kubeconfig's token never reaches the log nor an API read.
 func TestKubernetesKubeconfigNeverLogged(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	k := &kubeRig{
 		rig:    &rig{t: t, clk: clk, drv: fake.New(clk), path: filepath.Join(t.TempDir(), "state.db")},

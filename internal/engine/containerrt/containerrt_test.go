@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt/containerrttest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/imagearchive/imagearchivetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/syncbuf"
 )
 
 // busyboxImage writes a Docker archive of an image holding the host's static busybox and a
@@ -111,7 +111,7 @@ func TestTaskPullsItsImageFromARegistry(t *testing.T) {
 	work := t.TempDir()
 	task := containerrt.Task{Address: sock, EngineID: "engine-a", Key: "job-pull-rank0", Image: ref, Hash: "h-pull",
 		Cwd: work, Binds: []string{work}, Args: []string{"/bin/busybox", "cat", "/usr/lib/mlctest/VERSION"}}
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	if code, err := containerrt.RunTask(ctx, task, &out, &out); err != nil || code != 0 || out.String() != "2.4\n" {
 		t.Fatalf("a task of an image in a registry: exit %d, %v; output %q; want the image's 2.4", code, err, out.String())
 	}
@@ -148,7 +148,7 @@ func TestTaskPullsItsImageFromARegistry(t *testing.T) {
 	}
 	moved := task
 	moved.Address, moved.Image, moved.Key = operator, private, "job-private-rank0"
-	var movedOut lockedBuffer
+	var movedOut syncbuf.Buffer
 	if code, err := containerrt.RunTask(ctx, moved, &movedOut, &movedOut); err != nil || code != 0 || movedOut.String() != "2.4\n" {
 		t.Fatalf("a task of an image imported under its reference: exit %d, %v; output %q", code, err, movedOut.String())
 	}
@@ -203,7 +203,7 @@ func TestImportOnceRunAndSweep(t *testing.T) {
 	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "from the host") }))
 	defer host.Close()
 	work := t.TempDir()
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	t0 = time.Now()
 	code, err := rt.Run(ctx, containerrt.RunSpec{
 		ID: "job1-rank1", Image: containerrt.ImageName(digest[7:]), Cwd: work, Binds: []string{work},
@@ -299,25 +299,6 @@ func TestRunnerProcess(t *testing.T) {
 	t.Fatalf("the runner's container ended before the runner was killed: %v", err)
 }
 
-// lockedBuffer is one buffer for a process's stdout and stderr, which are copied from two
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func waitContainers(t *testing.T, rt *containerrt.Runtime, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -346,7 +327,7 @@ func TestTaskGetsItsNodesGPUDevices(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	script := fmt.Sprintf(`test -c %[1]s/nvidia1 && test -c %[1]s/nvidiactl && ! test -e %[1]s/nvidia0 && echo "devices: $NVIDIA_VISIBLE_DEVICES"`, dev)
 	code, err := containerrt.RunTask(context.Background(), containerrt.Task{
 		Address: sock, EngineID: "engine-gpu", Key: "job-1.0-0", Archive: archive, Hash: digest[7:],

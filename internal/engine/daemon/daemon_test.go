@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -464,23 +462,4 @@ func TestBackupWhileRunning(t *testing.T) {
 	if err != nil || ws.Name != "kept-in-backup" {
 		t.Fatalf("workspace in the backup: %+v, %v", ws, err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer written by one goroutine (a log, a process's output
-// copier) while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/syncbuf"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -50,7 +51,7 @@ func TestRestartRightAfterSIGKILL(t *testing.T) {
 	for round := range 10 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), serveDirEnv+"="+dir)
-		var stderr lockedBuffer // what the engine says if it cannot start
+		var stderr syncbuf.Buffer // what the engine says if it cannot start
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/syncbuf"
 )
 
 // TestRolesOverTLS runs serve over TLS with the data dir's token file: the token file's
@@ -28,7 +29,7 @@ import (
 // dir's audit log holds both, with no secret in it or in the engine's log.
 func TestRolesOverTLS(t *testing.T) {
 	dir := shortDir(t)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	// The capacity admits no node of the cluster's size, so the job waits and no node
 	// process outlives the test.
 	addr := startTCP(t, Options{

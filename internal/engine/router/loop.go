@@ -429,13 +429,21 @@ func (lc *loopClient) handOff() (net.Conn, error) {
 	}
 	buf, _ := lc.c.Peek(-1)
 	pending := append([]byte(nil), buf...)
-	f := os.NewFile(uintptr(fd), "scoring-client")
-	nc, err := net.FileConn(f)
-	_ = f.Close()
+	nc, err := fileConn(fd)
 	if err != nil {
 		return nil, err
 	}
 	return &prefixedConn{Conn: nc, pending: pending}, nil
+}
+
+// fileConn is a net.Conn of socket fd, a duplicate of a loop's: the lean server's
+// connection of a client the loops hand off (net.FileConn duplicates fd again, so the
+// file is closed here).
+func fileConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "scoring-client")
+	nc, err := net.FileConn(f)
+	_ = f.Close()
+	return nc, err
 }
 
 // peek returns the request bytes lc holds: what the loop read, or with TLS what

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"os"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -107,9 +106,7 @@ func (t *tlsClient) buffered() bool { return t.plain.len() > 0 || t.wire.in.len(
 // loop's), with what the loop read and crypto/tls did not, and what it decrypted and the
 // loop did not serve.
 func (t *tlsClient) handOff(c gnet.Conn, fd int) (net.Conn, error) {
-	f := os.NewFile(uintptr(fd), "scoring-client")
-	nc, err := net.FileConn(f)
-	_ = f.Close()
+	nc, err := fileConn(fd)
 	if err != nil {
 		return nil, err
 	}

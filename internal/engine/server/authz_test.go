@@ -26,6 +26,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/server"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/syncbuf"
 )
 
 // authRig is an engine (manual mode, fake clock and driver) served over TCP with the token
@@ -36,7 +37,7 @@ type authRig struct {
 	clk       *clocktesting.FakeClock
 	url       string
 	auditPath string
-	logs      *syncBuffer
+	logs      *syncbuf.Buffer
 	op        *client.Client // the token file's token
 }
 
@@ -47,7 +48,7 @@ func newAuthRig(t *testing.T) *authRig {
 	dir := t.TempDir()
 	st := storetest.Open(t, dir)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
 	eng, err := engine.New(engine.Config{Store: st, Clock: clk, Driver: fake.New(clk), Manual: true, Version: "test", DataDir: dir, Logger: logger})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,25 +12,8 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/enginetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/syncbuf"
 )
-
-// syncBuffer is a writer the test reads while the follower writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A followed job's output arrives as the task prints it, in one stream, and the follow
 // returns when the job ends, with the offset after the last byte.
@@ -56,7 +38,7 @@ func TestFollowJobLogsStreamsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var out syncBuffer
+	var out syncbuf.Buffer
 	type result struct {
 		next int64
 		err  error
