@@ -49,6 +49,19 @@ type RemoteTask struct {
 	WorkDir string
 	// MakeDirs are created below WorkDir before the command starts (outputs' directories).
 	MakeDirs []string
+	// LaunchedElsewhere says the caller starts the wrapper itself, as
+	// `sh <dir>/wrapper.sh <dir>` (WrapperCommand), in a container that shares the
+	// machine's process namespace: Start writes the task's files and returns without
+	// waiting for its pid. Until the wrapper runs, the task is running to Status (and a
+	// Kill marks it cancelled, so it never starts).
+	LaunchedElsewhere bool
+}
+
+// WrapperCommand is the command that runs a task's wrapper, for a task whose Start left
+// the launch to its caller (RemoteTask.LaunchedElsewhere); dir is the TaskStore's Dir.
+func WrapperCommand(dir, key string) []string {
+	d := strings.TrimRight(dir, "/") + "/" + key
+	return []string{"sh", d + "/wrapper.sh", d}
 }
 
 var (
@@ -223,7 +236,12 @@ func (t TaskStore) Start(ctx context.Context, task RemoteTask) error {
 	if err != nil {
 		return fmt.Errorf("starting task %s: %w", task.Key, err)
 	}
-	script := strings.NewReplacer("@DELIM@", delim, "@RUN@", run.String(), "@WRAPPER@", wrapperScript).Replace(startScript)
+	launch, await := launchWrapper, awaitPid
+	if task.LaunchedElsewhere {
+		launch, await = ":", "exit 0"
+	}
+	script := strings.NewReplacer("@DELIM@", delim, "@RUN@", run.String(), "@WRAPPER@", wrapperScript,
+		"@LAUNCH@", launch, "@AWAIT@", await).Replace(startScript)
 	_, stderr, code, err := t.run(ctx, "sh -s -- "+shellQuote(task.Key), script)
 	if err != nil {
 		return fmt.Errorf("starting task %s: %w", task.Key, err)
@@ -435,6 +453,36 @@ func (t TaskStore) kill(ctx context.Context, keys []string) error {
 	return nil
 }
 
+// FailUnlaunched ends a task whose wrapper never ran (RemoteTask.LaunchedElsewhere: the
+// container meant to run it could not start): message goes to its output and its exit
+// status is 127, as for a command that cannot be run; it is marked cancelled, so a wrapper
+// launched after all (an image pulled at a later try) does not run it. A task whose
+// wrapper ran, or that ended, is left as it is.
+func (t TaskStore) FailUnlaunched(ctx context.Context, key, message string) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("failing task: %w", err)
+	}
+	_, stderr, code, err := t.run(ctx, "sh -s -- "+shellQuote(key)+" "+shellQuote(message), failUnlaunchedScript)
+	switch {
+	case err != nil:
+		return fmt.Errorf("failing task %s: %w", key, err)
+	case code == exitMissing:
+		return fmt.Errorf("failing task %s: %w", key, driver.ErrNotFound)
+	case code != 0:
+		return fmt.Errorf("failing task %s: exited %d: %s", key, code, strings.TrimSpace(string(stderr)))
+	}
+	return nil
+}
+
+// failUnlaunchedScript: $1 the key, $2 the message.
+const failUnlaunchedScript = `d="$tasks_dir/$1"
+[ -d "$d" ] || exit 44
+[ -f "$d/wrapper.pid" ] || [ -f "$d/exit_code" ] && exit 0
+: > "$d/cancelled"
+printf 'mlcompute: %s\n' "$2" >> "$d/output.log"
+echo 127 > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
+`
+
 // shellQuote quotes s for POSIX sh.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
@@ -470,15 +518,22 @@ if mkdir "$d" 2>/dev/null; then
 @RUN@@DELIM@
   cat > "$d/wrapper.sh" <<'@DELIM@'
 @WRAPPER@@DELIM@
-  setsid sh "$d/wrapper.sh" "$d" </dev/null >/dev/null 2>&1 &
+  @LAUNCH@
 fi
-i=0
+@AWAIT@
+`
+
+// launchWrapper and awaitPid are the start script's launch of the wrapper, detached, and
+// its wait for the task's pid; a task launched elsewhere has neither.
+const (
+	launchWrapper = `setsid sh "$d/wrapper.sh" "$d" </dev/null >/dev/null 2>&1 &`
+	awaitPid      = `i=0
 while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ]; do
   i=$((i+1))
   if [ "$i" -gt 100 ]; then echo "the task wrapper did not record a pid within 10 s; see $d" >&2; exit 1; fi
   sleep 0.1 2>/dev/null || sleep 1
-done
-`
+done`
+)
 
 // fetchScript runs on the machine with the key as $1 and the output's path as $2.
 const fetchScript = `d="$tasks_dir/$1"
@@ -508,7 +563,7 @@ cat /proc/sys/kernel/random/boot_id > "$d/boot_id" 2>/dev/null || rm -f "$d/boot
 echo $$ > "$d/wrapper.pid.tmp" && mv -f "$d/wrapper.pid.tmp" "$d/wrapper.pid"
 if [ -f "$d/cancelled" ]; then
   rm -f "$d/run.sh"
-  echo 143 > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
+  [ -f "$d/exit_code" ] || { echo 143 > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"; }
   exit 0
 fi
 setsid sh "$d/run.sh" > "$d/output.log" 2>&1 < /dev/null &
