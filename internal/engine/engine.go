@@ -171,7 +171,7 @@ func New(cfg Config) (*Engine, error) {
 	core, err := computes.New(computes.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, Nodes: e.nodes,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
-		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg), Containers: ownNodesRunContainers(cfg), AttachedContainers: cfg.Containers != nil,
+		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg), Containers: ownNodesRunContainers(cfg), PodNodes: cfg.NodesDriver == "kubernetes", AttachedContainers: cfg.Containers != nil,
 		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
 	})
 	if err != nil {
@@ -191,13 +191,17 @@ func New(cfg Config) (*Engine, error) {
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
 	core.RegisterPass(api.TypeComputeInstance, e.instances.Pass)
 	e.scoring = scoring.New(cfg.Store, cfg.Clock, log, router.Options{})
+	// An endpoint instance's node is one of the engine's own, of the deployment's instance
+	// type, as a cluster's node is of its size.
+	deploymentRuntime := func(instanceType string) string {
+		return core.NoContainerRuntime(model.Compute{VMSize: instanceType}, "")
+	}
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, NewID: cfg.NewID,
-		EnvCacheDir: envCacheDir(cfg),
-		Quota:       core.QuotaIndex(),
-		Nodes:       e.nodes,
-		// An instance's node is one of the engine's own, as a cluster's is.
-		NoContainerRuntime: core.NoContainerRuntime(model.Compute{}, ""),
+		EnvCacheDir:        envCacheDir(cfg),
+		Quota:              core.QuotaIndex(),
+		Nodes:              e.nodes,
+		NoContainerRuntime: deploymentRuntime,
 		Scoring:            e.scoring,
 	})
 	if err := e.endpoints.LoadQuotaIndex(); err != nil {
@@ -205,7 +209,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.envs = environments.New(environments.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
-		CacheDir: envCacheDir(cfg), Snapshots: cfg.Snapshots, NoContainerRuntime: core.NoContainerRuntime(model.Compute{}, ""),
+		CacheDir: envCacheDir(cfg), Snapshots: cfg.Snapshots, NoContainerRuntime: deploymentRuntime,
 		ContainerdAddress: cfg.ContainerdAddress,
 	})
 	e.workspaces = workspaces.New(workspaces.Config{
@@ -376,13 +380,17 @@ func (e *Engine) Sizes(f api.SizeFilter) []api.VMSize { return catalog.List(f) }
 func (e *Engine) IsolatedSizes() []api.VMSize { return catalog.Isolated() }
 
 // ownNodesRunContainers says whether the engine's own nodes run tasks in container images:
-// local nodes with a containerd, Slurm nodes with a container runner.
+// local nodes with a containerd, Slurm nodes with a container runner, and pods (an image
+// archive is imported into a node's containerd by the container runner: without one, a
+// task of an archive fails at its start, naming why).
 func ownNodesRunContainers(cfg Config) bool {
 	switch cfg.NodesDriver {
 	case "local":
 		return cfg.ContainerdAddress != ""
 	case "slurm":
 		return cfg.Containers != nil
+	case "kubernetes":
+		return true
 	}
 	return false
 }

@@ -392,3 +392,40 @@ func TestContainerJobsCarryTheirImageToTheNode(t *testing.T) {
 		t.Fatalf("a new image for a deployed environment: %v", err)
 	}
 }
+
+// On an engine whose nodes are Kubernetes pods, a job in a container environment is taken
+// and its task carries the image (the driver runs it in a container of the node's pod); a
+// compute of a GPU size, and a deployment of a GPU instance type, refuse it at submit,
+// naming the size: the GPUs would not reach the image's container.
+func TestContainerJobsOnPodNodes(t *testing.T) {
+	r := newRigConfigured(t, func(cfg *Config, _ *Engine) { cfg.NodesDriver = "kubernetes" })
+	r.workspace("wsp", map[string]int64{"standardNCSv3Family": 6})
+	r.cluster("wsp", "cpu", 0, 1, "PT120S")
+	img := r.environment("wsp", api.EnvironmentSpec{Name: "img", Container: &api.ContainerEnvironment{Image: "registry.example.com/train:1"}})
+	j := r.submitIn("wsp", "cpu", "img")
+	r.settlesTo("job running", r.status("wsp", j.ID, api.JobRunning))
+	node, key := r.job("wsp", j.ID).Nodes[0], strings.TrimPrefix(r.envTask("wsp", j.ID, 0), model.EnvTaskPrefix)
+	want := driver.TaskContainer{Image: "registry.example.com/train:1", Hash: img.ContentHash}
+	if task, ok := r.drv.Task(node, key); !ok || task.Spec.Container == nil || !reflect.DeepEqual(*task.Spec.Container, want) {
+		t.Fatalf("the task's container is %+v; want %+v", task.Spec.Container, want)
+	}
+	r.drv.FinishTask(node, key, 0)
+	r.settlesTo("job completed", r.status("wsp", j.ID, api.JobCompleted))
+
+	_, err := r.e.CreateCompute(context.Background(), "wsp", api.ComputeSpec{
+		Name: "gpu", VMSize: "Standard_NC6s_v3", ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1, ScaleDownNodesAfterIdleDuration: "PT120S"},
+	}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.e.SubmitJob(context.Background(), "wsp", api.JobSpec{Compute: "gpu", InstanceCount: 1, Command: []string{"true"}, Environment: "img"}, "")
+	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "environment" || !strings.Contains(err.Error(), `compute "gpu" is of size Standard_NC6s_v3, whose GPUs (1)`) {
+		t.Fatalf("a job in an image on a GPU size's pods: %v; want invalid on environment naming the size", err)
+	}
+	d := endpointstest.Deployment(1, "serve")
+	d.EnvironmentID, d.InstanceType = img.ID, "Standard_NC6s_v3"
+	_, err = r.e.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": d}, Traffic: map[string]int64{"blue": 100}}, "")
+	if api.CodeOf(err) != api.CodeInvalid || api.FieldOf(err) != "deployments.blue.environment_id" || !strings.Contains(err.Error(), "the deployment's instance type is of size Standard_NC6s_v3") {
+		t.Fatalf("a deployment in an image of a GPU instance type on pods: %v; want invalid on deployments.blue.environment_id naming the size", err)
+	}
+}

@@ -122,3 +122,107 @@ func tagKubeImage(t *testing.T, from, to string) {
 		_ = c.ImageService().Delete(ctx, to)
 	})
 }
+
+// TestE2E_KubeNodesContainerJob: with the engine's nodes as pods (`serve --nodes
+// kubernetes`), a job in a container environment runs in a container of the image in its
+// node's pod: an image the cluster has, the same image with a Python environment built on
+// top (in the pod's /mlcompute/envs), and an image archive (imported into the containerd
+// of the pod's Kubernetes node). A job whose image cannot be pulled fails, naming the
+// image, and the node goes on running jobs; destroy leaves no pod.
+func TestE2E_KubeNodesContainerJob(t *testing.T) {
+	t.Parallel()
+	cs := requireKube(t)
+	image := "mlctest.local/nodes-job:" + fmt.Sprint(time.Now().UnixNano())
+	tagKubeImage(t, os.Getenv(kubernetes.ImageEnv), image)
+	archive := filepath.Join(t.TempDir(), "train.tar")
+	imagearchivetest.Busybox(t, archive, "mlctest:2.6", imagearchivetest.Layer{
+		"etc/os-release": "ID=mlctest\nPRETTY_NAME=\"mlctest 2.6\"\n",
+	}, "bin/sh", "bin/cat", "bin/sleep", "bin/setsid", "bin/mkdir", "bin/mv", "bin/rm", "bin/id", "bin/head",
+		"bin/tail", "bin/kill", "bin/hostname", "bin/date", "bin/env", "bin/chmod", "bin/ls", "bin/wc", "bin/tr")
+	u := kubeUser(t)
+	u.startServe("--nodes", "kubernetes")
+	u.writeConfig(requiredProviders + fmt.Sprintf(`
+provider "mlcompute" {}
+
+resource "mlcompute_workspace" "ws" {
+  name = %q
+}
+
+resource "mlcompute_compute_cluster" "cpu" {
+  name         = "cpu"
+  workspace_id = mlcompute_workspace.ws.id
+  vm_size      = "Standard_DS3_v2"
+  scale_settings = {
+    max_node_count                       = 1
+    scale_down_nodes_after_idle_duration = "PT60S"
+  }
+}
+
+resource "mlcompute_environment" "img" {
+  name         = "img"
+  workspace_id = mlcompute_workspace.ws.id
+  container    = { image = %q }
+}
+
+resource "mlcompute_environment" "imgpy" {
+  name         = "imgpy"
+  workspace_id = mlcompute_workspace.ws.id
+  container    = { image = %q, python = { requirements = [] } }
+}
+
+resource "mlcompute_environment" "tar" {
+  name         = "tar"
+  workspace_id = mlcompute_workspace.ws.id
+  container    = { image_archive = %q }
+}
+
+resource "mlcompute_environment" "missing" {
+  name         = "missing"
+  workspace_id = mlcompute_workspace.ws.id
+  container    = { image = "mlcompute.invalid/no-such-image:1" }
+}
+`, envWorkspace, image, image, archive))
+	u.mustTerraform("apply", "-auto-approve")
+
+	id := u.envJob("cpu", "img", "sh", "-c", `echo "rank $RANK in the container of $MLCOMPUTE_TASK_KEY"`)
+	job, log := u.finished(id, 3*time.Minute)
+	if job.Status != api.JobCompleted || !strings.Contains(log, "rank 0 in the container of ") {
+		t.Fatalf("a job of an image on the engine's pods: %s (%s):\n%s", job.Status, job.Error, log)
+	}
+	pods := u.enginePods(cs)
+	if len(pods) != 1 {
+		t.Fatalf("%d pods; want the cluster's one node", len(pods))
+	}
+	for _, p := range pods {
+		if len(p.Spec.EphemeralContainers) == 0 || p.Spec.EphemeralContainers[0].Image != image {
+			t.Fatalf("the node's pod has containers %+v; want one of the environment's image %s", p.Spec.EphemeralContainers, image)
+		}
+	}
+
+	id = u.envJob("cpu", "imgpy", "python", "-c", `import sys; print("python in", sys.prefix)`)
+	job, log = u.finished(id, 3*time.Minute)
+	if job.Status != api.JobCompleted || !strings.Contains(log, "python in /mlcompute/envs/") {
+		t.Fatalf("a job of an image with a Python environment on top: %s (%s):\n%s", job.Status, job.Error, log)
+	}
+
+	id = u.envJob("cpu", "tar", "sh", "-c", `cat /etc/os-release`)
+	job, log = u.finished(id, 3*time.Minute)
+	if job.Status != api.JobCompleted || !strings.Contains(log, `PRETTY_NAME="mlctest 2.6"`) {
+		t.Fatalf("a job of an image archive on the engine's pods: %s (%s):\n%s\nwant the archive's os-release", job.Status, job.Error, log)
+	}
+
+	id = u.envJob("cpu", "missing", "true")
+	job, log = u.finished(id, 3*time.Minute)
+	if job.Status != api.JobFailed || !strings.Contains(log, "mlcompute.invalid/no-such-image:1") || !strings.Contains(log, "could not start") {
+		t.Fatalf("a job whose image cannot be pulled: %s (%s):\n%s\nwant it failed, naming the image", job.Status, job.Error, log)
+	}
+	id = u.envJob("cpu", "img", "true")
+	if job, log = u.finished(id, 3*time.Minute); job.Status != api.JobCompleted {
+		t.Fatalf("a job after one whose image could not be pulled: %s (%s):\n%s", job.Status, job.Error, log)
+	}
+	// Measured, not asserted: a job in an image on an idle node, from submit to its end.
+	t.Logf("a job in an image on an idle pod: started %s after its submission, ended %s after it",
+		startDelay(job), job.EndedAt.Sub(job.SubmittedAt).Round(time.Millisecond))
+	u.mustTerraform("destroy", "-auto-approve")
+	u.waitFor("no pod left", 60*time.Second, func() bool { return len(u.enginePods(cs)) == 0 })
+}

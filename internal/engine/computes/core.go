@@ -62,6 +62,10 @@ type Config struct {
 	// whose driver has a containerd, or Slurm nodes through the engine's container runner):
 	// jobs in container environments may run on the engine's own computes.
 	Containers bool
+	// PodNodes says the engine's own nodes are Kubernetes pods (--nodes kubernetes): a task
+	// in an image runs in a container of its own in the node's pod, which the size's GPUs
+	// (given to the node's container) do not reach.
+	PodNodes bool
 	// AttachedContainers says attached machines run tasks in container images (the engine
 	// can copy its own binary there: it is a Linux engine).
 	AttachedContainers bool
@@ -91,6 +95,7 @@ type Core struct {
 	capacity           int64
 	local              bool     // see Config
 	containers         bool     // see Config
+	podNodes           bool     // see Config
 	attachedContainers bool     // see Config
 	gpus               []string // see Config
 	newID              func(prefix string) string
@@ -187,7 +192,7 @@ func New(cfg Config) (*Core, error) {
 	c := &Core{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("computes"), loop: cfg.Loop,
 		snapshots: cfg.Snapshots, artifacts: cfg.Artifacts, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
-		local: cfg.Local, containers: cfg.Containers, attachedContainers: cfg.AttachedContainers, gpus: slices.Clone(cfg.GPUs),
+		local: cfg.Local, containers: cfg.Containers, podNodes: cfg.PodNodes, attachedContainers: cfg.AttachedContainers, gpus: slices.Clone(cfg.GPUs),
 		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
 		onTaskExit: cfg.OnTaskExit, onTaskNotStarted: cfg.OnTaskNotStarted,
 		nodes: cfg.Nodes, backoff: map[string]createBackoff{}, passes: map[string]Pass{},

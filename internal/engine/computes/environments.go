@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/containerrt"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
@@ -49,9 +50,10 @@ func (c *Core) envCache(rec model.Compute) string {
 
 // NoContainerRuntime says why the nodes of compute rec (named name in the job's request)
 // cannot run a job in a container image, or is "" when they can (environment.CannotRun):
-// the engine's local nodes when their driver has a containerd, its Slurm nodes, attached
-// machines (each machine's own containerd, found when the task starts), and attached
-// Kubernetes clusters (the job's pods are of the image).
+// the engine's local nodes when their driver has a containerd, its Slurm nodes, its
+// Kubernetes pods but for GPU sizes (the task's container does not get the node's GPUs),
+// attached machines (each machine's own containerd, found when the task starts), and
+// attached Kubernetes clusters (the job's pods are of the image).
 func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
 	switch {
 	case rec.Kubernetes != nil || rec.KubeJob != nil:
@@ -62,6 +64,17 @@ func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
 				"which is not a Linux one", name)
 		}
 		return ""
+	case c.containers && c.podNodes:
+		if size, ok := catalog.Lookup(rec.VMSize); ok && size.GPUs > 0 {
+			why := fmt.Sprintf("of size %s, whose GPUs (%d) this engine's Kubernetes pods give to the node's own container, "+
+				"not to the container an image runs in", size.Name, size.GPUs)
+			if name == "" { // an endpoint's instances: they have no compute
+				return "the deployment's instance type is " + why + ": give the deployment an environment of the python or user_managed kind, or a size without GPUs"
+			}
+			return fmt.Sprintf("compute %q is %s: run the job on an attached Kubernetes cluster (mlcompute_attached_compute.kubernetes), "+
+				"whose job pods are of the image and get the GPUs", name, why)
+		}
+		return ""
 	case c.containers:
 		return ""
 	case c.local:
@@ -69,8 +82,7 @@ func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
 			"or, for the engine the provider and the CLI start, run containerd (Debian package containerd) at " + containerrt.DefaultAddress +
 			" or name its socket in " + containerrt.AddressEnv
 	}
-	return "this engine's nodes do not run container environments: Kubernetes pods (mlcompute serve --nodes kubernetes) do not yet, " +
-		"and Slurm nodes do only from an engine that runs on Linux"
+	return "this engine's nodes do not run container environments: Slurm nodes do only from an engine that runs on Linux"
 }
 
 // nodeEnvOn is a job's environment as its nodes, of compute rec, need it.

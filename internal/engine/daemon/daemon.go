@@ -192,6 +192,10 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	opts.Slurm.Containers = containers
+	if containers != nil {
+		// Image archives are imported into the pods' Kubernetes nodes with the same binary.
+		opts.Kubernetes.Importer = containers
+	}
 	nodes, err := nodeDriver(ctx, opts)
 	if err != nil {
 		return err

@@ -116,7 +116,7 @@ func (c *Controller) deploymentRecords(tx *store.Tx, workspace string, specs map
 			return nil, err
 		}
 		validation.DefaultDeployment(&d)
-		env, err := c.deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID)
+		env, err := c.deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID, d.InstanceType)
 		if err != nil {
 			return nil, err
 		}
@@ -189,8 +189,9 @@ func envHash(e *model.JobEnvironment) string {
 }
 
 // deploymentEnvironment resolves a deployment's environment_id to the environment as it is
-// now; nil when the deployment names none.
-func (c *Controller) deploymentEnvironment(tx *store.Tx, workspace, field, id string) (*model.JobEnvironment, error) {
+// now; nil when the deployment names none. Its instances' nodes, of instanceType, must be
+// able to run it.
+func (c *Controller) deploymentEnvironment(tx *store.Tx, workspace, field, id, instanceType string) (*model.JobEnvironment, error) {
 	name, err := validation.DeploymentEnvironment(field, workspace, id)
 	if err != nil || name == "" {
 		return nil, err
@@ -202,7 +203,11 @@ func (c *Controller) deploymentEnvironment(tx *store.Tx, workspace, field, id st
 	if err != nil {
 		return nil, err
 	}
-	if err := environment.CannotRun(env.Name, env.Definition(), c.noRuntime); err != nil {
+	noRuntime := ""
+	if c.noRuntime != nil {
+		noRuntime = c.noRuntime(instanceType)
+	}
+	if err := environment.CannotRun(env.Name, env.Definition(), noRuntime); err != nil {
 		return nil, api.Errorf(api.CodeInvalid, field, "%v", err)
 	}
 	return &model.JobEnvironment{Name: env.Name, Hash: env.ContentHash, Definition: env.Definition()}, nil

@@ -79,9 +79,10 @@ type Config struct {
 	// Nodes is the engine's node lifecycle, which creates and releases the instances' nodes
 	// and routes the driver's events about them back (HandleNodeEvent).
 	Nodes *lifecycle.Nodes
-	// NoContainerRuntime says why the engine's nodes cannot run container images, or is ""
-	// when they can (the compute core's answer for its own nodes).
-	NoContainerRuntime string
+	// NoContainerRuntime says why the engine's nodes of an instance type cannot run
+	// container images, or is "" when they can (the compute core's answer for its own
+	// nodes).
+	NoContainerRuntime func(instanceType string) string
 	// Scoring is the scoring front whose router carries the endpoints' traffic.
 	Scoring Scoring
 }
@@ -118,7 +119,7 @@ type Controller struct {
 	coldStarts map[string]coldStart
 	quota      *model.QuotaIndex
 	metrics    Metrics
-	noRuntime  string // see Config.NoContainerRuntime
+	noRuntime  func(instanceType string) string // see Config.NoContainerRuntime
 }
 
 // probeState counts consecutive probe results of one process (task).

@@ -39,9 +39,10 @@ type Config struct {
 	OnChange func(workspace, name string)
 	// Snapshots holds the uploaded image archives (nil: none is checked).
 	Snapshots model.SnapshotStore
-	// NoContainerRuntime says why the engine's nodes cannot run container images, or is ""
-	// when they can: an environment a deployment runs in becomes a container one only then.
-	NoContainerRuntime string
+	// NoContainerRuntime says why the engine's nodes of an instance type cannot run
+	// container images, or is "" when they can: an environment a deployment runs in
+	// becomes a container one only where the deployment's instances can run it.
+	NoContainerRuntime func(instanceType string) string
 	// ContainerdAddress is the containerd of this machine's local nodes, whose environment
 	// images Collect removes when nothing uses them; empty: none.
 	ContainerdAddress string
@@ -55,7 +56,7 @@ type Controller struct {
 	onChange  func(workspace, name string)
 	cacheDir  string
 	snapshots model.SnapshotStore
-	noRuntime string // see Config.NoContainerRuntime
+	noRuntime func(instanceType string) string // see Config.NoContainerRuntime
 	// containerd is Config.ContainerdAddress.
 	containerd string
 	// collecting is held by the one Collect that runs; collectAgain asks it for one more
@@ -169,11 +170,8 @@ func (c *Controller) Update(_ context.Context, workspace, name string, upd api.E
 		}
 		old = out.ContentHash
 		if upd.Container != nil {
-			def := environment.Normalise(nil, nil, upd.Container)
-			if err := environment.CannotRun(name, def, c.noRuntime); err != nil {
-				if err := deployedIn(tx, out, err); err != nil {
-					return err
-				}
+			if err := c.refuseWhereDeployed(tx, out, environment.Normalise(nil, nil, upd.Container)); err != nil {
+				return err
 			}
 		}
 		setDefinition(&out, upd.Python, upd.UserManaged, upd.Container)
@@ -248,17 +246,24 @@ func setDefinition(e *model.Environment, py *api.PythonEnvironment, um *api.User
 	e.ContentHash = environment.ContentHash(environment.Normalise(py, um, c))
 }
 
-// deployedIn refuses, saying why (cannotRun), to make env a container environment its
-// deployments could not run in while an endpoint deployment runs in it: the rollout the
-// update would start could never finish.
-func deployedIn(tx *store.Tx, env model.Environment, cannotRun error) error {
+// refuseWhereDeployed refuses, saying why, to make env the container environment def
+// while an endpoint deployment whose instances could not run it (NoContainerRuntime of its
+// instance type) runs in it: the rollout the update would start could never finish.
+func (c *Controller) refuseWhereDeployed(tx *store.Tx, env model.Environment, def environment.Definition) error {
+	if c.noRuntime == nil {
+		return nil
+	}
 	eps, err := store.List[model.Endpoint](tx, store.Endpoints, env.Workspace+"/")
 	if err != nil {
 		return err
 	}
 	for _, ep := range eps {
 		for _, dn := range slices.Sorted(maps.Keys(ep.Deployments)) {
-			if ep.Deployments[dn].Spec.EnvironmentID == env.ID {
+			dep := ep.Deployments[dn]
+			if dep.Spec.EnvironmentID != env.ID {
+				continue
+			}
+			if cannotRun := environment.CannotRun(env.Name, def, c.noRuntime(dep.Spec.InstanceType)); cannotRun != nil {
 				return api.Errorf(api.CodeInvalid, "container",
 					"environment %q runs deployment %q of endpoint %q, and %v; give the deployment another environment first, or make a new container environment",
 					env.Name, dn, ep.Name, cannotRun)

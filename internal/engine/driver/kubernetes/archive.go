@@ -51,6 +51,9 @@ type ImageImporter interface {
 	ImportImage(ctx context.Context, sh ssh.Shell, dir, archive, hash, address, namespace string) error
 }
 
+// errNoImporter refuses an archive when the driver has no ImageImporter.
+var errNoImporter = driver.Permanent(errors.New("this engine cannot import an image archive into a cluster's nodes: it does so with its own binary, which must be a Linux one"))
+
 // importDeadline bounds an import pod's life, so one that an engine stopped in the middle
 // of an import left behind goes by itself.
 const importDeadline = int64(3600)
@@ -71,7 +74,7 @@ func (d *Driver) importedNode(ctx context.Context, spec driver.NodeSpec) (string
 		return d.importHost, nil
 	}
 	if d.cfg.Importer == nil {
-		return "", driver.Permanent(errors.New("this engine cannot import an image archive into a cluster's nodes: it does so with its own binary, which must be a Linux one"))
+		return "", errNoImporter
 	}
 	_, _, selector, err := resources(d.ps, spec)
 	if err != nil {
@@ -81,7 +84,7 @@ func (d *Driver) importedNode(ctx context.Context, spec driver.NodeSpec) (string
 	if err != nil {
 		return "", err
 	}
-	if err := d.importOn(ctx, node); err != nil {
+	if err := d.importOn(ctx, node.Name, *d.cfg.Archive); err != nil {
 		return "", err
 	}
 	d.importHost = node.Labels[hostnameLabel]
@@ -116,10 +119,14 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// importOn imports the archive on node through a pod of its own, deleted at the end.
-func (d *Driver) importOn(ctx context.Context, node *corev1.Node) error {
-	socket := d.containerdSocket(ctx, node.Name)
-	pod := importPod(d.ps, *d.cfg.Archive, node.Name, path.Dir(socket))
+// importOn imports archive a on a node (by its name) through a pod of its own, deleted at
+// the end.
+func (d *Driver) importOn(ctx context.Context, node string, a ImageArchive) error {
+	if d.cfg.Importer == nil {
+		return errNoImporter
+	}
+	socket := d.containerdSocket(ctx, node)
+	pod := importPod(d.ps, a, node, path.Dir(socket))
 	created, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("starting the pod that imports the image archive: %w", classify(err))
@@ -128,11 +135,10 @@ func (d *Driver) importOn(ctx context.Context, node *corev1.Node) error {
 	if err := d.awaitRunning(ctx, created.Name); err != nil {
 		return err
 	}
-	a := d.cfg.Archive
 	err = d.cfg.Importer.ImportImage(ctx, podShell{d: d, pod: created.Name}, "/tmp/mlcompute", a.Path, a.Hash,
 		importMount+"/"+path.Base(socket), containerrt.KubernetesNamespace)
 	if err != nil {
-		return fmt.Errorf("importing the image archive on node %s: %w", node.Name, err)
+		return fmt.Errorf("importing the image archive on node %s: %w", node, err)
 	}
 	return nil
 }

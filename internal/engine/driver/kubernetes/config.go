@@ -20,7 +20,9 @@
 //   - Tasks run under the wrapper of package ssh (TaskStore) through pods/exec, with their
 //     files in the pod's /mlcompute/tasks (an emptyDir), so an engine restart loses
 //     nothing; a task's end is noticed by one exec stream that waits for it in the pod.
-//     The image needs /bin/sh, setsid and tar (and python3 for environments).
+//     The image needs /bin/sh, setsid and tar (and python3 for environments). A task
+//     with an image (driver.TaskSpec.Container) runs in an ephemeral container of that
+//     image in the node's pod, sharing its processes and files (container.go).
 //   - Terminate deletes the pod with a short grace period and returns once the watch
 //     reports it gone.
 //   - An API that refuses (forbidden, invalid, a missing namespace) is driver.ErrPermanent

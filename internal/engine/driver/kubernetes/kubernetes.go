@@ -56,9 +56,12 @@ type Driver struct {
 
 	keys keylock.Locks
 
-	// importHost is the host name of the node the archive was imported on (archive.go).
+	// importHost is the host name of the node the archive was imported on (archive.go);
+	// imported holds "<node>/<content hash>" of the archives of tasks' images imported
+	// (container.go).
 	importMu   sync.Mutex
 	importHost string
+	imported   map[string]bool
 
 	mu      sync.Mutex
 	nodes   map[string]*node           // watched nodes by key
@@ -79,6 +82,10 @@ type node struct {
 	adopted     bool
 	// timed says the start timeout is armed.
 	timed bool
+	// user is the user its container runs as, once asked; settled holds the ephemeral
+	// containers (tasks in images) already looked at by watchTaskContainers.
+	user    *podUser
+	settled map[string]bool
 	// waitingSent is the scheduler's message last sent as NodeWaiting. It is kept apart
 	// from info.Reason, which Describe also sets from the watch's cache: a Describe that
 	// saw the message first must not keep the watch from sending it.
@@ -303,6 +310,7 @@ func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone 
 		return driver.NodeInfo{}, true, st.reason
 	}
 	d.update(n, pod, st)
+	d.watchTaskContainers(n, pod)
 	if !n.info.Ready && !n.timed {
 		n.timed = true
 		d.startTimer(n)
@@ -399,11 +407,13 @@ func (d *Driver) onPod(obj any) {
 		d.emit(driver.Event{Kind: driver.NodeGone, NodeKey: key, Reason: st.reason})
 	case st.ready && !n.info.Ready:
 		d.update(n, pod, st)
+		d.watchTaskContainers(n, pod)
 		d.mu.Unlock()
 		d.log.Debug("node ready", "node", key, "pod", pod.Name, "address", pod.Status.PodIP)
 		d.emit(driver.Event{Kind: driver.NodeReady, NodeKey: key})
 	default:
 		d.update(n, pod, st)
+		d.watchTaskContainers(n, pod)
 		reason := n.info.Reason
 		send := !n.info.Ready && reason != n.waitingSent && unschedulable(reason)
 		if send {
@@ -673,7 +683,7 @@ func checkKey(key string) error {
 // taskStore is the wrapper's store of tasks in a node's pod (package ssh's TaskStore, run
 // through pods/exec).
 func (d *Driver) taskStore(pod string) ssh.TaskStore {
-	return ssh.TaskStore{Shell: podShell{d: d, pod: pod}, Dir: filesDir + "/tasks"}
+	return ssh.TaskStore{Shell: podShell{d: d, pod: pod}, Dir: tasksDir}
 }
 
 var (

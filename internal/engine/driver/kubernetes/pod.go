@@ -31,7 +31,8 @@ const (
 // GPUResource is the resource a node's GPUs are limited by.
 const GPUResource = "nvidia.com/gpu"
 
-// containerName is the name of a node pod's only container.
+// containerName is the name of a node pod's container (a task in an image runs in an
+// ephemeral container beside it: container.go).
 const containerName = "node"
 
 // filesDir is an emptyDir in every node pod: the tasks' files and the environments built

@@ -119,7 +119,8 @@ func (d *Driver) readyNode(ctx context.Context, key string) (*node, error) {
 // StartTask starts the task in the node's pod under the wrapper of package ssh, whose
 // files (output, exit status) live in the pod's /mlcompute/tasks/<task key>; the code
 // directory and the inputs are copied first into /mlcompute/code/<task key>, with tar over
-// exec's stdin.
+// exec's stdin. A task with an image runs in a container of its own in the pod
+// (container.go).
 func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.TaskSpec) error {
 	n, err := d.readyNode(ctx, nodeKey)
 	if err != nil {
@@ -140,7 +141,12 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 			}
 		}
 	}
-	if err := tasks.Start(ctx, task); err != nil {
+	if spec.Container != nil {
+		err = d.startInImage(ctx, n, spec, task)
+	} else {
+		err = tasks.Start(ctx, task)
+	}
+	if err != nil {
 		return fmt.Errorf("starting task %s on node %s: %w", spec.Key, nodeKey, driver.Transient(err))
 	}
 	d.watchTask(n, spec.Key)
