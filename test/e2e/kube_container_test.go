@@ -31,13 +31,7 @@ func TestE2E_KubeContainerJob(t *testing.T) {
 	image := "mlctest.local/job:" + fmt.Sprint(time.Now().UnixNano())
 	tagKubeImage(t, os.Getenv(kubernetes.ImageEnv), image)
 	u := kubeUser(t)
-	// A pod's tasks run under the engine's shell wrapper, which needs more of busybox than
-	// the other drivers' container tasks do.
-	archive := filepath.Join(t.TempDir(), "train.tar")
-	imagearchivetest.Busybox(t, archive, "mlctest:2.5", imagearchivetest.Layer{
-		"etc/os-release": "ID=mlctest\nPRETTY_NAME=\"mlctest 2.5\"\n",
-	}, "bin/sh", "bin/cat", "bin/sleep", "bin/setsid", "bin/mkdir", "bin/mv", "bin/rm", "bin/id", "bin/head",
-		"bin/tail", "bin/kill", "bin/hostname", "bin/date", "bin/env", "bin/chmod", "bin/ls", "bin/wc", "bin/tr")
+	archive := wrapperArchive(t, "2.5")
 	u.writeConfig(requiredProviders + fmt.Sprintf(`
 provider "mlcompute" {}
 
@@ -92,6 +86,19 @@ resource "mlcompute_environment" "tar" {
 	u.waitFor("no pod left", 60*time.Second, func() bool { return len(u.enginePods(cs)) == 0 })
 }
 
+// wrapperArchive writes an image archive of busybox with what the engine's task wrapper
+// runs in a pod (more of busybox than the other drivers' container tasks need) and an
+// os-release of the given version, and returns its path.
+func wrapperArchive(t *testing.T, version string) string {
+	t.Helper()
+	archive := filepath.Join(t.TempDir(), "train.tar")
+	imagearchivetest.Busybox(t, archive, "mlctest:"+version, imagearchivetest.Layer{
+		"etc/os-release": "ID=mlctest\nPRETTY_NAME=\"mlctest " + version + "\"\n",
+	}, "bin/sh", "bin/cat", "bin/sleep", "bin/setsid", "bin/mkdir", "bin/mv", "bin/rm", "bin/id", "bin/head",
+		"bin/tail", "bin/kill", "bin/hostname", "bin/date", "bin/env", "bin/chmod", "bin/ls", "bin/wc", "bin/tr")
+	return archive
+}
+
 // tagKubeImage gives the cluster node's image from a second name, in the node's containerd
 // (KUBE_CONTAINERD_ADDRESS, which `make kube-up` exports), for as long as the test runs.
 func tagKubeImage(t *testing.T, from, to string) {
@@ -134,11 +141,7 @@ func TestE2E_KubeNodesContainerJob(t *testing.T) {
 	cs := requireKube(t)
 	image := "mlctest.local/nodes-job:" + fmt.Sprint(time.Now().UnixNano())
 	tagKubeImage(t, os.Getenv(kubernetes.ImageEnv), image)
-	archive := filepath.Join(t.TempDir(), "train.tar")
-	imagearchivetest.Busybox(t, archive, "mlctest:2.6", imagearchivetest.Layer{
-		"etc/os-release": "ID=mlctest\nPRETTY_NAME=\"mlctest 2.6\"\n",
-	}, "bin/sh", "bin/cat", "bin/sleep", "bin/setsid", "bin/mkdir", "bin/mv", "bin/rm", "bin/id", "bin/head",
-		"bin/tail", "bin/kill", "bin/hostname", "bin/date", "bin/env", "bin/chmod", "bin/ls", "bin/wc", "bin/tr")
+	archive := wrapperArchive(t, "2.6")
 	u := kubeUser(t)
 	u.startServe("--nodes", "kubernetes")
 	u.writeConfig(requiredProviders + fmt.Sprintf(`
