@@ -26,6 +26,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/keylock"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/remotetask"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
@@ -78,8 +79,8 @@ type node struct {
 	cancel    context.CancelFunc
 	// terminating says Terminate is deleting it: its end is no NodeGone.
 	terminating bool
-	watching    map[string]bool
-	adopted     bool
+	// tasks are its watched tasks.
+	tasks *remotetask.Tasks
 	// timed says the start timeout is armed.
 	timed bool
 	// user is the user its container runs as, once asked; settled holds the ephemeral
@@ -290,7 +291,8 @@ func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone 
 			n.cancel()
 		}
 		nctx, cancel := context.WithCancel(d.ctx)
-		n = &node{key: key, name: pod.Name, uid: pod.UID, seen: d.cfg.Clock.Now(), ctx: nctx, cancel: cancel}
+		n = &node{key: key, name: pod.Name, uid: pod.UID, seen: d.cfg.Clock.Now(), ctx: nctx, cancel: cancel,
+			tasks: remotetask.New(nctx, d.cfg.Clock, &d.wg, d.log.With("node", key))}
 		if c := pod.CreationTimestamp.Time; !c.IsZero() && c.Before(n.seen) {
 			n.seen = c
 		}

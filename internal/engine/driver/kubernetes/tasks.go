@@ -170,65 +170,19 @@ func taskEnv(env map[string]string) map[string]string {
 // watchTask waits for a task's end in its pod (a loop in sh over one exec stream, see
 // ssh.TaskStore.Wait) and reports it as TaskExited; it ends with the node.
 func (d *Driver) watchTask(n *node, taskKey string) {
-	d.mu.Lock()
-	if n.watching == nil {
-		n.watching = map[string]bool{}
-	}
-	if n.watching[taskKey] {
-		d.mu.Unlock()
-		return
-	}
-	n.watching[taskKey] = true
-	ctx := n.ctx
-	d.mu.Unlock()
 	tasks := d.taskStore(n.name)
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		for {
-			running, code, err := tasks.Wait(ctx, taskKey)
-			if ctx.Err() != nil {
-				return
-			}
-			if err == nil && !running {
-				d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: n.key, TaskKey: taskKey, ExitCode: code})
-				return
-			}
-			if driver.IsNotFound(err) {
-				return
-			}
-			d.log.Debug("watching a task", "node", n.key, "task", taskKey, "error", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-d.cfg.Clock.After(time.Second):
-			}
-		}
-	}()
+	n.tasks.Watch(taskKey,
+		func(ctx context.Context) (bool, int, error) { return tasks.Wait(ctx, taskKey) },
+		func(_ context.Context, code int) {
+			d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: n.key, TaskKey: taskKey, ExitCode: code})
+		})
 }
 
 // adoptTasks watches the running tasks of a node the driver adopted (after a restart).
-// Called with d.mu held; the listing runs in the background.
 func (d *Driver) adoptTasks(n *node) {
-	if n.adopted {
-		return
-	}
-	n.adopted = true
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		keys, err := d.taskStore(n.name).RunningTasks(n.ctx, "")
-		if err != nil {
-			if n.ctx.Err() == nil {
-				d.log.Warn("listing the running tasks of an adopted node", "node", n.key, "error", err)
-			}
-			return
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			d.watchTask(n, k)
-		}
-	}()
+	tasks := d.taskStore(n.name)
+	n.tasks.Adopt(func(ctx context.Context) ([]string, error) { return tasks.RunningTasks(ctx, "") },
+		func(k string) { d.watchTask(n, k) })
 }
 
 // TaskStatus reads the task's state from its files in the pod.

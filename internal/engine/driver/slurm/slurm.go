@@ -44,6 +44,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/keylock"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/remotetask"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/lazyregexp"
 )
@@ -145,10 +146,8 @@ type node struct {
 	ctx    context.Context
 	// terminating says Terminate is cancelling it: its end is no NodeGone.
 	terminating bool
-	// watching holds the tasks whose end is watched; adopted says the running tasks
-	// the node already had (an engine restart) are watched too.
-	watching map[string]bool
-	adopted  bool
+	// tasks are its watched tasks.
+	tasks *remotetask.Tasks
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -364,7 +363,8 @@ func (d *Driver) adopt(ctx context.Context, key string, j job, tasks bool) drive
 			n.cancel()
 		}
 		nctx, cancel := context.WithCancel(d.ctx)
-		n = &node{job: j, seen: d.cfg.Clock.Now(), ctx: nctx, cancel: cancel}
+		n = &node{job: j, seen: d.cfg.Clock.Now(), ctx: nctx, cancel: cancel,
+			tasks: remotetask.New(nctx, d.cfg.Clock, &d.wg, d.log.With("node", key))}
 		// squeue prints the submission time in the local time of the machine that runs
 		// it: trusted only when that is this machine (a login node may be in another
 		// time zone); else the start timeout counts from when the driver first saw it.

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
@@ -117,44 +116,18 @@ func (d *Driver) taskEnv(env map[string]string) map[string]string {
 }
 
 // watchTask waits for a task's end on the machine (a loop in sh, see ssh.TaskStore.Wait)
-// and reports it as TaskExited; it ends with the node.
+// and reports it as TaskExited; it ends with the node. A task that ended by a signal is
+// reported only while its node still holds its allocation (heldAfterSignal).
 func (d *Driver) watchTask(n *node, nodeKey, taskKey string) {
-	d.mu.Lock()
-	if n.watching == nil {
-		n.watching = map[string]bool{}
-	}
-	if n.watching[taskKey] {
-		d.mu.Unlock()
-		return
-	}
-	n.watching[taskKey] = true
-	ctx := n.ctx
-	d.mu.Unlock()
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		for {
-			running, code, err := d.tasks.Wait(ctx, driver.MachineTaskKey(nodeKey, taskKey))
-			if ctx.Err() != nil {
-				return
+	rkey := driver.MachineTaskKey(nodeKey, taskKey)
+	n.tasks.Watch(taskKey,
+		func(ctx context.Context) (bool, int, error) { return d.tasks.Wait(ctx, rkey) },
+		func(ctx context.Context, code int) {
+			if code > 128 && !d.heldAfterSignal(ctx) {
+				return // the allocation ended under the task: the watch said NodeGone
 			}
-			if err == nil && !running {
-				if code > 128 && !d.heldAfterSignal(ctx) {
-					return // the allocation ended under the task: the watch said NodeGone
-				}
-				d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: nodeKey, TaskKey: taskKey, ExitCode: code})
-				return
-			}
-			if driver.IsNotFound(err) {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-d.cfg.Clock.After(time.Second):
-			}
-		}
-	}()
+			d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: nodeKey, TaskKey: taskKey, ExitCode: code})
+		})
 }
 
 // heldAfterSignal says whether a node still holds its allocation after one of its tasks
@@ -183,30 +156,19 @@ func (d *Driver) heldAfterSignal(ctx context.Context) bool {
 // maxSignalWait bounds heldAfterSignal's wait, in poll intervals.
 const maxSignalWait = 20
 
-// adoptTasks watches the running tasks of a node the driver adopted (after a restart).
-// Called with d.mu held; the listing runs in the background.
+// adoptTasks watches the running tasks of a node the driver adopted (after a restart):
+// those of its machine task keys, without the copies of code directories.
 func (d *Driver) adoptTasks(n *node, key string) {
-	if n.adopted {
-		return
-	}
-	n.adopted = true
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		keys, err := d.tasks.RunningTasks(n.ctx, key+".")
-		if err != nil {
-			d.log.Warn("listing the running tasks of an adopted node", "node", key, "error", err)
-			return
-		}
-		sort.Strings(keys)
+	n.tasks.Adopt(func(ctx context.Context) ([]string, error) {
+		keys, err := d.tasks.RunningTasks(ctx, key+".")
+		var tasks []string
 		for _, k := range keys {
-			task := strings.TrimPrefix(k, key+".")
-			if strings.HasSuffix(task, ".code") {
-				continue
+			if task := strings.TrimPrefix(k, key+"."); !strings.HasSuffix(task, ".code") {
+				tasks = append(tasks, task)
 			}
-			d.watchTask(n, key, task)
 		}
-	}()
+		return tasks, err
+	}, func(task string) { d.watchTask(n, key, task) })
 }
 
 // TaskStatus reads the task's state from its files.
