@@ -43,28 +43,32 @@ func (u *user) startServe(flags ...string) {
 }
 
 // TestE2E_InstanceIdleShutdown: with the engine's policy lowered to seconds, an instance
-// stays up while a job runs on it, stops by itself once idle, and the stop is no drift.
+// stays up while a job runs on it and while a session is open, stops by itself once idle,
+// and the stop is no drift.
 func TestE2E_InstanceIdleShutdown(t *testing.T) {
 	t.Parallel()
 	u := newUser(t)
 	u.startServe("--min-idle-shutdown", "1s")
-	u.writeConfig(instanceConfig)
+	// 10 s of idle time: each CLI call below must land before the instance has been idle
+	// that long, and one can take seconds on a loaded machine (with 3 s, the job's submit
+	// right after the apply sometimes found the instance already stopping).
+	u.writeConfig(strings.Replace(instanceConfig, `idle_time_before_shutdown = "PT3S"`, `idle_time_before_shutdown = "PT10S"`, 1))
 	u.mustTerraform("apply", "-auto-approve")
 	if c := u.compute("dev-box"); c.State != api.InstanceRunning {
 		t.Fatalf("instance %s after apply; want Running", c.State)
 	}
 
 	// A job that outlives the idle time keeps it awake.
-	out, code := u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "dev-box", "--stream", "--", "sh", "-c", "sleep 6; echo trained")
+	out, code := u.cli("job", "submit", "--workspace", "e2e-team", "--compute", "dev-box", "--stream", "--", "sh", "-c", "sleep 12; echo trained")
 	if code != 0 || !strings.Contains(out, "trained") {
 		t.Fatalf("job on the instance: exit %d: %s", code, out)
 	}
 	if c := u.compute("dev-box"); c.State != api.InstanceRunning {
-		t.Fatalf("instance %s right after a 6s job with a 3s idle time; want Running", c.State)
+		t.Fatalf("instance %s right after a 12s job with a 10s idle time; want Running", c.State)
 	}
 
 	// An open session keeps it awake too; its input and exit status pass through.
-	session := exec.Command(binDir+"/mlcompute", "compute", "exec", "--workspace", "e2e-team", "dev-box", "--", "sh", "-c", "sleep 5; read x; echo got $x; exit 3")
+	session := exec.Command(binDir+"/mlcompute", "compute", "exec", "--workspace", "e2e-team", "dev-box", "--", "sh", "-c", "sleep 11; read x; echo got $x; exit 3")
 	session.Env = u.env
 	session.Stdin = strings.NewReader("hello\n")
 	raw, err := session.CombinedOutput()
@@ -72,7 +76,7 @@ func TestE2E_InstanceIdleShutdown(t *testing.T) {
 		t.Fatalf("exec session: %v: %s", err, raw)
 	}
 	if c := u.compute("dev-box"); c.State != api.InstanceRunning {
-		t.Fatalf("instance %s right after a 5s session; want Running", c.State)
+		t.Fatalf("instance %s right after an 11s session; want Running", c.State)
 	}
 
 	u.waitFor("idle shutdown", 60*time.Second, func() bool { return u.compute("dev-box").State == api.InstanceStopped })
