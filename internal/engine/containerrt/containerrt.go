@@ -195,13 +195,16 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 	if uid != 0 {
 		ioOpts = append(ioOpts, cio.WithFIFODir(os.TempDir()))
 	}
-	// Detached from ctx: a cancelled task must still be cleaned up.
+	// The container and its task are created, started and cleaned up detached from ctx: a
+	// call cancelled on the client can still complete in containerd, leaving a container
+	// (or a task that keeps its container from being deleted) that no defer here would
+	// remove. A cancellation is looked at between the steps and while the task runs.
 	bg := context.WithoutCancel(ctx)
 	taskLabel := s.Task
 	if taskLabel == "" {
 		taskLabel = s.ID
 	}
-	c, err := r.client.NewContainer(ctx, s.ID,
+	c, err := r.client.NewContainer(bg, s.ID,
 		containerd.WithImage(img), containerd.WithNewSnapshot(s.ID, img),
 		containerd.WithContainerLabels(map[string]string{LabelEngine: r.engineID, LabelTask: taskLabel}),
 		containerd.WithNewSpec(opts...))
@@ -209,7 +212,10 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 		return -1, fmt.Errorf("create container %s: %w", s.ID, err)
 	}
 	defer func() { _ = c.Delete(bg, containerd.WithSnapshotCleanup) }()
-	task, err := c.NewTask(ctx, cio.NewCreator(ioOpts...))
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	task, err := c.NewTask(bg, cio.NewCreator(ioOpts...))
 	if err != nil {
 		return -1, fmt.Errorf("create the task of container %s: %w", s.ID, err)
 	}
@@ -218,7 +224,10 @@ func (r *Runtime) Run(ctx context.Context, s RunSpec) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if err := task.Start(ctx); err != nil {
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	if err := task.Start(bg); err != nil {
 		return -1, fmt.Errorf("start container %s: %w", s.ID, err)
 	}
 	// ended is the exit status once the process's output is all copied: the status can
