@@ -573,7 +573,13 @@ func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
 		return remoteDriver(ctx, opts, "kubernetes", func(ctx context.Context, id string) (*kubernetes.Driver, error) {
 			cfg := opts.Kubernetes
 			cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
-			return kubernetes.New(ctx, cfg)
+			d, err := kubernetes.New(ctx, cfg)
+			if err == nil {
+				if cerr := d.CheckTasksInImages(ctx); cerr != nil {
+					opts.Logger.Warn(cerr.Error())
+				}
+			}
+			return d, err
 		})
 	}
 	return nil, fmt.Errorf("unknown node driver %q: use local, slurm or kubernetes", opts.Nodes)

@@ -107,16 +107,11 @@ func checkAccess(ctx context.Context, cs kubernetes.Interface, server, namespace
 func checkPermissions(ctx context.Context, cs kubernetes.Interface, server, namespace string) error {
 	var denied []string
 	for _, p := range NeededPermissions {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: p.Verb, Resource: "pods", Subresource: p.Subresource,
-			},
-		}}
-		out, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		allowed, err := mayDo(ctx, cs, server, namespace, p)
 		if err != nil {
-			return &AccessError{Setting: SettingKubeconfig, Msg: fmt.Sprintf("cannot ask the cluster at %s what these credentials may do (SelfSubjectAccessReview)", server), Err: err}
+			return err
 		}
-		if !out.Status.Allowed {
+		if !allowed {
 			denied = append(denied, p.String())
 		}
 	}
@@ -126,6 +121,25 @@ func checkPermissions(ctx context.Context, cs kubernetes.Interface, server, name
 			strings.Join(denied, ", "), namespace)}
 	}
 	return nil
+}
+
+// ephemeralContainers is what running a task in an image on the engine's own pods needs
+// (container.go), beyond NeededPermissions.
+var ephemeralContainers = Permission{Verb: "update", Subresource: "ephemeralcontainers"}
+
+// mayDo asks the cluster, with a SelfSubjectAccessReview, whether the credentials have
+// permission p in the namespace.
+func mayDo(ctx context.Context, cs kubernetes.Interface, server, namespace string, p Permission) (bool, error) {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: namespace, Verb: p.Verb, Resource: "pods", Subresource: p.Subresource,
+		},
+	}}
+	out, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return false, &AccessError{Setting: SettingKubeconfig, Msg: fmt.Sprintf("cannot ask the cluster at %s what these credentials may do (SelfSubjectAccessReview)", server), Err: err}
+	}
+	return out.Status.Allowed, nil
 }
 
 // namespaceExists reads the namespace. Credentials limited to the namespace may not read

@@ -133,3 +133,19 @@ func TestStartCheckNamesMissingVerbs(t *testing.T) {
 		t.Errorf("error %v is not permanent: a restart cannot grant a permission", err)
 	}
 }
+
+// The engine's own pods need update on pods/ephemeralcontainers for tasks in images only:
+// the check names the permission when it is denied and passes when it is granted.
+func TestCheckTasksInImages(t *testing.T) {
+	ctx := context.Background()
+	for _, denied := range []bool{false, true} {
+		d := &Driver{cs: accessCluster(map[string]bool{"update pods/ephemeralcontainers": denied}), rest: &rest.Config{Host: "https://k8s:6443"}, cfg: Config{Namespace: "ml"}}
+		err := d.CheckTasksInImages(ctx)
+		switch {
+		case !denied && err != nil:
+			t.Errorf("granted: %v", err)
+		case denied && (err == nil || !strings.Contains(err.Error(), `may not update pods/ephemeralcontainers in namespace "ml"`)):
+			t.Errorf("denied: %v; want an error naming the permission and namespace", err)
+		}
+	}
+}

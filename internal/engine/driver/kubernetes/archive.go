@@ -1,15 +1,17 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,16 +25,20 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 )
 
-// An environment's image archive reaches an attached cluster through a node's containerd:
-// the cluster's nodes run images their containerd holds, and cannot pull one that is only
-// a file on the engine's machine. Before the first pod of a driver whose Config names an
-// Archive, the driver picks a ready node that the pods may run on, starts a pod of
-// Archive.ImportImage there with the node's containerd socket mounted (its path from the kubelet's
-// configuration, else containerd's default), and through that pod's shell copies the
-// engine's binary and the archive and imports the image into the kubelet's namespace
-// under Config.Image (ImageImporter: ssh.ContainerRunner.ImportImage, the code that
-// imports on attached machines). The pod is deleted once the import is over, and the
-// driver's pods are pinned to that node by its host name. A driver made again (an engine
+// An environment's image archive reaches an attached cluster through its nodes'
+// containerd: the cluster's nodes run images their containerd holds, and cannot pull one
+// that is only a file on the engine's machine. Before a pod of a driver whose Config names
+// an Archive, the driver imports it on every ready node that the pods may run on and that
+// does not hold it yet (importedHosts), a few nodes at a time. On each, a pod of
+// Archive.ImportImage is started with the node's containerd socket mounted (its path from
+// the kubelet's configuration, else containerd's default); through that pod's shell the
+// driver copies the engine's binary and the archive and imports the image into the
+// kubelet's namespace under Config.Image (ImageImporter: ssh.ContainerRunner.ImportImage,
+// the code that imports on attached machines). The pod is deleted once the import is over.
+// The driver's pods are pinned, by node affinity, to the nodes that hold the image, and the
+// scheduler places them among those: a multi-node job spreads as any other would. A node
+// whose import fails is left out of that pod's choice and tried again for the next pod; a
+// node that joins later is imported on at the next pod. A driver made again (an engine
 // restart) imports again, which finds the image there.
 
 // ImageArchive is an environment's image archive that a driver's pods run, once imported.
@@ -64,50 +70,65 @@ const importMount = "/run/mlcompute-containerd"
 // hostnameLabel is the node label the pods of an imported image are pinned by.
 const hostnameLabel = "kubernetes.io/hostname"
 
-// importedNode returns the host name of the node that holds the driver's image, importing
-// it first when no pod of this driver has run it yet. spec is the first pod's node: the
-// node picked must be one its pods may run on.
-func (d *Driver) importedNode(ctx context.Context, spec driver.NodeSpec) (string, error) {
-	d.importMu.Lock()
-	defer d.importMu.Unlock()
-	if d.importHost != "" {
-		return d.importHost, nil
-	}
-	if d.cfg.Importer == nil {
-		return "", errNoImporter
-	}
+// importParallel bounds the imports that run at once (each streams the archive to its
+// node).
+const importParallel = 4
+
+// importedHosts imports the driver's archive on every ready node that a pod of spec may
+// run on, and returns the host names of those that hold it. It fails only when none does,
+// with the first node's error.
+func (d *Driver) importedHosts(ctx context.Context, spec driver.NodeSpec) ([]string, error) {
 	_, _, selector, err := resources(d.ps, spec)
 	if err != nil {
-		return "", driver.Permanent(err)
+		return nil, driver.Permanent(err)
 	}
-	node, err := d.pickNode(ctx, selector)
+	nodes, err := d.readyNodes(ctx, selector)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if err := d.importOn(ctx, node.Name, *d.cfg.Archive); err != nil {
-		return "", err
+	var (
+		mu       sync.Mutex
+		hosts    []string
+		firstErr error
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, importParallel)
+	)
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			err := d.importOnce(ctx, n.Name, *d.cfg.Archive)
+			<-slots
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				d.log.Warn("cannot import the image archive on a node; the pods run on the others", "node", n.Name, "error", err)
+				return
+			}
+			hosts = append(hosts, cmp.Or(n.Labels[hostnameLabel], n.Name))
+		}()
 	}
-	d.importHost = node.Labels[hostnameLabel]
-	if d.importHost == "" {
-		d.importHost = node.Name
+	wg.Wait()
+	if len(hosts) == 0 {
+		return nil, firstErr
 	}
-	d.log.Info("imported the image archive into a node's containerd", "node", node.Name, "image", d.cfg.Image)
-	return d.importHost, nil
+	slices.Sort(hosts)
+	return hosts, nil
 }
 
-// pickNode returns a ready, schedulable node whose labels match selector.
-func (d *Driver) pickNode(ctx context.Context, selector map[string]string) (*corev1.Node, error) {
-	nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()})
+// readyNodes are the ready, schedulable nodes whose labels match selector.
+func (d *Driver) readyNodes(ctx context.Context, selector map[string]string) ([]corev1.Node, error) {
+	list, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()})
 	if err != nil {
-		return nil, fmt.Errorf("listing the cluster's nodes to import the image archive on one: %w", classify(err))
+		return nil, fmt.Errorf("listing the cluster's nodes to import the image archive on: %w", classify(err))
 	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if !n.Spec.Unschedulable && nodeReady(n) {
-			return n, nil
-		}
+	nodes := slices.DeleteFunc(list.Items, func(n corev1.Node) bool { return n.Spec.Unschedulable || !nodeReady(&n) })
+	if len(nodes) == 0 {
+		return nil, driver.Transient(fmt.Errorf("no ready node of the cluster matches the pods' node selector %v to import the image archive on", selector))
 	}
-	return nil, driver.Transient(fmt.Errorf("no ready node of the cluster matches the pods' node selector %v to import the image archive on", selector))
+	return nodes, nil
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -117,6 +138,31 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// importOnce imports archive a on a node (by its name) unless this driver did: once per
+// node and content hash (an engine restart imports again, which finds the image there).
+func (d *Driver) importOnce(ctx context.Context, node string, a ImageArchive) error {
+	key := node + "/" + a.Hash
+	unlock := d.importing.Lock(key)
+	defer unlock()
+	d.importMu.Lock()
+	done := d.imported[key]
+	d.importMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := d.importOn(ctx, node, a); err != nil {
+		return err
+	}
+	d.importMu.Lock()
+	if d.imported == nil {
+		d.imported = map[string]bool{}
+	}
+	d.imported[key] = true
+	d.importMu.Unlock()
+	d.log.Info("imported an image archive into a node's containerd", "node", node, "hash", a.Hash)
+	return nil
 }
 
 // importOn imports archive a on a node (by its name) through a pod of its own, deleted at
@@ -229,14 +275,4 @@ func (d *Driver) containerdSocket(ctx context.Context, node string) string {
 		return socket
 	}
 	return containerrt.DefaultAddress
-}
-
-// withHost is selector with the node's host name, which pins a pod to it.
-func withHost(selector map[string]string, host string) map[string]string {
-	out := maps.Clone(selector)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out[hostnameLabel] = host
-	return out
 }

@@ -69,9 +69,9 @@ type Config struct {
 	Namespace string
 	// Image is the pods' image; it needs /bin/sh (and python3 for environments).
 	Image string
-	// Archive, when set, is the image archive Image is imported from into a node's
-	// containerd before the first pod, which then runs on that node (archive.go), by
-	// Importer.
+	// Archive, when set, is the image archive Image is imported from, by Importer, into
+	// the containerd of the nodes the pods may run on; the pods run on those only
+	// (archive.go).
 	Archive      *ImageArchive
 	Importer     ImageImporter
 	NodeSelector map[string]string

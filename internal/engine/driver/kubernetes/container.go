@@ -43,9 +43,9 @@ const tasksDir = filesDir + "/tasks"
 // taskContainerName is the ephemeral container of a task: a DNS label unique in its pod.
 func taskContainerName(taskKey string) string { return dnsLabel("task-" + taskKey) }
 
-// startInImage writes task's files and starts its wrapper in a container of the task's
-// image in node n's pod.
-func (d *Driver) startInImage(ctx context.Context, n *node, spec driver.TaskSpec, task ssh.RemoteTask) error {
+// startInImage writes task's files (through tasks, node n's) and starts its wrapper in a
+// container of the task's image in n's pod.
+func (d *Driver) startInImage(ctx context.Context, n *node, tasks ssh.TaskStore, spec driver.TaskSpec, task ssh.RemoteTask) error {
 	c := spec.Container
 	image, pull := c.Image, corev1.PullIfNotPresent
 	if c.Archive != "" {
@@ -63,13 +63,13 @@ func (d *Driver) startInImage(ctx context.Context, n *node, spec driver.TaskSpec
 		return err
 	}
 	task.LaunchedElsewhere = true
-	if err := d.taskStore(n.name).Start(ctx, task); err != nil {
-		return driver.Transient(err)
+	if err := tasks.Start(ctx, task); err != nil {
+		return err
 	}
 	ec := taskContainer(spec.Key, image, pull, user)
 	if err := d.addEphemeral(ctx, n.name, ec); err != nil {
 		// The task's files say it is running: end it, so nothing waits for it.
-		if ferr := d.taskStore(n.name).FailUnlaunched(ctx, spec.Key, err.Error()); ferr != nil {
+		if ferr := tasks.FailUnlaunched(ctx, spec.Key, err.Error()); ferr != nil {
 			d.log.Warn("ending a task whose container was refused", "node", n.key, "task", spec.Key, "error", ferr)
 		}
 		return err
@@ -168,26 +168,6 @@ func (d *Driver) podHost(ctx context.Context, n *node) (string, error) {
 		return "", driver.Transient(fmt.Errorf("pod %s is not placed on a node yet", n.name))
 	}
 	return pod.Spec.NodeName, nil
-}
-
-// importOnce imports archive a into the containerd of Kubernetes node host, once per
-// driver (an engine restart imports again, which finds the image there).
-func (d *Driver) importOnce(ctx context.Context, host string, a ImageArchive) error {
-	d.importMu.Lock()
-	defer d.importMu.Unlock()
-	done := host + "/" + a.Hash
-	if d.imported[done] {
-		return nil
-	}
-	if err := d.importOn(ctx, host, a); err != nil {
-		return err
-	}
-	if d.imported == nil {
-		d.imported = map[string]bool{}
-	}
-	d.imported[done] = true
-	d.log.Info("imported an image archive into a node's containerd", "node", host, "image", environment.ArchiveImage(a.Hash))
-	return nil
 }
 
 // watchTaskContainers ends the tasks whose containers in pod cannot start: waiting on an

@@ -57,12 +57,12 @@ type Driver struct {
 
 	keys keylock.Locks
 
-	// importHost is the host name of the node the archive was imported on (archive.go);
-	// imported holds "<node>/<content hash>" of the archives of tasks' images imported
-	// (container.go).
-	importMu   sync.Mutex
-	importHost string
-	imported   map[string]bool
+	// imported holds "<node>/<content hash>" of the archives imported into a node's
+	// containerd (importOnce): the driver's own (archive.go) and tasks' images
+	// (container.go). importing serialises the imports of one key.
+	importing keylock.Locks
+	importMu  sync.Mutex
+	imported  map[string]bool
 
 	mu      sync.Mutex
 	nodes   map[string]*node           // watched nodes by key
@@ -195,6 +195,20 @@ func check(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, cfg Co
 	return nil
 }
 
+// CheckTasksInImages says, in an error naming the permission, when the credentials may not
+// add ephemeral containers to the engine's pods, which tasks in images on them need
+// (container.go). The engine's own pods only ask it, and only warn: a cluster without
+// container environments needs no such rule, and such a task fails at its start, naming
+// it.
+func (d *Driver) CheckTasksInImages(ctx context.Context) error {
+	allowed, err := mayDo(ctx, d.cs, d.rest.Host, d.cfg.Namespace, ephemeralContainers)
+	if err != nil || allowed {
+		return err
+	}
+	return fmt.Errorf("the kubeconfig's credentials may not %s in namespace %q: jobs and deployments in container environments will fail at their start; add that rule to the engine's Role to run them",
+		ephemeralContainers, d.cfg.Namespace)
+}
+
 // Name is "kubernetes".
 func (d *Driver) Name() string { return "kubernetes" }
 
@@ -245,11 +259,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 	if pod == nil {
 		ps := d.ps
 		if d.cfg.Archive != nil {
-			host, err := d.importedNode(ctx, spec)
+			hosts, err := d.importedHosts(ctx, spec)
 			if err != nil {
 				return driver.NodeInfo{}, fmt.Errorf("creating node %s: %w", spec.Key, err)
 			}
-			ps.nodeSelector = withHost(ps.nodeSelector, host)
+			ps.hosts = hosts
 		}
 		want, err := buildPod(ps, spec)
 		if err != nil {

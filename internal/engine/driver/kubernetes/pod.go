@@ -146,6 +146,9 @@ type podSpec struct {
 	image        string
 	nodeSelector map[string]string
 	requestScale float64
+	// hosts, when set, are the host names of the nodes that hold the pod's image (an
+	// imported archive): the pod may run on those only.
+	hosts []string
 	// schedulingGates hold the pod before scheduling (the conformance suite makes nodes
 	// ready from outside by removing them).
 	schedulingGates []string
@@ -202,6 +205,12 @@ func buildPod(ps podSpec, spec driver.NodeSpec) (*corev1.Pod, error) {
 	if size, ok := catalog.Lookup(spec.VMSize); ok && size.Isolated && spec.Pod == nil {
 		pod.Spec.Affinity = isolatedAffinity(ps.engineID)
 	}
+	if len(ps.hosts) > 0 {
+		if pod.Spec.Affinity == nil {
+			pod.Spec.Affinity = &corev1.Affinity{}
+		}
+		pod.Spec.Affinity.NodeAffinity = onHosts(ps.hosts)
+	}
 	for _, g := range ps.schedulingGates {
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
 	}
@@ -217,6 +226,15 @@ func isolatedAffinity(engineID string) *corev1.Affinity {
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelEngine: labelValue(engineID)}},
 			TopologyKey:   "kubernetes.io/hostname",
 		}},
+	}}
+}
+
+// onHosts lets a pod run only on the nodes of the given host names.
+func onHosts(hosts []string) *corev1.NodeAffinity {
+	return &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: hostnameLabel, Operator: corev1.NodeSelectorOpIn, Values: hosts,
+		}}}},
 	}}
 }
 

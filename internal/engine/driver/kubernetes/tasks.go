@@ -142,12 +142,17 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 		}
 	}
 	if spec.Container != nil {
-		err = d.startInImage(ctx, n, spec, task)
+		err = d.startInImage(ctx, n, tasks, spec, task)
 	} else {
 		err = tasks.Start(ctx, task)
 	}
 	if err != nil {
-		return fmt.Errorf("starting task %s on node %s: %w", spec.Key, nodeKey, driver.Transient(err))
+		// A refusal stays one (no importer, an image the RBAC may not add); anything else
+		// is tried again.
+		if !driver.IsPermanent(err) {
+			err = driver.Transient(err)
+		}
+		return fmt.Errorf("starting task %s on node %s: %w", spec.Key, nodeKey, err)
 	}
 	d.watchTask(n, spec.Key)
 	return nil
