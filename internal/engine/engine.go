@@ -191,17 +191,12 @@ func New(cfg Config) (*Engine, error) {
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
 	core.RegisterPass(api.TypeComputeInstance, e.instances.Pass)
 	e.scoring = scoring.New(cfg.Store, cfg.Clock, log, router.Options{})
-	// An endpoint instance's node is one of the engine's own, of the deployment's instance
-	// type, as a cluster's node is of its size.
-	deploymentRuntime := func(instanceType string) string {
-		return core.NoContainerRuntime(model.Compute{VMSize: instanceType}, "")
-	}
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, NewID: cfg.NewID,
 		EnvCacheDir:        envCacheDir(cfg),
 		Quota:              core.QuotaIndex(),
 		Nodes:              e.nodes,
-		NoContainerRuntime: deploymentRuntime,
+		NoContainerRuntime: core.NoDeploymentRuntime,
 		Scoring:            e.scoring,
 	})
 	if err := e.endpoints.LoadQuotaIndex(); err != nil {
@@ -209,7 +204,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.envs = environments.New(environments.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
-		CacheDir: envCacheDir(cfg), Snapshots: cfg.Snapshots, NoContainerRuntime: deploymentRuntime,
+		CacheDir: envCacheDir(cfg), Snapshots: cfg.Snapshots, NoContainerRuntime: core.NoDeploymentRuntime,
 		ContainerdAddress: cfg.ContainerdAddress,
 	})
 	e.workspaces = workspaces.New(workspaces.Config{

@@ -50,10 +50,10 @@ func (c *Core) envCache(rec model.Compute) string {
 
 // NoContainerRuntime says why the nodes of compute rec (named name in the job's request)
 // cannot run a job in a container image, or is "" when they can (environment.CannotRun):
-// the engine's local nodes when their driver has a containerd, its Slurm nodes, its
-// Kubernetes pods but for GPU sizes (the task's container does not get the node's GPUs),
-// attached machines (each machine's own containerd, found when the task starts), and
-// attached Kubernetes clusters (the job's pods are of the image).
+// the engine's own nodes when ownNodesRunNoImages says nothing (but for GPU sizes on its
+// Kubernetes pods, podGPUsLost), attached machines (each machine's own containerd, found
+// when the task starts), and attached Kubernetes clusters (the job's pods are of the
+// image).
 func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
 	switch {
 	case rec.Kubernetes != nil || rec.KubeJob != nil:
@@ -64,17 +64,40 @@ func (c *Core) NoContainerRuntime(rec model.Compute, name string) string {
 				"which is not a Linux one", name)
 		}
 		return ""
-	case c.containers && c.podNodes:
-		if size, ok := catalog.Lookup(rec.VMSize); ok && size.GPUs > 0 {
-			why := fmt.Sprintf("of size %s, whose GPUs (%d) this engine's Kubernetes pods give to the node's own container, "+
-				"not to the container an image runs in", size.Name, size.GPUs)
-			if name == "" { // an endpoint's instances: they have no compute
-				return "the deployment's instance type is " + why + ": give the deployment an environment of the python or user_managed kind, or a size without GPUs"
-			}
-			return fmt.Sprintf("compute %q is %s: run the job on an attached Kubernetes cluster (mlcompute_attached_compute.kubernetes), "+
-				"whose job pods are of the image and get the GPUs", name, why)
-		}
+	}
+	if why := c.podGPUsLost(rec.VMSize); why != "" {
+		return fmt.Sprintf("compute %q is %s: run the job on an attached Kubernetes cluster (mlcompute_attached_compute.kubernetes), "+
+			"whose job pods are of the image and get the GPUs", name, why)
+	}
+	return c.ownNodesRunNoImages()
+}
+
+// NoDeploymentRuntime says why the engine's own nodes of a deployment's instance type,
+// which its instances run on, cannot run a container image, or is "" when they can.
+func (c *Core) NoDeploymentRuntime(instanceType string) string {
+	if why := c.podGPUsLost(instanceType); why != "" {
+		return "the deployment's instance type is " + why + ": give the deployment an environment of the python or user_managed kind, or a size without GPUs"
+	}
+	return c.ownNodesRunNoImages()
+}
+
+// podGPUsLost says, for a size with GPUs on the engine's own Kubernetes pods, that an
+// image's container would not get them (the device plugin gives them to the node's own
+// container; an ephemeral container has no resources), or is "".
+func (c *Core) podGPUsLost(vmSize string) string {
+	size, ok := catalog.Lookup(vmSize)
+	if !c.containers || !c.podNodes || !ok || size.GPUs == 0 {
 		return ""
+	}
+	return fmt.Sprintf("of size %s, whose GPUs (%d) this engine's Kubernetes pods give to the node's own container, "+
+		"not to the container an image runs in", size.Name, size.GPUs)
+}
+
+// ownNodesRunNoImages says why the engine's own nodes cannot run container images, or is
+// "" when they can: local nodes when their driver has a containerd, Slurm nodes from an
+// engine on Linux, Kubernetes pods.
+func (c *Core) ownNodesRunNoImages() string {
+	switch {
 	case c.containers:
 		return ""
 	case c.local:

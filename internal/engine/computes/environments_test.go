@@ -52,14 +52,17 @@ func TestNoContainerRuntimeNamesWhy(t *testing.T) {
 			if (tc.refuse == "") != (got == "") || !strings.Contains(got, tc.refuse) {
 				t.Fatalf("NoContainerRuntime = %q; want %q", got, tc.refuse)
 			}
-			// An endpoint's instances (no compute name) of the same size get the same answer,
-			// in words about the deployment.
-			deployment := c.NoContainerRuntime(tc.rec, "")
+			// An endpoint's instances, on the engine's own nodes of the same size, get the
+			// same answer, in words about the deployment.
+			if tc.rec.Attached != nil || tc.rec.Kubernetes != nil {
+				return
+			}
+			deployment := c.NoDeploymentRuntime(tc.rec.VMSize)
 			if (got == "") != (deployment == "") {
-				t.Fatalf("for a deployment NoContainerRuntime = %q; for a compute %q", deployment, got)
+				t.Fatalf("NoDeploymentRuntime = %q; for a compute %q", deployment, got)
 			}
 			if tc.rec.VMSize == gpuCluster.VMSize && !strings.Contains(deployment, "the deployment's instance type is of size Standard_NC6s_v3") {
-				t.Fatalf("for a deployment of a GPU size NoContainerRuntime = %q; want it to name the instance type", deployment)
+				t.Fatalf("NoDeploymentRuntime of a GPU size = %q; want it to name the instance type", deployment)
 			}
 		})
 	}
