@@ -34,6 +34,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/schedules"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/route"
 	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/history"
@@ -92,8 +93,8 @@ type Config struct {
 	// kubernetes.image (the daemon gives --kube-image, else MLCOMPUTE_KUBE_IMAGE); empty:
 	// such a cluster is refused at attach.
 	KubeImage string
-	// KubeChecks are the calls an attach makes to a cluster; nil makes them with package
-	// kubernetes (tests give fakes).
+	// KubeChecks are the calls an attach makes to a cluster; nil makes them with the
+	// Kubernetes driver's checks (driverChecks; tests give fakes).
 	KubeChecks attached.KubeChecks
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
 	// (default 15 minutes, as in Azure).
@@ -180,8 +181,16 @@ func New(cfg Config) (*Engine, error) {
 	e.core = core
 	e.clusters = clusters.New(core)
 	e.instances = instances.New(instances.Config{Core: core, MinIdleShutdown: cfg.MinIdleShutdown, DataDir: cfg.DataDir, NodeAPI: cfg.NodeAPI})
-	e.attached = attached.New(core, attached.Config{DefaultKubeImage: cfg.KubeImage, KubeJobs: cfg.NewKubeDriver != nil, Checks: cfg.KubeChecks})
-	e.routes = route.Config{Lookups: e.attached, NewKubeDriver: cfg.NewKubeDriver, Containers: cfg.Containers, Logger: log}
+	checks := driverChecks{kubeImage: cfg.KubeImage}
+	clusterChecks := cfg.KubeChecks
+	if clusterChecks == nil {
+		clusterChecks = checks
+	}
+	e.attached = attached.New(core, attached.Config{
+		DefaultKubeImage: cfg.KubeImage, DefaultKubeImageFrom: kubernetes.ImageEnv, KubeJobs: cfg.NewKubeDriver != nil,
+		Machines: checks, Clusters: clusterChecks,
+	})
+	e.routes = route.Config{Lookups: e.attached, NewKubeDriver: cfg.NewKubeDriver, DefaultKubeImage: cfg.KubeImage, Containers: cfg.Containers, Logger: log}
 	e.jobs = jobs.New(core, jobs.Config{
 		Snapshots: cfg.Snapshots, Kube: e.attached, SharedFilesystem: cfg.NodesDriver == "local",
 		Artifacts: cfg.Artifacts, MaxOutputSize: cfg.MaxOutputSize,

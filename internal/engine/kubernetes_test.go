@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
@@ -29,21 +30,22 @@ import (
 // and the instance types in tooBig fit no node.
 type kubeChecks struct {
 	accessErr error
-	capacity  kubernetes.Capacity
+	capacity  attached.Capacity
 	tooBig    map[string]bool
-	configs   []kubernetes.Config
+	clusters  []model.KubeCluster
 }
 
-func (k *kubeChecks) Access(_ context.Context, cfg kubernetes.Config) error {
-	k.configs = append(k.configs, cfg)
-	return k.accessErr
+// Access answers accessErr as the composition root's checks would (kubeSetting).
+func (k *kubeChecks) Access(_ context.Context, c model.KubeCluster) error {
+	k.clusters = append(k.clusters, c)
+	return kubeSetting(k.accessErr)
 }
 
-func (k *kubeChecks) Capacity(context.Context, kubernetes.Config, []driver.PodShape) (kubernetes.Capacity, error) {
+func (k *kubeChecks) Capacity(context.Context, model.KubeCluster, []driver.PodShape) (attached.Capacity, error) {
 	return k.capacity, nil
 }
 
-func (k *kubeChecks) InstanceType(_ context.Context, _ kubernetes.Config, s driver.PodShape) error {
+func (k *kubeChecks) InstanceType(_ context.Context, _ model.KubeCluster, s driver.PodShape) error {
 	if k.tooBig[s.InstanceType] {
 		return errors.New("instance type \"" + s.InstanceType + "\" requests more than any of its 1 node(s) can give")
 	}
@@ -62,7 +64,7 @@ func newKubeRig(t *testing.T) *kubeRig {
 	k := &kubeRig{
 		rig:    &rig{t: t, clk: clk, drv: fake.New(clk), path: filepath.Join(t.TempDir(), "state.db")},
 		pods:   fake.New(clk),
-		checks: &kubeChecks{capacity: kubernetes.Capacity{Listed: true, Nodes: 1, VCPUs: 8, MemoryGB: 31.2}},
+		checks: &kubeChecks{capacity: attached.Capacity{Listed: true, Nodes: 1, VCPUs: 8, MemoryGB: 31.2}},
 	}
 	k.configure = func(cfg *Config, e *Engine) {
 		if e == nil {
@@ -251,8 +253,8 @@ func TestKubernetesUpdateChecksNewConnectionOnly(t *testing.T) {
 	if _, err := k.e.UpdateCompute(context.Background(), "lab", "k8s", api.ComputeUpdate{Kubernetes: &upd}); err != nil {
 		t.Fatal(err)
 	}
-	if len(k.checks.configs) != 1 {
-		t.Fatalf("an image change checked the cluster %d more times; want none", len(k.checks.configs)-1)
+	if len(k.checks.clusters) != 1 {
+		t.Fatalf("an image change checked the cluster %d more times; want none", len(k.checks.clusters)-1)
 	}
 	upd.Namespace = "team"
 	k.checks.accessErr = &kubernetes.AccessError{Setting: kubernetes.SettingNamespace, Msg: `namespace "team" does not exist in the cluster`}
@@ -274,7 +276,7 @@ func TestKubernetesKubeconfigNeverLogged(t *testing.T) {
 	k := &kubeRig{
 		rig:    &rig{t: t, clk: clk, drv: fake.New(clk), path: filepath.Join(t.TempDir(), "state.db")},
 		pods:   fake.New(clk),
-		checks: &kubeChecks{capacity: kubernetes.Capacity{Listed: true, Nodes: 1, VCPUs: 2, MemoryGB: 4}},
+		checks: &kubeChecks{capacity: attached.Capacity{Listed: true, Nodes: 1, VCPUs: 2, MemoryGB: 4}},
 	}
 	k.configure = func(cfg *Config, e *Engine) {
 		if e != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
-	sshdrv "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -42,39 +41,29 @@ type Controller struct {
 // Config is what the controller is built with besides the compute core.
 type Config struct {
 	// DefaultKubeImage is the image of job pods on an attached cluster whose
-	// kubernetes.image is not set (the engine's MLCOMPUTE_KUBE_IMAGE).
-	DefaultKubeImage string
+	// kubernetes.image is not set, and DefaultKubeImageFrom says where it comes from in
+	// errors when it is empty (the engine's MLCOMPUTE_KUBE_IMAGE).
+	DefaultKubeImage, DefaultKubeImageFrom string
 	// KubeJobs says the engine has a node driver for attached clusters' pods (the
 	// composition root's driver/route); without one, jobs there are refused at submit.
 	KubeJobs bool
-	// Checks are the calls an attach makes to a cluster; nil makes them with package
-	// kubernetes (tests give fakes).
-	Checks KubeChecks
+	// Machines and Clusters are the checks an attach makes (checks.go); both are needed.
+	Machines MachineChecks
+	Clusters KubeChecks
 }
 
 // New builds the controller.
 func New(core Core, cfg Config) *Controller {
-	if cfg.Checks == nil {
-		cfg.Checks = clusterChecks{}
-	}
 	return &Controller{core: core, log: core.Logger().Named("attached"), cfg: cfg}
 }
 
 // attachProbeTimeout bounds the connection and checks made when a machine is attached.
 const attachProbeTimeout = 30 * time.Second
 
-// sshTarget is how the ssh driver reaches an attached machine.
-func sshTarget(a model.Attached) sshdrv.Target {
-	return sshdrv.Target{
-		Address: a.Address, Port: int(a.Port), Username: a.Username,
-		Password: a.Password, PrivateKeyPEM: a.PrivateKey, HostKeyFingerprint: a.HostKeyFingerprint,
-	}
-}
-
-// AttachedTarget is how the engine's ssh driver reaches the machine of a stored node
-// (driver/route's Lookups).
-func (c *Controller) AttachedTarget(_ context.Context, nodeKey string) (sshdrv.Target, error) {
-	var t sshdrv.Target
+// AttachedMachine is the stored machine of an attached machine's node (driver/route's
+// Lookups).
+func (c *Controller) AttachedMachine(_ context.Context, nodeKey string) (model.Attached, error) {
+	var a model.Attached
 	err := c.core.View(func(tx *store.Tx) error {
 		n, ok := c.core.NodeByID(tx, nodeKey)
 		if !ok {
@@ -86,10 +75,10 @@ func (c *Controller) AttachedTarget(_ context.Context, nodeKey string) (sshdrv.T
 		} else if !ok || rec.Attached == nil {
 			return driver.ErrNotFound
 		}
-		t = sshTarget(*rec.Attached)
+		a = *rec.Attached
 		return nil
 	})
-	return t, err
+	return a, err
 }
 
 // AttachedTasks is the task of the job the store records as running on an attached
@@ -155,7 +144,7 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 
 	out, err := c.core.Insert(ctx, rec, idempotencyKey, "")
 	if err == nil {
-		c.log.Info("machine attached", "compute", key, "address", sshTarget(a).String(), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
+		c.log.Info("machine attached", "compute", key, "address", Address(a), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
 	}
 	return out, err
 }
@@ -187,35 +176,20 @@ func (c *Controller) checkNew(workspace, name, idempotencyKey string) (bool, err
 
 // probeAttached connects to the machine and reads its size, turning every way that can
 // fail into an error on the setting to fix.
-func (c *Controller) probeAttached(ctx context.Context, a model.Attached) (sshdrv.HostInfo, error) {
+func (c *Controller) probeAttached(ctx context.Context, a model.Attached) (MachineInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, attachProbeTimeout)
 	defer cancel()
-	info, err := sshdrv.Probe(ctx, sshTarget(a))
-	if err == nil {
-		return info, nil
-	}
-	credential := "virtual_machine.password"
-	if a.PrivateKey != "" {
-		credential = "virtual_machine.private_key"
-	}
-	var field string
+	info, err := c.cfg.Machines.Probe(ctx, a)
+	var se *SettingError
 	switch {
-	case sshdrv.IsUnreachable(err), sshdrv.IsNotLinux(err):
-		field = "virtual_machine.address"
-	case sshdrv.IsConnectionRefused(err):
-		field = "virtual_machine.ssh_port"
-	case sshdrv.IsAuthFailed(err):
-		field = credential
-	case sshdrv.IsHostKeyMismatch(err):
-		field = "virtual_machine.host_key_fingerprint"
-	case sshdrv.IsInvalidTarget(err):
-		field = credential
+	case err == nil:
+		return info, nil
+	case errors.As(err, &se):
+		return info, api.Errorf(api.CodeInvalid, se.Setting, "cannot attach the machine: %v", err)
 	case errors.Is(err, context.Canceled):
-		return info, api.Errorf(api.CodeUnavailable, "", "attaching %s was cancelled", sshTarget(a))
-	default:
-		return info, api.Errorf(api.CodeInvalid, "virtual_machine.address", "attaching %s: %v", sshTarget(a), err)
+		return info, api.Errorf(api.CodeUnavailable, "", "attaching %s was cancelled", Address(a))
 	}
-	return info, api.Errorf(api.CodeInvalid, field, "cannot attach the machine: %v", err)
+	return info, api.Errorf(api.CodeInvalid, "virtual_machine.address", "attaching %s: %v", Address(a), err)
 }
 
 // Update updates an attached compute in place: its description and tags, and a

@@ -1,7 +1,6 @@
 package attached
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -11,7 +10,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
@@ -24,39 +22,14 @@ import (
 // cluster's node driver (KubeDrivers) and deleted when the job ends, as serverless jobs'
 // nodes are.
 
-// KubeChecks are the calls an attach makes to the cluster: package kubernetes's, replaced
-// in engine tests that have no cluster.
-type KubeChecks interface {
-	// Access fails with a *kubernetes.AccessError naming what is missing.
-	Access(ctx context.Context, cfg kubernetes.Config) error
-	// Capacity sums the allocatable of the nodes the instance types can use.
-	Capacity(ctx context.Context, cfg kubernetes.Config, types []driver.PodShape) (kubernetes.Capacity, error)
-	// InstanceType fails when no node can run a pod of the instance type.
-	InstanceType(ctx context.Context, cfg kubernetes.Config, shape driver.PodShape) error
-}
-
-type clusterChecks struct{}
-
-func (clusterChecks) Access(ctx context.Context, cfg kubernetes.Config) error {
-	return kubernetes.CheckAccess(ctx, cfg)
-}
-
-func (clusterChecks) Capacity(ctx context.Context, cfg kubernetes.Config, types []driver.PodShape) (kubernetes.Capacity, error) {
-	return kubernetes.ReadCapacity(ctx, cfg, types)
-}
-
-func (clusterChecks) InstanceType(ctx context.Context, cfg kubernetes.Config, shape driver.PodShape) error {
-	return kubernetes.CheckInstanceType(ctx, cfg, shape)
-}
-
 // kubeCheckTimeout bounds the checks of an attach or an update, and the instance type's
 // check at job submission.
 const kubeCheckTimeout = 60 * time.Second
 
 // KubeNode is the cluster of a job pod's node, as its job compute recorded it
 // (driver/route's Lookups).
-func (c *Controller) KubeNode(nodeKey string) (kubernetes.Config, bool, error) {
-	var cfg kubernetes.Config
+func (c *Controller) KubeNode(nodeKey string) (model.KubeCluster, bool, error) {
+	var k model.KubeCluster
 	var ok bool
 	err := c.core.View(func(tx *store.Tx) error {
 		n, found := c.core.NodeByID(tx, nodeKey)
@@ -67,39 +40,26 @@ func (c *Controller) KubeNode(nodeKey string) (kubernetes.Config, bool, error) {
 		if found, err := tx.Get(store.Computes, n.Compute, &rec); err != nil || !found || rec.KubeJob == nil {
 			return err
 		}
-		cfg, ok = c.kubeConfig(rec.KubeJob.Cluster), true
+		k, ok = rec.KubeJob.Cluster, true
 		return nil
 	})
-	return cfg, ok, err
+	return k, ok, err
 }
 
 // KubeClusters are the clusters the store's job computes name, the only ones that may
 // hold the engine's pods (driver/route's Lookups).
-func (c *Controller) KubeClusters() ([]kubernetes.Config, error) {
-	var out []kubernetes.Config
+func (c *Controller) KubeClusters() ([]model.KubeCluster, error) {
+	var out []model.KubeCluster
 	err := c.core.View(func(tx *store.Tx) error {
 		recs, err := store.List[model.Compute](tx, store.Computes, "")
 		for _, rec := range recs {
 			if rec.KubeJob != nil {
-				out = append(out, c.kubeConfig(rec.KubeJob.Cluster))
+				out = append(out, rec.KubeJob.Cluster)
 			}
 		}
 		return err
 	})
 	return out, err
-}
-
-// kubeConfig is how the engine reaches a stored cluster. The images fall back to the
-// engine's default (MLCOMPUTE_KUBE_IMAGE).
-func (c *Controller) kubeConfig(k model.KubeCluster) kubernetes.Config {
-	cfg := kubernetes.Config{
-		Kubeconfig: []byte(k.Kubeconfig), Context: k.Context, Namespace: k.Namespace, Image: cmp.Or(k.Image, c.cfg.DefaultKubeImage),
-		StartTimeout: kubernetes.DefaultStartTimeout,
-	}
-	if a := k.Archive; a != nil {
-		cfg.Archive = &kubernetes.ImageArchive{Path: a.Path, Hash: a.Hash, ImportImage: cmp.Or(a.ImportImage, c.cfg.DefaultKubeImage)}
-	}
-	return cfg
 }
 
 // shapes are a cluster's instance types as pod shapes, sorted by name.
@@ -119,14 +79,13 @@ func shapeOf(name string, it api.InstanceType) driver.PodShape {
 // checkCluster checks that the cluster can run job pods and reads what its instance types
 // can use, turning every failure into an error on the setting to fix. A credential that
 // may not list nodes leaves the capacity at zero.
-func (c *Controller) checkCluster(ctx context.Context, k model.KubeCluster) (kubernetes.Capacity, error) {
+func (c *Controller) checkCluster(ctx context.Context, k model.KubeCluster) (Capacity, error) {
 	ctx, cancel := context.WithTimeout(ctx, kubeCheckTimeout)
 	defer cancel()
-	cfg := c.kubeConfig(k)
-	if err := c.cfg.Checks.Access(ctx, cfg); err != nil {
-		return kubernetes.Capacity{}, kubeError("cannot attach the cluster", err)
+	if err := c.cfg.Clusters.Access(ctx, k); err != nil {
+		return Capacity{}, kubeError("cannot attach the cluster", err)
 	}
-	capacity, err := c.cfg.Checks.Capacity(ctx, cfg, shapes(k))
+	capacity, err := c.cfg.Clusters.Capacity(ctx, k, shapes(k))
 	if err != nil {
 		return capacity, kubeError("cannot read the capacity of the cluster's nodes", err)
 	}
@@ -137,14 +96,23 @@ func (c *Controller) checkCluster(ctx context.Context, k model.KubeCluster) (kub
 }
 
 func kubeError(doing string, err error) error {
-	var ae *kubernetes.AccessError
+	var se *SettingError
 	switch {
-	case errors.As(err, &ae):
-		return api.Errorf(api.CodeInvalid, "kubernetes."+ae.Setting, "%s: %v", doing, err)
+	case errors.As(err, &se):
+		return api.Errorf(api.CodeInvalid, se.Setting, "%s: %v", doing, err)
 	case errors.Is(err, context.Canceled):
 		return api.Errorf(api.CodeUnavailable, "", "%s: cancelled", doing)
 	}
 	return api.Errorf(api.CodeInvalid, "kubernetes.kubeconfig", "%s: %v", doing, err)
+}
+
+// noDefaultImage refuses a cluster without kubernetes.image on an engine without a
+// default image.
+func (c *Controller) noDefaultImage(k model.KubeCluster) error {
+	if k.Image != "" || c.cfg.DefaultKubeImage != "" {
+		return nil
+	}
+	return api.Errorf(api.CodeInvalid, "kubernetes.image", "kubernetes.image is not set and the engine has no default image (%s): set the image job pods run; it needs /bin/sh", c.cfg.DefaultKubeImageFrom)
 }
 
 // CreateKubernetes attaches a Kubernetes cluster: it checks the settings, that the API
@@ -157,8 +125,8 @@ func (c *Controller) CreateKubernetes(ctx context.Context, workspace string, spe
 		return nil, err
 	}
 	k := model.KubeClusterFrom(*spec.Kubernetes)
-	if k.Image == "" && c.cfg.DefaultKubeImage == "" {
-		return nil, api.Errorf(api.CodeInvalid, "kubernetes.image", "kubernetes.image is not set and the engine has no default image (%s): set the image job pods run; it needs /bin/sh", kubernetes.ImageEnv)
+	if err := c.noDefaultImage(k); err != nil {
+		return nil, err
 	}
 	replay, err := c.checkNew(workspace, spec.Name, idempotencyKey)
 	if err != nil {
@@ -196,8 +164,8 @@ func (c *Controller) updateKubernetes(ctx context.Context, rec model.Compute, up
 		}
 		next = model.KubeClusterFrom(*upd.Kubernetes)
 		next.VCPUs, next.MemoryGB = rec.Kubernetes.VCPUs, rec.Kubernetes.MemoryGB
-		if next.Image == "" && c.cfg.DefaultKubeImage == "" {
-			return nil, api.Errorf(api.CodeInvalid, "kubernetes.image", "kubernetes.image is not set and the engine has no default image (%s): set the image job pods run; it needs /bin/sh", kubernetes.ImageEnv)
+		if err := c.noDefaultImage(next); err != nil {
+			return nil, err
 		}
 		if !next.SameConnection(*rec.Kubernetes) || !maps.EqualFunc(next.InstanceTypes, rec.Kubernetes.InstanceTypes, sameInstanceType) {
 			capacity, err := c.checkCluster(ctx, next)
@@ -234,9 +202,9 @@ func (c *Controller) KubeJob(ctx context.Context, rec model.Compute, instanceTyp
 	}
 	ctx, cancel := context.WithTimeout(ctx, kubeCheckTimeout)
 	defer cancel()
-	if err := c.cfg.Checks.InstanceType(ctx, c.kubeConfig(*rec.Kubernetes), shapeOf(name, it)); err != nil {
-		var ae *kubernetes.AccessError
-		if errors.As(err, &ae) {
+	if err := c.cfg.Clusters.InstanceType(ctx, *rec.Kubernetes, shapeOf(name, it)); err != nil {
+		var se *SettingError
+		if errors.As(err, &se) {
 			return nil, api.Errorf(api.CodeUnavailable, "compute", "attached Kubernetes compute %q cannot be reached: %v", rec.Name, err)
 		}
 		return nil, api.Errorf(api.CodeInvalid, "instance_type", "%v", err)

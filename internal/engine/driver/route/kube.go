@@ -27,6 +27,7 @@ type NewKubeDriver func(ctx context.Context, cfg kubernetes.Config) (driver.Driv
 type kubeDrivers struct {
 	ctx     context.Context
 	lookups Lookups
+	image   string // Config.DefaultKubeImage
 	build   NewKubeDriver
 	log     hclog.Logger
 	events  chan driver.Event
@@ -44,7 +45,7 @@ var (
 )
 
 func newKubeDrivers(ctx context.Context, cfg Config) *kubeDrivers {
-	return &kubeDrivers{ctx: ctx, lookups: cfg.Lookups, build: cfg.NewKubeDriver, log: cfg.Logger.Named("kubernetes"),
+	return &kubeDrivers{ctx: ctx, lookups: cfg.Lookups, image: cfg.DefaultKubeImage, build: cfg.NewKubeDriver, log: cfg.Logger.Named("kubernetes"),
 		events: make(chan driver.Event), drivers: map[string]driver.Driver{}, listed: map[string]driver.Driver{}}
 }
 
@@ -93,7 +94,7 @@ func (k *kubeDrivers) driverFor(cfg kubernetes.Config) (driver.Driver, error) {
 
 // route finds the driver of a stored node's cluster, or the one that listed an orphan.
 func (k *kubeDrivers) route(nodeKey string) (driver.Driver, error) {
-	cfg, ok, err := k.lookups.KubeNode(nodeKey)
+	cluster, ok, err := k.lookups.KubeNode(nodeKey)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func (k *kubeDrivers) route(nodeKey string) (driver.Driver, error) {
 		}
 		return nil, driver.NotFound(fmt.Errorf("node %s is not a pod of an attached Kubernetes cluster the engine records", nodeKey))
 	}
-	return k.driverFor(cfg)
+	return k.driverFor(KubeConfig(cluster, k.image))
 }
 
 func (k *kubeDrivers) Name() string { return "kubernetes" }
@@ -138,7 +139,8 @@ func (k *kubeDrivers) List(ctx context.Context, owner string) ([]driver.NodeInfo
 	}
 	seen := map[string]bool{}
 	var out []driver.NodeInfo
-	for _, cfg := range clusters {
+	for _, cluster := range clusters {
+		cfg := KubeConfig(cluster, k.image)
 		if seen[clusterKey(cfg)] {
 			continue
 		}

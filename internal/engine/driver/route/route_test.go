@@ -12,25 +12,24 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/route"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 )
 
 // lookups is the store as the routes see it: which cluster each recorded job pod is on.
-type lookups struct{ pods map[string]kubernetes.Config }
+type lookups struct{ pods map[string]model.KubeCluster }
 
-func (lookups) AttachedTarget(context.Context, string) (ssh.Target, error) {
-	return ssh.Target{}, driver.ErrNotFound
+func (lookups) AttachedMachine(context.Context, string) (model.Attached, error) {
+	return model.Attached{}, driver.ErrNotFound
 }
 func (lookups) AttachedTasks(context.Context, string) ([]string, error) { return nil, nil }
-func (l lookups) KubeNode(key string) (kubernetes.Config, bool, error) {
-	cfg, ok := l.pods[key]
-	return cfg, ok, nil
+func (l lookups) KubeNode(key string) (model.KubeCluster, bool, error) {
+	k, ok := l.pods[key]
+	return k, ok, nil
 }
-func (l lookups) KubeClusters() ([]kubernetes.Config, error) {
-	var out []kubernetes.Config
-	for _, cfg := range l.pods {
-		out = append(out, cfg)
+func (l lookups) KubeClusters() ([]model.KubeCluster, error) {
+	var out []model.KubeCluster
+	for _, k := range l.pods {
+		out = append(out, k)
 	}
 	return out, nil
 }
@@ -41,15 +40,19 @@ func (l lookups) KubeClusters() ([]kubernetes.Config, error) {
 func TestNodesGoToTheirDriver(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	base := fake.New(clk)
-	teamA := kubernetes.Config{Namespace: "team-a", Image: "img"}
-	teamB := kubernetes.Config{Namespace: "team-b", Image: "img"}
+	teamA := model.KubeCluster{Namespace: "team-a", Image: "img"}
+	teamB := model.KubeCluster{Namespace: "team-b"} // the engine's default image
 	podA1, podA2, podB := model.KubeNodePrefix+"a1", model.KubeNodePrefix+"a2", model.KubeNodePrefix+"b1"
 	clusters := map[string]*fake.Driver{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	d := route.New(ctx, base, route.Config{
-		Lookups: lookups{pods: map[string]kubernetes.Config{podA1: teamA, podA2: teamA, podB: teamB}},
+		Lookups:          lookups{pods: map[string]model.KubeCluster{podA1: teamA, podA2: teamA, podB: teamB}},
+		DefaultKubeImage: "default-img",
 		NewKubeDriver: func(_ context.Context, cfg kubernetes.Config) (driver.Driver, error) {
+			if want := map[string]string{"team-a": "img", "team-b": "default-img"}[cfg.Namespace]; cfg.Image != want {
+				t.Errorf("cluster %s's driver has image %q; want %q", cfg.Namespace, cfg.Image, want)
+			}
 			if clusters[cfg.Namespace] != nil {
 				t.Fatalf("a second driver built for cluster %s", cfg.Namespace)
 			}
@@ -85,7 +88,7 @@ func TestNodesGoToTheirDriver(t *testing.T) {
 func TestNoKubeDriverRefusesPods(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	pod := model.KubeNodePrefix + "a1"
-	d := route.New(context.Background(), fake.New(clk), route.Config{Lookups: lookups{pods: map[string]kubernetes.Config{pod: {Namespace: "a"}}}})
+	d := route.New(context.Background(), fake.New(clk), route.Config{Lookups: lookups{pods: map[string]model.KubeCluster{pod: {Namespace: "a"}}}})
 	_, err := d.Create(context.Background(), driver.NodeSpec{Key: pod, Owner: "ws/c"})
 	if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "no Kubernetes node driver") {
 		t.Fatalf("Create of a job pod without a Kubernetes driver: %v; want a permanent error", err)
