@@ -42,6 +42,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/instance"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -275,9 +276,16 @@ func (e *Engine) pruneIdempotency() error {
 	return nil
 }
 
+// isSetupTask says whether a task is an instance's setup script (rules/instance makes and
+// parses its keys).
+func isSetupTask(task string) bool {
+	_, _, ok := instance.ParseSetupTask(task)
+	return ok
+}
+
 // onTaskExit routes a task's end to the instance's setup or to the job.
 func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
-	if strings.HasPrefix(task, "setup-") {
+	if isSetupTask(task) {
 		e.instances.SetupExited(ctx, node, task, code)
 		return
 	}
@@ -294,7 +302,7 @@ func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
 // stopped in between). A setup script is started again; a job's tasks are not routed: a
 // job whose ranks had not all started is still Preparing, and Recover starts it again.
 func (e *Engine) onTaskNotStarted(node, task string) {
-	if strings.HasPrefix(task, "setup-") {
+	if isSetupTask(task) {
 		e.instances.SetupNotStarted(node, task)
 	}
 }
