@@ -370,7 +370,9 @@ func unsatisfiableJobsRefused(c *client.Client) resource.TestCheckFunc {
 // TestKubeNodesDriverChecksPermissionsAtStart: the driver of `mlcompute serve --nodes
 // kubernetes` makes the attached clusters' access review when it starts, on a real
 // cluster: credentials bound to a Role without pods/exec are refused with the verb named,
-// before any node is made; the admin's are accepted. (Here because this file has the
+// before any node is made; the admin's are accepted. Credentials with pods and pods/exec
+// but not pods/ephemeralcontainers start, and the check of tasks in images (which serve
+// logs as a warning) names that rule; the admin's pass it. (Here because this file has the
 // helpers that make a service account with a Role and a kubeconfig for it.)
 func TestKubeNodesDriverChecksPermissionsAtStart(t *testing.T) {
 	tc := realCluster(t)
@@ -382,9 +384,22 @@ func TestKubeNodesDriverChecksPermissionsAtStart(t *testing.T) {
 	if want := fmt.Sprintf("may not create pods/exec in namespace %q", ns); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("starting with credentials without pods/exec: %v; want an error containing %s", err, want)
 	}
+	execRules := append(podRules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}})
+	noEphemeral := writeFile(t, tc.withToken(t, tc.serviceAccountToken(t, ns, "no-ephemeral", execRules)))
+	limited, err := kubedriver.New(ctx, kubedriver.Config{KubeconfigPath: noEphemeral, Namespace: ns, Image: tc.image, EngineID: slurm.NewEngineID()})
+	if err != nil {
+		t.Fatalf("starting with credentials without pods/ephemeralcontainers: %v; want a start", err)
+	}
+	defer limited.Close()
+	if err := limited.CheckTasksInImages(ctx); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("may not update pods/ephemeralcontainers in namespace %q", ns)) {
+		t.Fatalf("the check of tasks in images without pods/ephemeralcontainers: %v; want it named", err)
+	}
 	d, err := kubedriver.New(ctx, kubedriver.Config{KubeconfigPath: writeFile(t, tc.kubeconfig), Namespace: ns, Image: tc.image, EngineID: slurm.NewEngineID()})
 	if err != nil {
 		t.Fatalf("starting with the admin's credentials: %v", err)
 	}
-	d.Close()
+	defer d.Close()
+	if err := d.CheckTasksInImages(ctx); err != nil {
+		t.Fatalf("the check of tasks in images with the admin's credentials: %v", err)
+	}
 }
