@@ -104,7 +104,7 @@ func (d *Driver) importedHosts(ctx context.Context, spec driver.NodeSpec) ([]str
 			defer mu.Unlock()
 			if err != nil {
 				firstErr = cmp.Or(firstErr, err)
-				d.log.Warn("cannot import the image archive on a node; the pods run on the others", "node", n.Name, "error", err)
+				d.log.Warn("cannot import the image archive on a node; this pod may not run there", "node", n.Name, "error", err)
 				return
 			}
 			hosts = append(hosts, cmp.Or(n.Labels[hostnameLabel], n.Name))

@@ -147,8 +147,8 @@ func (d *Driver) StartTask(ctx context.Context, nodeKey string, spec driver.Task
 		err = tasks.Start(ctx, task)
 	}
 	if err != nil {
-		// A refusal stays one (no importer, an image the RBAC may not add); anything else
-		// is tried again.
+		// A refusal stays marked as one (no importer, an image the Role may not add);
+		// anything else may pass at a later try.
 		if !driver.IsPermanent(err) {
 			err = driver.Transient(err)
 		}
