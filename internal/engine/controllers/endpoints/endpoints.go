@@ -44,8 +44,7 @@ func (c *Controller) CreateEndpoint(_ context.Context, workspace string, spec ap
 	}
 	id := api.EndpointID(workspace, spec.Name)
 	var undoQuota func()
-	c.mu.Lock()
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.write(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
@@ -81,11 +80,11 @@ func (c *Controller) CreateEndpoint(_ context.Context, workspace string, spec ap
 		}
 		undoQuota = c.holdQuota(rec.Key(), deployments)
 		return nil
+	}, func() {
+		if undoQuota != nil {
+			undoQuota()
+		}
 	})
-	if err != nil && undoQuota != nil {
-		undoQuota()
-	}
-	c.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -220,8 +219,7 @@ func (c *Controller) deploymentEnvironment(tx *store.Tx, workspace, field, id, i
 func (c *Controller) EnvironmentChanged(workspace, name string) {
 	id := api.EnvironmentID(workspace, name)
 	var changed []string
-	c.mu.Lock()
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.write(func(tx *store.Tx) error {
 		env, err := model.GetEnvironment(tx, workspace, name)
 		if err != nil {
 			return err
@@ -248,8 +246,7 @@ func (c *Controller) EnvironmentChanged(workspace, name string) {
 			}
 		}
 		return nil
-	})
-	c.mu.Unlock()
+	}, nil)
 	if err != nil && !api.IsNotFound(err) {
 		c.log.Error("rolling out deployments of a changed environment failed", "environment", id, "error", err)
 		return
@@ -271,8 +268,7 @@ func (c *Controller) UpdateEndpoint(_ context.Context, workspace, name string, u
 		upd.AuthMode = api.AuthModeKey
 	}
 	var undoQuota func()
-	c.mu.Lock()
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.write(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil {
 			return err
@@ -319,14 +315,12 @@ func (c *Controller) UpdateEndpoint(_ context.Context, workspace, name string, u
 		}
 		undoQuota = c.holdQuota(rec.Key(), rec.Deployments)
 		return nil
-	})
-	if err != nil {
+	}, func() {
 		c.syncRouter(workspace + "/" + name)
 		if undoQuota != nil {
 			undoQuota()
 		}
-	}
-	c.mu.Unlock()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -372,16 +366,14 @@ func (c *Controller) ListEndpoints(_ context.Context, workspace string) ([]api.E
 // error when ctx ends first (the delete goes on, and resumes after an engine restart).
 func (c *Controller) DeleteEndpoint(ctx context.Context, workspace, name string) error {
 	key := workspace + "/" + name
-	c.mu.Lock()
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.write(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil || rec.Deleting {
 			return err
 		}
 		rec.Deleting = true
 		return tx.Put(store.Endpoints, key, rec)
-	})
-	c.mu.Unlock()
+	}, nil)
 	if err != nil {
 		return err
 	}
@@ -393,8 +385,7 @@ func (c *Controller) DeleteEndpoint(ctx context.Context, workspace, name string)
 // force_destroy) and returns once their instances are all stopped.
 func (c *Controller) DeleteWorkspace(ctx context.Context, workspace string) error {
 	var keys []string
-	c.mu.Lock()
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.write(func(tx *store.Tx) error {
 		eps, err := store.List[model.Endpoint](tx, store.Endpoints, workspace+"/")
 		for _, rec := range eps {
 			keys = append(keys, rec.Key())
@@ -406,8 +397,7 @@ func (c *Controller) DeleteWorkspace(ctx context.Context, workspace string) erro
 			}
 		}
 		return err
-	})
-	c.mu.Unlock()
+	}, nil)
 	if err != nil {
 		return err
 	}
@@ -447,8 +437,7 @@ func (c *Controller) RegenerateEndpointKeys(_ context.Context, workspace, name, 
 		return nil, err
 	}
 	var keys api.EndpointKeys
-	c.mu.Lock()
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.write(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil {
 			return err
@@ -465,11 +454,7 @@ func (c *Controller) RegenerateEndpointKeys(_ context.Context, workspace, name, 
 			c.pushRouter(rec)
 		}
 		return tx.Put(store.Endpoints, rec.Key(), rec)
-	})
-	if err != nil {
-		c.syncRouter(workspace + "/" + name)
-	}
-	c.mu.Unlock()
+	}, func() { c.syncRouter(workspace + "/" + name) })
 	if err != nil {
 		return nil, err
 	}

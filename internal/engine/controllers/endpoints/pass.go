@@ -27,7 +27,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 		toStart      []model.EndpointInstance
 		toTerminate  []model.EndpointInstance
 	)
-	err := c.store.Update(func(tx *store.Tx) error {
+	err := c.commit(func(tx *store.Tx) error {
 		var err error
 		if exists, err = tx.Get(store.Endpoints, key, &rec); err != nil || !exists {
 			return err
@@ -56,9 +56,8 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 			}
 		}
 		return tx.Put(store.Endpoints, key, rec)
-	})
+	}, func() { c.syncRouter(key) })
 	if err != nil {
-		c.syncRouter(key)
 		c.setTimers(key, d) // a pass that did not commit is tried again at its deadlines
 		if ctx.Err() == nil {
 			c.log.Error("reconciling online endpoint failed", "endpoint", key, "error", err)

@@ -323,15 +323,12 @@ func (c *Controller) updateEndpointInstance(key, id string, f func(*model.Endpoi
 		before, _ := json.Marshal(rec)
 		f(&rec, &rec.Instances[idx])
 		if after, _ := json.Marshal(rec); !bytes.Equal(before, after) {
-			err = c.store.Update(func(tx *store.Tx) error {
+			err = c.commit(func(tx *store.Tx) error {
 				if !rec.Deleting {
 					c.pushRouter(rec) // before the commit, as in Reconcile
 				}
 				return tx.Put(store.Endpoints, key, rec)
-			})
-			if err != nil {
-				c.syncRouter(key)
-			}
+			}, func() { c.syncRouter(key) })
 		}
 	}
 	if err == nil {
@@ -349,7 +346,7 @@ func (c *Controller) terminateInstance(ctx context.Context, key string, in model
 	c.lifecycle.Release(ctx, in.ID, endpointStepTimer(key, in.ID), func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		err := c.store.Update(func(tx *store.Tx) error {
+		err := c.commit(func(tx *store.Tx) error {
 			var rec model.Endpoint
 			ok, err := tx.Get(store.Endpoints, key, &rec)
 			if err != nil || !ok {
@@ -357,7 +354,7 @@ func (c *Controller) terminateInstance(ctx context.Context, key string, in model
 			}
 			rec.Instances = slices.DeleteFunc(rec.Instances, func(x model.EndpointInstance) bool { return x.ID == in.ID })
 			return tx.Put(store.Endpoints, key, rec)
-		})
+		}, nil)
 		if err == nil {
 			delete(c.nodes, in.ID)
 			delete(c.probes, in.ID)
