@@ -144,7 +144,7 @@ func (c *Controller) Create(ctx context.Context, workspace string, spec api.Comp
 
 	out, err := c.core.Insert(ctx, rec, idempotencyKey, "")
 	if err == nil {
-		c.log.Info("machine attached", "compute", key, "address", Address(a), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
+		c.log.Info("machine attached", "compute", key, "address", address(a), "host_key", a.HostKeyFingerprint, "vcpus", a.VCPUs, "memory_gb", a.MemoryGB)
 	}
 	return out, err
 }
@@ -187,9 +187,9 @@ func (c *Controller) probeAttached(ctx context.Context, a model.Attached) (Machi
 	case errors.As(err, &se):
 		return info, api.Errorf(api.CodeInvalid, se.Setting, "cannot attach the machine: %v", err)
 	case errors.Is(err, context.Canceled):
-		return info, api.Errorf(api.CodeUnavailable, "", "attaching %s was cancelled", Address(a))
+		return info, api.Errorf(api.CodeUnavailable, "", "attaching %s was cancelled", address(a))
 	}
-	return info, api.Errorf(api.CodeInvalid, "virtual_machine.address", "attaching %s: %v", Address(a), err)
+	return info, api.Errorf(api.CodeInvalid, "virtual_machine.address", "attaching %s: %v", address(a), err)
 }
 
 // Update updates an attached compute in place: its description and tags, and a

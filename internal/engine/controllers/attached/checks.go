@@ -61,7 +61,7 @@ func (e *SettingError) Error() string { return e.Err.Error() }
 
 func (e *SettingError) Unwrap() error { return e.Err }
 
-// Address is how messages and logs name a machine: user@host:port.
-func Address(a model.Attached) string {
+// address is how messages and logs name a machine: user@host:port, never a secret.
+func address(a model.Attached) string {
 	return a.Username + "@" + net.JoinHostPort(a.Address, strconv.FormatInt(a.Port, 10))
 }
