@@ -140,6 +140,28 @@ func TestE2E_KubeCluster(t *testing.T) {
 	}
 	t.Logf("3-pod job from 0 pods done in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
 	id := strings.Fields(strings.TrimPrefix(out, "job "))[0]
+	cpuPods := func() int {
+		n := 0
+		for _, p := range u.enginePods(cs) {
+			if strings.HasPrefix(p.Annotations[kubernetes.AnnotationOwner], "e2e-team/cpu") {
+				n++
+			}
+		}
+		return n
+	}
+	// The three nodes stay, idle, for the compute's idle time (15 s) after the job. A
+	// loaded machine may look only after that time has passed, when the pods may rightly be
+	// gone: then only the scale-down below is checked.
+	idlePods, lookedAt := cpuPods(), time.Now()
+	job, err := u.client().GetJob(context.Background(), "e2e-team", id)
+	if err != nil || job.EndedAt == nil {
+		t.Fatalf("job %s: %v, ended at %v", id, err, job)
+	}
+	if idleEnd := job.EndedAt.Add(15 * time.Second); lookedAt.Before(idleEnd) && idlePods != 3 {
+		t.Fatalf("%s after the job ended the cluster holds %d pods; want its 3 idle nodes until %s", lookedAt.Sub(*job.EndedAt).Round(time.Millisecond), idlePods, idleEnd)
+	} else if !lookedAt.Before(idleEnd) {
+		t.Logf("the pods were first counted %s after the job ended, past the idle time: %d left", lookedAt.Sub(*job.EndedAt).Round(time.Millisecond), idlePods)
+	}
 	line := regexp.MustCompile(`rank (\d) of 3 master (\S+) ip (\S+)`)
 	ips := map[string]bool{}
 	var master, rank0 string
@@ -162,27 +184,9 @@ func TestE2E_KubeCluster(t *testing.T) {
 	if master != rank0 || len(ips) != 3 {
 		t.Fatalf("MASTER_ADDR %s, rank 0's pod IP %s, pod IPs %v: want MASTER_ADDR = rank 0's IP and three pods", master, rank0, ips)
 	}
-	cpuPods := func() int {
-		n := 0
-		for _, p := range u.enginePods(cs) {
-			if strings.HasPrefix(p.Annotations[kubernetes.AnnotationOwner], "e2e-team/cpu") {
-				n++
-			}
-		}
-		return n
-	}
-	// The idle time (15 s) leaves a loaded machine room to read the three logs first.
-	if n := cpuPods(); n != 3 {
-		t.Fatalf("after the job the cluster holds %d pods; want its 3 idle nodes", n)
-	}
 
 	// Idle scale-down: the pods go after the idle deadline.
-	var deadline time.Time
-	for _, n := range u.compute("cpu").Nodes {
-		if d := n.IdleSince.Add(15 * time.Second); d.After(deadline) {
-			deadline = d
-		}
-	}
+	deadline := job.EndedAt.Add(15 * time.Second)
 	u.waitFor("the idle pods gone", 60*time.Second, func() bool { return cpuPods() == 0 })
 	t.Logf("idle scale-down: the last pod was gone %s after the idle deadline", time.Since(deadline).Round(time.Millisecond))
 
@@ -396,7 +400,10 @@ func TestE2E_KubeEndpoint(t *testing.T) {
 	u.writeConfig(requiredProviders + "provider \"mlcompute\" {}\nresource \"mlcompute_workspace\" \"ws\" {\n  name = \"e2e-serving\"\n}\n")
 	u.mustTerraform("apply", "-auto-approve")
 	ctx := context.Background()
-	probe := &api.Probe{Path: "/health", InitialDelay: "PT0S", Period: "PT1S", Timeout: "PT1S", SuccessThreshold: 1, FailureThreshold: 3}
+	// The probes leave python3 room to start in a pod on a loaded machine: a liveness probe
+	// that fails 3 times a second apart restarts a scorer still importing its modules, as
+	// Kubernetes' own would (30 s here).
+	probe := &api.Probe{Path: "/health", InitialDelay: "PT0S", Period: "PT1S", Timeout: "PT1S", SuccessThreshold: 1, FailureThreshold: 30}
 	dep := func(name string) api.DeploymentSpec {
 		return api.DeploymentSpec{
 			InstanceType: "Standard_DS2_v2", InstanceCount: 1, Command: []string{"python3", "-c", kubeScorer},

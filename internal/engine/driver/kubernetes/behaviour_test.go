@@ -99,12 +99,9 @@ func enginePods(t *testing.T, d *Driver) []corev1.Pod {
 // their tasks: the task's output and its end are not lost.
 func TestClusterAdoptionAfterRestart(t *testing.T) {
 	t.Parallel()
-	cfg := clusterConfig(t)
-	cfg.EngineID = newEngineID()
-	t.Cleanup(func() { deleteEnginePods(t, cfg) })
+	cfg, d := newRestartableDriver(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	d := newClusterDriver(t, cfg)
 	spec := driver.NodeSpec{Key: "n1", Owner: "ws/cpu", VMSize: "Standard_DS3_v2", VCPUs: 4, MemoryGB: 14}
 	first := readyNode(t, d, spec)
 	if err := d.StartTask(ctx, "n1", driver.TaskSpec{Key: "job-0", Command: []string{"sh", "-c", "echo started; exec sleep 1000000"}, Env: map[string]string{"RANK": "0"}}); err != nil {

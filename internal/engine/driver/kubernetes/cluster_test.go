@@ -72,6 +72,17 @@ func newClusterDriver(t *testing.T, cfg Config) *Driver {
 	return d
 }
 
+// newRestartableDriver starts a driver with a fresh engine id and returns its config too,
+// so that the test can start the engine again (a second driver of the same config adopts
+// the first's pods). The engine's pods are deleted when the test ends.
+func newRestartableDriver(t *testing.T) (Config, *Driver) {
+	t.Helper()
+	cfg := clusterConfig(t)
+	cfg.EngineID = newEngineID()
+	t.Cleanup(func() { deleteEnginePods(t, cfg) })
+	return cfg, newClusterDriver(t, cfg)
+}
+
 // deleteEnginePods deletes what is left of an engine's pods and fails the test if any
 // stays.
 func deleteEnginePods(t *testing.T, cfg Config) {

@@ -22,12 +22,9 @@ import (
 // node goes on running tasks.
 func TestClusterTaskInAnImage(t *testing.T) {
 	t.Parallel()
-	cfg := clusterConfig(t)
-	cfg.EngineID = newEngineID()
-	t.Cleanup(func() { deleteEnginePods(t, cfg) })
+	cfg, d := newRestartableDriver(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	d := newClusterDriver(t, cfg)
 	readyNode(t, d, driver.NodeSpec{Key: "n1", Owner: "ws/cpu", VMSize: "Standard_DS3_v2", VCPUs: 4, MemoryGB: 14})
 	image := &driver.TaskContainer{Image: cfg.Image, Hash: "h1"}
 	exited := func(d *Driver, key string) driver.Event {
