@@ -4,6 +4,8 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +28,7 @@ func TestTaskRunsInItsContainer(t *testing.T) {
 	sock := containerrttest.Start(t)
 	archive := filepath.Join(t.TempDir(), "image.tar")
 	digest := imagearchivetest.Busybox(t, archive, "mlctest:2.5", imagearchivetest.Layer{"usr/lib/mlctest/VERSION": "2.5\n"}, "bin/sh")
-	image := TaskContainer{Address: sock, EngineID: "e-" + filepath.Base(t.TempDir()), Archive: archive, Hash: digest[7:]}
+	image := TaskContainer{Address: sock, EngineID: fmt.Sprintf("e-%016x", rand.Uint64()), Archive: archive, Hash: digest[7:]}
 	// ctr is the image for task key of node n1.
 	ctr := func(key string) *TaskContainer {
 		c := image

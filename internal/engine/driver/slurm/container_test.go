@@ -4,7 +4,9 @@ package slurm
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,11 +57,15 @@ func TestSlurmContainerTask(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// runc keeps every containerd's containers of a namespace in one directory of the
+	// machine, by the ids the engine id makes: an id of this run's own keeps two runs of
+	// this test (two checkouts on one machine) apart.
+	engineID := fmt.Sprintf("e-%016x", rand.Uint64())
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newTestDriver(t, Config{Containers: &ssh.ContainerRunner{Binary: exe, Args: []string{nodeagent.ContainerRunCommand}, EngineID: "e-slurm-test"}})
+	d := newTestDriver(t, Config{Containers: &ssh.ContainerRunner{Binary: exe, Args: []string{nodeagent.ContainerRunCommand}, EngineID: engineID}})
 	createReady(t, d, driver.NodeSpec{Key: "gpu", Owner: "ws/c"})
 	if err := d.StartTask(ctx, "gpu", spec); err != nil {
 		t.Fatal(err)
@@ -93,7 +99,9 @@ func TestSlurmContainerTask(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the task never started in its container")
+			out, oerr := d.TaskOutput(ctx, "gpu", "job-2", 0)
+			st, serr := d.TaskStatus(ctx, "gpu", "job-2")
+			t.Fatalf("the task never started in its container: status %+v (%v), output %q (%v)", st, serr, out, oerr)
 		}
 	}
 	killedAt := time.Now()
@@ -101,7 +109,7 @@ func TestSlurmContainerTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev = waitEvent(t, d, "TaskExited of the killed task", func(ev driver.Event) bool { return ev.Kind == driver.TaskExited && ev.TaskKey == "job-2" })
-	rt, err := containerrt.Open(context.Background(), sock, "e-slurm-test")
+	rt, err := containerrt.Open(context.Background(), sock, engineID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,9 @@ package ssh
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,9 +58,13 @@ func TestContainerTasksRunInTheMachinesContainerd(t *testing.T) {
 		t.Fatalf("a container task on a driver without a runner: %v; want a permanent error", err)
 	}
 
+	// runc keeps every containerd's containers of a namespace in one directory of the
+	// machine, by the ids the engine id makes: an id of this run's own keeps two runs of
+	// this test (two checkouts on one machine) apart.
+	engineID := fmt.Sprintf("e-%016x", rand.Uint64())
 	exe, err := os.Executable()
 	must(t, err)
-	d := NewDriver(DriverConfig{Lookup: ts.lookup, Containers: &ContainerRunner{Binary: exe, Args: []string{nodeagent.ContainerRunCommand}, EngineID: "e-ssh-test"}})
+	d := NewDriver(DriverConfig{Lookup: ts.lookup, Containers: &ContainerRunner{Binary: exe, Args: []string{nodeagent.ContainerRunCommand}, EngineID: engineID}})
 	t.Cleanup(func() { d.Close() })
 	_, err = d.Create(testCtx(t), driver.NodeSpec{Key: "vm-a", Owner: "ws/vm"})
 	must(t, err)
@@ -97,7 +103,7 @@ func TestContainerTasksRunInTheMachinesContainerd(t *testing.T) {
 	if !copied[0].Equal(copied[2]) || !copied[1].Equal(copied[3]) {
 		t.Fatalf("the second task copied the binary or the archive again: modified at %v, then %v", copied[:2], copied[2:])
 	}
-	rt, err := containerrt.Open(context.Background(), sock, "e-ssh-test")
+	rt, err := containerrt.Open(context.Background(), sock, engineID)
 	must(t, err)
 	defer rt.Close()
 
