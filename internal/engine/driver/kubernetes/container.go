@@ -70,7 +70,7 @@ func (d *Driver) startInImage(ctx context.Context, n *node, tasks ssh.TaskStore,
 	if err := d.addEphemeral(ctx, n.name, ec); err != nil {
 		// The task's files say it is running: end it, so nothing waits for it.
 		if ferr := tasks.FailUnlaunched(ctx, spec.Key, err.Error()); ferr != nil {
-			d.log.Warn("ending a task whose container was refused", "node", n.key, "task", spec.Key, "error", ferr)
+			d.log.Warn("ending a task whose container was refused", "node", n.Key, "task", spec.Key, "error", ferr)
 		}
 		return err
 	}
@@ -138,16 +138,16 @@ func (d *Driver) containerUser(ctx context.Context, n *node) (podUser, error) {
 		err = fmt.Errorf("id exited %d", code)
 	}
 	if err != nil {
-		return podUser{}, fmt.Errorf("asking node %s's container for its user: %w", n.key, err)
+		return podUser{}, fmt.Errorf("asking node %s's container for its user: %w", n.Key, err)
 	}
 	f := strings.Fields(out.String())
 	if len(f) != 2 {
-		return podUser{}, fmt.Errorf("asking node %s's container for its user: unexpected answer %q", n.key, out.String())
+		return podUser{}, fmt.Errorf("asking node %s's container for its user: unexpected answer %q", n.Key, out.String())
 	}
 	uid, err1 := strconv.ParseInt(f[0], 10, 64)
 	gid, err2 := strconv.ParseInt(f[1], 10, 64)
 	if err1 != nil || err2 != nil {
-		return podUser{}, fmt.Errorf("asking node %s's container for its user: unexpected answer %q", n.key, out.String())
+		return podUser{}, fmt.Errorf("asking node %s's container for its user: unexpected answer %q", n.Key, out.String())
 	}
 	d.mu.Lock()
 	n.user = &podUser{uid: uid, gid: gid}
@@ -197,12 +197,12 @@ func (d *Driver) watchTaskContainers(n *node, pod *corev1.Pod) {
 		}
 		n.settled[st.Name] = true
 		msg := fmt.Sprintf("the task's container (image %s) could not start: %s", st.Image, why)
-		tasks, ctx := d.taskStore(n.name), n.ctx
+		tasks, ctx := d.taskStore(n.name), n.Context()
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
 			if err := tasks.FailUnlaunched(ctx, key, msg); err != nil && ctx.Err() == nil {
-				d.log.Warn("ending a task whose container could not start", "node", n.key, "task", key, "error", err)
+				d.log.Warn("ending a task whose container could not start", "node", n.Key, "task", key, "error", err)
 			}
 		}()
 	}

@@ -65,22 +65,15 @@ type Driver struct {
 	imported  map[string]bool
 
 	mu      sync.Mutex
-	nodes   map[string]*node           // watched nodes by key
+	nodes   *remotetask.Table[*node]   // watched nodes by key, under mu
 	waiters map[string][]chan struct{} // pod name -> closed when the pod is gone
 }
 
-// node is a watched pod.
+// node is a watched pod. Its Seen is the pod's creation when the API says so.
 type node struct {
-	key, name string
-	uid       types.UID
-	info      driver.NodeInfo
-	seen      time.Time
-	ctx       context.Context
-	cancel    context.CancelFunc
-	// terminating says Terminate is deleting it: its end is no NodeGone.
-	terminating bool
-	// tasks are its watched tasks.
-	tasks *remotetask.Tasks
+	remotetask.Node
+	name string
+	uid  types.UID
 	// timed says the start timeout is armed.
 	timed bool
 	// user is the user its container runs as, once asked; settled holds the ephemeral
@@ -141,8 +134,9 @@ func start(ctx context.Context, cfg Config, cs kubernetes.Interface, rc *rest.Co
 			requestScale: cfg.RequestScale, schedulingGates: cfg.schedulingGates,
 		},
 		events: make(chan driver.Event, 256), ctx: wctx, cancel: cancel,
-		nodes: map[string]*node{}, waiters: map[string][]chan struct{}{},
+		waiters: map[string][]chan struct{}{},
 	}
+	d.nodes = remotetask.NewTable[*node](&d.mu, wctx, cfg.Clock, &d.wg, d.log)
 	d.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = d.selector() }))
@@ -299,19 +293,14 @@ func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone 
 	key := pod.Annotations[AnnotationNode]
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n := d.nodes[key]
-	if n == nil || n.uid != pod.UID {
-		if n != nil {
-			n.cancel()
+	n, ok := d.nodes.Get(key)
+	if !ok || n.uid != pod.UID {
+		n = &node{name: pod.Name, uid: pod.UID, Node: d.nodes.NewNode(key,
+			driver.NodeInfo{Key: key, Owner: pod.Annotations[AnnotationOwner], Address: "pod/" + pod.Name})}
+		if c := pod.CreationTimestamp.Time; !c.IsZero() && c.Before(n.Seen) {
+			n.Seen = c
 		}
-		nctx, cancel := context.WithCancel(d.ctx)
-		n = &node{key: key, name: pod.Name, uid: pod.UID, seen: d.cfg.Clock.Now(), ctx: nctx, cancel: cancel,
-			tasks: remotetask.New(nctx, d.cfg.Clock, &d.wg, d.log.With("node", key))}
-		if c := pod.CreationTimestamp.Time; !c.IsZero() && c.Before(n.seen) {
-			n.seen = c
-		}
-		n.info = driver.NodeInfo{Key: key, Owner: pod.Annotations[AnnotationOwner], Address: "pod/" + pod.Name}
-		d.nodes[key] = n
+		d.nodes.Put(n)
 	}
 	// The informer's copy is at least as new as any event already handled (handlers run
 	// after the cache is updated), so a change that happened before the node was watched
@@ -321,62 +310,60 @@ func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone 
 	}
 	st := stateOf(pod)
 	if st.gone {
-		n.cancel()
-		delete(d.nodes, key)
+		d.nodes.Drop(n)
 		return driver.NodeInfo{}, true, st.reason
 	}
 	d.update(n, pod, st)
 	d.watchTaskContainers(n, pod)
-	if !n.info.Ready && !n.timed {
+	if !n.Info.Ready && !n.timed {
 		n.timed = true
 		d.startTimer(n)
 	}
-	if tasks && n.info.Ready {
+	if tasks && n.Info.Ready {
 		d.adoptTasks(n)
 	}
-	return n.info, false, ""
+	return n.Info, false, ""
 }
 
 // update sets a node's info from its pod's state. Callers hold d.mu.
 func (d *Driver) update(n *node, pod *corev1.Pod, st podState) {
 	if st.ready {
-		n.info.Ready, n.info.Reason, n.info.Address = true, "", pod.Status.PodIP
-		if n.info.StartedAt.IsZero() {
-			n.info.StartedAt = d.cfg.Clock.Now().UTC()
+		n.Info.Ready, n.Info.Reason, n.Info.Address = true, "", pod.Status.PodIP
+		if n.Info.StartedAt.IsZero() {
+			n.Info.StartedAt = d.cfg.Clock.Now().UTC()
 		}
 		return
 	}
-	if !n.info.Ready {
-		n.info.Reason = st.reason
+	if !n.Info.Ready {
+		n.Info.Reason = st.reason
 	}
 }
 
 // startTimer deletes the node's pod if it is not running within the start timeout.
 // Callers hold d.mu.
 func (d *Driver) startTimer(n *node) {
-	wait := d.cfg.StartTimeout - d.cfg.Clock.Since(n.seen)
+	wait := d.cfg.StartTimeout - d.cfg.Clock.Since(n.Seen)
 	t := d.cfg.Clock.NewTimer(max(wait, 0))
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		defer t.Stop()
 		select {
-		case <-n.ctx.Done():
+		case <-n.Context().Done():
 			return
 		case <-t.C():
 		}
 		d.mu.Lock()
-		if d.nodes[n.key] != n || n.terminating || n.info.Ready {
+		if !d.nodes.Current(n) || n.Info.Ready {
 			d.mu.Unlock()
 			return
 		}
-		why := fmt.Sprintf("the pod was not running within the start timeout (%s): %s", d.cfg.StartTimeout, n.info.Reason)
-		n.cancel()
-		delete(d.nodes, n.key)
+		why := fmt.Sprintf("the pod was not running within the start timeout (%s): %s", d.cfg.StartTimeout, n.Info.Reason)
+		d.nodes.Drop(n)
 		d.mu.Unlock()
-		d.log.Warn("node did not start in time, deleting its pod", "node", n.key, "pod", n.name, "reason", why)
+		d.log.Warn("node did not start in time, deleting its pod", "node", n.Key, "pod", n.name, "reason", why)
 		d.deletePod(n.name, n.uid, deleteGrace)
-		d.emit(driver.Event{Kind: driver.NodeGone, NodeKey: n.key, Reason: why})
+		d.emit(driver.Event{Kind: driver.NodeGone, NodeKey: n.Key, Reason: why})
 	}()
 }
 
@@ -403,16 +390,15 @@ func (d *Driver) onPod(obj any) {
 		return
 	}
 	d.mu.Lock()
-	n := d.nodes[key]
-	if n == nil || n.terminating || n.uid != pod.UID {
+	n, ok := d.nodes.Get(key)
+	if !ok || !d.nodes.Current(n) || n.uid != pod.UID {
 		d.mu.Unlock()
 		return
 	}
 	st := stateOf(pod)
 	switch {
 	case st.gone:
-		n.cancel()
-		delete(d.nodes, key)
+		d.nodes.Drop(n)
 		d.mu.Unlock()
 		d.log.Warn("node gone", "node", key, "pod", pod.Name, "reason", st.reason)
 		if pod.DeletionTimestamp == nil {
@@ -421,7 +407,7 @@ func (d *Driver) onPod(obj any) {
 			go func() { defer d.wg.Done(); d.deletePod(pod.Name, pod.UID, deleteGrace) }()
 		}
 		d.emit(driver.Event{Kind: driver.NodeGone, NodeKey: key, Reason: st.reason})
-	case st.ready && !n.info.Ready:
+	case st.ready && !n.Info.Ready:
 		d.update(n, pod, st)
 		d.watchTaskContainers(n, pod)
 		d.mu.Unlock()
@@ -430,8 +416,8 @@ func (d *Driver) onPod(obj any) {
 	default:
 		d.update(n, pod, st)
 		d.watchTaskContainers(n, pod)
-		reason := n.info.Reason
-		send := !n.info.Ready && reason != n.waitingSent && unschedulable(reason)
+		reason := n.Info.Reason
+		send := !n.Info.Ready && reason != n.waitingSent && unschedulable(reason)
 		if send {
 			n.waitingSent = reason
 		}
@@ -462,13 +448,12 @@ func (d *Driver) onDelete(obj any) {
 	}
 	delete(d.waiters, pod.Name)
 	key, ours := d.ours(pod)
-	n := d.nodes[key]
-	if !ours || n == nil || n.terminating || n.uid != pod.UID {
+	n, watched := d.nodes.Get(key)
+	if !ours || !watched || !d.nodes.Current(n) || n.uid != pod.UID {
 		d.mu.Unlock()
 		return
 	}
-	n.cancel()
-	delete(d.nodes, key)
+	d.nodes.Drop(n)
 	d.mu.Unlock()
 	why := stateOf(pod).reason
 	if why == "" || !strings.HasPrefix(why, "the pod") {
@@ -504,13 +489,13 @@ func (d *Driver) livePod(ctx context.Context, key string) (*corev1.Pod, error) {
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		d.forget(key)
+		d.nodes.Forget(key)
 		return nil, driver.ErrNotFound
 	case err != nil:
 		return nil, classify(err)
 	}
 	if k, ok := d.ours(pod); !ok || k != key || stateOf(pod).gone {
-		d.forget(key)
+		d.nodes.Forget(key)
 		return nil, driver.ErrNotFound
 	}
 	return pod, nil
@@ -538,9 +523,9 @@ func (d *Driver) List(_ context.Context, owner string) ([]driver.NodeInfo, error
 	// created may not be in it yet, and it is a node all the same.
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for key, n := range d.nodes {
-		if !listed[key] && !n.terminating && (owner == "" || n.info.Owner == owner) {
-			out = append(out, n.info)
+	for key, n := range d.nodes.All() {
+		if !listed[key] && !n.Terminating && (owner == "" || n.Info.Owner == owner) {
+			out = append(out, n.Info)
 		}
 	}
 	return out, nil
@@ -553,18 +538,13 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	}
 	unlock := d.lockKey(key)
 	defer unlock()
-	d.mu.Lock()
-	if n := d.nodes[key]; n != nil {
-		// Its tasks' watchers end now: their exec streams would only break.
-		n.terminating = true
-		n.cancel()
-	}
-	d.mu.Unlock()
+	// Its tasks' watchers end now: their exec streams would only break.
+	d.nodes.MarkTerminating(key, true)
 	if err := d.deleteAndWait(ctx, d.podName(key), ""); err != nil {
-		d.forget(key) // watched afresh by the next call that names it
+		d.nodes.Forget(key) // watched afresh by the next call that names it
 		return fmt.Errorf("terminating node %s: %w", key, err)
 	}
-	d.forget(key)
+	d.nodes.Forget(key)
 	d.log.Debug("node released", "node", key)
 	return nil
 }
@@ -644,16 +624,6 @@ func (d *Driver) dropWaiter(name string, ch chan struct{}) {
 		delete(d.waiters, name)
 	} else {
 		d.waiters[name] = ws
-	}
-}
-
-// forget stops watching a node and its tasks.
-func (d *Driver) forget(key string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n := d.nodes[key]; n != nil {
-		n.cancel()
-		delete(d.nodes, key)
 	}
 }
 

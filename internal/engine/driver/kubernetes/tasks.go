@@ -85,21 +85,7 @@ func (d *Driver) liveNode(ctx context.Context, key string) (*node, error) {
 	if err := checkKey(key); err != nil {
 		return nil, driver.NotFound(err)
 	}
-	d.mu.Lock()
-	n := d.nodes[key]
-	d.mu.Unlock()
-	if n != nil && !n.terminating {
-		return n, nil
-	}
-	if _, err := d.Describe(ctx, key); err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n = d.nodes[key]; n == nil {
-		return nil, fmt.Errorf("node %s: %w", key, driver.ErrNotFound)
-	}
-	return n, nil
+	return d.nodes.Live(ctx, key, d.Describe)
 }
 
 // readyNode returns a node whose pod runs; ErrTransient while it is pending.
@@ -110,8 +96,8 @@ func (d *Driver) readyNode(ctx context.Context, key string) (*node, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !n.info.Ready {
-		return nil, driver.Transient(fmt.Errorf("node %s is not ready: its pod is %s", key, n.info.Reason))
+	if !n.Info.Ready {
+		return nil, driver.Transient(fmt.Errorf("node %s is not ready: its pod is %s", key, n.Info.Reason))
 	}
 	return n, nil
 }
@@ -176,17 +162,17 @@ func taskEnv(env map[string]string) map[string]string {
 // ssh.TaskStore.Wait) and reports it as TaskExited; it ends with the node.
 func (d *Driver) watchTask(n *node, taskKey string) {
 	tasks := d.taskStore(n.name)
-	n.tasks.Watch(taskKey,
+	n.Tasks.Watch(taskKey,
 		func(ctx context.Context) (bool, int, error) { return tasks.Wait(ctx, taskKey) },
 		func(_ context.Context, code int) {
-			d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: n.key, TaskKey: taskKey, ExitCode: code})
+			d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: n.Key, TaskKey: taskKey, ExitCode: code})
 		})
 }
 
 // adoptTasks watches the running tasks of a node the driver adopted (after a restart).
 func (d *Driver) adoptTasks(n *node) {
 	tasks := d.taskStore(n.name)
-	n.tasks.Adopt(func(ctx context.Context) ([]string, error) { return tasks.RunningTasks(ctx, "") },
+	n.Tasks.Adopt(func(ctx context.Context) ([]string, error) { return tasks.RunningTasks(ctx, "") },
 		func(k string) { d.watchTask(n, k) })
 }
 

@@ -1,8 +1,9 @@
-// Package remotetask is the task plumbing that the drivers of machines reached through a
-// shell share around package ssh's TaskStore (Slurm's and Kubernetes'): which of a node's
-// tasks are watched, the watch that waits on the machine for a task's end and reports it,
-// and the adoption of the tasks a node runs when a restarted engine finds it. The node
-// table stays each driver's: a Slurm job and a pod know different things about a node.
+// Package remotetask is what the drivers of machines reached through a shell (Slurm's and
+// Kubernetes') share around package ssh's TaskStore: the table of the nodes a driver
+// watches (Table, whose Node each driver's node type embeds with what only it knows: a
+// Slurm job, a pod), which of a node's tasks are watched, the watch that waits on the
+// machine for a task's end and reports it, and the adoption of the tasks a node runs when
+// a restarted engine finds it.
 package remotetask
 
 import (

@@ -133,21 +133,15 @@ type Driver struct {
 	ticks atomic.Int64 // squeues of the watch that answered (tests wait on it)
 
 	mu    sync.Mutex
-	nodes map[string]*node  // watched nodes by key
-	hosts map[string]string // Slurm node name -> host name
+	nodes *remotetask.Table[*node] // watched nodes by key, under mu
+	hosts map[string]string        // Slurm node name -> host name
 }
 
-// node is a watched job.
+// node is a watched job. Its Seen is the job's submission time when squeue's clock can be
+// trusted (see adopt).
 type node struct {
-	info   driver.NodeInfo
-	job    job
-	seen   time.Time          // when the driver first saw it, or its submission time (see adopt)
-	cancel context.CancelFunc // ends the node's task watchers
-	ctx    context.Context
-	// terminating says Terminate is cancelling it: its end is no NodeGone.
-	terminating bool
-	// tasks are its watched tasks.
-	tasks *remotetask.Tasks
+	remotetask.Node
+	job job
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -195,8 +189,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	d := &Driver{
 		cfg: cfg, log: cfg.Logger.Named("slurm"), sh: sh, events: make(chan driver.Event, 256),
-		ctx: wctx, cancel: cancel, nodes: map[string]*node{}, hosts: map[string]string{},
+		ctx: wctx, cancel: cancel, hosts: map[string]string{},
 	}
+	d.nodes = remotetask.NewTable[*node](&d.mu, wctx, cfg.Clock, &d.wg, d.log)
 	if d.cfg.Workdir == "" {
 		home, err := d.command(ctx, "sh", "-c", `printf %s "$HOME"`)
 		if err != nil || home == "" {
@@ -357,44 +352,39 @@ func (d *Driver) adopt(ctx context.Context, key string, j job, tasks bool) drive
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n := d.nodes[key]
-	if n == nil || n.job.ID != j.ID {
-		if n != nil {
-			n.cancel()
-		}
-		nctx, cancel := context.WithCancel(d.ctx)
-		n = &node{job: j, seen: d.cfg.Clock.Now(), ctx: nctx, cancel: cancel,
-			tasks: remotetask.New(nctx, d.cfg.Clock, &d.wg, d.log.With("node", key))}
+	n, ok := d.nodes.Get(key)
+	if !ok || n.job.ID != j.ID {
+		n = &node{job: j, Node: d.nodes.NewNode(key,
+			driver.NodeInfo{Key: key, Owner: strings.TrimSuffix(j.Comment, "/"+key), Address: "slurm-job-" + j.ID})}
 		// squeue prints the submission time in the local time of the machine that runs
 		// it: trusted only when that is this machine (a login node may be in another
 		// time zone); else the start timeout counts from when the driver first saw it.
-		if d.cfg.Login == "" && !j.Submit.IsZero() && j.Submit.Before(n.seen) {
-			n.seen = j.Submit
+		if d.cfg.Login == "" && !j.Submit.IsZero() && j.Submit.Before(n.Seen) {
+			n.Seen = j.Submit
 		}
-		n.info = driver.NodeInfo{Key: key, Owner: strings.TrimSuffix(j.Comment, "/"+key), Address: "slurm-job-" + j.ID}
-		d.nodes[key] = n
+		d.nodes.Put(n)
 	}
 	n.job = j
 	d.update(n, host)
 	if tasks {
 		d.adoptTasks(n, key)
 	}
-	return n.info
+	return n.Info
 }
 
 // update sets a node's info from its job; host is the node's host name once running.
 func (d *Driver) update(n *node, host string) {
 	if n.job.running() && host != "" {
-		n.info.Ready, n.info.Reason, n.info.Address = true, "", host
-		if n.info.StartedAt.IsZero() {
-			n.info.StartedAt = d.cfg.Clock.Now().UTC()
+		n.Info.Ready, n.Info.Reason, n.Info.Address = true, "", host
+		if n.Info.StartedAt.IsZero() {
+			n.Info.StartedAt = d.cfg.Clock.Now().UTC()
 		}
 		return
 	}
-	if !n.info.Ready {
-		n.info.Reason = n.job.Reason
-		if n.info.Reason == "" || n.info.Reason == "None" {
-			n.info.Reason = strings.ToLower(n.job.State)
+	if !n.Info.Ready {
+		n.Info.Reason = n.job.Reason
+		if n.Info.Reason == "" || n.Info.Reason == "None" {
+			n.Info.Reason = strings.ToLower(n.job.State)
 		}
 	}
 }
@@ -434,7 +424,7 @@ func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, err
 		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, err)
 	}
 	if !ok {
-		d.forget(key)
+		d.nodes.Forget(key)
 		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, driver.ErrNotFound)
 	}
 	return d.adopt(ctx, key, j, true), nil
@@ -493,11 +483,9 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	}
 	unlock := d.lockKey(key)
 	defer unlock()
-	d.mu.Lock()
-	if n := d.nodes[key]; n != nil {
-		n.terminating = true
-	}
-	d.mu.Unlock()
+	// The node's tasks are still watched: their ends while the job is cancelled are theirs
+	// to report (heldAfterSignal).
+	d.nodes.MarkTerminating(key, false)
 	start := d.cfg.Clock.Now()
 	killed := false
 	for first := true; ; first = false {
@@ -507,7 +495,7 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 			// The controller may be restarting: keep trying until ctx ends.
 			d.log.Debug("squeue failed while terminating", "node", key, "error", err)
 		case !ok:
-			d.forget(key)
+			d.nodes.Forget(key)
 			d.removeTasks(ctx, key)
 			if !first {
 				d.log.Debug("node released", "node", key, "after", d.cfg.Clock.Since(start))
@@ -534,16 +522,6 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	}
 }
 
-// forget stops watching a node and its tasks.
-func (d *Driver) forget(key string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n := d.nodes[key]; n != nil {
-		n.cancel()
-		delete(d.nodes, key)
-	}
-}
-
 // removeTasks removes the task directories of a node that is gone.
 func (d *Driver) removeTasks(ctx context.Context, key string) {
 	dir := d.tasks.Dir
@@ -566,7 +544,7 @@ func (d *Driver) watch() {
 		case <-t.C():
 		}
 		d.mu.Lock()
-		idle := len(d.nodes) == 0
+		idle := d.nodes.Len() == 0
 		d.mu.Unlock()
 		if idle {
 			continue
@@ -582,9 +560,9 @@ func (d *Driver) tick(ctx context.Context) {
 	// Only the nodes watched before squeue ran are judged by it: a node created during
 	// the call is not in its answer, and is not gone.
 	d.mu.Lock()
-	keys := make([]string, 0, len(d.nodes))
-	before := make(map[string]*node, len(d.nodes))
-	for k, n := range d.nodes {
+	keys := make([]string, 0, d.nodes.Len())
+	before := make(map[string]*node, d.nodes.Len())
+	for k, n := range d.nodes.All() {
 		keys = append(keys, k)
 		before[k] = n
 	}
@@ -607,8 +585,8 @@ func (d *Driver) tick(ctx context.Context) {
 	var changes []change
 	d.mu.Lock()
 	now := d.cfg.Clock.Now()
-	for key, n := range d.nodes {
-		if n.terminating || before[key] != n {
+	for key, n := range d.nodes.All() {
+		if n.Terminating || before[key] != n {
 			continue
 		}
 		j, ok := jobs[key]
@@ -619,17 +597,17 @@ func (d *Driver) tick(ctx context.Context) {
 				why = strings.ToLower(j.State)
 			}
 			changes = append(changes, change{n: n, key: key, why: why})
-		case !j.running() && now.Sub(n.seen) >= d.cfg.StartTimeout:
+		case !j.running() && now.Sub(n.Seen) >= d.cfg.StartTimeout:
 			changes = append(changes, change{n: n, key: key, timeout: j.ID, why: "not running within the start timeout (" + j.Reason + ")"})
-		case j.running() && !n.info.Ready:
+		case j.running() && !n.Info.Ready:
 			n.job = j
 			changes = append(changes, change{n: n, key: key, ready: true})
 		default:
-			before := n.info.Reason
+			before := n.Info.Reason
 			n.job = j
 			d.update(n, "")
-			if !n.info.Ready && n.info.Reason != before && j.Reason != "" && j.Reason != "None" {
-				changes = append(changes, change{n: n, key: key, waiting: n.info.Reason})
+			if !n.Info.Ready && n.Info.Reason != before && j.Reason != "" && j.Reason != "None" {
+				changes = append(changes, change{n: n, key: key, waiting: n.Info.Reason})
 			}
 		}
 	}
@@ -650,7 +628,7 @@ func (d *Driver) tick(ctx context.Context) {
 				continue // next tick
 			}
 			d.mu.Lock()
-			if d.nodes[c.key] != n || n.terminating || n.info.Ready {
+			if !d.nodes.Current(n) || n.Info.Ready {
 				d.mu.Unlock()
 				continue
 			}
@@ -667,12 +645,11 @@ func (d *Driver) tick(ctx context.Context) {
 			}
 			d.mu.Lock()
 			n := c.n
-			if d.nodes[c.key] != n || n.terminating {
+			if !d.nodes.Current(n) {
 				d.mu.Unlock()
 				continue
 			}
-			n.cancel()
-			delete(d.nodes, c.key)
+			d.nodes.Drop(n)
 			d.mu.Unlock()
 			d.log.Warn("node gone", "node", c.key, "reason", c.why)
 			d.emit(driver.Event{Kind: driver.NodeGone, NodeKey: c.key, Reason: c.why})

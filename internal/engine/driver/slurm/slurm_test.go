@@ -268,13 +268,25 @@ func testControllerRestart(t *testing.T, c *slurmtest.Cluster) {
 	c.WaitIdle(slurmtest.Nodes...)
 }
 
+// watchedJob is the Slurm job of a node the driver watches, as the driver last saw it.
+func watchedJob(t *testing.T, d *Driver, key string) job {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.nodes.Get(key)
+	if !ok {
+		t.Fatalf("node %s is not watched", key)
+	}
+	return n.job
+}
+
 // testKilledSlurmd: killing the slurmd of a held node makes Slurm set it DOWN and end the
 // job: NodeGone. The slurmd is started again afterwards.
 func testKilledSlurmd(t *testing.T, c *slurmtest.Cluster) {
 	d := newTestDriver(t, Config{})
 	ctx := ctxT(t)
 	createReady(t, d, driver.NodeSpec{Key: "victim", Owner: "ws/c"})
-	name := d.nodes["victim"].job.Node
+	name := watchedJob(t, d, "victim").Node
 	c.KillNode(name)
 	t.Cleanup(func() {
 		c.StartNode(name)
@@ -311,9 +323,7 @@ func testScancelUnderATask(t *testing.T, c *slurmtest.Cluster) {
 				t.Fatal("the task did not start")
 			}
 		}
-		d.mu.Lock()
-		id := d.nodes[key].job.ID
-		d.mu.Unlock()
+		id := watchedJob(t, d, key).ID
 		start := time.Now()
 		c.Run("scancel", id)
 		ev := waitEvent(t, d, "NodeGone or TaskExited", func(ev driver.Event) bool {

@@ -16,21 +16,7 @@ import (
 // liveNode returns a watched node, looking it up (and adopting it) when it is not
 // watched yet; ErrNotFound when its job is gone.
 func (d *Driver) liveNode(ctx context.Context, key string) (*node, error) {
-	d.mu.Lock()
-	n := d.nodes[key]
-	d.mu.Unlock()
-	if n != nil && !n.terminating {
-		return n, nil
-	}
-	if _, err := d.Describe(ctx, key); err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n = d.nodes[key]; n == nil {
-		return nil, fmt.Errorf("node %s: %w", key, driver.ErrNotFound)
-	}
-	return n, nil
+	return d.nodes.Live(ctx, key, d.Describe)
 }
 
 // readyJob returns the job id of a node that is running; ErrTransient while it is pending.
@@ -41,8 +27,8 @@ func (d *Driver) readyJob(ctx context.Context, key string) (*node, string, error
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !n.info.Ready {
-		return nil, "", driver.Transient(fmt.Errorf("node %s is not ready: its job %s is %s", key, n.job.ID, n.info.Reason))
+	if !n.Info.Ready {
+		return nil, "", driver.Transient(fmt.Errorf("node %s is not ready: its job %s is %s", key, n.job.ID, n.Info.Reason))
 	}
 	return n, n.job.ID, nil
 }
@@ -120,7 +106,7 @@ func (d *Driver) taskEnv(env map[string]string) map[string]string {
 // reported only while its node still holds its allocation (heldAfterSignal).
 func (d *Driver) watchTask(n *node, nodeKey, taskKey string) {
 	rkey := driver.MachineTaskKey(nodeKey, taskKey)
-	n.tasks.Watch(taskKey,
+	n.Tasks.Watch(taskKey,
 		func(ctx context.Context) (bool, int, error) { return d.tasks.Wait(ctx, rkey) },
 		func(ctx context.Context, code int) {
 			if code > 128 && !d.heldAfterSignal(ctx) {
@@ -159,7 +145,7 @@ const maxSignalWait = 20
 // adoptTasks watches the running tasks of a node the driver adopted (after a restart):
 // those of its machine task keys, without the copies of code directories.
 func (d *Driver) adoptTasks(n *node, key string) {
-	n.tasks.Adopt(func(ctx context.Context) ([]string, error) {
+	n.Tasks.Adopt(func(ctx context.Context) ([]string, error) {
 		keys, err := d.tasks.RunningTasks(ctx, key+".")
 		var tasks []string
 		for _, k := range keys {
