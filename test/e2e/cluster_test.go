@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,6 +63,37 @@ func waitUntil(limit time.Duration, cond func() bool) bool {
 	return false
 }
 
+// jobIDOf is the job id in the first line of `job submit --stream`'s output ("job <id> ...").
+func jobIDOf(t *testing.T, out string) string {
+	t.Helper()
+	f := strings.Fields(strings.TrimPrefix(out, "job "))
+	if len(f) == 0 {
+		t.Fatalf("no job id in the output of job submit:\n%s", out)
+	}
+	return f[0]
+}
+
+// nodesStayIdle checks, right after job id of workspace ws ended, that its compute holds
+// want nodes (count) while its idle time has not passed since the job's end: fewer means
+// nodes were released before their idle time. A machine so loaded that the count comes
+// only after the idle time cannot tell, and the test log says so. It returns the job's end.
+func (u *user) nodesStayIdle(ws, id string, idle time.Duration, want int, count func() int) time.Time {
+	u.t.Helper()
+	got, countedAt := count(), time.Now()
+	job, err := u.client().GetJob(context.Background(), ws, id)
+	if err != nil || job.EndedAt == nil {
+		u.t.Fatalf("job %s: %v; want an ended job", id, err)
+	}
+	since := countedAt.Sub(*job.EndedAt).Round(time.Millisecond)
+	switch idleEnd := job.EndedAt.Add(idle); {
+	case countedAt.Before(idleEnd) && got != want:
+		u.t.Fatalf("%s after job %s ended its compute holds %d nodes; want its %d nodes, idle, until %s after", since, id, got, want, idle)
+	case !countedAt.Before(idleEnd):
+		u.t.Logf("the nodes were first counted %s after job %s ended, past the idle time (%s): %d left", since, id, idle, got)
+	}
+	return *job.EndedAt
+}
+
 // TestE2E_ClusterScalesForRealJobs: a cluster declared with min 0 scales to a node when a
 // job is submitted, runs it for real, and goes back to 0 after its idle time; the runtime
 // changes never show as a Terraform diff.
@@ -84,9 +116,7 @@ func TestE2E_ClusterScalesForRealJobs(t *testing.T) {
 	if exit != 0 || !strings.Contains(out, "rank 0 of 2 master 127.0.0.1:") {
 		t.Fatalf("job submit --stream: exit %d:\n%s", exit, out)
 	}
-	if c := u.compute("cpu"); c.CurrentNodeCount != 2 {
-		t.Fatalf("after a 2-node job the cluster has %d nodes; they stay until idle for PT3S", c.CurrentNodeCount)
-	}
+	u.nodesStayIdle("e2e-team", jobIDOf(t, out), 3*time.Second, 2, func() int { return int(u.compute("cpu").CurrentNodeCount) })
 	// Runtime attributes are computed-only: scaling is not drift.
 	if out, code := u.terraform("plan", "-detailed-exitcode"); code != 0 {
 		t.Fatalf("plan while scaled up: exit %d:\n%s", code, out)

@@ -139,7 +139,7 @@ func TestE2E_KubeCluster(t *testing.T) {
 		t.Fatalf("job submit --stream: exit %d:\n%s", exit, out)
 	}
 	t.Logf("3-pod job from 0 pods done in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
-	id := strings.Fields(strings.TrimPrefix(out, "job "))[0]
+	id := jobIDOf(t, out)
 	cpuPods := func() int {
 		n := 0
 		for _, p := range u.enginePods(cs) {
@@ -149,19 +149,8 @@ func TestE2E_KubeCluster(t *testing.T) {
 		}
 		return n
 	}
-	// The three nodes stay, idle, for the compute's idle time (15 s) after the job. A
-	// loaded machine may look only after that time has passed, when the pods may rightly be
-	// gone: then only the scale-down below is checked.
-	idlePods, lookedAt := cpuPods(), time.Now()
-	job, err := u.client().GetJob(context.Background(), "e2e-team", id)
-	if err != nil || job.EndedAt == nil {
-		t.Fatalf("job %s: %v, ended at %v", id, err, job)
-	}
-	if idleEnd := job.EndedAt.Add(15 * time.Second); lookedAt.Before(idleEnd) && idlePods != 3 {
-		t.Fatalf("%s after the job ended the cluster holds %d pods; want its 3 idle nodes until %s", lookedAt.Sub(*job.EndedAt).Round(time.Millisecond), idlePods, idleEnd)
-	} else if !lookedAt.Before(idleEnd) {
-		t.Logf("the pods were first counted %s after the job ended, past the idle time: %d left", lookedAt.Sub(*job.EndedAt).Round(time.Millisecond), idlePods)
-	}
+	// The three nodes stay, idle, for the compute's idle time (15 s) after the job.
+	ended := u.nodesStayIdle("e2e-team", id, 15*time.Second, 3, cpuPods)
 	line := regexp.MustCompile(`rank (\d) of 3 master (\S+) ip (\S+)`)
 	ips := map[string]bool{}
 	var master, rank0 string
@@ -186,7 +175,7 @@ func TestE2E_KubeCluster(t *testing.T) {
 	}
 
 	// Idle scale-down: the pods go after the idle deadline.
-	deadline := job.EndedAt.Add(15 * time.Second)
+	deadline := ended.Add(15 * time.Second)
 	u.waitFor("the idle pods gone", 60*time.Second, func() bool { return cpuPods() == 0 })
 	t.Logf("idle scale-down: the last pod was gone %s after the idle deadline", time.Since(deadline).Round(time.Millisecond))
 
