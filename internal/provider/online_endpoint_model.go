@@ -234,7 +234,7 @@ func plannedSnapshotID(dir types.String, at path.Path, what string) (types.Strin
 	if err != nil {
 		diags.AddAttributeError(at, "Cannot Snapshot "+strings.ToUpper(what[:1])+what[1:], fmt.Sprintf("The provider "+
 			"could not snapshot the %s directory %q.\n\nCheck that the directory exists and that it fits the snapshot "+
-			"limits (300 MB, 2000 files; leave large files out with .amlignore or .gitignore).\n\nError: %s",
+			"limits (300 MiB, 2000 files; leave large files out with .amlignore or .gitignore).\n\nError: %s",
 			what, dir.ValueString(), err))
 		return types.StringUnknown(), diags
 	}

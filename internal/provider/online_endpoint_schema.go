@@ -176,7 +176,7 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 		"code_path": schema.StringAttribute{
 			MarkdownDescription: "A directory whose contents each instance starts in, usually " +
 				"`\"${path.module}/scorer\"`. It is snapshotted as jobs' code is (honouring `.amlignore`, else " +
-				"`.gitignore`; at most 300 MB and 2000 files) and its hash is `code_snapshot_id`, so editing a file " +
+				"`.gitignore`; at most 300 MiB and 2000 files) and its hash is `code_snapshot_id`, so editing a file " +
 				"plans a rollout. Leave it unset for a command that needs no code.",
 			Optional: true,
 		},
@@ -188,7 +188,7 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 		"model_path": schema.StringAttribute{
 			MarkdownDescription: "The model the deployment serves: a local directory, usually " +
 				"`\"${path.module}/model\"` (snapshotted as `code_path` is, honouring `.amlignore`, else " +
-				"`.gitignore`; at most 300 MB and 2000 files), or a Completed job's registered output, " +
+				"`.gitignore`; at most 300 MiB and 2000 files), or a Completed job's registered output, " +
 				"`azureml://jobs/<job>/outputs/<output>`. Each instance finds a copy of its files in the directory " +
 				"named by the environment variable `AZUREML_MODEL_DIR`, as in Azure. An unknown job or output, or " +
 				"the output of a job that is not Completed, is a plan error. Leave it unset for a deployment " +

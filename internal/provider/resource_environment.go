@@ -159,9 +159,9 @@ func (r *environmentResource) Schema(_ context.Context, _ resource.SchemaRequest
 				MarkdownDescription: "A container environment: jobs and endpoint deployments run in an image. Set exactly " +
 					"one of `image` and `image_archive`, and optionally `python`. They run on the engine's local nodes " +
 					"when it has a containerd (its default socket, `MLCOMPUTE_CONTAINERD_ADDRESS`, or `mlcompute serve " +
-					"--containerd-address`), and jobs also on attached machines and Slurm nodes with their own containerd, " +
-					"and on attached Kubernetes clusters as their pods' image (`image` only); " +
-					"anywhere else a job or deployment in a container environment is refused at " +
+					"--containerd-address`); on the engine's Slurm nodes and attached machines with their own containerd; " +
+					"on the engine's own Kubernetes pods (but for sizes with GPUs); and, for jobs, on attached Kubernetes " +
+					"clusters as their pods' image. Anywhere else a job or deployment in a container environment is refused at " +
 					"submit, naming the environment and why (see the environments guide).",
 				Optional:   true,
 				Validators: []validator.Object{objectvalidator.ExactlyOneOf(kinds...)},
