@@ -275,7 +275,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 			d.log.Debug("pod created", "node", spec.Key, "pod", name)
 		}
 	}
-	info, gone, reason := d.adopt(pod, false)
+	info, gone, reason := d.adopt(ctx, pod, false)
 	if gone {
 		d.wg.Add(1)
 		go func() {
@@ -288,11 +288,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.NodeSpec) (driver.NodeI
 
 // adopt watches a node's pod (when not already) and returns what it knows of it; gone
 // says the pod is no live node (and is not watched). With tasks, the node's running tasks
-// are watched too (a node the driver did not create: an engine restart).
-func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone bool, reason string) {
+// are watched too (a node the driver did not create: an engine restart), before adopt
+// returns (remotetask.Tasks.Adopt says why).
+func (d *Driver) adopt(ctx context.Context, pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone bool, reason string) {
 	key := pod.Annotations[AnnotationNode]
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	n, ok := d.nodes.Get(key)
 	if !ok || n.uid != pod.UID {
 		n = &node{name: pod.Name, uid: pod.UID, Node: d.nodes.NewNode(key,
@@ -311,6 +311,7 @@ func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone 
 	st := stateOf(pod)
 	if st.gone {
 		d.nodes.Drop(n)
+		d.mu.Unlock()
 		return driver.NodeInfo{}, true, st.reason
 	}
 	d.update(n, pod, st)
@@ -319,10 +320,12 @@ func (d *Driver) adopt(pod *corev1.Pod, tasks bool) (info driver.NodeInfo, gone 
 		n.timed = true
 		d.startTimer(n)
 	}
-	if tasks && n.Info.Ready {
-		d.adoptTasks(n)
+	info = n.Info
+	d.mu.Unlock()
+	if tasks && info.Ready {
+		d.adoptTasks(ctx, n)
 	}
-	return n.Info, false, ""
+	return info, false, ""
 }
 
 // update sets a node's info from its pod's state. Callers hold d.mu.
@@ -472,7 +475,7 @@ func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, err
 	if err != nil {
 		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, err)
 	}
-	info, gone, _ := d.adopt(pod, true)
+	info, gone, _ := d.adopt(ctx, pod, true)
 	if gone {
 		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, driver.ErrNotFound)
 	}
@@ -502,7 +505,7 @@ func (d *Driver) livePod(ctx context.Context, key string) (*corev1.Pod, error) {
 }
 
 // List returns the live nodes of owner ("" for all of this engine's), watching them.
-func (d *Driver) List(_ context.Context, owner string) ([]driver.NodeInfo, error) {
+func (d *Driver) List(ctx context.Context, owner string) ([]driver.NodeInfo, error) {
 	pods, err := d.pods.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -515,7 +518,7 @@ func (d *Driver) List(_ context.Context, owner string) ([]driver.NodeInfo, error
 			continue
 		}
 		listed[key] = true
-		if info, gone, _ := d.adopt(pod, true); !gone {
+		if info, gone, _ := d.adopt(ctx, pod, true); !gone {
 			out = append(out, info)
 		}
 	}

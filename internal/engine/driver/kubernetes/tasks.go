@@ -170,9 +170,10 @@ func (d *Driver) watchTask(n *node, taskKey string) {
 }
 
 // adoptTasks watches the running tasks of a node the driver adopted (after a restart).
-func (d *Driver) adoptTasks(n *node) {
+// Callers do not hold d.mu: the list runs an exec in the pod.
+func (d *Driver) adoptTasks(ctx context.Context, n *node) {
 	tasks := d.taskStore(n.name)
-	n.Tasks.Adopt(func(ctx context.Context) ([]string, error) { return tasks.RunningTasks(ctx, "") },
+	n.Tasks.Adopt(ctx, func(ctx context.Context) ([]string, error) { return tasks.RunningTasks(ctx, "") },
 		func(k string) { d.watchTask(n, k) })
 }
 

@@ -83,9 +83,14 @@ func (t *Tasks) Watch(taskKey string, wait WaitFunc, ended func(ctx context.Cont
 }
 
 // Adopt watches, once per node, the tasks it runs when the driver adopts it (after an
-// engine restart): list names them, in the background, and watch is called for each, in
-// key order.
-func (t *Tasks) Adopt(list func(ctx context.Context) ([]string, error), watch func(taskKey string)) {
+// engine restart): list names them, and watch is called for each, in key order, before
+// Adopt returns. The driver calls it before it answers the Describe or List that adopted
+// the node, and without its lock. So a task that still ran when the engine then asks for
+// its status is watched, and its end is reported even when it comes right after. A list
+// done in the background could come after the task ended, and miss it: the engine would
+// wait forever for an end that already happened. A failed list is logged and tried again
+// at the next Adopt.
+func (t *Tasks) Adopt(ctx context.Context, list func(ctx context.Context) ([]string, error), watch func(taskKey string)) {
 	t.mu.Lock()
 	if t.adopted {
 		t.mu.Unlock()
@@ -93,19 +98,18 @@ func (t *Tasks) Adopt(list func(ctx context.Context) ([]string, error), watch fu
 	}
 	t.adopted = true
 	t.mu.Unlock()
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		keys, err := list(t.ctx)
-		if err != nil {
-			if t.ctx.Err() == nil {
-				t.log.Warn("listing the running tasks of an adopted node", "error", err)
-			}
-			return
+	keys, err := list(ctx)
+	if err != nil {
+		t.mu.Lock()
+		t.adopted = false
+		t.mu.Unlock()
+		if ctx.Err() == nil && t.ctx.Err() == nil {
+			t.log.Warn("listing the running tasks of an adopted node", "error", err)
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			watch(k)
-		}
-	}()
+		return
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		watch(k)
+	}
 }

@@ -76,17 +76,31 @@ func TestWatchEndsWithoutReportWhenTheTaskOrTheNodeIsGone(t *testing.T) {
 	}
 }
 
-// Adopt lists a node's running tasks once and watches them in key order.
+// Adopt lists a node's running tasks once and has them watched, in key order, before it
+// returns; a list that failed is tried again at the next Adopt.
 func TestAdoptListsOnceAndWatchesInOrder(t *testing.T) {
-	tasks, _, _, wg := newTasks(t)
+	tasks, _, _, _ := newTasks(t)
+	ctx := context.Background()
 	lists := 0
 	var watched []string
-	list := func(context.Context) ([]string, error) { lists++; return []string{"job-2", "job-0", "job-1"}, nil }
-	tasks.Adopt(list, func(k string) { watched = append(watched, k) })
-	wg.Wait()
-	tasks.Adopt(list, func(k string) { watched = append(watched, k) })
-	wg.Wait()
-	if lists != 1 || !slices.Equal(watched, []string{"job-0", "job-1", "job-2"}) {
-		t.Fatalf("%d lists, watched %v; want one list and the three in order", lists, watched)
+	list := func(context.Context) ([]string, error) {
+		lists++
+		if lists == 1 {
+			return nil, errors.New("the machine did not answer")
+		}
+		return []string{"job-2", "job-0", "job-1"}, nil
+	}
+	watch := func(k string) { watched = append(watched, k) }
+	tasks.Adopt(ctx, list, watch)
+	if lists != 1 || len(watched) != 0 {
+		t.Fatalf("after a failed list: %d lists, watched %v; want one list and nothing watched", lists, watched)
+	}
+	tasks.Adopt(ctx, list, watch)
+	if lists != 2 || !slices.Equal(watched, []string{"job-0", "job-1", "job-2"}) {
+		t.Fatalf("when Adopt returned: %d lists, watched %v; want a second list and the three in order", lists, watched)
+	}
+	tasks.Adopt(ctx, list, watch)
+	if lists != 2 || len(watched) != 3 {
+		t.Fatalf("a third Adopt: %d lists, watched %v; want no list after the one that answered", lists, watched)
 	}
 }

@@ -351,7 +351,6 @@ func (d *Driver) adopt(ctx context.Context, key string, j job, tasks bool) drive
 		host = d.hostOf(ctx, j.Node)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	n, ok := d.nodes.Get(key)
 	if !ok || n.job.ID != j.ID {
 		n = &node{job: j, Node: d.nodes.NewNode(key,
@@ -366,10 +365,12 @@ func (d *Driver) adopt(ctx context.Context, key string, j job, tasks bool) drive
 	}
 	n.job = j
 	d.update(n, host)
+	info := n.Info
+	d.mu.Unlock()
 	if tasks {
-		d.adoptTasks(n, key)
+		d.adoptTasks(ctx, n, key)
 	}
-	return n.Info
+	return info
 }
 
 // update sets a node's info from its job; host is the node's host name once running.

@@ -143,9 +143,10 @@ func (d *Driver) heldAfterSignal(ctx context.Context) bool {
 const maxSignalWait = 20
 
 // adoptTasks watches the running tasks of a node the driver adopted (after a restart):
-// those of its machine task keys, without the copies of code directories.
-func (d *Driver) adoptTasks(n *node, key string) {
-	n.Tasks.Adopt(func(ctx context.Context) ([]string, error) {
+// those of its machine task keys, without the copies of code directories. Callers do not
+// hold d.mu: the list runs a command.
+func (d *Driver) adoptTasks(ctx context.Context, n *node, key string) {
+	n.Tasks.Adopt(ctx, func(ctx context.Context) ([]string, error) {
 		keys, err := d.tasks.RunningTasks(ctx, key+".")
 		var tasks []string
 		for _, k := range keys {
