@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,4 +194,47 @@ func TestEndpointQuotaIsSharedWithComputes(t *testing.T) {
 	if err := createCluster(); err != nil {
 		t.Fatalf("a 4-vCPU cluster next to 2 + 2 vCPUs of endpoints in a quota of 10: %v", err)
 	}
+}
+
+// DESIGN 4's one sum under concurrent writers: a compute and an endpoint created at the same
+// time, each fitting the workspace's quota alone but not together, are never both made.
+// The endpoints' writes take their turns with the computes' (computes.Turns), so the
+// second check counts the first's holding whichever kind of record it is.
+func TestEndpointAndComputeCreatesShareTheQuotaUnderConcurrency(t *testing.T) {
+	r := newRig(t)
+	newProbes(r)
+	for i := range 10 {
+		ws := fmt.Sprintf("wsp%d", i)
+		// Standard_DS3_v2 has 4 vCPUs; two Standard_DS2_v2 instances hold 4 too.
+		r.workspace(ws, map[string]int64{"standardDSv2Family": 4})
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, errs[0] = r.e.CreateCompute(context.Background(), ws, api.ComputeSpec{
+				Name: "train", VMSize: "Standard_DS3_v2", ScaleSettings: &api.ScaleSettings{MaxNodeCount: 1},
+			}, "")
+		}()
+		go func() {
+			defer wg.Done()
+			_, errs[1] = r.e.CreateEndpoint(context.Background(), ws, api.EndpointSpec{
+				Name: "scorer-" + ws, Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(2, "serve")},
+			}, "")
+		}()
+		wg.Wait()
+		made := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				made++
+			case !api.IsQuotaExceeded(err):
+				t.Fatalf("workspace %s: %v; want success or a quota error", ws, err)
+			}
+		}
+		if made != 1 {
+			t.Fatalf("workspace %s: the compute's and the endpoint's creates gave %v; want exactly one made in a quota that holds one", ws, errs)
+		}
+	}
+	r.settle()
 }

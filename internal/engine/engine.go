@@ -208,6 +208,7 @@ func New(cfg Config) (*Engine, error) {
 		Nodes:              e.nodes,
 		NoContainerRuntime: core.NoDeploymentRuntime,
 		Scoring:            e.scoring,
+		Turns:              core,
 	})
 	if err := e.endpoints.LoadQuotaIndex(); err != nil {
 		return nil, fmt.Errorf("indexing endpoints' quota: %w", err)

@@ -114,10 +114,10 @@ type Core struct {
 	onTaskNotStarted func(node, task string)
 	passes           map[string]Pass // compute type -> its controller's pass
 
-	// mu serialises the computes' writers (Write, the passes, the driver's outcomes) so
-	// that read-check-write sequences (name taken? quota left? capacity free?) see a
-	// consistent store and quota index; bbolt already serialises the commits themselves.
-	// The fields below it are guarded by it.
+	// mu serialises the computes' writers (Write, the passes, the driver's outcomes) and
+	// the endpoints' (Turn) so that read-check-write sequences (name taken? quota left?
+	// capacity free?) see a consistent store and quota index; bbolt already serialises the
+	// commits themselves. The fields below it are guarded by it.
 	mu        sync.Mutex
 	backoff   map[string]createBackoff // compute key -> no node creation before
 	committed []func()                 // what the current write does once committed
@@ -145,6 +145,15 @@ type Transactions interface {
 	Write(f func(tx *store.Tx) error) error
 	// Changed is closed at the next commit that changes bucket b (store.Store.Changed).
 	Changed(b store.Bucket) <-chan struct{}
+}
+
+// Turns let the endpoints controller's writers take their turns with the computes' (one
+// write path for the engine's controllers): a read-check-write inside Turn sees a
+// consistent store and quota index, whichever kind of record wrote last, and commits with
+// WriteInTurn. Turn is not reentrant: f must not call Turn or Write.
+type Turns interface {
+	Turn(f func())
+	WriteInTurn(f func(tx *store.Tx) error, undo func()) error
 }
 
 // Kicker marks a compute for a pass.
@@ -243,6 +252,23 @@ func (c *Core) Write(f func(tx *store.Tx) error) error {
 	return c.writeLocked(f)
 }
 
+// Turn runs f in turn with every writer of computes and endpoints (Turns).
+func (c *Core) Turn(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f()
+}
+
+// WriteInTurn commits f for a caller inside Turn; undo, when not nil, puts back what f
+// changed in memory when the transaction does not commit.
+func (c *Core) WriteInTurn(f func(tx *store.Tx) error, undo func()) error {
+	err := c.writeLocked(f)
+	if err != nil && undo != nil {
+		undo()
+	}
+	return err
+}
+
 // writeGrouped is Write for the API's creates and deletes, which come many at a time (a
 // terraform apply runs ten at once): the calls that wait for their turn share one
 // transaction, so one commit and its fsyncs make them all durable, instead of queueing one
@@ -336,9 +362,9 @@ func (c *Core) AddCompute(tx *store.Tx, ws *api.Workspace, rec model.Compute, qu
 }
 
 // putCompute stores a compute in a Write's transaction. The quota index follows inside
-// the transaction, not after it: the store runs one write at a time, so the next quota
-// check, of a compute or of an endpoint (whose writes are not in the core's turn), counts
-// it. A write that does not commit puts the index back.
+// the transaction, not after it: the next quota check, of a compute or of an endpoint
+// (whose writes take the same turn), counts it. A write that does not commit puts the
+// index back.
 func (c *Core) putCompute(tx *store.Tx, rec model.Compute) error {
 	if err := tx.Put(store.Computes, rec.Key(), rec); err != nil {
 		return err

@@ -51,7 +51,7 @@ type Metrics interface {
 
 func scalerKey(endpointKey, deployment string) string { return endpointKey + "\x00" + deployment }
 
-// scalerFor returns the deployment's scaler, made on first use. Callers hold c.mu.
+// scalerFor returns the deployment's scaler, made on first use. Callers are in turn.
 func (c *Controller) scalerFor(endpointKey, deployment string) *scaler {
 	k := scalerKey(endpointKey, deployment)
 	s := c.scalers[k]
@@ -92,7 +92,7 @@ func initialDesired(d api.DeploymentSpec, old *model.Deployment) int64 {
 // endpoints queue it, before it gets 429. An autoscaled deployment also holds requests
 // while it has no ready instance, and a held request kicks its autoscaler at once (so one
 // at zero instances starts one); a fixed one with no ready instance answers 503 at once.
-// Callers hold c.mu.
+// Callers are in turn.
 func (c *Controller) routerHold(key, dn string, d model.Deployment, ready bool) *router.Hold {
 	sc := d.Spec.ScaleSettings
 	rs := d.Spec.RequestSettings
@@ -128,9 +128,7 @@ func (c *Controller) routerHold(key, dn string, d model.Deployment, ready bool) 
 
 // SetMetrics gives the autoscaler's measures to m. Call it before Start.
 func (c *Controller) SetMetrics(m Metrics) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.metrics = m
+	c.inTurn(func() { c.metrics = m })
 }
 
 func scaleTimer(endpointKey, deployment string) runtime.Timer {

@@ -17,9 +17,9 @@ import (
 // HandleNodeEvent applies a driver event about an endpoint instance's node
 // (lifecycle.Owner).
 func (c *Controller) HandleNodeEvent(ctx context.Context, ev driver.Event) {
-	c.mu.Lock()
-	key, ok := c.nodes[ev.NodeKey]
-	c.mu.Unlock()
+	var key string
+	var ok bool
+	c.inTurn(func() { key, ok = c.nodes[ev.NodeKey] })
 	if !ok {
 		return // terminated meanwhile
 	}
@@ -38,7 +38,13 @@ func (c *Controller) HandleNodeEvent(ctx context.Context, ev driver.Event) {
 			why += "; output: " + tail(string(out), 400)
 		}
 	}
-	c.mu.Lock()
+	c.inTurn(func() { c.nodeLost(key, ev, why) })
+	c.kick(key)
+}
+
+// nodeLost fails an instance whose node or process was lost (ev), unless it is on its way
+// out already or ev is about a process it no longer runs. Callers are in turn.
+func (c *Controller) nodeLost(key string, ev driver.Event, why string) {
 	now := c.clock.Now().UTC()
 	_ = c.updateEndpointInstance(key, ev.NodeKey, func(rec *model.Endpoint, in *model.EndpointInstance) {
 		if in.Terminating || in.State == api.EndpointInstanceDraining || in.State == api.EndpointInstanceFailed {
@@ -52,8 +58,21 @@ func (c *Controller) HandleNodeEvent(ctx context.Context, ev driver.Event) {
 		}
 		c.instanceFailed(rec, in, why, now)
 	})
-	c.mu.Unlock()
-	c.kick(key)
+}
+
+// adopted resumes the probes of an instance whose process a restarted engine found
+// running (alive), or fails it. Callers are in turn.
+func (c *Controller) adopted(key, id string, alive bool) {
+	now := c.clock.Now().UTC()
+	_ = c.updateEndpointInstance(key, id, func(r *model.Endpoint, cur *model.EndpointInstance) {
+		if !alive {
+			c.instanceFailed(r, cur, "it was not running when the engine started", now)
+			return
+		}
+		c.probes[cur.ID] = &probeState{task: cur.Task}
+		c.loop.SetTimer(ProbeTimer(cur.ID, probeReady), now)
+		c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now)
+	})
 }
 
 func tail(s string, n int) string {
@@ -97,9 +116,7 @@ func (c *Controller) Recover(ctx context.Context) error {
 	}
 	for _, rec := range recs {
 		for _, in := range rec.Instances {
-			c.mu.Lock()
-			c.nodes[in.ID] = rec.Key()
-			c.mu.Unlock()
+			c.inTurn(func() { c.nodes[in.ID] = rec.Key() })
 			if in.Terminating || in.StartedAt.IsZero() || in.State == api.EndpointInstanceFailed || in.State == api.EndpointInstanceDraining {
 				continue // the pass terminates, starts or restarts it
 			}
@@ -108,22 +125,9 @@ func (c *Controller) Recover(ctx context.Context) error {
 				st, err := c.lifecycle.Task(ctx, in.ID, in.Task)
 				alive = err == nil && st.Running
 			}
-			c.mu.Lock()
-			now := c.clock.Now().UTC()
-			_ = c.updateEndpointInstance(rec.Key(), in.ID, func(r *model.Endpoint, cur *model.EndpointInstance) {
-				if !alive {
-					c.instanceFailed(r, cur, "it was not running when the engine started", now)
-					return
-				}
-				c.probes[cur.ID] = &probeState{task: cur.Task}
-				c.loop.SetTimer(ProbeTimer(cur.ID, probeReady), now)
-				c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now)
-			})
-			c.mu.Unlock()
+			c.inTurn(func() { c.adopted(rec.Key(), in.ID, alive) })
 		}
-		c.mu.Lock()
-		c.syncRouter(rec.Key())
-		c.mu.Unlock()
+		c.inTurn(func() { c.syncRouter(rec.Key()) })
 		c.kick(rec.Key())
 	}
 	return nil

@@ -17,8 +17,11 @@ import (
 // the rule's input (rules/rollout), decides, commits the decision, and then carries it out:
 // the timers, the autoscalers' memory, the starts and the terminations.
 func (c *Controller) Reconcile(ctx context.Context, key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.inTurn(func() { c.reconcile(ctx, key) })
+}
+
+// reconcile is Reconcile in turn.
+func (c *Controller) reconcile(ctx context.Context, key string) {
 	now := c.clock.Now().UTC()
 	var (
 		rec          model.Endpoint
@@ -96,7 +99,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) {
 }
 
 // decide maps a live endpoint and the router's counts to the rule's input, decides, and
-// gives the new instances their IDs and ports. Callers hold c.mu.
+// gives the new instances their IDs. Callers are in turn.
 func (c *Controller) decide(rec model.Endpoint, now time.Time) rollout.Decision {
 	in := rollout.Input{Endpoint: rec, Scale: map[string]rollout.Scale{}, InFlight: map[string]int64{}}
 	var stats map[string]router.DeploymentStats
@@ -131,7 +134,7 @@ func (c *Controller) decide(rec model.Endpoint, now time.Time) rollout.Decision 
 
 // committed carries out a committed decision: the drained instances' probes stop, the
 // drain ends, restarts and autoscaler samples are timers, and the autoscalers keep their
-// memory. Callers hold c.mu.
+// memory. Callers are in turn.
 func (c *Controller) committed(key string, d rollout.Decision) {
 	for _, id := range d.Drained {
 		c.loop.RemoveTimer(ProbeTimer(id, probeReady))
@@ -166,7 +169,7 @@ func (c *Controller) setTimers(key string, d rollout.Decision) {
 }
 
 // keepScalers keeps the memory of an endpoint's autoscaled deployments after a pass and
-// forgets the others. Callers hold c.mu.
+// forgets the others. Callers are in turn.
 func (c *Controller) keepScalers(key string, mem map[string]rollout.Scale) {
 	for dn, m := range mem {
 		s := c.scalerFor(key, dn)

@@ -16,14 +16,14 @@ func (c *Controller) assignPort(ctx context.Context, key string, in model.Endpoi
 	if err != nil {
 		return 0, fmt.Errorf("asking its node for a port: %w", err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	err = c.updateEndpointInstance(key, in.ID, func(_ *model.Endpoint, cur *model.EndpointInstance) {
-		if cur.Port != 0 {
-			port = cur.Port
-			return
-		}
-		cur.Port = port
+	c.inTurn(func() {
+		err = c.updateEndpointInstance(key, in.ID, func(_ *model.Endpoint, cur *model.EndpointInstance) {
+			if cur.Port != 0 {
+				port = cur.Port
+				return
+			}
+			cur.Port = port
+		})
 	})
 	return port, err
 }

@@ -52,8 +52,11 @@ func (c *Controller) SetProber(p Prober) { c.probe.Store(&p) }
 
 // RunProbe starts one probe of an instance's current process.
 func (c *Controller) RunProbe(id, kind string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.inTurn(func() { c.runProbe(id, kind) })
+}
+
+// runProbe is RunProbe in turn; the probe itself runs outside it.
+func (c *Controller) runProbe(id, kind string) {
 	key, ok := c.nodes[id]
 	st := c.probes[id]
 	if !ok || st == nil {
@@ -101,8 +104,11 @@ func (c *Controller) probeResult(key, id, task, kind string, started time.Time, 
 	if c.ctx.Err() != nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.inTurn(func() { c.applyProbe(key, id, task, kind, started, passed) })
+}
+
+// applyProbe is probeResult in turn.
+func (c *Controller) applyProbe(key, id, task, kind string, started time.Time, passed bool) {
 	st := c.probes[id]
 	if st == nil || st.task != task {
 		return

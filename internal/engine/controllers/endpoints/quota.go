@@ -38,7 +38,7 @@ func holdings(workspace, endpoint string, deployments map[string]model.Deploymen
 // checkQuota checks that each deployment whose holding is new or changed (from prev, the
 // endpoint's stored deployments) fits ws's quota of its VM family, next to what the
 // workspace's computes, its other endpoints and the endpoint's other deployments hold:
-// the one sum of DESIGN 4, from the quota index. Callers that write hold c.mu.
+// the one sum of DESIGN 4, from the quota index. Callers that write are in turn.
 func (c *Controller) checkQuota(ws *api.Workspace, key string, deployments, prev map[string]model.Deployment) error {
 	if c.quota == nil {
 		return nil
@@ -109,7 +109,7 @@ func (c *Controller) CheckQuota(_ context.Context, workspace string, quotas map[
 // holdQuota records in the quota index what the endpoint's deployments hold, inside the
 // write that stores them (the store runs one write at a time, so the next check, of a
 // compute or an endpoint, counts them). The returned func puts back what was recorded
-// before, for a write that did not commit. Callers hold c.mu.
+// before, for a write that did not commit. Callers are in turn.
 func (c *Controller) holdQuota(key string, deployments map[string]model.Deployment) (undo func()) {
 	if c.quota == nil {
 		return func() {}

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
@@ -85,6 +85,9 @@ type Config struct {
 	NoContainerRuntime func(instanceType string) string
 	// Scoring is the scoring front whose router carries the endpoints' traffic.
 	Scoring Scoring
+	// Turns is the computes' write path (computes.Core), which the endpoints' writers take
+	// turns in.
+	Turns computes.Turns
 }
 
 // Controller runs online endpoints: it reconciles each endpoint's instances against its
@@ -107,8 +110,9 @@ type Controller struct {
 	scoring Scoring
 	probe   atomic.Pointer[Prober]
 
-	// mu serialises the endpoints' read-check-write sequences and guards the maps below.
-	mu     sync.Mutex
+	// turns serialises the endpoints' read-check-write sequences with every other writer
+	// (write.go); the fields below it are guarded by the turn.
+	turns  computes.Turns
 	nodes  map[string]string // instance ID -> endpoint key
 	probes map[string]*probeState
 	// kills are processes of failed instances, killed once the failure is committed.
@@ -142,6 +146,7 @@ func New(cfg Config) *Controller {
 		metrics:    cfg.Metrics,
 		noRuntime:  cfg.NoContainerRuntime,
 		scoring:    cfg.Scoring,
+		turns:      cfg.Turns,
 	}
 	c.probe.Store(ptr(Prober(httpProbe)))
 	return c
@@ -205,7 +210,19 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 	if ctx.Err() != nil {
 		return
 	}
-	c.mu.Lock()
+	c.inTurn(func() { c.processStarted(key, in, info, err, began, nodeUp) })
+	if err == nil {
+		// An exit before the start was recorded was ignored by HandleNodeEvent: look now.
+		if st, serr := c.driver.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
+			c.HandleNodeEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
+		}
+	}
+	c.kick(key)
+}
+
+// processStarted records how an instance's start went (err) and schedules its probes.
+// Callers are in turn.
+func (c *Controller) processStarted(key string, in model.EndpointInstance, info driver.NodeInfo, err error, began, nodeUp time.Time) {
 	now := c.clock.Now().UTC()
 	_ = c.updateEndpointInstance(key, in.ID, func(rec *model.Endpoint, cur *model.EndpointInstance) {
 		if cur.Task != in.Task || cur.Terminating || cur.State != api.EndpointInstanceStarting {
@@ -227,14 +244,6 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 		c.loop.SetTimer(ProbeTimer(cur.ID, probeLive), now.Add(times.Liveness.InitialDelay))
 		c.log.Debug("instance started", "endpoint", key, "instance", cur.ID, "task", cur.Task, "port", cur.Port)
 	})
-	c.mu.Unlock()
-	if err == nil {
-		// An exit before the start was recorded was ignored by HandleNodeEvent: look now.
-		if st, serr := c.driver.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
-			c.HandleNodeEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
-		}
-	}
-	c.kick(key)
 }
 
 // ModelDir is the directory of an instance's working directory that holds its
@@ -292,7 +301,7 @@ func (c *Controller) nodeEnv(p model.Process) envprep.Env {
 }
 
 // instanceFailed marks an instance failed, kills its process and schedules its restart.
-// Callers hold c.mu and commit rec.
+// Callers are in turn and commit rec.
 func (c *Controller) instanceFailed(rec *model.Endpoint, in *model.EndpointInstance, why string, now time.Time) {
 	wait := rollout.Fail(rec, in, why, now)
 	delete(c.probes, in.ID)
@@ -306,8 +315,8 @@ func (c *Controller) instanceFailed(rec *model.Endpoint, in *model.EndpointInsta
 
 // updateEndpointInstance applies f to one stored instance and, when f changed anything,
 // commits and pushes the router; most probe results change nothing and write nothing.
-// Callers hold c.mu, which every writer of endpoint records holds, so the record read
-// here is still current when it is written.
+// Callers are in turn, as every writer of endpoint records is, so the record read here is
+// still current when it is written.
 func (c *Controller) updateEndpointInstance(key, id string, f func(*model.Endpoint, *model.EndpointInstance)) error {
 	var rec model.Endpoint
 	idx := -1
@@ -343,26 +352,8 @@ func (c *Controller) updateEndpointInstance(key, id string, f func(*model.Endpoi
 // terminateInstance has the lifecycle terminate an instance's node and, once the driver
 // confirms, removes the instance; on a failure the next pass terminates it again.
 func (c *Controller) terminateInstance(ctx context.Context, key string, in model.EndpointInstance) {
-	c.lifecycle.Release(ctx, in.ID, endpointStepTimer(key, in.ID), func() error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		err := c.commit(func(tx *store.Tx) error {
-			var rec model.Endpoint
-			ok, err := tx.Get(store.Endpoints, key, &rec)
-			if err != nil || !ok {
-				return err
-			}
-			rec.Instances = slices.DeleteFunc(rec.Instances, func(x model.EndpointInstance) bool { return x.ID == in.ID })
-			return tx.Put(store.Endpoints, key, rec)
-		}, nil)
-		if err == nil {
-			delete(c.nodes, in.ID)
-			delete(c.probes, in.ID)
-			delete(c.coldStarts, in.ID)
-			c.loop.RemoveTimer(ProbeTimer(in.ID, probeReady))
-			c.loop.RemoveTimer(ProbeTimer(in.ID, probeLive))
-			c.loop.RemoveTimer(endpointStepTimer(key, in.ID))
-		}
+	c.lifecycle.Release(ctx, in.ID, endpointStepTimer(key, in.ID), func() (err error) {
+		c.inTurn(func() { err = c.instanceGone(key, in.ID) })
 		return err
 	}, func() {
 		c.log.Info("endpoint instance terminated", "endpoint", key, "instance", in.ID)
@@ -370,8 +361,31 @@ func (c *Controller) terminateInstance(ctx context.Context, key string, in model
 	})
 }
 
+// instanceGone removes a terminated instance from its endpoint and forgets it. Callers
+// are in turn.
+func (c *Controller) instanceGone(key, id string) error {
+	err := c.commit(func(tx *store.Tx) error {
+		var rec model.Endpoint
+		ok, err := tx.Get(store.Endpoints, key, &rec)
+		if err != nil || !ok {
+			return err
+		}
+		rec.Instances = slices.DeleteFunc(rec.Instances, func(x model.EndpointInstance) bool { return x.ID == id })
+		return tx.Put(store.Endpoints, key, rec)
+	}, nil)
+	if err == nil {
+		delete(c.nodes, id)
+		delete(c.probes, id)
+		delete(c.coldStarts, id)
+		c.loop.RemoveTimer(ProbeTimer(id, probeReady))
+		c.loop.RemoveTimer(ProbeTimer(id, probeLive))
+		c.loop.RemoveTimer(endpointStepTimer(key, id))
+	}
+	return err
+}
+
 // syncRouter gives the router the endpoint's stored table: after a write that pushed its
-// own table failed to commit, and at start. Callers hold c.mu.
+// own table failed to commit, and at start. Callers are in turn.
 func (c *Controller) syncRouter(key string) {
 	var rec model.Endpoint
 	exists := false

@@ -2,24 +2,27 @@ package endpoints
 
 import "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 
+// The controller writes endpoint records through the computes' write path
+// (computes.Turns): every read-check-write sequence of the endpoints runs in the turn the
+// computes' writers take too, so a quota check sees what either kind of record holds, and
+// the controller's in-memory state (the maps of Controller) is guarded by that turn, not
+// by a lock of its own.
+
 // commit is the one way the controller writes endpoint records: f runs in a write
 // transaction. f may change, before the commit, what the controller holds in memory for
 // the records it writes (the router's table, the quota index), as the passes do, so that
 // no reader sees a committed state the router does not serve yet; undo, when given, puts
-// that back when the transaction does not commit. Callers hold c.mu, which every writer
-// of endpoint records holds (write takes it).
+// that back when the transaction does not commit. Callers are in turn (inTurn).
 func (c *Controller) commit(f func(tx *store.Tx) error, undo func()) error {
-	err := c.store.Update(f)
-	if err != nil && undo != nil {
-		undo()
-	}
-	return err
+	return c.turns.WriteInTurn(f, undo)
 }
 
 // write is commit for the API's calls and the events that come from outside a pass: it
-// takes c.mu for the write.
-func (c *Controller) write(f func(tx *store.Tx) error, undo func()) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.commit(f, undo)
+// takes the turn for the write.
+func (c *Controller) write(f func(tx *store.Tx) error, undo func()) (err error) {
+	c.inTurn(func() { err = c.commit(f, undo) })
+	return err
 }
+
+// inTurn runs f in the writers' turn.
+func (c *Controller) inTurn(f func()) { c.turns.Turn(f) }

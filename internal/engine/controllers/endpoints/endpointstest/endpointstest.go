@@ -25,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
@@ -108,7 +109,13 @@ func (e *Env) start() {
 		loop.Mark(t.Object)
 	}})
 	nodes := lifecycle.New(lifecycle.Config{Clock: e.Clock, Logger: log, Loop: loop})
-	quota := model.NewQuotaIndex()
+	// The computes' core is the write path the endpoints take turns in, and holds the
+	// quota index both share, as in the engine.
+	core, err := computes.New(computes.Config{Store: st, Clock: e.Clock, Logger: log, Loop: loop, Nodes: nodes})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	quota := core.QuotaIndex()
 	front := scoring.New(st, e.Clock, log, router.Options{OnHoldChange: func(string, string) {
 		select {
 		case e.holds <- struct{}{}:
@@ -117,7 +124,7 @@ func (e *Env) start() {
 	}})
 	var seq int
 	c = endpoints.New(endpoints.Config{
-		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Nodes: nodes, Scoring: front,
+		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Nodes: nodes, Scoring: front, Turns: core,
 		NewID: func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
 	})
 	if err := c.LoadQuotaIndex(); err != nil {
