@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,7 +41,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/instance"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -174,7 +172,6 @@ func New(cfg Config) (*Engine, error) {
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, Nodes: e.nodes,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
 		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg), Containers: ownNodesRunContainers(cfg), PodNodes: cfg.NodesDriver == "kubernetes", AttachedContainers: cfg.Containers != nil,
-		OnTaskExit: e.onTaskExit, OnTaskNotStarted: e.onTaskNotStarted,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("indexing computes: %w", err)
@@ -195,7 +192,13 @@ func New(cfg Config) (*Engine, error) {
 	e.jobs = jobs.New(core, jobs.Config{
 		Snapshots: cfg.Snapshots, Kube: e.attached, SharedFilesystem: cfg.NodesDriver == "local",
 		Artifacts: cfg.Artifacts, MaxOutputSize: cfg.MaxOutputSize,
+		// A job that ended may have been the last user of an old environment build.
+		AfterRankExit: func() { e.loop.Go(e.envs.Collect) },
 	})
+	// The owners of the tasks on computes' nodes, asked in turn to claim a task that ended:
+	// the jobs controller claims every task no other owner does, so it goes last.
+	core.RegisterTaskOwner(e.instances)
+	core.RegisterTaskOwner(e.jobs)
 	core.RegisterPass(api.TypeComputeCluster, e.clusters.Pass)
 	core.RegisterPass(api.TypeAttached, e.clusters.Pass)     // an attached machine is a cluster of one fixed node
 	core.RegisterPass(api.TypeKubernetes, attached.KubePass) // an attached cluster holds no node: its jobs' computes do
@@ -275,37 +278,6 @@ func (e *Engine) pruneIdempotency() error {
 		e.log.Info("pruned old idempotency keys", "count", pruned, "older_than", model.IdempotencyTTL)
 	}
 	return nil
-}
-
-// isSetupTask says whether a task is an instance's setup script (rules/instance makes and
-// parses its keys).
-func isSetupTask(task string) bool {
-	_, _, ok := instance.ParseSetupTask(task)
-	return ok
-}
-
-// onTaskExit routes a task's end to the instance's setup or to the job.
-func (e *Engine) onTaskExit(ctx context.Context, node, task string, code int) {
-	if isSetupTask(task) {
-		e.instances.SetupExited(ctx, node, task, code)
-		return
-	}
-	if strings.HasPrefix(task, model.EnvTaskPrefix) {
-		e.jobs.EnvTaskExited(ctx, node, task, code)
-		return
-	}
-	e.jobs.TaskExited(ctx, node, task, code)
-	// A job that ended may have been the last user of an old environment build.
-	e.loop.Go(e.envs.Collect)
-}
-
-// onTaskNotStarted routes a task the store records but its node never started (the engine
-// stopped in between). A setup script is started again; a job's tasks are not routed: a
-// job whose ranks had not all started is still Preparing, and Recover starts it again.
-func (e *Engine) onTaskNotStarted(node, task string) {
-	if isSetupTask(task) {
-		e.instances.SetupNotStarted(node, task)
-	}
 }
 
 // envCacheDir is where the local nodes of this machine keep built environments: one cache

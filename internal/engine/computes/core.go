@@ -74,13 +74,6 @@ type Config struct {
 	// Nodes is the engine's node lifecycle, which creates and releases the computes' nodes
 	// and routes the driver's events about them back (HandleNodeEvent).
 	Nodes *lifecycle.Nodes
-	// OnTaskExit applies a task's end (a job's rank or a setup script); Recover calls it for
-	// tasks that ended while the engine was down.
-	OnTaskExit func(ctx context.Context, node, task string, code int)
-	// OnTaskNotStarted is what Recover calls for a task the store records on a node but the
-	// node does not know: the engine stopped after committing it and before starting it
-	// (nil ignores it).
-	OnTaskNotStarted func(node, task string)
 }
 
 // Core is shared by the compute controllers, which reach it through the small interfaces
@@ -109,10 +102,11 @@ type Core struct {
 	drv driver.Driver
 	ctx context.Context
 	// recorder gets the node lifecycle's durations for the engine's metrics.
-	recorder         metrics.Recorder
-	onTaskExit       func(ctx context.Context, node, task string, code int)
-	onTaskNotStarted func(node, task string)
-	passes           map[string]Pass // compute type -> its controller's pass
+	recorder metrics.Recorder
+	passes   map[string]Pass // compute type -> its controller's pass
+	// owners are the controllers whose tasks run on computes' nodes (tasks.go), in the
+	// order they are asked to claim a task.
+	owners []TaskOwner
 
 	// mu serialises the computes' writers (Write, the passes, the driver's outcomes) and
 	// the endpoints' (Turn) so that read-check-write sequences (name taken? quota left?
@@ -203,7 +197,6 @@ func New(cfg Config) (*Core, error) {
 		snapshots: cfg.Snapshots, artifacts: cfg.Artifacts, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
 		local: cfg.Local, containers: cfg.Containers, podNodes: cfg.PodNodes, attachedContainers: cfg.AttachedContainers, gpus: slices.Clone(cfg.GPUs),
 		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
-		onTaskExit: cfg.OnTaskExit, onTaskNotStarted: cfg.OnTaskNotStarted,
 		nodes: cfg.Nodes, backoff: map[string]createBackoff{}, passes: map[string]Pass{},
 	}
 	if err := c.loadQuotaIndex(); err != nil {

@@ -19,8 +19,8 @@ import (
 // Environments (DESIGN 8) are prepared on a job's nodes before its tasks start: a
 // system-managed one is built (or found) in the node's cache by a task, a user-managed one's
 // interpreter is checked by a task. Both go through the driver's TaskRunner, so they work
-// wherever jobs run; their output is part of the job's log, and their ends arrive as
-// TaskExited events for keys starting with model.EnvTaskPrefix.
+// wherever jobs run; their output is part of the job's log, and their ends go to the jobs
+// controller, which owns them (owners.go).
 
 // ReasonBuilding is a Preparing job's reason while its environment is built on its nodes.
 const ReasonBuilding = "building environment"
@@ -151,7 +151,7 @@ func (c *Core) wrapTask(j model.Job, spec *driver.TaskSpec) error {
 
 // prepareEnvironment starts the preparation of a job's environment on the nodes where it
 // has not ended yet, and reports whether the job must wait for it (the tasks' exits come
-// back through EnvTaskExited in the jobs' controller, which starts the job again). A
+// go to the jobs controller, their owner (owners.go), which then starts the job). A
 // preparation task that ended while the engine was down is applied at once.
 func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) {
 	if j.EnvDef == nil || j.EnvReady() {
@@ -185,7 +185,7 @@ func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) 
 		st, serr := c.drv.TaskStatus(ctx, node, spec.Key)
 		switch {
 		case serr == nil && !st.Running:
-			c.loop.Go(func() { c.onTaskExit(ctx, node, spec.Key, st.ExitCode) })
+			c.loop.Go(func() { c.taskExited(ctx, node, spec.Key, st.ExitCode) })
 			continue
 		case serr == nil:
 			continue

@@ -211,7 +211,7 @@ func nodeRetryTimer(n model.Node) runtime.Timer {
 func (c *Core) HandleNodeEvent(ctx context.Context, ev driver.Event) {
 	switch ev.Kind {
 	case driver.TaskExited:
-		c.onTaskExit(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
+		c.taskExited(ctx, ev.NodeKey, ev.TaskKey, ev.ExitCode)
 	case driver.NodeGone:
 		c.NodeGone(ev.NodeKey, ev.Reason)
 	case driver.NodeReady:

@@ -63,11 +63,9 @@ func (c *Core) Recover(ctx context.Context) error {
 				switch {
 				case err != nil, st.Running:
 				case st.NeverStarted:
-					if c.onTaskNotStarted != nil {
-						c.onTaskNotStarted(n.ID, n.Task)
-					}
+					c.taskNotStarted(n.ID, n.Task)
 				default:
-					c.onTaskExit(ctx, n.ID, n.Task, st.ExitCode)
+					c.taskExited(ctx, n.ID, n.Task, st.ExitCode)
 				}
 			})
 		}

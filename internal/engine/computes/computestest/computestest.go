@@ -50,13 +50,11 @@ type Env struct {
 	Lifecycle *lifecycle.Nodes
 	Core      *computes.Core
 	DataDir   string
-	// OnTaskExit applies a task's end (a driver event, or one Recover finds); a test sets
-	// it to its controller's (jobs' TaskExited, instances' SetupExited). Nil drops it.
-	OnTaskExit func(ctx context.Context, node, task string, code int)
 }
 
 // New builds the core, started on the fake driver, with the store's quota index loaded. The
-// test registers its controller's pass with Core.RegisterPass.
+// test registers its controller's pass with Core.RegisterPass, and its task owners (the
+// jobs controller, the instances controller) with Core.RegisterTaskOwner.
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
 	dir := t.TempDir()
@@ -71,8 +69,7 @@ func New(t testing.TB, opts Options) *Env {
 	e.Core, err = computes.New(computes.Config{
 		Store: st, Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop, DataDir: dir, Nodes: e.Lifecycle,
 		CapacityVCPUs: opts.CapacityVCPUs, Artifacts: opts.Artifacts,
-		NewID:      func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
-		OnTaskExit: e.taskExited,
+		NewID: func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -86,12 +83,6 @@ func New(t testing.TB, opts Options) *Env {
 
 // Recover finds the nodes again as the engine does after a restart (lifecycle.Recover).
 func (e *Env) Recover(ctx context.Context) error { return e.Lifecycle.Recover(ctx, e.Core) }
-
-func (e *Env) taskExited(ctx context.Context, node, task string, code int) {
-	if e.OnTaskExit != nil {
-		e.OnTaskExit(ctx, node, task, code)
-	}
-}
 
 // Workspace stores a workspace with the given quotas (vCPUs per family).
 func (e *Env) Workspace(name string, quotas map[string]int64) {

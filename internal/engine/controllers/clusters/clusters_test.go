@@ -97,6 +97,8 @@ func TestPassScalesToMinAndTheDriverMakesTheNodes(t *testing.T) {
 
 func TestQueuedJobIsPlacedAndIdleNodesGoAfterTheirTime(t *testing.T) {
 	env, c := setup(t)
+	// The ranks' ends are applied by the jobs' controller, their owner, as in the engine.
+	env.Core.RegisterTaskOwner(jobs.New(env.Core, jobs.Config{}))
 	if _, err := c.Create(context.Background(), "lab", spec("cpu", 0, 2, "PT10M"), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +112,7 @@ func TestQueuedJobIsPlacedAndIdleNodesGoAfterTheirTime(t *testing.T) {
 	if got := env.Driver.RunningTasks(); len(got) != 2 {
 		t.Fatalf("running tasks = %v; want the job's two ranks", got)
 	}
-	// The ranks end (their exits applied by the jobs' controller, as in the engine); the
-	// nodes are idle, and released once idle for ten minutes.
-	env.OnTaskExit = jobs.New(env.Core, jobs.Config{}).TaskExited
+	// The ranks end; the nodes are idle, and released once idle for ten minutes.
 	for rank, node := range j.Nodes {
 		env.Driver.FinishTask(node, j.TaskKey(rank), 0)
 	}

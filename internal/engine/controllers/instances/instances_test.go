@@ -25,14 +25,8 @@ func setup(t *testing.T) (*computestest.Env, *instances.Controller) {
 	env := computestest.New(t, computestest.Options{})
 	c := instances.New(instances.Config{Core: env.Core, MinIdleShutdown: time.Minute, DataDir: env.DataDir})
 	env.Core.RegisterPass(api.TypeComputeInstance, c.Pass)
-	js := jobs.New(env.Core, jobs.Config{})
-	env.OnTaskExit = func(ctx context.Context, node, task string, code int) {
-		if strings.HasPrefix(task, "setup-") {
-			c.SetupExited(ctx, node, task, code)
-			return
-		}
-		js.TaskExited(ctx, node, task, code)
-	}
+	env.Core.RegisterTaskOwner(c)
+	env.Core.RegisterTaskOwner(jobs.New(env.Core, jobs.Config{}))
 	env.Workspace("lab", nil)
 	return env, c
 }

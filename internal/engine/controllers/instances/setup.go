@@ -41,10 +41,10 @@ func (c *Controller) startSetup(rec model.Compute, nodeID string, s *instance.Se
 	return func(ctx context.Context) {
 		if err := c.core.Driver().StartTask(ctx, nodeID, spec); err != nil {
 			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-				return // the engine is stopping; its next start runs the script (SetupNotStarted)
+				return // the engine is stopping; its next start runs the script (TaskNotStarted)
 			}
 			c.log.Error("starting setup script failed", "node", nodeID, "error", err)
-			c.SetupExited(ctx, nodeID, spec.Key, 127)
+			c.TaskExited(ctx, nodeID, spec.Key, 127)
 		}
 	}
 }
@@ -83,10 +83,17 @@ func (c *Controller) updateSetup(nodeID, task string, change func(n *model.Node,
 	return key, stage, changed
 }
 
-// SetupNotStarted puts back a setup script the store records as running but its node never
+// OwnsTask claims the setup script a node's record says it runs (computes.TaskOwner): the
+// node holds instance.SetupJob and the task is its current one. A script's end that comes
+// after its node moved on is no one's: the instance started its next stage already.
+func (c *Controller) OwnsTask(n model.Node, task string) bool {
+	return n.JobID == instance.SetupJob && n.Task == task
+}
+
+// TaskNotStarted puts back a setup script the store records as running but its node never
 // started, because the engine stopped between the two: the next pass starts the same stage
-// again under the same task key.
-func (c *Controller) SetupNotStarted(nodeID, task string) {
+// again under the same task key (computes.TaskRestarter).
+func (c *Controller) TaskNotStarted(nodeID, task string) {
 	key, stage, changed := c.updateSetup(nodeID, task, func(_ *model.Node, rec *model.Compute, _ time.Time) bool {
 		return rec.Instance.SetupNotStarted()
 	})
@@ -96,8 +103,8 @@ func (c *Controller) SetupNotStarted(nodeID, task string) {
 	}
 }
 
-// SetupExited records the end of a setup script.
-func (c *Controller) SetupExited(ctx context.Context, nodeID, task string, code int) {
+// TaskExited records the end of a setup script (computes.TaskOwner).
+func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code int) {
 	if _, _, ok := instance.ParseSetupTask(task); !ok {
 		return
 	}

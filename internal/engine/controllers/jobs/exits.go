@@ -16,11 +16,29 @@ import (
 
 // The ends of a job's tasks: its environment's preparation on each node, then each rank.
 
-// EnvTaskExited applies the end of a rank's environment preparation: it saves the output
+// OwnsTask claims every task on a compute's node that no other owner claimed (the jobs
+// controller is registered last, computes.RegisterTaskOwner): a job's ranks, those of its
+// earlier attempts, and its environment's preparation. The keys are the jobs' own
+// (model.Job.TaskKey, EnvTaskKey); one that is not a job's is ignored by TaskExited.
+func (c *Controller) OwnsTask(model.Node, string) bool { return true }
+
+// TaskExited applies the end of one of a job's tasks (computes.TaskOwner).
+func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code int) {
+	if rankTask, ok := strings.CutPrefix(task, model.EnvTaskPrefix); ok {
+		c.envTaskExited(ctx, nodeID, task, rankTask, code)
+		return
+	}
+	c.rankExited(ctx, nodeID, task, code)
+	if c.cfg.AfterRankExit != nil {
+		c.cfg.AfterRankExit()
+	}
+}
+
+// envTaskExited applies the end of a rank's environment preparation: it saves the output
 // (the head of the rank's log), fails the job with the output's last lines when the
 // preparation failed, and starts the job's tasks once every rank's preparation succeeded.
-func (c *Controller) EnvTaskExited(ctx context.Context, nodeID, task string, code int) {
-	jobID, attempt, rank, ok := model.ParseTaskKey(strings.TrimPrefix(task, model.EnvTaskPrefix))
+func (c *Controller) envTaskExited(ctx context.Context, nodeID, task, rankTask string, code int) {
+	jobID, attempt, rank, ok := model.ParseTaskKey(rankTask)
 	if !ok {
 		return
 	}
@@ -100,9 +118,9 @@ func envFailure(j model.Job, node string, code int, out []byte) string {
 	return msg
 }
 
-// TaskExited saves a rank's output, frees its node and finishes the job when it is done.
+// rankExited saves a rank's output, frees its node and finishes the job when it is done.
 // Exits of an earlier attempt (the job was preempted and requeued) only free their node.
-func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code int) {
+func (c *Controller) rankExited(ctx context.Context, nodeID, task string, code int) {
 	jobID, attempt, rank, ok := model.ParseTaskKey(task)
 	if !ok {
 		return

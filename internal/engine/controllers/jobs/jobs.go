@@ -60,6 +60,9 @@ type Config struct {
 	// at its end, saying so); MaxOutputSize bounds each output (0: no bound).
 	Artifacts     *artifacts.Store
 	MaxOutputSize int64
+	// AfterRankExit, when set, runs after a rank's end is applied: a job that ended may
+	// have been the last user of an old environment build.
+	AfterRankExit func()
 }
 
 // KubeJobs resolves and checks the instance type of a job on an attached Kubernetes

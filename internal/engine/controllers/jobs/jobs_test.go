@@ -30,7 +30,7 @@ func setupWith(t *testing.T, cfg jobs.Config) (*computestest.Env, *jobs.Controll
 	cl := clusters.New(env.Core)
 	env.Core.RegisterPass(api.TypeComputeCluster, cl.Pass)
 	c := jobs.New(env.Core, cfg)
-	env.OnTaskExit = c.TaskExited
+	env.Core.RegisterTaskOwner(c)
 	env.Workspace("lab", map[string]int64{"standardDSv2Family": 12})
 	if _, err := cl.Create(context.Background(), "lab", api.ComputeSpec{Name: "cpu", VMSize: "Standard_DS3_v2",
 		ScaleSettings: &api.ScaleSettings{MaxNodeCount: 2, ScaleDownNodesAfterIdleDuration: "PT5M"}}, ""); err != nil {
