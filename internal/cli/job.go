@@ -37,13 +37,14 @@ func newJobSubmitCommand(g *globals) *cobra.Command {
 			"for the job alone, or on an attached Kubernetes compute, where it runs as --instance-count pods of " +
 			"--instance-type, one of the compute's instance types (its default_instance_type when not given), " +
 			"deleted when the job ends). --code uploads a snapshot of DIR, honouring .amlignore (else .gitignore), " +
-			"limited to 300 MB and 2000 files. Each of the N nodes runs COMMAND with RANK, NODE_RANK, " +
-			"WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. With --stream the command follows rank 0's " +
+			"limited to 300 MiB and 2000 files. Each of the N nodes runs COMMAND with RANK, NODE_RANK, " +
+			"LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and MLCOMPUTE_JOB_ID set. With --stream the command follows rank 0's " +
 			"output and exits with the job's exit code. --environment runs it in an environment of the " +
 			"workspace (an mlcompute_environment): built on each node the first time, its interpreter first on PATH.\n\n" +
-			"-f reads an Azure ML v2 command job's YAML (type: command): its code, command (run by sh -c), " +
+			"-f reads an Azure ML v2 job's YAML: a command job (type: command) with its code, command (run by sh -c), " +
 			"compute, environment, resources, environment_variables, inputs, outputs and names. Paths in it are " +
-			"relative to the file. Flags given beside -f override the file, and a command after -- replaces its command.",
+			"relative to the file. Flags given beside -f override the file, and a command after -- replaces its command. " +
+			"A pipeline job's YAML (type: pipeline) submits the pipeline: its steps run as jobs of their own.",
 		Example: "  mlcompute job submit --workspace lab --compute cpu --code . -- python train.py --epochs 3\n" +
 			"  mlcompute job submit --workspace lab --compute cpu --instance-count 2 --stream -- torchrun train.py\n" +
 			"  mlcompute job submit --workspace lab -f job.yaml --compute gpu --stream",

@@ -62,7 +62,7 @@ func newServeCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.containerd, "containerd-address", "", "containerd's socket (e.g. /run/containerd/containerd.sock), with which local nodes run tasks in a container image; without it such tasks are refused")
 	fl.StringVar(&f.scoringListen, "scoring-listen", "", "HOST:PORT of the online endpoints' scoring router (default: the address of the first start, at first a free loopback port; it is kept so scoring_uri never changes)")
 	f.maxOutputSize = byteSize(daemon.DefaultMaxOutputSize)
-	fl.Var(&f.maxOutputSize, "max-output-size", "the largest output a job may leave, such as 20GB or 512MiB (KB, MB, GB count in 1000s, KiB, MiB, GiB in 1024s); a job whose output is larger fails, naming it")
+	fl.Var(&f.maxOutputSize, "max-output-size", "the largest output a job may leave, such as 20GB or 512MiB (KB, MB, GB, TB count in 1000s, KiB, MiB, GiB, TiB in 1024s); a job whose output is larger fails, naming it")
 	fl.BoolVar(&f.tls.On, "tls", false, "serve TLS on loopback TCP listeners too (off loopback TLS is always on, unless --insecure-http)")
 	fl.StringVar(&f.tls.CertFile, "tls-cert", "", "PEM certificate chain of the TCP listeners (with --tls-key; default: a CA and certificate the engine makes once in <data-dir>/"+tlsconfig.CAFile+" and "+tlsconfig.ServerFile+")")
 	fl.StringVar(&f.tls.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
@@ -99,7 +99,7 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		return fmt.Errorf("--gpus and --fake-gpus are for local nodes; with --nodes %s the %s gives nodes their GPUs", f.nodes, f.nodes)
 	}
 	if f.containerd != "" && f.nodes != "local" {
-		return fmt.Errorf("--containerd-address is for local nodes; with --nodes %s no node runs container images yet", f.nodes)
+		return fmt.Errorf("--containerd-address is for local nodes; with --nodes %s the nodes run container images themselves (%s)", f.nodes, ownContainerRuntime(f.nodes))
 	}
 	slurmCfg, err := f.slurm.config(f.nodes == "slurm")
 	if err != nil {
@@ -154,4 +154,15 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 		return exitCode(daemon.ExitAlreadyRunning)
 	}
 	return err
+}
+
+// ownContainerRuntime says how the nodes of a driver other than local run container images.
+func ownContainerRuntime(nodes string) string {
+	switch nodes {
+	case "slurm":
+		return "with each Slurm machine's own containerd"
+	case "kubernetes":
+		return "in an ephemeral container of the node's pod"
+	}
+	return "or refuse them"
 }
