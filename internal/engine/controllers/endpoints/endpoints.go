@@ -19,13 +19,11 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
-// Online endpoints: this file holds the records and the API operations. The runtime that
-// turns a record into running instances (and the scoring router's table) lives in
-// runtime.go (probes in probes.go, events and adoption in events.go); the scoring
-// listener and AML tokens in scoring.go.
-
-// endpointDirtyKey is an endpoint's key in the controller's work set; the prefix keeps it
-// apart from a compute of the same name.
+// Online endpoints: this file holds the records and the API operations. A pass (pass.go)
+// decides what an endpoint's instances do next; the runtime that carries it out (and the
+// scoring router's table) lives in runtime.go (probes in probes.go, events and adoption in
+// events.go, ports in ports.go); every write goes through write.go; the scoring front the
+// controller uses, and AML tokens, are in scoring.go.
 
 // CreateEndpoint creates an online endpoint and starts its deployments. Idempotent under
 // the key like CreateCompute.
