@@ -156,13 +156,11 @@ func runServe(ctx context.Context, g *globals, f serveFlags) error {
 	return err
 }
 
-// ownContainerRuntime says how the nodes of a driver other than local run container images.
+// ownContainerRuntime says how the nodes of a driver other than local (--nodes is checked
+// first: slurm or kubernetes) run container images.
 func ownContainerRuntime(nodes string) string {
-	switch nodes {
-	case "slurm":
+	if nodes == "slurm" {
 		return "with each Slurm machine's own containerd"
-	case "kubernetes":
-		return "in an ephemeral container of the node's pod"
 	}
-	return "or refuse them"
+	return "in an ephemeral container of the node's pod"
 }
