@@ -50,6 +50,9 @@ const (
 	// EngineIDFile holds the engine's id, made at the first start: the slurm driver names
 	// its jobs with it.
 	EngineIDFile = "engine-id"
+	// SlurmLoginHostKeyFile pins the host key of serve --slurm-login's login node, trusted
+	// at the first connection.
+	SlurmLoginHostKeyFile = "slurm-login-host-key"
 	// TokenFile holds the API token serve makes for a TCP listener given no --token-file;
 	// the CLI and provider on the same machine read it from there.
 	TokenFile = "api.token"
@@ -567,6 +570,9 @@ func nodeDriver(ctx context.Context, opts Options) (driver.Driver, error) {
 		return remoteDriver(ctx, opts, "slurm", func(ctx context.Context, id string) (*slurm.Driver, error) {
 			cfg := opts.Slurm
 			cfg.EngineID, cfg.Clock, cfg.Logger = id, opts.Clock, opts.Logger
+			if cfg.Login != "" {
+				cfg.LoginHostKeyFile = filepath.Join(opts.DataDir, SlurmLoginHostKeyFile)
+			}
 			return slurm.New(ctx, cfg)
 		})
 	case "kubernetes":

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -64,13 +65,18 @@ func (localShell) RunShell(ctx context.Context, cmd string, stdin io.Reader, std
 }
 
 // loginShell runs sh command lines on a login node over SSH, through one connection that
-// is dialled again when it breaks.
+// is dialled again when it breaks. The login node's host key is trusted on first use and
+// pinned from then on: every later connection, and one after an engine restart when
+// hostKeyFile keeps it, must present the same key.
 type loginShell struct {
-	target ssh.Target
-	conns  chan *ssh.Client // holds the connection, or nil when there is none
+	// target's HostKeyFingerprint is set by the first connection when hostKeyFile held
+	// none; it is read and written only by the holder of conns' token.
+	target      ssh.Target
+	hostKeyFile string
+	conns       chan *ssh.Client // holds the connection, or nil when there is none
 }
 
-func newLoginShell(login, keyFile string) (*loginShell, error) {
+func newLoginShell(login, keyFile, hostKeyFile string) (*loginShell, error) {
 	user, host, ok := strings.Cut(login, "@")
 	if !ok || user == "" || host == "" {
 		return nil, driver.Permanent(fmt.Errorf("--slurm-login %q: want user@host or user@host:port", login))
@@ -88,7 +94,16 @@ func newLoginShell(login, keyFile string) (*loginShell, error) {
 		return nil, err
 	}
 	t.PrivateKeyPEM = key
-	s := &loginShell{target: t, conns: make(chan *ssh.Client, 1)}
+	if hostKeyFile != "" {
+		raw, err := os.ReadFile(hostKeyFile)
+		switch {
+		case err == nil:
+			t.HostKeyFingerprint = strings.TrimSpace(string(raw))
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, driver.Permanent(fmt.Errorf("reading the login node's pinned host key: %w", err))
+		}
+	}
+	s := &loginShell{target: t, hostKeyFile: hostKeyFile, conns: make(chan *ssh.Client, 1)}
 	s.conns <- nil
 	return s, nil
 }
@@ -120,12 +135,37 @@ func (s *loginShell) client(ctx context.Context) (*ssh.Client, error) {
 	}
 	if c == nil {
 		var err error
-		if c, err = ssh.Dial(ctx, s.target); err != nil {
+		if c, err = s.dial(ctx); err != nil {
 			s.conns <- nil
 			return nil, err
 		}
 	}
 	s.conns <- c
+	return c, nil
+}
+
+// dial connects to the login node. The first connection that finds no pinned host key pins
+// the one it verified, in hostKeyFile too when there is one; a key other than the pinned
+// one is refused, naming the file to remove when the key changed on purpose.
+func (s *loginShell) dial(ctx context.Context) (*ssh.Client, error) {
+	c, err := ssh.Dial(ctx, s.target)
+	switch {
+	case ssh.IsHostKeyMismatch(err) && s.hostKeyFile != "":
+		return nil, driver.Permanent(fmt.Errorf("--slurm-login %s: %w; the key pinned at the first connection is kept in %s: remove that file if the login node's key changed on purpose",
+			s.target, err, s.hostKeyFile))
+	case err != nil:
+		return nil, err
+	case s.target.HostKeyFingerprint != "":
+		return c, nil
+	}
+	seen := c.HostKeyFingerprint()
+	if s.hostKeyFile != "" {
+		if err := os.WriteFile(s.hostKeyFile, []byte(seen+"\n"), 0o600); err != nil {
+			_ = c.Close()
+			return nil, driver.Permanent(fmt.Errorf("pinning the login node's host key: %w", err))
+		}
+	}
+	s.target.HostKeyFingerprint = seen
 	return c, nil
 }
 

@@ -76,7 +76,7 @@ func TestQuoteArgs(t *testing.T) {
 
 func TestLoginMustBeUserAtHost(t *testing.T) {
 	for _, login := range []string{"host", "@host", "user@", "user@host:port"} {
-		if _, err := newLoginShell(login, ""); !driver.IsPermanent(err) {
+		if _, err := newLoginShell(login, "", ""); !driver.IsPermanent(err) {
 			t.Errorf("newLoginShell(%q): %v, want a permanent error", login, err)
 		}
 	}

@@ -42,7 +42,7 @@ func TestLoginNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	login := fmt.Sprintf("%s@%s:%d", h.User, h.Address, h.Port)
-	ls, err := newLoginShell(login, keyFile)
+	ls, err := newLoginShell(login, keyFile, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,5 +92,46 @@ func TestLoginNode(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(h.Home, ".mlcompute", "tasks", "viaLogin.*")); len(left) > 0 {
 		t.Fatalf("task directories left on the login node: %v", left)
+	}
+}
+
+// --slurm-login trusts the login node's host key on first use and pins it, in the file a
+// restarted engine reads: the same login node is accepted again, and one that presents
+// another key is refused, naming the file, which keeps the pin.
+func TestLoginHostKeyIsPinnedOnFirstUse(t *testing.T) {
+	h := sshtest.Start(t)
+	login := fmt.Sprintf("%s@%s:%d", h.User, h.Address, h.Port)
+	pin := filepath.Join(t.TempDir(), "slurm-login-host-key")
+	run := func() error {
+		ls, err := newLoginShell(login, h.KeyFile(t), pin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, code, err := ls.RunShell(context.Background(), "exit 0", nil, io.Discard)
+		if err == nil && code != 0 {
+			t.Fatalf("exit 0 on the login node: exit status %d", code)
+		}
+		return err
+	}
+	if err := run(); err != nil {
+		t.Fatalf("first connection: %v", err)
+	}
+	if raw, err := os.ReadFile(pin); err != nil || strings.TrimSpace(string(raw)) != h.Fingerprint {
+		t.Fatalf("pinned %q (%v); want the login node's key %s", raw, err, h.Fingerprint)
+	}
+	if err := run(); err != nil {
+		t.Fatalf("a restarted engine's connection to the same login node: %v", err)
+	}
+
+	other := "SHA256:" + strings.Repeat("A", 43) // a key this login node does not have
+	if err := os.WriteFile(pin, []byte(other+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run()
+	if !ssh.IsHostKeyMismatch(err) || !driver.IsPermanent(err) || !strings.Contains(err.Error(), pin) {
+		t.Fatalf("a login node whose key is not the pinned one: %v; want a permanent host key mismatch naming %s", err, pin)
+	}
+	if raw, _ := os.ReadFile(pin); strings.TrimSpace(string(raw)) != other {
+		t.Fatalf("the refused connection changed the pin to %q", raw)
 	}
 }

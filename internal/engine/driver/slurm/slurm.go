@@ -88,6 +88,10 @@ type Config struct {
 	// LoginKeyFile from MLCOMPUTE_SLURM_SSH_KEY: the driver reads no variable itself.
 	Login        string
 	LoginKeyFile string
+	// LoginHostKeyFile keeps the login node's host key fingerprint, trusted on first use:
+	// read at start, written by the first connection when it holds none; a login node
+	// that presents another key is refused. Empty pins the key for the driver's life only.
+	LoginHostKeyFile string
 	// StartTimeout cancels a job that is not running this long after its submission
 	// (default DefaultStartTimeout).
 	StartTimeout time.Duration
@@ -179,7 +183,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		if cfg.Login == "" {
 			sh = localShell{}
 		} else {
-			ls, err := newLoginShell(cfg.Login, cfg.LoginKeyFile)
+			ls, err := newLoginShell(cfg.Login, cfg.LoginKeyFile, cfg.LoginHostKeyFile)
 			if err != nil {
 				return nil, err
 			}
