@@ -92,8 +92,8 @@ func (r *workspaceResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "vCPU limits per VM family, overriding the catalog's defaults, for example " +
 					"`{ standardNCSv3Family = 48 }`. Families are spelled exactly as Azure spells them in its VM " +
 					"size list (see the `mlcompute_vm_sizes` data source); each limit is 0 or more. Families that " +
-					"require approval (every GPU family, the M-series and HBv3) have a default limit of 0, so " +
-					"computes of those families need a quota here. Quotas can be changed in place. Leaving " +
+					"require approval (the current GPU families, the M-series and HBv3) and the retired ones (the older " +
+					"GPU families among them) have a default limit of 0, so computes of those families need a quota here. Quotas can be changed in place. Leaving " +
 					"`quotas` out and setting it to `{}` mean the same: the catalog defaults (default: `{}`).",
 				ElementType: types.Int64Type,
 				Optional:    true,
