@@ -7,7 +7,8 @@
 #   TESTACC_RUN       go test -run pattern (default ^Test(Acc|E2E): acceptance and end-to-end tests)
 #   TESTACC_PKGS      packages (default: those with a test named TestAcc* or TestE2E*; ./...
 #                     when TESTACC_RUN is another pattern)
-#   TESTACC_TIMEOUT   go test -timeout (default 20m)
+#   TESTACC_TIMEOUT   go test -timeout (default 30m: a backstop for a hung test, well above what
+#                     a package takes on a loaded two-core machine, about 20 minutes)
 #   TESTACC_PARALLEL  go test -parallel (default 4: terraform processes on 2 cores)
 #   TESTACC_P         go test -p (default 2)
 #   TESTARGS          extra go test arguments
@@ -58,4 +59,4 @@ echo "acceptance tests with ${version%%$'\n'*} ($tf)"
 set -x
 # shellcheck disable=SC2086 # pkgs and TESTARGS are lists of arguments
 go test $pkgs -run "${TESTACC_RUN:-^Test(Acc|E2E)}" -count=1 \
-	-p "${TESTACC_P:-2}" -parallel "${TESTACC_PARALLEL:-4}" -timeout "${TESTACC_TIMEOUT:-20m}" ${TESTARGS:-}
+	-p "${TESTACC_P:-2}" -parallel "${TESTACC_PARALLEL:-4}" -timeout "${TESTACC_TIMEOUT:-30m}" ${TESTARGS:-}
