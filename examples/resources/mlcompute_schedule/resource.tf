@@ -13,7 +13,8 @@ resource "mlcompute_compute_cluster" "cpu" {
 }
 
 # Every weekday at 02:00 Berlin time, the pipeline of pipeline.yaml runs on the cluster.
-# Its code and local inputs are snapshotted at apply: an edit of train.py plans an update.
+# Its YAML (and any code or local inputs it names) is snapshotted at apply: an edit of
+# pipeline.yaml plans an update in place.
 resource "mlcompute_schedule" "nightly" {
   name         = "nightly"
   workspace_id = mlcompute_workspace.example.id
