@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/utils/clock"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/atomicfile"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/auth"
@@ -653,11 +654,7 @@ func engineID(dataDir string) (string, error) {
 		return "", fmt.Errorf("reading the engine id: %w", err)
 	}
 	id := slurm.NewEngineID()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("writing the engine id: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("writing the engine id: %w", err)
 	}
 	return id, nil

@@ -8,52 +8,20 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/atomicfile"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
 )
 
-// writeFileAtomic writes data to a temporary file next to path, syncs it and renames it
-// over path, so readers see either nothing or the whole content, also after a power loss.
+// writeFileAtomic writes a file durably and atomically (atomicfile.Write).
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return replaceFile(path, data, perm, true)
+	return atomicfile.Write(path, data, perm)
 }
 
 // writeLiveInt records a number that describes a live process (the agent's pid, a task's
 // process group): atomically, but without fsync, since after a power loss the process is
 // gone too and the number means nothing. This keeps an fsync off a node's start.
 func writeLiveInt(path string, v int) error {
-	return replaceFile(path, []byte(strconv.Itoa(v)+"\n"), 0o600, false)
-}
-
-// replaceFile writes data next to path and renames it over path, syncing first when
-// durable.
-func replaceFile(path string, data []byte, perm os.FileMode, durable bool) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("creating temp file for %s: %w", path, err)
-	}
-	name := tmp.Name()
-	defer os.Remove(name) // no-op once renamed
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return fmt.Errorf("setting mode of %s: %w", path, err)
-	}
-	if durable {
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return fmt.Errorf("syncing %s: %w", path, err)
-		}
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", path, err)
-	}
-	if err := os.Rename(name, path); err != nil {
-		return fmt.Errorf("renaming into %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteLive(path, []byte(strconv.Itoa(v)+"\n"), 0o600)
 }
 
 // WriteLiveFile writes a file that describes live processes (a local node's node.json:
@@ -62,7 +30,7 @@ func replaceFile(path string, data []byte, perm os.FileMode, durable bool) error
 // synced, still names the node, so the node is released (its directory removed) whatever
 // the file then holds. This keeps an fsync off a node's start.
 func WriteLiveFile(path string, data []byte, perm os.FileMode) error {
-	return replaceFile(path, data, perm, false)
+	return atomicfile.WriteLive(path, data, perm)
 }
 
 func writeInt(path string, v int) error {

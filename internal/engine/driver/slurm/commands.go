@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/atomicfile"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/ssh"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/nodeagent/proc"
@@ -160,7 +161,8 @@ func (s *loginShell) dial(ctx context.Context) (*ssh.Client, error) {
 	}
 	seen := c.HostKeyFingerprint()
 	if s.hostKeyFile != "" {
-		if err := os.WriteFile(s.hostKeyFile, []byte(seen+"\n"), 0o600); err != nil {
+		// Atomically: a pin torn by a crash would refuse the login node at the next start.
+		if err := atomicfile.Write(s.hostKeyFile, []byte(seen+"\n"), 0o600); err != nil {
 			_ = c.Close()
 			return nil, driver.Permanent(fmt.Errorf("pinning the login node's host key: %w", err))
 		}
