@@ -186,7 +186,7 @@ func (e *Engine) CheckQuota(ctx context.Context, workspace string, check api.Quo
 		}
 		return e.core.CheckQuota(ctx, workspace, check.Quotas, *check.Compute)
 	case check.Endpoint != nil:
-		return e.endpoints.CheckQuota(ctx, workspace, check.Quotas, *check.Endpoint)
+		return e.endpointAPI.CheckQuota(ctx, workspace, check.Quotas, *check.Endpoint)
 	}
 	return api.Errorf(api.CodeInvalid, "", "a quota check takes a compute or an endpoint")
 }

@@ -25,35 +25,35 @@ type Prober = endpoints.Prober
 const TokenLifetime = scoring.TokenLifetime
 
 func (e *Engine) CreateEndpoint(ctx context.Context, workspace string, spec api.EndpointSpec, idempotencyKey string) (*api.Endpoint, error) {
-	return e.endpoints.CreateEndpoint(ctx, workspace, spec, idempotencyKey)
+	return e.endpointAPI.CreateEndpoint(ctx, workspace, spec, idempotencyKey)
 }
 
 func (e *Engine) UpdateEndpoint(ctx context.Context, workspace, name string, upd api.EndpointUpdate) (*api.Endpoint, error) {
-	return e.endpoints.UpdateEndpoint(ctx, workspace, name, upd)
+	return e.endpointAPI.UpdateEndpoint(ctx, workspace, name, upd)
 }
 
 func (e *Engine) GetEndpoint(ctx context.Context, workspace, name string) (*api.Endpoint, error) {
-	return e.endpoints.GetEndpoint(ctx, workspace, name)
+	return e.endpointAPI.GetEndpoint(ctx, workspace, name)
 }
 
 func (e *Engine) ListEndpoints(ctx context.Context, workspace string) ([]api.Endpoint, error) {
-	return e.endpoints.ListEndpoints(ctx, workspace)
+	return e.endpointAPI.ListEndpoints(ctx, workspace)
 }
 
 func (e *Engine) DeleteEndpoint(ctx context.Context, workspace, name string) error {
-	return e.endpoints.DeleteEndpoint(ctx, workspace, name)
+	return e.endpointAPI.DeleteEndpoint(ctx, workspace, name)
 }
 
 func (e *Engine) GetEndpointKeys(ctx context.Context, workspace, name string) (*api.EndpointKeys, error) {
-	return e.endpoints.GetEndpointKeys(ctx, workspace, name)
+	return e.endpointAPI.GetEndpointKeys(ctx, workspace, name)
 }
 
 func (e *Engine) RegenerateEndpointKeys(ctx context.Context, workspace, name, keyType string) (*api.EndpointKeys, error) {
-	return e.endpoints.RegenerateEndpointKeys(ctx, workspace, name, keyType)
+	return e.endpointAPI.RegenerateEndpointKeys(ctx, workspace, name, keyType)
 }
 
 func (e *Engine) GetEndpointToken(ctx context.Context, workspace, name string) (*api.EndpointToken, error) {
-	return e.endpoints.GetEndpointToken(ctx, workspace, name)
+	return e.endpointAPI.GetEndpointToken(ctx, workspace, name)
 }
 
 // SetProber replaces the HTTP probe of endpoint instances.

@@ -26,6 +26,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/endpointapi"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/environments"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/instances"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/jobs"
@@ -132,8 +133,10 @@ type Engine struct {
 	jobs       *jobs.Controller
 	pipelines  *pipelines.Controller
 	endpoints  *endpoints.Controller
-	scoring    *scoring.Front
-	envs       *environments.Controller
+	// endpointAPI serves the online endpoints' calls; endpoints runs what they declare.
+	endpointAPI *endpointapi.API
+	scoring     *scoring.Front
+	envs        *environments.Controller
 	// history is what the status page plots, sampled while the engine runs.
 	history   *history.History
 	schedules *schedules.Controller
@@ -206,24 +209,23 @@ func New(cfg Config) (*Engine, error) {
 	e.scoring = scoring.New(cfg.Store, cfg.Clock, log, router.Options{})
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, NewID: cfg.NewID,
-		EnvCacheDir:        envCacheDir(cfg),
-		Quota:              core.QuotaIndex(),
-		Nodes:              e.nodes,
-		NoContainerRuntime: core.NoDeploymentRuntime,
-		Scoring:            e.scoring,
-		Turns:              core,
+		EnvCacheDir: envCacheDir(cfg), Quota: core.QuotaIndex(), Nodes: e.nodes, Scoring: e.scoring, Turns: core,
 	})
-	if err := e.endpoints.LoadQuotaIndex(); err != nil {
+	e.endpointAPI = endpointapi.New(endpointapi.Config{
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts,
+		Quota: core.QuotaIndex(), NoContainerRuntime: core.NoDeploymentRuntime, Scoring: e.scoring, Turns: core, Router: e.endpoints,
+	})
+	if err := e.endpointAPI.LoadQuotaIndex(); err != nil {
 		return nil, fmt.Errorf("indexing endpoints' quota: %w", err)
 	}
 	e.envs = environments.New(environments.Config{
-		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpoints.EnvironmentChanged,
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, OnChange: e.endpointAPI.EnvironmentChanged,
 		CacheDir: envCacheDir(cfg), Snapshots: cfg.Snapshots, NoContainerRuntime: core.NoDeploymentRuntime,
 		ContainerdAddress: cfg.ContainerdAddress,
 	})
 	e.workspaces = workspaces.New(workspaces.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Write: core.Write, Locations: e.locations,
-		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpoints.DeleteWorkspace,
+		DeleteComputes: core.DeleteWorkspace, DeleteEndpoints: e.endpointAPI.DeleteWorkspace,
 	})
 	e.pipelines = newPipelines(e, cfg, log)
 	e.schedules = newSchedules(e, cfg, log)

@@ -150,6 +150,13 @@ type Turns interface {
 	WriteInTurn(f func(tx *store.Tx) error, undo func()) error
 }
 
+// WriteTurn takes a turn in t and commits f in it (Turns.WriteInTurn): the write of a
+// caller that is in no turn yet, such as an API call.
+func WriteTurn(t Turns, f func(tx *store.Tx) error, undo func()) (err error) {
+	t.Turn(func() { err = t.WriteInTurn(f, undo) })
+	return err
+}
+
 // Kicker marks a compute for a pass.
 type Kicker interface {
 	Kick(computeKey string)

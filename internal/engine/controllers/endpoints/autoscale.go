@@ -9,7 +9,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/autoscale"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
 // Endpoint autoscaling (scale_settings.type = "target_utilization", DESIGN 4): every
@@ -76,54 +75,21 @@ func ruleSettings(d model.Deployment) autoscale.Settings {
 	}
 }
 
-// initialDesired is the count an autoscaled deployment starts at: its old count, within the
-// new bounds, when it was running already, else min_instances.
-func initialDesired(d api.DeploymentSpec, old *model.Deployment) int64 {
-	sc := d.ScaleSettings
-	cur := sc.MinInstances
-	if old != nil {
-		cur = old.Target()
-	}
-	return min(max(cur, sc.MinInstances), sc.MaxInstances)
-}
-
-// routerHold is the router's Hold for a deployment: a request that finds every ready
-// instance busy waits up to max_queue_wait_ms for one with room, as Azure's managed
-// endpoints queue it, before it gets 429. An autoscaled deployment also holds requests
-// while it has no ready instance, and a held request kicks its autoscaler at once (so one
-// at zero instances starts one); a fixed one with no ready instance answers 503 at once.
-// Callers are in turn.
-func (c *Controller) routerHold(key, dn string, d model.Deployment, ready bool) *router.Hold {
-	sc := d.Spec.ScaleSettings
-	rs := d.Spec.RequestSettings
-	maxConc, wait := int64(api.DefaultMaxConcurrentRequestsPerInstance), int64(validation.DefaultMaxQueueWait(sc))
-	if rs != nil {
-		maxConc = max(rs.MaxConcurrentRequestsPerInstance, 1)
-		if rs.MaxQueueWaitMS > 0 {
-			wait = rs.MaxQueueWaitMS
-		}
-	}
-	h := &router.Hold{
-		MaxWait: time.Duration(wait) * time.Millisecond,
-		MaxHeld: 2 * maxConc * d.Spec.InstanceCount,
-	}
-	if sc.Autoscaled() {
+// holdHooks gives a deployment's Hold (routertable.Hold) its callbacks: a held request of
+// an autoscaled deployment kicks its autoscaler at once (so one at zero instances starts
+// one), and each hold's wait goes to the metrics. Callers are in turn.
+func (c *Controller) holdHooks(key, dn string, d model.Deployment, h *router.Hold) {
+	if d.Spec.ScaleSettings.Autoscaled() {
 		s := c.scalerFor(key, dn)
-		h.MaxHeld = 2 * maxConc * sc.MaxInstances
-		h.WhileStarting = true
 		h.Kick = func() {
 			if !s.kicked.Swap(true) {
 				c.kick(key)
 			}
 		}
 	}
-	if !ready {
-		h.StartError = d.StartError
-	}
 	if m := c.metrics; m != nil {
 		h.ObserveHold = func(wait time.Duration, served bool) { m.HoldTime(key, dn, wait, served) }
 	}
-	return h
 }
 
 // SetMetrics gives the autoscaler's measures to m. Call it before Start.

@@ -20,7 +20,7 @@ import (
 
 func TestEndpointAutoscaleFromZeroAndBackToZero(t *testing.T) {
 	env := setup(t)
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
+	if _, err := env.API.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
 		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Autoscaled(0, 3)},
 		Traffic: map[string]int64{"blue": 100},
 	}, ""); err != nil {
@@ -74,7 +74,7 @@ func TestEndpointAutoscaleFromZeroAndBackToZero(t *testing.T) {
 // An instance that cannot start answers the held request 503 with the start error at once.
 func TestEndpointAutoscaleStartFailureAnswersHeldRequests(t *testing.T) {
 	env := setup(t)
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
+	if _, err := env.API.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
 		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Autoscaled(0, 2)},
 		Traffic: map[string]int64{"blue": 100},
 	}, ""); err != nil {
@@ -102,12 +102,12 @@ func TestEndpointAutoscaleStartFailureAnswersHeldRequests(t *testing.T) {
 func TestEndpointAutoscaleSettingsApplyWithoutRollout(t *testing.T) {
 	env := setup(t)
 	spec := api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Autoscaled(0, 2)}, Traffic: map[string]int64{"blue": 100}}
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", spec, ""); err != nil {
+	if _, err := env.API.CreateEndpoint(context.Background(), "wsp", spec, ""); err != nil {
 		t.Fatal(err)
 	}
 	env.Settle()
 	upd := api.EndpointUpdate{Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Autoscaled(2, 4)}, Traffic: spec.Traffic}
-	ep, err := env.Controller.UpdateEndpoint(context.Background(), "wsp", "scorer", upd)
+	ep, err := env.API.UpdateEndpoint(context.Background(), "wsp", "scorer", upd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestEndpointAutoscaleSettingsApplyWithoutRollout(t *testing.T) {
 	env.Started("wsp", "scorer", "blue", 1, 2)
 	// Over the quota: Standard_DS2_v2 has 2 vCPUs; 4 instances need 8.
 	env.Workspace("small", map[string]int64{"standardDSv2Family": 6})
-	_, err = env.Controller.CreateEndpoint(context.Background(), "small", api.EndpointSpec{Name: "tiny", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Autoscaled(0, 4)}}, "")
+	_, err = env.API.CreateEndpoint(context.Background(), "small", api.EndpointSpec{Name: "tiny", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Autoscaled(0, 4)}}, "")
 	if !api.IsQuotaExceeded(err) || api.FieldOf(err) != "deployments.blue.scale_settings.max_instances" {
 		t.Fatalf("max_instances over the quota: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestEndpointAutoscaleIgnoresMirroredCopies(t *testing.T) {
 	env.Workspace("wsp", nil)
 	green := endpointstest.Autoscaled(1, 3)                          // 2 concurrent requests per instance, 70%: 2 in flight need 2
 	green.RequestSettings.RequestTimeoutMS = api.MaxRequestTimeoutMS // the gated requests outlast the steps below
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
+	if _, err := env.API.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
 		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve"), "green": green},
 		Traffic: map[string]int64{"blue": 100}, MirrorTraffic: map[string]int64{"green": 50},
 	}, ""); err != nil {

@@ -39,7 +39,7 @@ func instanceStates(ep *api.Endpoint, deployment string) []string {
 // clock until it is Succeeded.
 func readyEndpoint(t *testing.T, env *endpointstest.Env, spec api.EndpointSpec) {
 	t.Helper()
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", spec, ""); err != nil {
+	if _, err := env.API.CreateEndpoint(context.Background(), "wsp", spec, ""); err != nil {
 		t.Fatal(err)
 	}
 	for name, d := range spec.Deployments {
@@ -53,7 +53,7 @@ func readyEndpoint(t *testing.T, env *endpointstest.Env, spec api.EndpointSpec) 
 func TestEndpointReadinessGatesTraffic(t *testing.T) {
 	env := setup(t)
 	p := env.Probes
-	ep, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
+	ep, err := env.API.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{
 		Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(2, "serve")},
 		Traffic: map[string]int64{"blue": 100},
 	}, "")
@@ -172,7 +172,7 @@ func TestEndpointExitedProcessRestartsAndRepeatedFailureFails(t *testing.T) {
 
 func TestEndpointFirstStartErrorNamesTheOutput(t *testing.T) {
 	env := setup(t)
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")}}, ""); err != nil {
+	if _, err := env.API.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")}}, ""); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -197,7 +197,7 @@ func TestEndpointFirstStartErrorNamesTheOutput(t *testing.T) {
 // a row (rules/backoff), and not a moment less.
 func TestEndpointRestartBackOffDoublesPerFailedStart(t *testing.T) {
 	env := setup(t)
-	if _, err := env.Controller.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")}}, ""); err != nil {
+	if _, err := env.API.CreateEndpoint(context.Background(), "wsp", api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")}}, ""); err != nil {
 		t.Fatal(err)
 	}
 	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
@@ -231,7 +231,7 @@ func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 	d := endpointstest.Deployment(2, "serve", "v1")
 	d.RequestSettings.MaxConcurrentRequestsPerInstance = 4
 	upd.Deployments = map[string]api.DeploymentSpec{"blue": d}
-	ep, err := env.Controller.UpdateEndpoint(ctx, "wsp", "scorer", upd)
+	ep, err := env.API.UpdateEndpoint(ctx, "wsp", "scorer", upd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 	// A new command is a new generation.
 	d.Command = []string{"serve", "v2"}
 	upd.Deployments = map[string]api.DeploymentSpec{"blue": d}
-	if ep, err = env.Controller.UpdateEndpoint(ctx, "wsp", "scorer", upd); err != nil {
+	if ep, err = env.API.UpdateEndpoint(ctx, "wsp", "scorer", upd); err != nil {
 		t.Fatal(err)
 	}
 	if ep.Deployments["blue"].Generation != 2 || ep.ProvisioningState != api.ProvisioningUpdating {
@@ -312,7 +312,7 @@ func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 	d.InstanceCount = 1
 	green := endpointstest.Deployment(1, "serve", "green")
 	upd = api.EndpointUpdate{Deployments: map[string]api.DeploymentSpec{"blue": d, "green": green}, Traffic: map[string]int64{"blue": 100}}
-	if _, err := env.Controller.UpdateEndpoint(ctx, "wsp", "scorer", upd); err != nil {
+	if _, err := env.API.UpdateEndpoint(ctx, "wsp", "scorer", upd); err != nil {
 		t.Fatal(err)
 	}
 	g := env.Started("wsp", "scorer", "green", 1, 1)
@@ -320,12 +320,12 @@ func TestEndpointRolloutWaitsForReadinessThenDrains(t *testing.T) {
 	env.StepUntil("scaled in", func() bool {
 		return len(env.Instances("wsp", "scorer")) == 2 && env.Endpoint("wsp", "scorer").ProvisioningState == api.ProvisioningSucceeded
 	})
-	if _, err := env.Controller.UpdateEndpoint(ctx, "wsp", "scorer", api.EndpointUpdate{
+	if _, err := env.API.UpdateEndpoint(ctx, "wsp", "scorer", api.EndpointUpdate{
 		Deployments: map[string]api.DeploymentSpec{"green": green}, Traffic: map[string]int64{"blue": 100},
 	}); !api.IsInvalid(err) || api.FieldOf(err) != "traffic.blue" {
 		t.Fatalf("removing a deployment that keeps traffic: %v; want invalid on traffic.blue", err)
 	}
-	if _, err := env.Controller.UpdateEndpoint(ctx, "wsp", "scorer", api.EndpointUpdate{
+	if _, err := env.API.UpdateEndpoint(ctx, "wsp", "scorer", api.EndpointUpdate{
 		Deployments: map[string]api.DeploymentSpec{"green": green}, Traffic: map[string]int64{"green": 100},
 	}); err != nil {
 		t.Fatal(err)
@@ -345,7 +345,7 @@ func TestEndpointTrafficMovesOnlyOnceItsDeploymentsAreRolledOut(t *testing.T) {
 	blue := env.Instances("wsp", "scorer")[0]
 
 	// One apply adds green, gives it all traffic and removes blue.
-	if _, err := env.Controller.UpdateEndpoint(context.Background(), "wsp", "scorer", api.EndpointUpdate{
+	if _, err := env.API.UpdateEndpoint(context.Background(), "wsp", "scorer", api.EndpointUpdate{
 		Deployments: map[string]api.DeploymentSpec{"green": endpointstest.Deployment(1, "serve", "green")},
 		Traffic:     map[string]int64{"green": 100},
 	}); err != nil {
@@ -400,7 +400,7 @@ func TestEndpointTrafficBetweenReadyDeploymentsMovesAtOnce(t *testing.T) {
 	deployments := map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve", "blue"), "green": endpointstest.Deployment(1, "serve", "green")}
 	readyEndpoint(t, env, api.EndpointSpec{Name: "scorer", Deployments: deployments, Traffic: map[string]int64{"blue": 100}})
 
-	ep, err := env.Controller.UpdateEndpoint(context.Background(), "wsp", "scorer", api.EndpointUpdate{Deployments: deployments, Traffic: map[string]int64{"blue": 0, "green": 100}})
+	ep, err := env.API.UpdateEndpoint(context.Background(), "wsp", "scorer", api.EndpointUpdate{Deployments: deployments, Traffic: map[string]int64{"blue": 0, "green": 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestEndpointDeleteTerminatesEveryInstance(t *testing.T) {
 	env := setup(t)
 	readyEndpoint(t, env, api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(2, "serve")}, Traffic: map[string]int64{"blue": 100}})
 	ins := env.Instances("wsp", "scorer")
-	if err := env.Controller.DeleteEndpoint(context.Background(), "wsp", "scorer"); err != nil {
+	if err := env.API.DeleteEndpoint(context.Background(), "wsp", "scorer"); err != nil {
 		t.Fatal(err)
 	}
 	for _, in := range ins {
@@ -425,7 +425,7 @@ func TestEndpointDeleteTerminatesEveryInstance(t *testing.T) {
 			t.Fatalf("instance %s still has its node after delete returned", in.ID)
 		}
 	}
-	if _, err := env.Controller.GetEndpoint(context.Background(), "wsp", "scorer"); !api.IsNotFound(err) {
+	if _, err := env.API.GetEndpoint(context.Background(), "wsp", "scorer"); !api.IsNotFound(err) {
 		t.Fatalf("get after delete: %v", err)
 	}
 	if env.Score("wsp", "scorer", "") != http.StatusNotFound {
@@ -458,52 +458,6 @@ func TestEndpointInstancesAdoptedAfterRestart(t *testing.T) {
 	// Probes resume: a liveness failure still restarts.
 	p.Set(ins[0].Port, "/live", false)
 	env.StepUntil("restarted after adoption", func() bool { _, ok := env.Driver.Task(ins[0].ID, "serve-1"); return ok })
-}
-
-func TestEndpointKeysAndTokens(t *testing.T) {
-	env := setup(t)
-	c := env.Controller
-	ctx := context.Background()
-	spec := api.EndpointSpec{Name: "scorer", Deployments: map[string]api.DeploymentSpec{"blue": endpointstest.Deployment(1, "serve")}}
-	if _, err := c.CreateEndpoint(ctx, "wsp", spec, ""); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := c.GetEndpointKeys(ctx, "wsp", "scorer")
-	if err != nil || len(keys.PrimaryKey) != 43 || keys.PrimaryKey == keys.SecondaryKey {
-		t.Fatalf("keys %+v, %v", keys, err)
-	}
-	after, err := c.RegenerateEndpointKeys(ctx, "wsp", "scorer", "secondary")
-	if err != nil || after.PrimaryKey != keys.PrimaryKey || after.SecondaryKey == keys.SecondaryKey {
-		t.Fatalf("regenerate secondary: %+v, %v", after, err)
-	}
-	if _, err := c.RegenerateEndpointKeys(ctx, "wsp", "scorer", "tertiary"); api.FieldOf(err) != "key_type" {
-		t.Fatalf("bad key type: %v", err)
-	}
-	if _, err := c.GetEndpointToken(ctx, "wsp", "scorer"); api.FieldOf(err) != "auth_mode" {
-		t.Fatalf("token for a key endpoint: %v", err)
-	}
-	if _, err := c.CreateEndpoint(ctx, "wsp", spec, ""); !api.IsConflict(err) {
-		t.Fatalf("same name twice: %v", err)
-	}
-	env.Workspace("other", nil)
-	if _, err := c.CreateEndpoint(ctx, "other", spec, ""); !api.IsConflict(err) || !strings.Contains(err.Error(), `taken by workspace "wsp"`) {
-		t.Fatalf("same name in another workspace: %v", err)
-	}
-
-	if _, err := c.UpdateEndpoint(ctx, "wsp", "scorer", api.EndpointUpdate{AuthMode: "aml_token", Deployments: spec.Deployments}); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := c.GetEndpointToken(ctx, "wsp", "scorer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !tok.ExpiresOn.Equal(env.Clock.Now().Add(time.Hour).Truncate(time.Second)) {
-		t.Fatalf("expires %s", tok.ExpiresOn)
-	}
-	// The token is the scoring front's, for this endpoint (package scoring tests the rest).
-	if !env.Scoring.VerifyToken("wsp/scorer", tok.AccessToken) || env.Scoring.VerifyToken("other/scorer", tok.AccessToken) {
-		t.Fatal("the endpoint's token does not open it alone")
-	}
 }
 
 // An endpoint instance whose node is created not ready (a pod being scheduled, a queued

@@ -127,7 +127,7 @@ func (c *Controller) Recover(ctx context.Context) error {
 			}
 			c.inTurn(func() { c.adopted(rec.Key(), in.ID, alive) })
 		}
-		c.inTurn(func() { c.syncRouter(rec.Key()) })
+		c.inTurn(func() { c.SyncRouter(rec.Key()) })
 		c.kick(rec.Key())
 	}
 	return nil

@@ -48,7 +48,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) {
 			rec = d.Endpoint
 			// Before the commit: no reader sees a state (Succeeded, a new split) that the
 			// router does not serve yet.
-			c.pushRouter(rec)
+			c.PushRouter(rec)
 		}
 		for _, in := range rec.Instances {
 			switch {
@@ -59,7 +59,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) {
 			}
 		}
 		return tx.Put(store.Endpoints, key, rec)
-	}, func() { c.syncRouter(key) })
+	}, func() { c.SyncRouter(key) })
 	if err != nil {
 		c.setTimers(key, d) // a pass that did not commit is tried again at its deadlines
 		if ctx.Err() == nil {

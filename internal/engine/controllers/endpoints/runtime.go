@@ -5,11 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"net"
-	"net/url"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -20,8 +16,9 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/routertable"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/serving"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/envprep"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
@@ -70,19 +67,15 @@ type Config struct {
 	// EnvCacheDir is the environment cache every local node of this machine shares; empty
 	// when nodes keep their own (~/.mlcompute/envs on the node).
 	EnvCacheDir string
-	// Quota is the workspaces' quota sums the computes share: the deployments' holdings
-	// (max_instances, or instance_count) are kept in it and checked against it; nil skips
-	// the check.
+	// Quota is the workspaces' quota sums the computes share. The API records there what an
+	// endpoint's deployments hold (package endpointapi); the controller drops it once a
+	// deleted endpoint's instances are gone. nil keeps no sums.
 	Quota *model.QuotaIndex
 	// Metrics receives the autoscaler's measures; nil records nothing.
 	Metrics Metrics
 	// Nodes is the engine's node lifecycle, which creates and releases the instances' nodes
 	// and routes the driver's events about them back (HandleNodeEvent).
 	Nodes *lifecycle.Nodes
-	// NoContainerRuntime says why the engine's nodes of an instance type cannot run
-	// container images, or is "" when they can (the compute core's answer for its own
-	// nodes).
-	NoContainerRuntime func(instanceType string) string
 	// Scoring is the scoring front whose router carries the endpoints' traffic.
 	Scoring Scoring
 	// Turns is the computes' write path (computes.Core), which the endpoints' writers take
@@ -98,10 +91,8 @@ type Controller struct {
 	clock     clock.WithTicker
 	log       hclog.Logger
 	loop      *runtime.Loop
-	snapshots model.SnapshotStore
-	artifacts *artifacts.Store
+	serving   serving.Tasks
 	newID     func(prefix string) string
-	envCache  string
 	lifecycle *lifecycle.Nodes
 	// driver and ctx are set by Start.
 	driver driver.Driver
@@ -123,7 +114,6 @@ type Controller struct {
 	coldStarts map[string]coldStart
 	quota      *model.QuotaIndex
 	metrics    Metrics
-	noRuntime  func(instanceType string) string // see Config.NoContainerRuntime
 }
 
 // probeState counts consecutive probe results of one process (task).
@@ -136,7 +126,7 @@ type probeState struct {
 func New(cfg Config) *Controller {
 	c := &Controller{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("endpoints"), loop: cfg.Loop,
-		snapshots: cfg.Snapshots, artifacts: cfg.Artifacts, newID: cfg.NewID, envCache: cfg.EnvCacheDir, ctx: context.Background(),
+		serving: serving.Tasks{Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, EnvCache: cfg.EnvCacheDir}, newID: cfg.NewID, ctx: context.Background(),
 		lifecycle:  cfg.Nodes,
 		nodes:      map[string]string{},
 		probes:     map[string]*probeState{},
@@ -144,7 +134,6 @@ func New(cfg Config) *Controller {
 		coldStarts: map[string]coldStart{},
 		quota:      cfg.Quota,
 		metrics:    cfg.Metrics,
-		noRuntime:  cfg.NoContainerRuntime,
 		scoring:    cfg.Scoring,
 		turns:      cfg.Turns,
 	}
@@ -185,27 +174,13 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 		in.Port, err = c.assignPort(ctx, key, in)
 	}
 	if err == nil {
-		env := maps.Clone(spec.EnvironmentVariables)
-		if env == nil {
-			env = map[string]string{}
-		}
-		env["PORT"] = strconv.Itoa(in.Port)
-		codeDir := ""
-		if spec.SnapshotID != "" && c.snapshots != nil {
-			codeDir, _ = c.snapshots.Path(spec.SnapshotID)
-		}
-		task := driver.TaskSpec{Key: in.Task, Command: c.processCommand(spec, env), Env: env, CodeDir: codeDir}
-		if spec.Env != nil {
-			task.Container, err = c.nodeEnv(spec).Container(spec.Env.Name, c.snapshots)
-		}
+		var task driver.TaskSpec
 		var release func()
-		if err == nil {
-			release, err = c.withModel(ctx, &task, spec)
-		}
+		task, release, err = c.serving.Task(ctx, in.Task, spec, in.Port)
 		if err == nil {
 			err = c.driver.StartTask(ctx, in.ID, task)
-			release() // the driver copied the model before the command started
 		}
+		release() // the driver copied the model before the command started
 	}
 	if ctx.Err() != nil {
 		return
@@ -246,60 +221,6 @@ func (c *Controller) processStarted(key string, in model.EndpointInstance, info 
 	})
 }
 
-// ModelDir is the directory of an instance's working directory that holds its
-// deployment's model; AZUREML_MODEL_DIR names it (as an absolute path on the node).
-const ModelDir = "model"
-
-// withModel gives an instance's task its deployment's model, when it has one: an input
-// copied to ModelDir through the driver's channel (an uploaded snapshot, or a job's output
-// staged from the artifacts store until release), and AZUREML_MODEL_DIR, which only the
-// node knows as an absolute path, so the command is started by a shell that sets it from
-// MLCOMPUTE_WORK_DIR and then execs it.
-func (c *Controller) withModel(ctx context.Context, task *driver.TaskSpec, p model.Process) (release func(), err error) {
-	release = func() {}
-	var src string
-	switch {
-	case p.ModelSnapshotID != "":
-		if c.snapshots == nil {
-			return release, fmt.Errorf("model snapshot %q: this engine keeps no snapshots", p.ModelSnapshotID)
-		}
-		if src, err = c.snapshots.Path(p.ModelSnapshotID); err != nil {
-			return release, fmt.Errorf("model snapshot %q: %w", p.ModelSnapshotID, err)
-		}
-	case p.ModelDigest != "":
-		if c.artifacts == nil {
-			return release, fmt.Errorf("model %s: this engine keeps no artifacts store", p.ModelDigest)
-		}
-		if src, release, err = c.artifacts.Stage(ctx, p.ModelDigest); err != nil {
-			return func() {}, fmt.Errorf("model %s: %w", p.ModelDigest, err)
-		}
-	default:
-		return release, nil
-	}
-	task.Inputs = append(task.Inputs, driver.TaskInput{Src: src, Dest: ModelDir})
-	task.Command = append([]string{"/bin/sh", "-c",
-		`AZUREML_MODEL_DIR="$` + driver.WorkDirEnv + `/` + ModelDir + `"; export AZUREML_MODEL_DIR; exec "$@"`, "sh"},
-		task.Command...)
-	return release, nil
-}
-
-// processCommand is the command of an instance's process: with an environment, one
-// process prepares it on the node (builds it into the node's cache, or finds it there) and
-// then execs the deployment's command with its interpreter first on PATH. The build counts
-// against the readiness probe's budget, and a failed build is a failed start whose output
-// is in the instance's log.
-func (c *Controller) processCommand(p model.Process, env map[string]string) []string {
-	if p.Env == nil {
-		return p.Command
-	}
-	return c.nodeEnv(p).PrepareAndRun(p.Command, env)
-}
-
-// nodeEnv is a process's environment as its node needs it.
-func (c *Controller) nodeEnv(p model.Process) envprep.Env {
-	return envprep.Env{Definition: p.Env.Definition, Hash: p.Env.Hash, Cache: c.envCache}
-}
-
 // instanceFailed marks an instance failed, kills its process and schedules its restart.
 // Callers are in turn and commit rec.
 func (c *Controller) instanceFailed(rec *model.Endpoint, in *model.EndpointInstance, why string, now time.Time) {
@@ -334,10 +255,10 @@ func (c *Controller) updateEndpointInstance(key, id string, f func(*model.Endpoi
 		if after, _ := json.Marshal(rec); !bytes.Equal(before, after) {
 			err = c.commit(func(tx *store.Tx) error {
 				if !rec.Deleting {
-					c.pushRouter(rec) // before the commit, as in Reconcile
+					c.PushRouter(rec) // before the commit, as in Reconcile
 				}
 				return tx.Put(store.Endpoints, key, rec)
-			}, func() { c.syncRouter(key) })
+			}, func() { c.SyncRouter(key) })
 		}
 	}
 	if err == nil {
@@ -384,9 +305,9 @@ func (c *Controller) instanceGone(key, id string) error {
 	return err
 }
 
-// syncRouter gives the router the endpoint's stored table: after a write that pushed its
+// SyncRouter gives the router the endpoint's stored table: after a write that pushed its
 // own table failed to commit, and at start. Callers are in turn.
-func (c *Controller) syncRouter(key string) {
+func (c *Controller) SyncRouter(key string) {
 	var rec model.Endpoint
 	exists := false
 	err := c.store.View(func(tx *store.Tx) (err error) {
@@ -397,58 +318,20 @@ func (c *Controller) syncRouter(key string) {
 	case err != nil:
 		c.log.Error("reading online endpoint for the router failed", "endpoint", key, "error", err)
 	case exists && !rec.Deleting:
-		c.pushRouter(rec)
+		c.PushRouter(rec)
 	default:
 		c.scoring.RemoveEndpoint(model.NameOf(key))
 	}
 }
 
-// pushRouter gives the router the endpoint's current table: the deployments with their
-// ready instances, the traffic, and the credentials.
-func (c *Controller) pushRouter(rec model.Endpoint) {
-	ep := router.Endpoint{
-		Name: rec.Name, AuthMode: rec.AuthMode,
-		Keys:        [2]string{rec.Keys.PrimaryKey, rec.Keys.SecondaryKey},
-		Traffic:     map[string]int{},
-		Mirror:      map[string]int{},
-		Deployments: map[string]*router.Deployment{},
-	}
+// PushRouter gives the router the endpoint's current table (package routertable).
+// Callers are in turn.
+func (c *Controller) PushRouter(rec model.Endpoint) {
 	key := rec.Key()
-	ep.TokenVerifier = func(token string) bool { return c.scoring.VerifyToken(key, token) }
-	for k, v := range rec.LiveTraffic {
-		ep.Traffic[k] = int(v)
-	}
-	for k, v := range rec.MirrorTraffic {
-		ep.Mirror[k] = int(v)
-	}
-	deployments := maps.Clone(rec.Deployments)
-	maps.Copy(deployments, rec.Retiring)
-	for dn, d := range deployments {
-		rd := &router.Deployment{Name: dn}
-		if rs := d.Spec.RequestSettings; rs != nil {
-			rd.MaxConcurrentPerInstance = int(rs.MaxConcurrentRequestsPerInstance)
-			rd.RequestTimeout = time.Duration(rs.RequestTimeoutMS) * time.Millisecond
-		}
-		ready := false
-		for _, in := range rec.Instances {
-			if in.Deployment != dn || in.Terminating || in.Host == "" {
-				continue
-			}
-			u := &url.URL{Scheme: "http", Host: net.JoinHostPort(in.Host, strconv.Itoa(in.Port))}
-			switch in.State {
-			case api.EndpointInstanceReady:
-				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u, Ready: true})
-				ready = true
-			case api.EndpointInstanceDraining:
-				// Takes no request, but its requests in flight still count (the autoscaler's
-				// load, and the drain ends early once they are done).
-				rd.Backends = append(rd.Backends, router.Backend{ID: in.ID, URL: u})
-			}
-		}
-		rd.Hold = c.routerHold(rec.Key(), dn, d, ready)
-		ep.Deployments[dn] = rd
-	}
-	c.scoring.SetEndpoint(ep)
+	c.scoring.SetEndpoint(routertable.Of(rec, routertable.Hooks{
+		VerifyToken: func(token string) bool { return c.scoring.VerifyToken(key, token) },
+		Hold:        func(dn string, d model.Deployment, h *router.Hold) { c.holdHooks(key, dn, d, h) },
+	}))
 }
 
 // kick marks an endpoint for a reconcile pass.

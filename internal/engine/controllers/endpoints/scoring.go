@@ -1,13 +1,9 @@
 package endpoints
 
 import (
-	"context"
 	"time"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
 // Scoring is the scoring front the composition root owns (package scoring): the
@@ -23,25 +19,4 @@ type Scoring interface {
 	InstanceInFlight(endpoint, deployment, id string) (n int64, known bool)
 	IssueToken(endpointKey string) (token string, expires time.Time, err error)
 	VerifyToken(endpointKey, token string) bool
-}
-
-// GetEndpointToken issues an AML token for an aml_token endpoint.
-func (c *Controller) GetEndpointToken(_ context.Context, workspace, name string) (*api.EndpointToken, error) {
-	var rec model.Endpoint
-	err := c.store.View(func(tx *store.Tx) error {
-		var err error
-		rec, err = model.GetEndpoint(tx, workspace, name)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if rec.AuthMode != api.AuthModeAMLToken {
-		return nil, api.Errorf(api.CodeInvalid, "auth_mode", "online endpoint %q uses auth_mode %q: read its keys instead, or set auth_mode = %q to use tokens", name, rec.AuthMode, api.AuthModeAMLToken)
-	}
-	token, expires, err := c.scoring.IssueToken(rec.Key())
-	if err != nil {
-		return nil, err
-	}
-	return &api.EndpointToken{AccessToken: token, ExpiresOn: expires}, nil
 }

@@ -3,7 +3,7 @@ package endpoints
 import "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 
 // The controller writes endpoint records through the computes' write path
-// (computes.Turns): every read-check-write sequence of the endpoints runs in the turn the
+// (computes.Turns), as the endpoints' API does (package endpointapi): every read-check-write sequence of the endpoints runs in the turn the
 // computes' writers take too, so a quota check sees what either kind of record holds, and
 // the controller's in-memory state (the maps of Controller) is guarded by that turn, not
 // by a lock of its own.
@@ -15,13 +15,6 @@ import "github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 // that back when the transaction does not commit. Callers are in turn (inTurn).
 func (c *Controller) commit(f func(tx *store.Tx) error, undo func()) error {
 	return c.turns.WriteInTurn(f, undo)
-}
-
-// write is commit for the API's calls and the events that come from outside a pass: it
-// takes the turn for the write.
-func (c *Controller) write(f func(tx *store.Tx) error, undo func()) (err error) {
-	c.inTurn(func() { err = c.commit(f, undo) })
-	return err
 }
 
 // inTurn runs f in the writers' turn.

@@ -27,6 +27,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/endpointapi"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
@@ -48,8 +49,9 @@ type Options struct {
 	Fake fake.Options
 }
 
-// Env is the endpoints controller on a manual loop, a fake clock and a fake driver. Store,
-// Loop, Lifecycle, Quota, Controller and Probes are replaced by Restart; the clock and the
+// Env is the endpoints controller and the endpoints' API on a manual loop, a fake clock
+// and a fake driver. Store, Loop, Lifecycle, Quota, Controller, API and Probes are replaced
+// by Restart; the clock and the
 // driver (its nodes and tasks) outlive it.
 type Env struct {
 	// Manual is the loop (Settle, Step) and its fake clock.
@@ -61,6 +63,7 @@ type Env struct {
 	Lifecycle  *lifecycle.Nodes
 	Quota      *model.QuotaIndex
 	Controller *endpoints.Controller
+	API        *endpointapi.API
 	// Scoring is the scoring front the controller keeps in step, as engine.New builds it.
 	Scoring *scoring.Front
 	Probes  *Probes
@@ -127,7 +130,10 @@ func (e *Env) start() {
 		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Nodes: nodes, Scoring: front, Turns: core,
 		NewID: func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
 	})
-	if err := c.LoadQuotaIndex(); err != nil {
+	epAPI := endpointapi.New(endpointapi.Config{
+		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Scoring: front, Turns: core, Router: c,
+	})
+	if err := epAPI.LoadQuotaIndex(); err != nil {
 		e.t.Fatal(err)
 	}
 	probes := NewProbes()
@@ -141,7 +147,7 @@ func (e *Env) start() {
 		cancel()
 		e.t.Fatal(err)
 	}
-	e.Store, e.Loop, e.Lifecycle, e.Quota, e.Controller, e.Scoring, e.Probes, e.cancel = st, loop, nodes, quota, c, front, probes, cancel
+	e.Store, e.Loop, e.Lifecycle, e.Quota, e.Controller, e.API, e.Scoring, e.Probes, e.cancel = st, loop, nodes, quota, c, epAPI, front, probes, cancel
 	e.built = append(e.built, front)
 }
 
@@ -202,7 +208,7 @@ func (e *Env) Workspace(name string, quotas map[string]int64) {
 // instance running "serve", taking all the traffic; the test fails on an error.
 func (e *Env) CreateBlue(workspace, name string) {
 	e.t.Helper()
-	if _, err := e.Controller.CreateEndpoint(context.Background(), workspace, api.EndpointSpec{
+	if _, err := e.API.CreateEndpoint(context.Background(), workspace, api.EndpointSpec{
 		Name: name, Deployments: map[string]api.DeploymentSpec{"blue": Deployment(1, "serve")},
 		Traffic: map[string]int64{"blue": 100},
 	}, ""); err != nil {
@@ -213,7 +219,7 @@ func (e *Env) CreateBlue(workspace, name string) {
 // Endpoint returns an endpoint as the API shows it; the test fails when it is gone.
 func (e *Env) Endpoint(workspace, name string) *api.Endpoint {
 	e.t.Helper()
-	ep, err := e.Controller.GetEndpoint(context.Background(), workspace, name)
+	ep, err := e.API.GetEndpoint(context.Background(), workspace, name)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -285,7 +291,7 @@ func (e *Env) scoreRequest(workspace, name, deployment string) *http.Request {
 	if deployment != "" {
 		req.Header.Set("azureml-model-deployment", deployment)
 	}
-	if keys, err := e.Controller.GetEndpointKeys(context.Background(), workspace, name); err == nil {
+	if keys, err := e.API.GetEndpointKeys(context.Background(), workspace, name); err == nil {
 		req.Header.Set("Authorization", "Bearer "+keys.PrimaryKey)
 	}
 	return req

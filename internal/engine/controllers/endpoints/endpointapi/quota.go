@@ -1,4 +1,4 @@
-package endpoints
+package endpointapi
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func holdings(workspace, endpoint string, deployments map[string]model.Deploymen
 // endpoint's stored deployments) fits ws's quota of its VM family, next to what the
 // workspace's computes, its other endpoints and the endpoint's other deployments hold:
 // the one sum of DESIGN 4, from the quota index. Callers that write are in turn.
-func (c *Controller) checkQuota(ws *api.Workspace, key string, deployments, prev map[string]model.Deployment) error {
+func (c *API) checkQuota(ws *api.Workspace, key string, deployments, prev map[string]model.Deployment) error {
 	if c.quota == nil {
 		return nil
 	}
@@ -75,7 +75,7 @@ func (c *Controller) checkQuota(ws *api.Workspace, key string, deployments, prev
 // or update would, changing nothing: each deployment's instance_type, instance_count and
 // scale_settings count, and one that holds what the stored endpoint's does is not checked
 // again. quotas, when not nil, stands in for the workspace's stored quotas.
-func (c *Controller) CheckQuota(_ context.Context, workspace string, quotas map[string]int64, spec api.EndpointSpec) error {
+func (c *API) CheckQuota(_ context.Context, workspace string, quotas map[string]int64, spec api.EndpointSpec) error {
 	if err := validation.EndpointName.Check("name", spec.Name); err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (c *Controller) CheckQuota(_ context.Context, workspace string, quotas map[
 // write that stores them (the store runs one write at a time, so the next check, of a
 // compute or an endpoint, counts them). The returned func puts back what was recorded
 // before, for a write that did not commit. Callers are in turn.
-func (c *Controller) holdQuota(key string, deployments map[string]model.Deployment) (undo func()) {
+func (c *API) holdQuota(key string, deployments map[string]model.Deployment) (undo func()) {
 	if c.quota == nil {
 		return func() {}
 	}
@@ -121,7 +121,7 @@ func (c *Controller) holdQuota(key string, deployments map[string]model.Deployme
 
 // LoadQuotaIndex records what the stored endpoints hold in the quota index, once, when the
 // engine is built.
-func (c *Controller) LoadQuotaIndex() error {
+func (c *API) LoadQuotaIndex() error {
 	if c.quota == nil {
 		return nil
 	}
