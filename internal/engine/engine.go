@@ -1,7 +1,7 @@
 // Package engine is the control plane's composition root: it builds the store's users (the
 // compute core and the controllers of workspaces, clusters, instances, attached machines,
-// jobs and online endpoints), wires them to the work loop and the node driver, and serves
-// their API. It decides nothing itself: every rule lives in a package of rules/, every
+// jobs and online endpoints), wires them to the work loop and the node driver, and hands
+// them to their API (package dispatch, embedded in Engine). It decides nothing itself: every rule lives in a package of rules/, every
 // concern in a package of controllers/. It never imports Terraform packages, so it is used
 // alike by the daemon, the CLI and tests.
 package engine
@@ -21,7 +21,6 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/catalog"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
@@ -33,6 +32,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/pipelines"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/schedules"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/workspaces"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/dispatch"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/kubernetes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/route"
@@ -104,8 +104,12 @@ type Config struct {
 	NodeAPI instances.NodeAPI
 }
 
-// Engine is the control plane. Its methods are safe for concurrent use.
+// Engine is the control plane. Its methods, and its API's (package dispatch), are safe
+// for concurrent use.
 type Engine struct {
+	// API is the engine's API: each call goes to the controller of its concern.
+	*dispatch.API
+
 	store     *store.Store
 	clock     clock.WithTicker
 	log       hclog.Logger
@@ -229,6 +233,12 @@ func New(cfg Config) (*Engine, error) {
 	})
 	e.pipelines = newPipelines(e, cfg, log)
 	e.schedules = newSchedules(e, cfg, log)
+	e.API = dispatch.New(dispatch.Controllers{
+		Store: cfg.Store, Clock: cfg.Clock, Core: core, Workspaces: e.workspaces, Clusters: e.clusters,
+		Instances: e.instances, Attached: e.attached, Jobs: e.jobs, Pipelines: e.pipelines,
+		Endpoints: e.endpoints, EndpointAPI: e.endpointAPI, Scoring: e.scoring, Envs: e.envs,
+		Schedules: e.schedules, History: e.history,
+	})
 	e.loop.Handle(runtime.Compute, core.Reconcile)
 	e.loop.Handle(runtime.Pipeline, e.pipelines.Reconcile)
 	e.loop.Handle(runtime.Endpoint, e.endpoints.Reconcile)
@@ -259,7 +269,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.resumeSchedules()
 	if !e.manual {
 		go e.loop.Run(ctx)
-		go e.history.Run(ctx, e.clock, e.historySample, e.log.Named("history"))
+		go e.history.Run(ctx, e.clock, e.API.HistorySample, e.log.Named("history"))
 	}
 	return nil
 }
@@ -360,12 +370,6 @@ func (e *Engine) HasWork() bool {
 	return endpoints || e.core.HasWork() || e.hasEnabledSchedule()
 }
 
-// Sizes lists catalog entries matching f.
-func (e *Engine) Sizes(f api.SizeFilter) []api.VMSize { return catalog.List(f) }
-
-// IsolatedSizes lists the isolated catalog entries.
-func (e *Engine) IsolatedSizes() []api.VMSize { return catalog.Isolated() }
-
 // ownNodesRunContainers says whether the engine's own nodes run tasks in container images:
 // local nodes with a containerd, Slurm nodes with a container runner, and pods (an image
 // archive is imported into a node's containerd by the container runner: without one, a
@@ -380,4 +384,12 @@ func ownNodesRunContainers(cfg Config) bool {
 		return true
 	}
 	return false
+}
+
+// collectArtifacts removes the blobs no job references, once at start: what an intake
+// the engine was killed in wrote goes here.
+func (e *Engine) collectArtifacts() {
+	if _, _, err := e.jobs.CollectArtifacts(); err != nil {
+		e.log.Error("collecting artifacts failed", "error", err)
+	}
 }

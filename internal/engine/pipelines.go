@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"context"
-
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/pipelines"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
@@ -51,10 +48,4 @@ func (e *Engine) resumePipelines() {
 		return nil
 	})
 	e.wakePipelines()
-}
-
-// isPipeline reports whether a job is a pipeline job.
-func (e *Engine) isPipeline(ctx context.Context, workspace, id string) bool {
-	j, err := e.jobs.GetJob(ctx, workspace, id)
-	return err == nil && j.Type == api.JobTypePipeline
 }

@@ -1,20 +1,17 @@
 package engine
 
 import (
-	"context"
-
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/schedules"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 )
 
-// The engine's use of the schedules' controller: its wiring, and the API calls of
-// mlcompute_schedule. A tick's job goes through the engine's own SubmitJob, as a job of
-// `mlcompute job submit -f` does.
+// The engine's use of the schedules' controller (its API calls are package dispatch's). A
+// tick's job goes through the engine's own SubmitJob, as a job of `mlcompute job submit
+// -f` does: Jobs is the engine, whose API is set before New returns, so before any tick.
 
 func newSchedules(e *Engine, cfg Config, log hclog.Logger) *schedules.Controller {
 	c := schedules.New(schedules.Config{
@@ -43,24 +40,4 @@ func (e *Engine) hasEnabledSchedule() bool {
 		return err
 	})
 	return ok
-}
-
-func (e *Engine) CreateSchedule(ctx context.Context, workspace string, spec api.JobScheduleSpec, idempotencyKey string) (*api.JobSchedule, error) {
-	return e.schedules.Create(ctx, workspace, spec, idempotencyKey)
-}
-
-func (e *Engine) GetSchedule(ctx context.Context, workspace, name string) (*api.JobSchedule, error) {
-	return e.schedules.Get(ctx, workspace, name)
-}
-
-func (e *Engine) ListSchedules(ctx context.Context, workspace string) ([]api.JobSchedule, error) {
-	return e.schedules.List(ctx, workspace)
-}
-
-func (e *Engine) UpdateSchedule(ctx context.Context, workspace, name string, upd api.JobScheduleUpdate) (*api.JobSchedule, error) {
-	return e.schedules.Update(ctx, workspace, name, upd)
-}
-
-func (e *Engine) DeleteSchedule(ctx context.Context, workspace, name string) error {
-	return e.schedules.Delete(ctx, workspace, name)
 }

@@ -1,4 +1,4 @@
-package engine
+package dispatch
 
 import (
 	"context"
@@ -12,43 +12,43 @@ import (
 // The status page's history (package history): what a sample reads, and the API's read.
 
 // History returns the last hour's samples of a workspace's computes and deployments.
-func (e *Engine) History(ctx context.Context, workspace string) (*api.History, error) {
-	if _, err := e.GetWorkspace(ctx, workspace); err != nil {
+func (a *API) History(ctx context.Context, workspace string) (*api.History, error) {
+	if _, err := a.GetWorkspace(ctx, workspace); err != nil {
 		return nil, err
 	}
-	return e.history.Workspace(workspace, e.clock.Now()), nil
+	return a.history.Workspace(workspace, a.clock.Now()), nil
 }
 
 // SampleHistory takes one sample now. A running engine samples every history.Interval by
 // itself; a manual one (tests) samples only when told.
-func (e *Engine) SampleHistory(ctx context.Context) error {
-	now := e.clock.Now()
-	s, err := e.historySample(ctx)
+func (a *API) SampleHistory(ctx context.Context) error {
+	now := a.clock.Now()
+	s, err := a.HistorySample(ctx)
 	if err != nil {
 		return err
 	}
-	e.history.Record(now, s)
+	a.history.Record(now, s)
 	return nil
 }
 
-// historySample reads one sample: each compute's nodes, its unfinished jobs from the
+// HistorySample reads one sample (the running engine samples with it): each compute's nodes, its unfinished jobs from the
 // active-jobs index (so its cost follows the live jobs, not every job ever run), and each
 // online deployment's ready instances and the router's request count.
-func (e *Engine) historySample(ctx context.Context) (history.Snapshot, error) {
+func (a *API) HistorySample(ctx context.Context) (history.Snapshot, error) {
 	s := history.Snapshot{Computes: map[string]history.ComputeCounts{}, Deployments: map[history.DeploymentKey]history.DeploymentCounts{}}
-	workspaces, err := e.ListWorkspaces(ctx)
+	workspaces, err := a.ListWorkspaces(ctx)
 	if err != nil {
 		return s, err
 	}
 	for _, ws := range workspaces {
-		computes, err := e.ListComputes(ctx, ws.Name)
+		computes, err := a.ListComputes(ctx, ws.Name)
 		if err != nil {
 			return s, err
 		}
 		for _, c := range computes {
 			s.Computes[ws.Name+"/"+c.Name] = history.ComputeCounts{Nodes: int64(len(c.Nodes))}
 		}
-		err = e.store.View(func(tx *store.Tx) error {
+		err = a.store.View(func(tx *store.Tx) error {
 			for _, k := range tx.Keys(store.ActiveJobs, ws.Name+"/") {
 				var key string
 				var j model.Job
@@ -75,12 +75,12 @@ func (e *Engine) historySample(ctx context.Context) (history.Snapshot, error) {
 		if err != nil {
 			return s, err
 		}
-		endpoints, err := e.ListEndpoints(ctx, ws.Name)
+		endpoints, err := a.ListEndpoints(ctx, ws.Name)
 		if err != nil {
 			return s, err
 		}
 		for _, ep := range endpoints {
-			stats := e.ScoringStats(ep.Name)
+			stats := a.ScoringStats(ep.Name)
 			for name, d := range ep.Deployments {
 				s.Deployments[history.DeploymentKey{Workspace: ws.Name, Endpoint: ep.Name, Deployment: name}] = history.DeploymentCounts{
 					Instances: d.ReadyInstances, Requests: stats[name].Requests,
