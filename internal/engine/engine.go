@@ -21,6 +21,7 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/attachcheck"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/computes"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/clusters"
@@ -45,6 +46,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tasks"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 )
 
@@ -94,7 +96,7 @@ type Config struct {
 	// such a cluster is refused at attach.
 	KubeImage string
 	// KubeChecks are the calls an attach makes to a cluster; nil makes them with the
-	// Kubernetes driver's checks (driverChecks; tests give fakes).
+	// Kubernetes driver's checks (attachcheck.Checks; tests give fakes).
 	KubeChecks attached.KubeChecks
 	// MinIdleShutdown is the shortest idle_time_before_shutdown an instance may ask for
 	// (default 15 minutes, as in Azure).
@@ -129,6 +131,7 @@ type Engine struct {
 
 	loop       *runtime.Loop
 	nodes      *lifecycle.Nodes
+	tasks      *tasks.Tasks
 	core       *computes.Core
 	workspaces *workspaces.Controller
 	clusters   *clusters.Controller
@@ -175,8 +178,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.loop = runtime.New(runtime.Config{Clock: cfg.Clock, Manual: cfg.Manual, OnTimer: e.onTimer})
 	e.nodes = lifecycle.New(lifecycle.Config{Clock: cfg.Clock, Logger: log, Loop: e.loop})
+	e.tasks = tasks.New(e.loop, log)
 	core, err := computes.New(computes.Config{
-		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, Nodes: e.nodes,
+		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, Nodes: e.nodes, Tasks: e.tasks,
 		DataDir: cfg.DataDir, EnvCacheDir: envCacheDir(cfg), CapacityVCPUs: cfg.CapacityVCPUs, NewID: cfg.NewID,
 		Local: cfg.NodesDriver == "local", GPUs: gpusOf(cfg), Containers: ownNodesRunContainers(cfg), PodNodes: cfg.NodesDriver == "kubernetes", AttachedContainers: cfg.Containers != nil,
 	})
@@ -186,7 +190,7 @@ func New(cfg Config) (*Engine, error) {
 	e.core = core
 	e.clusters = clusters.New(core)
 	e.instances = instances.New(instances.Config{Core: core, MinIdleShutdown: cfg.MinIdleShutdown, DataDir: cfg.DataDir, NodeAPI: cfg.NodeAPI})
-	checks := driverChecks{kubeImage: cfg.KubeImage}
+	checks := attachcheck.Checks{KubeImage: cfg.KubeImage}
 	clusterChecks := cfg.KubeChecks
 	if clusterChecks == nil {
 		clusterChecks = checks
@@ -213,7 +217,7 @@ func New(cfg Config) (*Engine, error) {
 	e.scoring = scoring.New(cfg.Store, cfg.Clock, log, router.Options{})
 	e.endpoints = endpoints.New(endpoints.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, NewID: cfg.NewID,
-		EnvCacheDir: envCacheDir(cfg), Quota: core.QuotaIndex(), Nodes: e.nodes, Scoring: e.scoring, Turns: core,
+		EnvCacheDir: envCacheDir(cfg), Quota: core.QuotaIndex(), Nodes: e.nodes, Tasks: e.tasks, Scoring: e.scoring, Turns: core,
 	})
 	e.endpointAPI = endpointapi.New(endpointapi.Config{
 		Store: cfg.Store, Clock: cfg.Clock, Logger: log, Loop: e.loop, Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts,
@@ -255,8 +259,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.driver = route.New(ctx, e.driver, e.routes)
 	e.watchDriver()
 	e.nodes.Start(e.driver)
-	e.core.Start(ctx, e.driver)
-	e.endpoints.Start(ctx, e.driver)
+	e.tasks.Start(ctx, e.driver)
+	e.core.Start(ctx)
+	e.endpoints.Start(ctx)
 	if err := e.pruneIdempotency(); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/attachcheck"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/attached"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/fake"
@@ -35,10 +36,10 @@ type kubeChecks struct {
 	clusters  []model.KubeCluster
 }
 
-// Access answers accessErr as the composition root's checks would (kubeSetting).
+// Access answers accessErr as the composition root's checks would (attachcheck.KubeSetting).
 func (k *kubeChecks) Access(_ context.Context, c model.KubeCluster) error {
 	k.clusters = append(k.clusters, c)
-	return kubeSetting(k.accessErr)
+	return attachcheck.KubeSetting(k.accessErr)
 }
 
 func (k *kubeChecks) Capacity(context.Context, model.KubeCluster, []driver.PodShape) (attached.Capacity, error) {

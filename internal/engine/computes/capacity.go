@@ -206,7 +206,7 @@ func (c *Core) act(a admission) {
 		c.createNode(c.ctx, w.node, w.rec)
 	}
 	for _, k := range a.kills {
-		c.loop.Go(func() { _ = c.drv.KillTask(c.ctx, k.Node, k.Task) })
+		c.tasks.KillAfterCommit(k.Node, k.Task)
 	}
 	for _, v := range a.preempt {
 		c.preemptNode(v)

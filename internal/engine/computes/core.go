@@ -30,12 +30,12 @@ import (
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/artifacts"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/lifecycle"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tasks"
 )
 
 // Config is what the core is built from.
@@ -74,6 +74,9 @@ type Config struct {
 	// Nodes is the engine's node lifecycle, which creates and releases the computes' nodes
 	// and routes the driver's events about them back (HandleNodeEvent).
 	Nodes *lifecycle.Nodes
+	// Tasks is how the computes' tasks are started and killed on their nodes (package
+	// tasks, which the engine starts with its driver).
+	Tasks *tasks.Tasks
 }
 
 // Core is shared by the compute controllers, which reach it through the small interfaces
@@ -98,8 +101,8 @@ type Core struct {
 	// under mu).
 	quota *model.QuotaIndex
 	nodes *lifecycle.Nodes
-	// drv and ctx are set by Start.
-	drv driver.Driver
+	tasks *tasks.Tasks
+	// ctx is set by Start.
 	ctx context.Context
 	// recorder gets the node lifecycle's durations for the engine's metrics.
 	recorder metrics.Recorder
@@ -187,12 +190,13 @@ type Tasks interface {
 	MountPath(j api.Job, dir, name string) string
 }
 
-// Runtime is what a controller acts with: the clock, the computes' logger, the node driver
-// and the engine's lifetime (both set by Start), and the work loop's Go for slow work.
+// Runtime is what a controller acts with: the clock, the computes' logger, the tasks on
+// its nodes (package tasks), the engine's lifetime (set by Start), and the work loop's Go
+// for slow work.
 type Runtime interface {
 	Clock() clock.PassiveClock
 	Logger() hclog.Logger
-	Driver() driver.Driver
+	Tasks() *tasks.Tasks
 	Lifetime() context.Context
 	Go(f func())
 }
@@ -204,7 +208,7 @@ func New(cfg Config) (*Core, error) {
 		snapshots: cfg.Snapshots, artifacts: cfg.Artifacts, dataDir: cfg.DataDir, envCacheDir: cfg.EnvCacheDir, capacity: cfg.CapacityVCPUs, newID: cfg.NewID,
 		local: cfg.Local, containers: cfg.Containers, podNodes: cfg.PodNodes, attachedContainers: cfg.AttachedContainers, gpus: slices.Clone(cfg.GPUs),
 		quota: model.NewQuotaIndex(), ctx: context.Background(), recorder: metrics.Nop{},
-		nodes: cfg.Nodes, backoff: map[string]createBackoff{}, passes: map[string]Pass{},
+		nodes: cfg.Nodes, tasks: cfg.Tasks, backoff: map[string]createBackoff{}, passes: map[string]Pass{},
 	}
 	if err := c.loadQuotaIndex(); err != nil {
 		return nil, err
@@ -221,15 +225,15 @@ func (c *Core) SetRecorder(r metrics.Recorder) { c.recorder = r }
 // Recorder is where the node lifecycle's durations go.
 func (c *Core) Recorder() metrics.Recorder { return c.recorder }
 
-// Start gives the core the engine's node driver and its lifetime; call Recover next.
-func (c *Core) Start(ctx context.Context, drv driver.Driver) { c.ctx, c.drv = ctx, drv }
+// Start gives the core the engine's lifetime; call Recover next.
+func (c *Core) Start(ctx context.Context) { c.ctx = ctx }
 
-// Clock, Logger, Driver, Lifetime and Go are the Runtime.
+// Clock, Logger, Tasks, Lifetime and Go are the Runtime.
 func (c *Core) Clock() clock.PassiveClock { return c.clock }
 
 func (c *Core) Logger() hclog.Logger { return c.log }
 
-func (c *Core) Driver() driver.Driver { return c.drv }
+func (c *Core) Tasks() *tasks.Tasks { return c.tasks }
 
 func (c *Core) Lifetime() context.Context { return c.ctx }
 

@@ -182,7 +182,7 @@ func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) 
 			err = serr
 			break
 		}
-		st, serr := c.drv.TaskStatus(ctx, node, spec.Key)
+		st, serr := c.tasks.TaskStatus(ctx, node, spec.Key)
 		switch {
 		case serr == nil && !st.Running:
 			c.loop.Go(func() { c.taskExited(ctx, node, spec.Key, st.ExitCode) })
@@ -190,7 +190,7 @@ func (c *Core) prepareEnvironment(ctx context.Context, j model.Job) (wait bool) 
 		case serr == nil:
 			continue
 		}
-		if err = c.drv.StartTask(ctx, node, spec); err != nil {
+		if err = c.tasks.StartTask(ctx, node, spec); err != nil {
 			err = fmt.Errorf("starting the environment's preparation on node %s: %w", node, err)
 			break
 		}

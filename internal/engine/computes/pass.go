@@ -286,7 +286,7 @@ func (c *Core) apply(ctx context.Context, log hclog.Logger, a Actions) {
 		c.releaseNode(ctx, n)
 	}
 	for _, k := range a.KillTasks {
-		c.loop.Go(func() { _ = c.drv.KillTask(ctx, k.Node, k.Task) })
+		c.tasks.KillAfterCommit(k.Node, k.Task)
 	}
 	for _, j := range a.KillJobs {
 		c.loop.Go(func() { c.KillJob(ctx, j) })

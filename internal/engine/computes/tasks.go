@@ -29,7 +29,7 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 	defer release()
 	var master driver.NodeInfo
 	if err == nil {
-		master, err = c.drv.Describe(ctx, j.Nodes[0])
+		master, err = c.nodes.Describe(ctx, j.Nodes[0])
 	}
 	if err == nil && j.MasterPort == 0 {
 		j.MasterPort, err = c.masterPort(ctx, j)
@@ -48,7 +48,7 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 		env["MLCOMPUTE_JOB_ID"] = j.ID
 		spec := driver.TaskSpec{Key: j.TaskKey(rank), Command: j.Command, Env: env, CodeDir: codeDir, Inputs: inputs, Outputs: outputs}
 		if err = c.wrapTask(j, &spec); err == nil {
-			err = c.drv.StartTask(ctx, node, spec)
+			err = c.tasks.StartTask(ctx, node, spec)
 		}
 	}
 	if ctx.Err() != nil {
@@ -85,11 +85,11 @@ func (c *Core) StartJob(ctx context.Context, j model.Job) {
 func (c *Core) KillJob(ctx context.Context, j model.Job) {
 	for rank, node := range j.Nodes {
 		if j.EnvDef != nil {
-			if err := c.drv.KillTask(ctx, node, j.EnvTaskKey(rank)); err != nil && !driver.IsNotFound(err) {
+			if err := c.tasks.KillTask(ctx, node, j.EnvTaskKey(rank)); err != nil {
 				c.log.Error("killing environment task failed", "job", j.ID, "rank", rank, "error", err)
 			}
 		}
-		if err := c.drv.KillTask(ctx, node, j.TaskKey(rank)); err != nil && !driver.IsNotFound(err) {
+		if err := c.tasks.KillTask(ctx, node, j.TaskKey(rank)); err != nil {
 			c.log.Error("killing task failed", "job", j.ID, "rank", rank, "error", err)
 		}
 	}
@@ -122,7 +122,7 @@ func (c *Core) FreeNodes(j model.Job) {
 // port is committed before any starts. A job of one node has no one to agree with, and
 // skips that commit on its way to its first output.
 func (c *Core) masterPort(ctx context.Context, j model.Job) (int, error) {
-	port, err := c.drv.TaskPort(ctx, j.Nodes[0])
+	port, err := c.tasks.TaskPort(ctx, j.Nodes[0])
 	if err != nil {
 		return 0, fmt.Errorf("asking node %s for MASTER_PORT: %w", j.Nodes[0], err)
 	}

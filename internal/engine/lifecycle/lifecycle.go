@@ -64,6 +64,11 @@ func New(cfg Config) *Nodes {
 // Start gives the lifecycle the engine's node driver.
 func (n *Nodes) Start(drv driver.Driver) { n.drv = drv }
 
+// Describe returns a node as its driver sees it now: its address, and whether it is ready.
+func (n *Nodes) Describe(ctx context.Context, key string) (driver.NodeInfo, error) {
+	return n.drv.Describe(ctx, key)
+}
+
 // Register makes owner the owner of the nodes under keys: the nodes it recorded before a
 // restart, registered before the driver's events flow so that none is lost.
 func (n *Nodes) Register(owner Owner, keys ...string) {

@@ -25,6 +25,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime/runtimetest"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tasks"
 )
 
 // Start is the fake clock's time when a test begins.
@@ -64,10 +65,11 @@ func New(t testing.TB, opts Options) *Env {
 	t.Cleanup(func() { _ = e.Driver.Close() })
 	e.Loop = runtime.New(runtime.Config{Clock: e.Clock, Manual: true})
 	e.Lifecycle = lifecycle.New(lifecycle.Config{Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop})
+	taskRunner := tasks.New(e.Loop, hclog.NewNullLogger())
 	var seq int
 	var err error
 	e.Core, err = computes.New(computes.Config{
-		Store: st, Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop, DataDir: dir, Nodes: e.Lifecycle,
+		Store: st, Clock: e.Clock, Logger: hclog.NewNullLogger(), Loop: e.Loop, DataDir: dir, Nodes: e.Lifecycle, Tasks: taskRunner,
 		CapacityVCPUs: opts.CapacityVCPUs, Artifacts: opts.Artifacts,
 		NewID: func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
 	})
@@ -77,7 +79,8 @@ func New(t testing.TB, opts Options) *Env {
 	e.Loop.Handle(runtime.Compute, e.Core.Reconcile)
 	e.Loop.Watch([]<-chan driver.Event{e.Driver.Events()}, e.Lifecycle.HandleEvent)
 	e.Lifecycle.Start(e.Driver)
-	e.Core.Start(context.Background(), e.Driver)
+	taskRunner.Start(context.Background(), e.Driver)
+	e.Core.Start(context.Background())
 	return e
 }
 

@@ -10,8 +10,8 @@ import (
 )
 
 // The checks an attach or an update makes against the machine or the cluster it names.
-// The composition root makes them with the ssh and Kubernetes drivers (package engine's
-// driverChecks); engine tests give fakes. The controller imports no concrete driver.
+// The composition root makes them with the ssh and Kubernetes drivers (package
+// attachcheck); engine tests give fakes. The controller imports no concrete driver.
 
 // MachineChecks are the calls an attach makes to a machine.
 type MachineChecks interface {

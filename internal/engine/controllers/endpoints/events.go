@@ -34,7 +34,7 @@ func (c *Controller) HandleNodeEvent(ctx context.Context, ev driver.Event) {
 	why := "its node was lost"
 	if ev.Kind == driver.TaskExited {
 		why = fmt.Sprintf("its command exited with code %d", ev.ExitCode)
-		if out, err := c.driver.TaskOutput(ctx, ev.NodeKey, ev.TaskKey, 0); err == nil && len(out) > 0 {
+		if out, err := c.tasks.TaskOutput(ctx, ev.NodeKey, ev.TaskKey, 0); err == nil && len(out) > 0 {
 			why += "; output: " + tail(string(out), 400)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // engine that restarts then adopts the process on the port it listens on. A port an
 // earlier start committed stays.
 func (c *Controller) assignPort(ctx context.Context, key string, in model.EndpointInstance) (int, error) {
-	port, err := c.driver.TaskPort(ctx, in.ID)
+	port, err := c.tasks.TaskPort(ctx, in.ID)
 	if err != nil {
 		return 0, fmt.Errorf("asking its node for a port: %w", err)
 	}

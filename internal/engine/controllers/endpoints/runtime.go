@@ -25,6 +25,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/rollout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/runtime"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tasks"
 )
 
 // The endpoint runtime keeps every deployment at its target count (instance_count, or the
@@ -76,6 +77,8 @@ type Config struct {
 	// Nodes is the engine's node lifecycle, which creates and releases the instances' nodes
 	// and routes the driver's events about them back (HandleNodeEvent).
 	Nodes *lifecycle.Nodes
+	// Tasks starts, kills and reads the instances' processes on their nodes.
+	Tasks *tasks.Tasks
 	// Scoring is the scoring front whose router carries the endpoints' traffic.
 	Scoring Scoring
 	// Turns is the computes' write path (computes.Core), which the endpoints' writers take
@@ -94,9 +97,9 @@ type Controller struct {
 	serving   serving.Tasks
 	newID     func(prefix string) string
 	lifecycle *lifecycle.Nodes
-	// driver and ctx are set by Start.
-	driver driver.Driver
-	ctx    context.Context
+	tasks     *tasks.Tasks
+	// ctx is the engine's lifetime, set by Start.
+	ctx context.Context
 
 	scoring Scoring
 	probe   atomic.Pointer[Prober]
@@ -128,6 +131,7 @@ func New(cfg Config) *Controller {
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Logger.Named("endpoints"), loop: cfg.Loop,
 		serving: serving.Tasks{Snapshots: cfg.Snapshots, Artifacts: cfg.Artifacts, EnvCache: cfg.EnvCacheDir}, newID: cfg.NewID, ctx: context.Background(),
 		lifecycle:  cfg.Nodes,
+		tasks:      cfg.Tasks,
 		nodes:      map[string]string{},
 		probes:     map[string]*probeState{},
 		scalers:    map[string]*scaler{},
@@ -141,10 +145,8 @@ func New(cfg Config) *Controller {
 	return c
 }
 
-// Start gives the controller the engine's node driver and its lifetime; call Recover next.
-func (c *Controller) Start(ctx context.Context, drv driver.Driver) {
-	c.ctx, c.driver = ctx, drv
-}
+// Start gives the controller the engine's lifetime; call Recover next.
+func (c *Controller) Start(ctx context.Context) { c.ctx = ctx }
 
 func ptr[T any](v T) *T { return &v }
 
@@ -178,7 +180,7 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 		var release func()
 		task, release, err = c.serving.Task(ctx, in.Task, spec, in.Port)
 		if err == nil {
-			err = c.driver.StartTask(ctx, in.ID, task)
+			err = c.tasks.StartTask(ctx, in.ID, task)
 		}
 		release() // the driver copied the model before the command started
 	}
@@ -188,7 +190,7 @@ func (c *Controller) startProcess(ctx context.Context, key string, in model.Endp
 	c.inTurn(func() { c.processStarted(key, in, info, err, began, nodeUp) })
 	if err == nil {
 		// An exit before the start was recorded was ignored by HandleNodeEvent: look now.
-		if st, serr := c.driver.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
+		if st, serr := c.tasks.TaskStatus(ctx, in.ID, in.Task); serr == nil && !st.Running {
 			c.HandleNodeEvent(ctx, driver.Event{Kind: driver.TaskExited, NodeKey: in.ID, TaskKey: in.Task, ExitCode: st.ExitCode})
 		}
 	}
@@ -263,7 +265,7 @@ func (c *Controller) updateEndpointInstance(key, id string, f func(*model.Endpoi
 	}
 	if err == nil {
 		for _, k := range c.kills {
-			c.loop.Go(func() { _ = c.driver.KillTask(c.ctx, k[0], k[1]) })
+			c.tasks.KillAfterCommit(k[0], k[1])
 		}
 	}
 	c.kills = nil

@@ -224,7 +224,7 @@ func (c *Controller) Exec(ctx context.Context, workspace, name string, command [
 	c.OpenSession(workspace, name)
 	defer c.CloseSession(workspace, name)
 	c.log.Info("session opened", "compute", workspace+"/"+name)
-	code, err := c.core.Driver().Exec(ctx, node, driver.ExecSpec{Command: command, Stdin: stdin, Output: output,
+	code, err := c.core.Tasks().Exec(ctx, node, driver.ExecSpec{Command: command, Stdin: stdin, Output: output,
 		Env: env})
 	c.log.Info("session closed", "compute", workspace+"/"+name, "exit_code", code)
 	return code, err

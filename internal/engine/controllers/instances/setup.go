@@ -39,7 +39,7 @@ func script(s *api.SetupScript) *instance.Script {
 func (c *Controller) startSetup(rec model.Compute, nodeID string, s *instance.Setup) func(ctx context.Context) {
 	spec := driver.TaskSpec{Key: s.Task, Command: []string{"sh", "-c", s.Command}, Env: c.nodeEnv(rec)}
 	return func(ctx context.Context) {
-		if err := c.core.Driver().StartTask(ctx, nodeID, spec); err != nil {
+		if err := c.core.Tasks().StartTask(ctx, nodeID, spec); err != nil {
 			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 				return // the engine is stopping; its next start runs the script (TaskNotStarted)
 			}
@@ -108,7 +108,7 @@ func (c *Controller) TaskExited(ctx context.Context, nodeID, task string, code i
 	if _, _, ok := instance.ParseSetupTask(task); !ok {
 		return
 	}
-	output, _ := c.core.Driver().TaskOutput(ctx, nodeID, task, 0)
+	output, _ := c.core.Tasks().TaskOutput(ctx, nodeID, task, 0)
 	key, stage, _ := c.updateSetup(nodeID, task, func(_ *model.Node, rec *model.Compute, now time.Time) bool {
 		logPath := filepath.Join(c.dataDir, "instances", rec.Workspace, rec.Name, fmt.Sprintf("%s.log", task))
 		if err := computes.WriteFileAtomic(logPath, output); err != nil {

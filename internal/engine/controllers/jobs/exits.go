@@ -53,7 +53,7 @@ func (c *Controller) envTaskExited(ctx context.Context, nodeID, task, rankTask s
 	if !found || attempt != j.Attempt || j.EnvDef == nil {
 		return
 	}
-	out, _ := c.core.Driver().TaskOutput(ctx, nodeID, task, 0)
+	out, _ := c.core.Tasks().TaskOutput(ctx, nodeID, task, 0)
 	if j.Status == api.JobPreparing {
 		if err := computes.WriteFileAtomic(c.core.EnvLogPath(jobID, rank), out); err != nil {
 			c.log.Error("saving environment output failed", "job", jobID, "rank", rank, "error", err)
@@ -139,7 +139,7 @@ func (c *Controller) rankExited(ctx context.Context, nodeID, task string, code i
 	}
 	current := attempt == j.Attempt
 	if current {
-		if out, err := c.core.Driver().TaskOutput(ctx, nodeID, task, 0); err == nil {
+		if out, err := c.core.Tasks().TaskOutput(ctx, nodeID, task, 0); err == nil {
 			if envLog, err := os.ReadFile(c.core.EnvLogPath(jobID, rank)); err == nil && j.EnvDef != nil {
 				out = append(envLog, out...)
 			}

@@ -34,7 +34,7 @@ func (c *Controller) FollowJobLogs(ctx context.Context, workspace, id string, ra
 	wait := followMinWait
 	for {
 		jobChanged := c.core.Changed(store.Jobs)
-		source, hasSource := w.arm(ctx, c.core.Driver(), c.LogSource, workspace, id, rank)
+		source, hasSource := w.arm(ctx, c.core.Tasks(), c.LogSource, workspace, id, rank)
 		data, next, complete, err := c.JobLogs(ctx, workspace, id, rank, offset)
 		if err != nil {
 			return offset, err
@@ -88,7 +88,7 @@ type outputWatch struct {
 
 // arm makes sure the task the rank's log reads now is watched, and returns its channel
 // (nil when it cannot be watched) and whether there is such a task at all.
-func (w *outputWatch) arm(ctx context.Context, d driver.Driver, source func(ws, id string, rank int) (string, string, bool),
+func (w *outputWatch) arm(ctx context.Context, watcher driver.OutputWatcher, source func(ws, id string, rank int) (string, string, bool),
 	workspace, id string, rank int) (<-chan struct{}, bool) {
 	node, task, ok := source(workspace, id, rank)
 	if !ok {
@@ -99,10 +99,6 @@ func (w *outputWatch) arm(ctx context.Context, d driver.Driver, source func(ws, 
 		return w.ch, true
 	}
 	w.stop()
-	watcher, can := d.(driver.OutputWatcher)
-	if !can {
-		return nil, true
-	}
 	wctx, cancel := context.WithCancel(ctx)
 	ch, err := watcher.WatchOutput(wctx, node, task)
 	if err != nil {

@@ -41,7 +41,7 @@ func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int
 		envLog, err := os.ReadFile(c.core.EnvLogPath(id, rank))
 		if err != nil {
 			// Still preparing: the preparation's output so far.
-			data, err := c.core.Driver().TaskOutput(ctx, j.Nodes[rank], rec.EnvTaskKey(rank), offset)
+			data, err := c.core.Tasks().TaskOutput(ctx, j.Nodes[rank], rec.EnvTaskKey(rank), offset)
 			if err != nil && !driver.IsNotFound(err) {
 				return nil, offset, false, err
 			}
@@ -52,7 +52,7 @@ func (c *Controller) JobLogs(ctx context.Context, workspace, id string, rank int
 		}
 		prefix = int64(len(envLog))
 	}
-	data, err := c.core.Driver().TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset-prefix)
+	data, err := c.core.Tasks().TaskOutput(ctx, j.Nodes[rank], rec.TaskKey(rank), offset-prefix)
 	if err == nil {
 		return data, offset + int64(len(data)), false, nil
 	}

@@ -77,7 +77,7 @@ func (c *Controller) openOutput(ctx context.Context, j model.Job, nodeID, name s
 			return tarball.Write(ctx, w, root, tarball.Options{Shown: name})
 		}), nil
 	}
-	return c.core.Driver().FetchOutput(ctx, nodeID, j.TaskKey(0), model.OutputRel(name, out))
+	return c.core.Tasks().FetchOutput(ctx, nodeID, j.TaskKey(0), model.OutputRel(name, out))
 }
 
 // collecting keeps a collection from running between an intake's commit and its

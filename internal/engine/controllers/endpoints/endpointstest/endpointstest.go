@@ -38,6 +38,7 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/scoring"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store/storetest"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/tasks"
 )
 
 // Start is the fake clock's time when a test begins.
@@ -114,7 +115,8 @@ func (e *Env) start() {
 	nodes := lifecycle.New(lifecycle.Config{Clock: e.Clock, Logger: log, Loop: loop})
 	// The computes' core is the write path the endpoints take turns in, and holds the
 	// quota index both share, as in the engine.
-	core, err := computes.New(computes.Config{Store: st, Clock: e.Clock, Logger: log, Loop: loop, Nodes: nodes})
+	taskRunner := tasks.New(loop, log)
+	core, err := computes.New(computes.Config{Store: st, Clock: e.Clock, Logger: log, Loop: loop, Nodes: nodes, Tasks: taskRunner})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func (e *Env) start() {
 	}})
 	var seq int
 	c = endpoints.New(endpoints.Config{
-		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Nodes: nodes, Scoring: front, Turns: core,
+		Store: st, Clock: e.Clock, Logger: log, Loop: loop, Quota: quota, Nodes: nodes, Tasks: taskRunner, Scoring: front, Turns: core,
 		NewID: func(prefix string) string { seq++; return fmt.Sprintf("%s-%04d", prefix, seq) },
 	})
 	epAPI := endpointapi.New(endpointapi.Config{
@@ -142,7 +144,8 @@ func (e *Env) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	loop.Watch([]<-chan driver.Event{e.Driver.Events()}, nodes.HandleEvent)
 	nodes.Start(e.Driver)
-	c.Start(ctx, e.Driver)
+	taskRunner.Start(ctx, e.Driver)
+	c.Start(ctx)
 	if err := nodes.Recover(ctx, c); err != nil {
 		cancel()
 		e.t.Fatal(err)
