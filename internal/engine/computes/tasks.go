@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/atomicfile"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
@@ -242,13 +243,12 @@ func (c *Core) JobLogPath(jobID string, rank int) string {
 	return filepath.Join(c.JobDir(jobID), fmt.Sprintf("rank-%d.log", rank))
 }
 
+// WriteFileAtomic saves a task's output that outlives its node (a rank's log, a setup
+// script's): its directory made, the file whole or absent, synced, since the node's copy
+// goes with the node (package atomicfile).
 func WriteFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, data, 0o600)
 }
