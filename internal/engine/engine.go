@@ -274,7 +274,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.resumeSchedules()
 	if !e.manual {
 		go e.loop.Run(ctx)
-		go e.history.Run(ctx, e.clock, e.API.HistorySample, e.log.Named("history"))
+		go e.history.Run(ctx, e.clock, e.HistorySample, e.log.Named("history"))
 	}
 	return nil
 }
