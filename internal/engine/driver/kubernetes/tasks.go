@@ -159,14 +159,15 @@ func taskEnv(env map[string]string) map[string]string {
 }
 
 // watchTask waits for a task's end in its pod (a loop in sh over one exec stream, see
-// ssh.TaskStore.Wait) and reports it as TaskExited; it ends with the node.
+// ssh.TaskStore.Wait) and reports it as TaskExited; it ends with the node, or unreported
+// when the pod no longer has the task (no LostFunc).
 func (d *Driver) watchTask(n *node, taskKey string) {
 	tasks := d.taskStore(n.name)
 	n.Tasks.Watch(taskKey,
 		func(ctx context.Context) (bool, int, error) { return tasks.Wait(ctx, taskKey) },
 		func(_ context.Context, code int) {
 			d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: n.Key, TaskKey: taskKey, ExitCode: code})
-		})
+		}, nil)
 }
 
 // adoptTasks watches the running tasks of a node the driver adopted (after a restart).

@@ -3,11 +3,14 @@
 // watches (Table, whose Node each driver's node type embeds with what only it knows: a
 // Slurm job, a pod), which of a node's tasks are watched, the watch that waits on the
 // machine for a task's end and reports it, and the adoption of the tasks a node runs when
-// a restarted engine finds it.
+// a restarted engine finds it. The ssh driver's attached machines have no table (the
+// engine's records are their list), but their tasks are watched by the same Tasks, so
+// every driver of remote machines retries, reports and stops its watches alike.
 package remotetask
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -18,9 +21,15 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
 )
 
-// retryAfter is how long a watch waits after a failed wait (a broken stream, a machine
-// that did not answer) before it waits again.
-const retryAfter = time.Second
+// firstRetry and maxRetry are the back-off between failed attempts at something on a
+// machine (a wait for a task's end, a list of its tasks): 200 ms after the first failure,
+// doubling up to 10 s. A broken stream or a dropped connection is tried again almost at
+// once, so an end that came meanwhile is reported promptly, while a machine that stays
+// unreachable is asked only every 10 s, not flooded with dials by every watch it has.
+const (
+	firstRetry = 200 * time.Millisecond
+	maxRetry   = 10 * time.Second
+)
 
 // Tasks are one node's watched tasks. Their watches end with the node's context: a node
 // that is replaced (a new pod under the same key) gets new Tasks.
@@ -30,56 +39,119 @@ type Tasks struct {
 	wg    *sync.WaitGroup
 	log   hclog.Logger
 
-	mu       sync.Mutex
-	watching map[string]bool
+	mu sync.Mutex
+	// watching holds the running watches by task key, each with a channel closed when it
+	// ends (Await waits on them). A watch removes its task when it ends, so the task can
+	// be watched again (started again under its key, or adopted).
+	watching map[string]chan struct{}
 	adopted  bool
 }
 
 // New returns the watched tasks of a node that lives as long as ctx; the watches'
 // goroutines are counted in wg, which the driver's Close waits for.
 func New(ctx context.Context, clk clock.Clock, wg *sync.WaitGroup, log hclog.Logger) *Tasks {
-	return &Tasks{ctx: ctx, clock: clk, wg: wg, log: log, watching: map[string]bool{}}
+	return &Tasks{ctx: ctx, clock: clk, wg: wg, log: log, watching: map[string]chan struct{}{}}
 }
 
 // WaitFunc waits on the machine for a task's end and says how it ended
 // (ssh.TaskStore.Wait).
 type WaitFunc func(ctx context.Context) (running bool, exitCode int, err error)
 
-// Watch waits for a task's end with wait, again a second after each failure, and then
-// calls ended with the node's context and the task's exit status. It stops when the
-// node's context ends or the machine no longer has the task (driver.ErrNotFound). A task
-// already watched is not watched twice.
-func (t *Tasks) Watch(taskKey string, wait WaitFunc, ended func(ctx context.Context, exitCode int)) {
+// LostFunc decides what a watch reports when its wait says the machine no longer has the
+// task (err matches driver.ErrNotFound): the exit code to report as the task's end, or
+// report false to end the watch without a report. A task whose files were removed while
+// its node lives did end, and the engine waits for that end; a node that is gone takes
+// its tasks' ends with it.
+type LostFunc func(ctx context.Context, err error) (exitCode int, report bool)
+
+// Watch waits for a task's end with wait, again after each failure (with back-off, see
+// firstRetry), and then calls ended with the node's context and the task's exit status. It
+// stops when the node's context ends, or when the machine no longer has the task
+// (driver.ErrNotFound): then lost, when set, says whether that is reported as an end and
+// with which code (nil: it is not). A task already watched is not watched twice; one whose
+// watch ended can be watched again.
+func (t *Tasks) Watch(taskKey string, wait WaitFunc, ended func(ctx context.Context, exitCode int), lost LostFunc) {
 	t.mu.Lock()
-	if t.watching[taskKey] {
+	if t.watching[taskKey] != nil || t.ctx.Err() != nil {
 		t.mu.Unlock()
 		return
 	}
-	t.watching[taskKey] = true
-	t.mu.Unlock()
+	done := make(chan struct{})
+	t.watching[taskKey] = done
 	t.wg.Add(1)
+	t.mu.Unlock()
 	go func() {
 		defer t.wg.Done()
-		for {
-			running, code, err := wait(t.ctx)
-			if t.ctx.Err() != nil {
-				return
+		defer func() {
+			t.mu.Lock()
+			delete(t.watching, taskKey)
+			t.mu.Unlock()
+			close(done)
+		}()
+		t.Retry("waiting for a task's end", func(ctx context.Context) error {
+			running, code, err := wait(ctx)
+			if ctx.Err() != nil {
+				return ctx.Err() // the node is no longer watched: nobody waits for its tasks
 			}
-			if err == nil && !running {
-				ended(t.ctx, code)
-				return
+			if driver.IsNotFound(err) && lost != nil {
+				var report bool
+				if code, report = lost(ctx, err); !report {
+					return err
+				}
+				running, err = false, nil
 			}
-			if driver.IsNotFound(err) {
-				return
+			switch {
+			case err != nil:
+				return err
+			case running:
+				return errors.New("the wait returned while the task runs")
 			}
-			t.log.Debug("waiting for a task's end failed; waiting again", "task", taskKey, "error", err)
-			select {
-			case <-t.ctx.Done():
-				return
-			case <-t.clock.After(retryAfter):
-			}
-		}
+			ended(ctx, code)
+			return nil
+		}, "task", taskKey)
 	}()
+}
+
+// Retry calls attempt with the node's context until it succeeds, says that what it works
+// on is gone (driver.ErrNotFound), or the node's context ends; a failed attempt is logged
+// as doing, with the key-value pairs of logArgs, and tried again after a back-off (see
+// firstRetry). A driver's own work on a node's machine (the ssh driver's list of an adopted
+// machine's tasks) retries as the watches do.
+func (t *Tasks) Retry(doing string, attempt func(ctx context.Context) error, logArgs ...any) {
+	wait := firstRetry
+	for t.ctx.Err() == nil {
+		err := attempt(t.ctx)
+		if err == nil || driver.IsNotFound(err) || t.ctx.Err() != nil {
+			return
+		}
+		t.log.Debug(doing+" failed; trying again", append(logArgs, "error", err, "after", wait)...)
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-t.clock.After(wait):
+		}
+		wait = min(2*wait, maxRetry)
+	}
+}
+
+// Await waits until the watches running when it is called have ended, or ctx ends (then
+// it returns ctx's error). The ssh driver's Terminate kills a node's tasks and then awaits
+// their watches, so their ends are reported before it stops watching the node.
+func (t *Tasks) Await(ctx context.Context) error {
+	t.mu.Lock()
+	done := make([]chan struct{}, 0, len(t.watching))
+	for _, ch := range t.watching {
+		done = append(done, ch)
+	}
+	t.mu.Unlock()
+	for _, ch := range done {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // Adopt watches, once per node, the tasks it runs when the driver adopts it (after an

@@ -102,8 +102,9 @@ func (d *Driver) taskEnv(env map[string]string) map[string]string {
 }
 
 // watchTask waits for a task's end on the machine (a loop in sh, see ssh.TaskStore.Wait)
-// and reports it as TaskExited; it ends with the node. A task that ended by a signal is
-// reported only while its node still holds its allocation (heldAfterSignal).
+// and reports it as TaskExited; it ends with the node, or unreported when the machine no
+// longer has the task (no LostFunc). A task that ended by a signal is reported only while
+// its node still holds its allocation (heldAfterSignal).
 func (d *Driver) watchTask(n *node, nodeKey, taskKey string) {
 	rkey := driver.MachineTaskKey(nodeKey, taskKey)
 	n.Tasks.Watch(taskKey,
@@ -113,7 +114,7 @@ func (d *Driver) watchTask(n *node, nodeKey, taskKey string) {
 				return // the allocation ended under the task: the watch said NodeGone
 			}
 			d.emit(driver.Event{Kind: driver.TaskExited, NodeKey: nodeKey, TaskKey: taskKey, ExitCode: code})
-		})
+		}, nil)
 }
 
 // heldAfterSignal says whether a node still holds its allocation after one of its tasks
