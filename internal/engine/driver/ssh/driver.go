@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/remotetask"
 )
 
 // Lookup returns how to reach the machine a node stands for, or driver.ErrNotFound when
@@ -69,13 +70,21 @@ type Driver struct {
 	events chan driver.Event
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	conns    map[string]*Client       // node key -> its machine's connection
-	watching map[string]chan struct{} // "<node>/<task>" -> closed when its watcher ends
-	adopted  map[string]bool          // node keys whose running tasks are watched
-	// detached holds the nodes Terminate detached: no connection is made for them until
-	// Create, so their watchers end instead of dialing again. One key per detached node.
+	mu    sync.Mutex
+	conns map[string]*Client // node key -> its machine's connection
+	nodes map[string]*node   // node key -> its watched tasks, from its first watch or Describe to detach
+	// detached holds the nodes Terminate detached: until Create, no connection is made for
+	// them and none of their tasks is watched. One key per detached node.
 	detached map[string]bool
+}
+
+// node is what the driver keeps about a node whose tasks it watches.
+type node struct {
+	tasks *remotetask.Tasks
+	// stop ends the node's watches (and its adoption) when Terminate detaches it.
+	stop context.CancelFunc
+	// adopted says Describe started watching the tasks the node runs: once per attach.
+	adopted bool
 }
 
 // errDetached is what calls for a node get once Terminate detached it.
@@ -100,8 +109,7 @@ func NewDriver(cfg DriverConfig) *Driver {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Driver{
 		cfg: cfg, ctx: ctx, cancel: cancel, events: make(chan driver.Event, 64),
-		conns: map[string]*Client{}, watching: map[string]chan struct{}{}, adopted: map[string]bool{},
-		detached: map[string]bool{},
+		conns: map[string]*Client{}, nodes: map[string]*node{}, detached: map[string]bool{},
 	}
 }
 
@@ -272,112 +280,100 @@ func (d *Driver) Describe(ctx context.Context, key string) (driver.NodeInfo, err
 		d.mu.Unlock()
 		return driver.NodeInfo{}, fmt.Errorf("describing node %s: %w", key, errDetached)
 	}
-	adopt := !d.adopted[key] && d.ctx.Err() == nil
+	n := d.node(key)
+	adopt := n != nil && !n.adopted
 	if adopt {
-		d.adopted[key] = true
+		n.adopted = true
 		d.wg.Add(1)
 	}
 	d.mu.Unlock()
 	if adopt {
-		go d.adopt(key)
+		go d.adopt(key, n.tasks)
 	}
 	return driver.NodeInfo{Key: key, Address: t.Address, Ready: true}, nil
 }
 
-func (d *Driver) adopt(nodeKey string) {
+// adopt watches the node's running tasks and those Tasks names, listing them again with
+// back-off until the machine answers; it ends when the node is detached or the driver
+// closes.
+func (d *Driver) adopt(nodeKey string, tasks *remotetask.Tasks) {
 	defer d.wg.Done()
-	d.retry(nodeKey, "listing running tasks", func() (bool, error) {
+	tasks.Retry("listing the running tasks of an adopted machine", func(ctx context.Context) error {
 		var keys []string
-		err := d.do(d.ctx, nodeKey, func(c *Client) (err error) {
-			keys, err = c.RunningTasks(d.ctx, nodeKey+".")
+		err := d.do(ctx, nodeKey, func(c *Client) (err error) {
+			keys, err = c.RunningTasks(ctx, nodeKey+".")
 			return err
 		})
 		if err != nil {
-			return false, err
+			return err
 		}
 		for _, k := range keys {
 			d.watch(nodeKey, strings.TrimPrefix(k, nodeKey+"."))
 		}
 		if d.cfg.Tasks != nil {
-			recorded, err := d.cfg.Tasks(d.ctx, nodeKey)
+			recorded, err := d.cfg.Tasks(ctx, nodeKey)
 			if err != nil {
-				return false, err
+				return err
 			}
 			for _, k := range recorded {
 				d.watch(nodeKey, k)
 			}
 		}
-		return true, nil
+		return nil
 	})
 }
 
-// retry calls f until it reports done, the node is gone or the driver closes, waiting
-// 200 ms, doubling up to 10 s, between failed attempts.
-func (d *Driver) retry(nodeKey, doing string, f func() (bool, error)) {
-	wait := 200 * time.Millisecond
-	for d.ctx.Err() == nil {
-		done, err := f()
-		if done || driver.IsNotFound(err) || d.ctx.Err() != nil {
-			return
-		}
-		d.cfg.Logger.Debug(doing+" failed; retrying", "node", nodeKey, "error", err, "wait", wait)
-		select {
-		case <-d.ctx.Done():
-			return
-		case <-d.cfg.Clock.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
+// node returns the watched tasks of the node, watching it from now on; nil once Terminate
+// detached it or the driver closed, when no task of it is watched. Called with d.mu held.
+func (d *Driver) node(key string) *node {
+	if d.detached[key] || d.ctx.Err() != nil {
+		return nil
 	}
+	n := d.nodes[key]
+	if n == nil {
+		ctx, stop := context.WithCancel(d.ctx)
+		n = &node{tasks: remotetask.New(ctx, d.cfg.Clock, &d.wg, d.cfg.Logger.With("node", key)), stop: stop}
+		d.nodes[key] = n
+	}
+	return n
 }
 
 // watch delivers TaskExited for a task once it ends, however often the connection drops
-// in between. A task whose directory disappeared is reported with ExitLost.
+// in between (remotetask.Tasks.Watch retries the wait with back-off). A task whose
+// directory disappeared while the engine holds the node is reported with ExitLost.
 func (d *Driver) watch(nodeKey, taskKey string) {
-	k := nodeKey + "/" + taskKey
 	d.mu.Lock()
-	if d.watching[k] != nil || d.ctx.Err() != nil || d.detached[nodeKey] {
-		d.mu.Unlock()
+	n := d.node(nodeKey)
+	d.mu.Unlock()
+	if n == nil {
 		return
 	}
-	done := make(chan struct{})
-	d.watching[k] = done
-	d.wg.Add(1)
-	d.mu.Unlock()
-	go func() {
-		defer d.wg.Done()
-		defer func() {
-			d.mu.Lock()
-			delete(d.watching, k)
-			d.mu.Unlock()
-			close(done)
-		}()
-		d.retry(nodeKey, "waiting for task", func() (bool, error) {
-			var running bool
-			var code int
-			err := d.do(d.ctx, nodeKey, func(c *Client) (err error) {
-				running, code, err = c.Wait(d.ctx, driver.MachineTaskKey(nodeKey, taskKey))
+	rkey := driver.MachineTaskKey(nodeKey, taskKey)
+	n.tasks.Watch(taskKey,
+		func(ctx context.Context) (running bool, code int, err error) {
+			err = d.do(ctx, nodeKey, func(c *Client) (err error) {
+				running, code, err = c.Wait(ctx, rkey)
 				return err
 			})
-			switch {
-			case errors.Is(err, errDetached):
-				return true, nil // Terminate detached the node: nobody waits for its events
-			case errors.Is(err, driver.ErrNotFound):
-				if _, lerr := d.cfg.Lookup(d.ctx, nodeKey); lerr != nil {
-					return true, nil // the node is gone, and its events with it
-				}
-				code = ExitLost
-			case err != nil:
-				return false, err
-			case running:
-				return false, errors.New("the remote wait returned while the task runs")
-			}
+			return running, code, err
+		},
+		func(_ context.Context, code int) {
+			// Sent until the driver closes, not only while the node is watched: Terminate
+			// awaits these ends, and detaching must not drop one being delivered.
 			select {
 			case d.events <- driver.Event{Kind: driver.TaskExited, NodeKey: nodeKey, TaskKey: taskKey, ExitCode: code}:
 			case <-d.ctx.Done():
 			}
-			return true, nil
+		},
+		func(ctx context.Context, err error) (int, bool) {
+			if errors.Is(err, errDetached) {
+				return 0, false // Terminate detached the node: nobody waits for its events
+			}
+			if _, lerr := d.cfg.Lookup(ctx, nodeKey); lerr != nil {
+				return 0, false // the node is gone, and its events with it
+			}
+			return ExitLost, true
 		})
-	}()
 }
 
 // List returns nothing: an attached machine has no nodes of its own to enumerate, so the
@@ -406,40 +402,32 @@ func (d *Driver) Terminate(ctx context.Context, key string) error {
 	case err != nil:
 		d.cfg.Logger.Warn("could not stop the tasks of a detached machine", "node", key, "error", err)
 	default:
-		d.awaitWatchers(ctx, key)
+		d.mu.Lock()
+		n := d.nodes[key]
+		d.mu.Unlock()
+		if n != nil {
+			// The tasks were killed, so their watches report the exits at once; one that
+			// cannot within the deadline is stopped by detach, as for an unreachable machine.
+			_ = n.tasks.Await(ctx)
+		}
 	}
 	return nil
 }
 
-// awaitWatchers waits until the node's watchers have ended (their tasks were killed, so
-// they report the exits at once) or ctx ends.
-func (d *Driver) awaitWatchers(ctx context.Context, key string) {
-	var done []chan struct{}
-	d.mu.Lock()
-	for k, ch := range d.watching {
-		if strings.HasPrefix(k, key+"/") {
-			done = append(done, ch)
-		}
-	}
-	d.mu.Unlock()
-	for _, ch := range done {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// detach marks the node detached and closes its connection: watchers still running (the
-// machine could not be reached) end at their next attempt, and nothing dials for the node.
+// detach marks the node detached, stops its watches (those still running could not reach
+// the machine, or Terminate gave up waiting) and closes its connection: nothing dials for
+// the node until Create.
 func (d *Driver) detach(key string) {
 	d.mu.Lock()
 	d.detached[key] = true
-	delete(d.adopted, key)
+	n := d.nodes[key]
+	delete(d.nodes, key)
 	c := d.conns[key]
 	delete(d.conns, key)
 	d.mu.Unlock()
+	if n != nil {
+		n.stop()
+	}
 	if c != nil {
 		_ = c.Close()
 	}

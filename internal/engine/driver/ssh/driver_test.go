@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/driver/remotetask"
 )
 
 // targets is the store a Driver's Lookup reads in these tests.
@@ -272,6 +273,7 @@ func TestDriver(t *testing.T) {
 		d := newTestDriver(t, ts)
 		spec := driver.TaskSpec{Key: "job-7.0-0", Command: []string{"sleep", "300"}}
 		must(t, d.StartTask(testCtx(t), "vm-a", spec))
+		watched := watchedTasks(t, d, "vm-a")
 		must(t, d.Terminate(testCtx(t), "vm-a"))
 		nextExit(t, d, spec.Key)
 		// The engine deletes the node's record only after Terminate returned: until then
@@ -279,7 +281,7 @@ func TestDriver(t *testing.T) {
 		if _, err := d.TaskOutput(testCtx(t), "vm-a", spec.Key, 0); !driver.IsNotFound(err) {
 			t.Fatalf("output of a detached node: %v, want not found", err)
 		}
-		waitDetached(t, d)
+		waitDetached(t, d, "vm-a", watched)
 		if _, err := d.Create(testCtx(t), driver.NodeSpec{Key: "vm-a"}); err != nil {
 			t.Fatalf("attaching again after a detach: %v", err)
 		}
@@ -289,11 +291,12 @@ func TestDriver(t *testing.T) {
 		d2 := newTestDriver(t, gone)
 		spec2 := driver.TaskSpec{Key: "job-7.1-0", Command: []string{"sleep", "300"}}
 		must(t, d2.StartTask(testCtx(t), "vm-d", spec2))
+		watched2 := watchedTasks(t, d2, "vm-d")
 		gone.mu.Lock()
 		delete(gone.m, "vm-d")
 		gone.mu.Unlock()
 		must(t, d2.Terminate(testCtx(t), "vm-d"))
-		waitDetached(t, d2)
+		waitDetached(t, d2, "vm-d", watched2)
 	})
 
 	t.Run("TerminateKillsStubbornTasksTogether", func(t *testing.T) {
@@ -342,18 +345,36 @@ func TestDriver(t *testing.T) {
 	})
 }
 
-// waitDetached waits until d holds no connection and runs no watcher.
-func waitDetached(t *testing.T, d *Driver) {
+// watchedTasks returns the watched tasks of a node d watches.
+func watchedTasks(t *testing.T, d *Driver, key string) *remotetask.Tasks {
 	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[key]
+	if n == nil {
+		t.Fatalf("node %s has no watched tasks", key)
+	}
+	return n.tasks
+}
+
+// waitDetached waits until d holds no connection, no longer watches node key, and every
+// watch of watched (the node's tasks before the detach) ended.
+func waitDetached(t *testing.T, d *Driver, key string, watched *remotetask.Tasks) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := watched.Await(ctx); err != nil {
+		t.Fatalf("a watch of node %s still runs after detaching: %v", key, err)
+	}
 	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
 		d.mu.Lock()
-		conns, watchers := len(d.conns), len(d.watching)
+		conns, n := len(d.conns), d.nodes[key]
 		d.mu.Unlock()
-		if conns == 0 && watchers == 0 {
+		if conns == 0 && n == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connection(s) and %d watcher(s) left after detaching", conns, watchers)
+			t.Fatalf("%d connection(s) left and node watched %v after detaching", conns, n != nil)
 		}
 	}
 }
