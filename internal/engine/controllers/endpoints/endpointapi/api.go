@@ -92,9 +92,9 @@ func New(cfg Config) *API {
 
 // write commits f in a turn of its own; undo puts back what f changed in memory when the
 // transaction does not commit.
-func (c *API) write(f func(tx *store.Tx) error, undo func()) error {
-	return computes.WriteTurn(c.turns, f, undo)
+func (a *API) write(f func(tx *store.Tx) error, undo func()) error {
+	return computes.WriteTurn(a.turns, f, undo)
 }
 
 // kick marks an endpoint for the controller's pass.
-func (c *API) kick(key string) { c.loop.Mark(runtime.EndpointKey(key)) }
+func (a *API) kick(key string) { a.loop.Mark(runtime.EndpointKey(key)) }

@@ -12,18 +12,18 @@ import (
 )
 
 // describeEndpoint is an endpoint as the API shows it.
-func (c *API) describeEndpoint(rec model.Endpoint) api.Endpoint {
+func (a *API) describeEndpoint(rec model.Endpoint) api.Endpoint {
 	out := api.Endpoint{
 		ID: api.EndpointID(rec.Workspace, rec.Name), Workspace: rec.Workspace, Name: rec.Name,
 		AuthMode: rec.AuthMode, Description: rec.Description, Tags: rec.Tags,
 		Traffic: rec.Traffic, MirrorTraffic: rec.MirrorTraffic, LiveTraffic: rec.LiveTraffic, CreatedOn: rec.CreatedOn,
 		Deployments: map[string]api.Deployment{},
 	}
-	if base := c.scoring.BaseURL(); base != "" {
+	if base := a.scoring.BaseURL(); base != "" {
 		out.ScoringURI = base + router.ScoringPath(rec.Name)
 	}
 	var errs []string
-	stats := c.scoring.Stats(rec.Name)
+	stats := a.scoring.Stats(rec.Name)
 	for _, name := range slices.Sorted(maps.Keys(rec.Deployments)) {
 		d := rec.Deployments[name]
 		ad := api.Deployment{DeploymentSpec: d.Spec, Generation: d.Generation, Instances: []api.EndpointInstance{},

@@ -16,7 +16,7 @@ import (
 
 // CreateEndpoint creates an online endpoint and starts its deployments. Idempotent under
 // the key like CreateCompute.
-func (c *API) CreateEndpoint(_ context.Context, workspace string, spec api.EndpointSpec, idempotencyKey string) (*api.Endpoint, error) {
+func (a *API) CreateEndpoint(_ context.Context, workspace string, spec api.EndpointSpec, idempotencyKey string) (*api.Endpoint, error) {
 	if err := validation.Endpoint(spec); err != nil {
 		return nil, err
 	}
@@ -27,11 +27,11 @@ func (c *API) CreateEndpoint(_ context.Context, workspace string, spec api.Endpo
 		Workspace: workspace, Name: spec.Name, AuthMode: spec.AuthMode, Description: spec.Description,
 		Tags: spec.Tags, Traffic: spec.Traffic, MirrorTraffic: spec.MirrorTraffic,
 		Keys:      api.EndpointKeys{PrimaryKey: newKey(), SecondaryKey: newKey()},
-		CreatedOn: c.clock.Now().UTC(),
+		CreatedOn: a.clock.Now().UTC(),
 	}
 	id := api.EndpointID(workspace, spec.Name)
 	var undoQuota func()
-	err := c.write(func(tx *store.Tx) error {
+	err := a.write(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
@@ -39,7 +39,7 @@ func (c *API) CreateEndpoint(_ context.Context, workspace string, spec api.Endpo
 		if done, err := model.Replayed(tx, idempotencyKey, id); done || err != nil {
 			return err
 		}
-		deployments, err := c.deploymentRecords(tx, workspace, spec.Deployments, nil)
+		deployments, err := a.deploymentRecords(tx, workspace, spec.Deployments, nil)
 		if err != nil {
 			return err
 		}
@@ -56,16 +56,16 @@ func (c *API) CreateEndpoint(_ context.Context, workspace string, spec api.Endpo
 				return api.Errorf(api.CodeConflict, "name", "online endpoint name %q is taken by workspace %q; endpoint names are unique across the engine because they form the scoring URI", spec.Name, model.WorkspaceOf(k))
 			}
 		}
-		if err := c.checkQuota(ws, rec.Key(), deployments, nil); err != nil {
+		if err := a.checkQuota(ws, rec.Key(), deployments, nil); err != nil {
 			return err
 		}
 		if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
 			return err
 		}
-		if err := model.Remember(tx, idempotencyKey, id, c.clock.Now()); err != nil {
+		if err := model.Remember(tx, idempotencyKey, id, a.clock.Now()); err != nil {
 			return err
 		}
-		undoQuota = c.holdQuota(rec.Key(), deployments)
+		undoQuota = a.holdQuota(rec.Key(), deployments)
 		return nil
 	}, func() {
 		if undoQuota != nil {
@@ -75,19 +75,19 @@ func (c *API) CreateEndpoint(_ context.Context, workspace string, spec api.Endpo
 	if err != nil {
 		return nil, err
 	}
-	c.log.Info("online endpoint created", "endpoint", rec.Key(), "deployments", slices.Sorted(maps.Keys(rec.Deployments)))
-	c.kick(rec.Key())
-	return c.GetEndpoint(context.Background(), workspace, spec.Name)
+	a.log.Info("online endpoint created", "endpoint", rec.Key(), "deployments", slices.Sorted(maps.Keys(rec.Deployments)))
+	a.kick(rec.Key())
+	return a.GetEndpoint(context.Background(), workspace, spec.Name)
 }
 
 // EnvironmentChanged rolls out every deployment of the workspace that runs in the named
 // environment and is not on its current content hash yet: an environment update is a new
 // generation of the deployments that use it. A deleted environment changes nothing: its
 // deployments keep the build they run in.
-func (c *API) EnvironmentChanged(workspace, name string) {
+func (a *API) EnvironmentChanged(workspace, name string) {
 	id := api.EnvironmentID(workspace, name)
 	var changed []string
-	err := c.write(func(tx *store.Tx) error {
+	err := a.write(func(tx *store.Tx) error {
 		env, err := model.GetEnvironment(tx, workspace, name)
 		if err != nil {
 			return err
@@ -116,19 +116,19 @@ func (c *API) EnvironmentChanged(workspace, name string) {
 		return nil
 	}, nil)
 	if err != nil && !api.IsNotFound(err) {
-		c.log.Error("rolling out deployments of a changed environment failed", "environment", id, "error", err)
+		a.log.Error("rolling out deployments of a changed environment failed", "environment", id, "error", err)
 		return
 	}
 	for _, key := range changed {
-		c.log.Info("environment changed; rolling out its deployments", "endpoint", key, "environment", id)
-		c.kick(key)
+		a.log.Info("environment changed; rolling out its deployments", "endpoint", key, "environment", id)
+		a.kick(key)
 	}
 }
 
 // UpdateEndpoint replaces an endpoint's mutable fields. Changed deployments roll out:
 // their new instances start and pass readiness before the old ones stop taking traffic,
 // and a new split applies only once the deployments it sends to have rolled out.
-func (c *API) UpdateEndpoint(_ context.Context, workspace, name string, upd api.EndpointUpdate) (*api.Endpoint, error) {
+func (a *API) UpdateEndpoint(_ context.Context, workspace, name string, upd api.EndpointUpdate) (*api.Endpoint, error) {
 	if err := validation.EndpointUpdate(upd); err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (c *API) UpdateEndpoint(_ context.Context, workspace, name string, upd api.
 		upd.AuthMode = api.AuthModeKey
 	}
 	var undoQuota func()
-	err := c.write(func(tx *store.Tx) error {
+	err := a.write(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil {
 			return err
@@ -150,7 +150,7 @@ func (c *API) UpdateEndpoint(_ context.Context, workspace, name string, upd api.
 			prev = map[string]model.Deployment{}
 		}
 		maps.Copy(prev, rec.Deployments)
-		deployments, err := c.deploymentRecords(tx, workspace, upd.Deployments, prev)
+		deployments, err := a.deploymentRecords(tx, workspace, upd.Deployments, prev)
 		if err != nil {
 			return err
 		}
@@ -158,7 +158,7 @@ func (c *API) UpdateEndpoint(_ context.Context, workspace, name string, upd api.
 		if err != nil {
 			return err
 		}
-		if err := c.checkQuota(ws, rec.Key(), deployments, rec.Deployments); err != nil {
+		if err := a.checkQuota(ws, rec.Key(), deployments, rec.Deployments); err != nil {
 			return err
 		}
 		for name, d := range prev {
@@ -177,14 +177,14 @@ func (c *API) UpdateEndpoint(_ context.Context, workspace, name string, upd api.
 		// Auth and request settings apply when the call returns, and so does the split
 		// when the deployments it sends to are rolled out already; otherwise it moves once
 		// they are. The router gets them before the commit, as in Reconcile.
-		c.router.PushRouter(rec)
+		a.router.PushRouter(rec)
 		if err := tx.Put(store.Endpoints, rec.Key(), rec); err != nil {
 			return err
 		}
-		undoQuota = c.holdQuota(rec.Key(), rec.Deployments)
+		undoQuota = a.holdQuota(rec.Key(), rec.Deployments)
 		return nil
 	}, func() {
-		c.router.SyncRouter(workspace + "/" + name)
+		a.router.SyncRouter(workspace + "/" + name)
 		if undoQuota != nil {
 			undoQuota()
 		}
@@ -192,20 +192,20 @@ func (c *API) UpdateEndpoint(_ context.Context, workspace, name string, upd api.
 	if err != nil {
 		return nil, err
 	}
-	c.log.Info("online endpoint updated", "endpoint", workspace+"/"+name)
-	c.kick(workspace + "/" + name)
-	return c.GetEndpoint(context.Background(), workspace, name)
+	a.log.Info("online endpoint updated", "endpoint", workspace+"/"+name)
+	a.kick(workspace + "/" + name)
+	return a.GetEndpoint(context.Background(), workspace, name)
 }
 
 // GetEndpoint returns an endpoint with its deployments' instances.
-func (c *API) GetEndpoint(_ context.Context, workspace, name string) (*api.Endpoint, error) {
+func (a *API) GetEndpoint(_ context.Context, workspace, name string) (*api.Endpoint, error) {
 	var out *api.Endpoint
-	err := c.store.View(func(tx *store.Tx) error {
+	err := a.store.View(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil {
 			return err
 		}
-		ep := c.describeEndpoint(rec)
+		ep := a.describeEndpoint(rec)
 		out = &ep
 		return nil
 	})
@@ -213,15 +213,15 @@ func (c *API) GetEndpoint(_ context.Context, workspace, name string) (*api.Endpo
 }
 
 // ListEndpoints returns a workspace's endpoints, sorted by name.
-func (c *API) ListEndpoints(_ context.Context, workspace string) ([]api.Endpoint, error) {
+func (a *API) ListEndpoints(_ context.Context, workspace string) ([]api.Endpoint, error) {
 	var out []api.Endpoint
-	err := c.store.View(func(tx *store.Tx) error {
+	err := a.store.View(func(tx *store.Tx) error {
 		if _, err := model.GetWorkspace(tx, workspace); err != nil {
 			return err
 		}
 		recs, err := store.List[model.Endpoint](tx, store.Endpoints, workspace+"/")
 		for _, rec := range recs {
-			out = append(out, c.describeEndpoint(rec))
+			out = append(out, a.describeEndpoint(rec))
 		}
 		return err
 	})
@@ -232,9 +232,9 @@ func (c *API) ListEndpoints(_ context.Context, workspace string) ([]api.Endpoint
 // DeleteEndpoint stops taking requests for the endpoint, terminates every instance and
 // deletes it. It returns once every instance is confirmed gone, or with an unavailable
 // error when ctx ends first (the delete goes on, and resumes after an engine restart).
-func (c *API) DeleteEndpoint(ctx context.Context, workspace, name string) error {
+func (a *API) DeleteEndpoint(ctx context.Context, workspace, name string) error {
 	key := workspace + "/" + name
-	err := c.write(func(tx *store.Tx) error {
+	err := a.write(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil || rec.Deleting {
 			return err
@@ -245,15 +245,15 @@ func (c *API) DeleteEndpoint(ctx context.Context, workspace, name string) error 
 	if err != nil {
 		return err
 	}
-	c.log.Info("online endpoint deleting", "endpoint", key)
-	return c.awaitDeleted(ctx, []string{key})
+	a.log.Info("online endpoint deleting", "endpoint", key)
+	return a.awaitDeleted(ctx, []string{key})
 }
 
 // DeleteWorkspace deletes every endpoint of a workspace that is being deleted (its
 // force_destroy) and returns once their instances are all stopped.
-func (c *API) DeleteWorkspace(ctx context.Context, workspace string) error {
+func (a *API) DeleteWorkspace(ctx context.Context, workspace string) error {
 	var keys []string
-	err := c.write(func(tx *store.Tx) error {
+	err := a.write(func(tx *store.Tx) error {
 		eps, err := store.List[model.Endpoint](tx, store.Endpoints, workspace+"/")
 		for _, rec := range eps {
 			keys = append(keys, rec.Key())
@@ -269,25 +269,25 @@ func (c *API) DeleteWorkspace(ctx context.Context, workspace string) error {
 	if err != nil {
 		return err
 	}
-	return c.awaitDeleted(ctx, keys)
+	return a.awaitDeleted(ctx, keys)
 }
 
 // awaitDeleted kicks the endpoints and waits until their records are gone.
-func (c *API) awaitDeleted(ctx context.Context, keys []string) error {
+func (a *API) awaitDeleted(ctx context.Context, keys []string) error {
 	objs := make([]runtime.Key, len(keys))
 	for i, k := range keys {
 		objs[i] = runtime.EndpointKey(k)
 	}
-	if k, ok := c.loop.AwaitDeleted(ctx, objs); !ok {
+	if k, ok := a.loop.AwaitDeleted(ctx, objs); !ok {
 		return api.Errorf(api.CodeUnavailable, "", "online endpoint %s is still stopping its instances; the delete goes on in the background, try again to wait for it", k.Name)
 	}
 	return nil
 }
 
 // GetEndpointKeys returns an endpoint's keys.
-func (c *API) GetEndpointKeys(_ context.Context, workspace, name string) (*api.EndpointKeys, error) {
+func (a *API) GetEndpointKeys(_ context.Context, workspace, name string) (*api.EndpointKeys, error) {
 	var keys api.EndpointKeys
-	err := c.store.View(func(tx *store.Tx) error {
+	err := a.store.View(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		keys = rec.Keys
 		return err
@@ -300,12 +300,12 @@ func (c *API) GetEndpointKeys(_ context.Context, workspace, name string) (*api.E
 
 // RegenerateEndpointKeys replaces one key; the other keeps working, so clients can move
 // to the new key without downtime.
-func (c *API) RegenerateEndpointKeys(_ context.Context, workspace, name, keyType string) (*api.EndpointKeys, error) {
+func (a *API) RegenerateEndpointKeys(_ context.Context, workspace, name, keyType string) (*api.EndpointKeys, error) {
 	if err := validation.KeyType(keyType); err != nil {
 		return nil, err
 	}
 	var keys api.EndpointKeys
-	err := c.write(func(tx *store.Tx) error {
+	err := a.write(func(tx *store.Tx) error {
 		rec, err := model.GetEndpoint(tx, workspace, name)
 		if err != nil {
 			return err
@@ -319,22 +319,22 @@ func (c *API) RegenerateEndpointKeys(_ context.Context, workspace, name, keyType
 		if !rec.Deleting {
 			// The old key stops working when the call returns. The router gets the new one
 			// before the commit, as in Reconcile.
-			c.router.PushRouter(rec)
+			a.router.PushRouter(rec)
 		}
 		return tx.Put(store.Endpoints, rec.Key(), rec)
-	}, func() { c.router.SyncRouter(workspace + "/" + name) })
+	}, func() { a.router.SyncRouter(workspace + "/" + name) })
 	if err != nil {
 		return nil, err
 	}
-	c.log.Info("online endpoint key regenerated", "endpoint", workspace+"/"+name, "key_type", keyType)
-	c.kick(workspace + "/" + name)
+	a.log.Info("online endpoint key regenerated", "endpoint", workspace+"/"+name, "key_type", keyType)
+	a.kick(workspace + "/" + name)
 	return &keys, nil
 }
 
 // GetEndpointToken issues an AML token for an aml_token endpoint.
-func (c *API) GetEndpointToken(_ context.Context, workspace, name string) (*api.EndpointToken, error) {
+func (a *API) GetEndpointToken(_ context.Context, workspace, name string) (*api.EndpointToken, error) {
 	var rec model.Endpoint
-	err := c.store.View(func(tx *store.Tx) error {
+	err := a.store.View(func(tx *store.Tx) error {
 		var err error
 		rec, err = model.GetEndpoint(tx, workspace, name)
 		return err
@@ -345,7 +345,7 @@ func (c *API) GetEndpointToken(_ context.Context, workspace, name string) (*api.
 	if rec.AuthMode != api.AuthModeAMLToken {
 		return nil, api.Errorf(api.CodeInvalid, "auth_mode", "online endpoint %q uses auth_mode %q: read its keys instead, or set auth_mode = %q to use tokens", name, rec.AuthMode, api.AuthModeAMLToken)
 	}
-	token, expires, err := c.scoring.IssueToken(rec.Key())
+	token, expires, err := a.scoring.IssueToken(rec.Key())
 	if err != nil {
 		return nil, err
 	}

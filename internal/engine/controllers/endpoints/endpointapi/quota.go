@@ -39,23 +39,23 @@ func holdings(workspace, endpoint string, deployments map[string]model.Deploymen
 // endpoint's stored deployments) fits ws's quota of its VM family, next to what the
 // workspace's computes, its other endpoints and the endpoint's other deployments hold:
 // the one sum of DESIGN 4, from the quota index. Callers that write are in turn.
-func (c *API) checkQuota(ws *api.Workspace, key string, deployments, prev map[string]model.Deployment) error {
-	if c.quota == nil {
+func (a *API) checkQuota(ws *api.Workspace, key string, deployments, prev map[string]model.Deployment) error {
+	if a.quota == nil {
 		return nil
 	}
 	workspace, endpoint := model.WorkspaceOf(key), model.NameOf(key)
 	now, before := holdings(workspace, endpoint, deployments), holdings(workspace, endpoint, prev)
-	stored := c.quota.EndpointKeys(key)
+	stored := a.quota.EndpointKeys(key)
 	for _, dn := range slices.Sorted(maps.Keys(now)) {
 		h := now[dn]
 		if old, ok := before[dn]; ok && old == h {
 			continue // a description or a probe changed, not what it holds
 		}
 		var holders []quota.Holder
-		for _, o := range c.quota.Holders(workspace, h.Family, stored...) {
+		for _, o := range a.quota.Holders(workspace, h.Family, stored...) {
 			holders = append(holders, quota.Holder{Name: o.Name, VCPUs: o.VCPUs})
 		}
-		used := []int64{c.quota.Used(workspace, h.Family, stored...)}
+		used := []int64{a.quota.Used(workspace, h.Family, stored...)}
 		for _, sib := range slices.Sorted(maps.Keys(now)) {
 			if o := now[sib]; sib != dn && o.Family == h.Family {
 				used = append(used, o.VCPUs)
@@ -75,7 +75,7 @@ func (c *API) checkQuota(ws *api.Workspace, key string, deployments, prev map[st
 // or update would, changing nothing: each deployment's instance_type, instance_count and
 // scale_settings count, and one that holds what the stored endpoint's does is not checked
 // again. quotas, when not nil, stands in for the workspace's stored quotas.
-func (c *API) CheckQuota(_ context.Context, workspace string, quotas map[string]int64, spec api.EndpointSpec) error {
+func (a *API) CheckQuota(_ context.Context, workspace string, quotas map[string]int64, spec api.EndpointSpec) error {
 	if err := validation.EndpointName.Check("name", spec.Name); err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (c *API) CheckQuota(_ context.Context, workspace string, quotas map[string]
 		d.InstanceType = size.Name
 		deployments[dn] = model.Deployment{Spec: d}
 	}
-	return c.store.View(func(tx *store.Tx) error {
+	return a.store.View(func(tx *store.Tx) error {
 		ws, err := model.GetWorkspace(tx, workspace)
 		if err != nil {
 			return err
@@ -102,7 +102,7 @@ func (c *API) CheckQuota(_ context.Context, workspace string, quotas map[string]
 		} else if !api.IsNotFound(err) {
 			return err
 		}
-		return c.checkQuota(ws, workspace+"/"+spec.Name, deployments, prev)
+		return a.checkQuota(ws, workspace+"/"+spec.Name, deployments, prev)
 	})
 }
 
@@ -110,25 +110,25 @@ func (c *API) CheckQuota(_ context.Context, workspace string, quotas map[string]
 // write that stores them (the store runs one write at a time, so the next check, of a
 // compute or an endpoint, counts them). The returned func puts back what was recorded
 // before, for a write that did not commit. Callers are in turn.
-func (c *API) holdQuota(key string, deployments map[string]model.Deployment) (undo func()) {
-	if c.quota == nil {
+func (a *API) holdQuota(key string, deployments map[string]model.Deployment) (undo func()) {
+	if a.quota == nil {
 		return func() {}
 	}
-	old := c.quota.EndpointHoldings(key)
-	c.quota.SetEndpoint(key, holdings(model.WorkspaceOf(key), model.NameOf(key), deployments))
-	return func() { c.quota.SetEndpoint(key, old) }
+	old := a.quota.EndpointHoldings(key)
+	a.quota.SetEndpoint(key, holdings(model.WorkspaceOf(key), model.NameOf(key), deployments))
+	return func() { a.quota.SetEndpoint(key, old) }
 }
 
 // LoadQuotaIndex records what the stored endpoints hold in the quota index, once, when the
 // engine is built.
-func (c *API) LoadQuotaIndex() error {
-	if c.quota == nil {
+func (a *API) LoadQuotaIndex() error {
+	if a.quota == nil {
 		return nil
 	}
-	return c.store.View(func(tx *store.Tx) error {
+	return a.store.View(func(tx *store.Tx) error {
 		eps, err := store.List[model.Endpoint](tx, store.Endpoints, "")
 		for _, rec := range eps {
-			c.quota.SetEndpoint(rec.Key(), holdings(rec.Workspace, rec.Name, rec.Deployments))
+			a.quota.SetEndpoint(rec.Key(), holdings(rec.Workspace, rec.Name, rec.Deployments))
 		}
 		return err
 	})

@@ -22,7 +22,7 @@ import (
 // sizes, resolves environments to their current content hash, and carries generations over
 // from the previous deployments: a deployment whose processes must change gets the next
 // generation, which rolls it out.
-func (c *API) deploymentRecords(tx *store.Tx, workspace string, specs map[string]api.DeploymentSpec, prev map[string]model.Deployment) (map[string]model.Deployment, error) {
+func (a *API) deploymentRecords(tx *store.Tx, workspace string, specs map[string]api.DeploymentSpec, prev map[string]model.Deployment) (map[string]model.Deployment, error) {
 	out := make(map[string]model.Deployment, len(specs))
 	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		d := specs[name]
@@ -31,16 +31,16 @@ func (c *API) deploymentRecords(tx *store.Tx, workspace string, specs map[string
 			return nil, err
 		}
 		d.InstanceType = size.Name
-		if d.SnapshotID != "" && c.snapshots != nil {
-			if _, err := c.snapshots.Path(d.SnapshotID); err != nil {
+		if d.SnapshotID != "" && a.snapshots != nil {
+			if _, err := a.snapshots.Path(d.SnapshotID); err != nil {
 				return nil, api.Errorf(api.CodeInvalid, "deployments."+name+".snapshot_id", "code snapshot %q is not known to this engine; upload the code_path first", d.SnapshotID)
 			}
 		}
-		if err := c.resolveModel(tx, workspace, "deployments."+name, &d); err != nil {
+		if err := a.resolveModel(tx, workspace, "deployments."+name, &d); err != nil {
 			return nil, err
 		}
 		validation.DefaultDeployment(&d)
-		env, err := c.deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID, d.InstanceType)
+		env, err := a.deploymentEnvironment(tx, workspace, "deployments."+name+".environment_id", d.EnvironmentID, d.InstanceType)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +69,7 @@ func (c *API) deploymentRecords(tx *store.Tx, workspace string, specs map[string
 // resolveModel checks a deployment's model: an uploaded snapshot of a local directory, or a
 // registered job output (ModelPath azureml://jobs/<job>/outputs/<output>), whose manifest
 // digest it sets, refusing an unknown job or output or a job that is not Completed.
-func (c *API) resolveModel(tx *store.Tx, workspace, field string, d *api.DeploymentSpec) error {
+func (a *API) resolveModel(tx *store.Tx, workspace, field string, d *api.DeploymentSpec) error {
 	d.ModelDigest = ""
 	if strings.HasPrefix(d.ModelPath, "azureml:") {
 		if d.ModelSnapshotID != "" {
@@ -79,14 +79,14 @@ func (c *API) resolveModel(tx *store.Tx, workspace, field string, d *api.Deploym
 		if err != nil {
 			return api.Errorf(api.CodeOf(err), field+".model_path", "%v", err)
 		}
-		if c.artifacts == nil {
+		if a.artifacts == nil {
 			return api.Errorf(api.CodeInvalid, field+".model_path", "this engine keeps no artifacts store")
 		}
 		d.ModelDigest = out.Digest
 		return nil
 	}
-	if d.ModelSnapshotID != "" && c.snapshots != nil {
-		if _, err := c.snapshots.Path(d.ModelSnapshotID); err != nil {
+	if d.ModelSnapshotID != "" && a.snapshots != nil {
+		if _, err := a.snapshots.Path(d.ModelSnapshotID); err != nil {
 			return api.Errorf(api.CodeInvalid, field+".model_snapshot_id", "model snapshot %q is not known to this engine; upload the model_path first", d.ModelSnapshotID)
 		}
 	}
@@ -126,7 +126,7 @@ func envHash(e *model.JobEnvironment) string {
 // deploymentEnvironment resolves a deployment's environment_id to the environment as it is
 // now; nil when the deployment names none. Its instances' nodes, of instanceType, must be
 // able to run it.
-func (c *API) deploymentEnvironment(tx *store.Tx, workspace, field, id, instanceType string) (*model.JobEnvironment, error) {
+func (a *API) deploymentEnvironment(tx *store.Tx, workspace, field, id, instanceType string) (*model.JobEnvironment, error) {
 	name, err := validation.DeploymentEnvironment(field, workspace, id)
 	if err != nil || name == "" {
 		return nil, err
@@ -139,8 +139,8 @@ func (c *API) deploymentEnvironment(tx *store.Tx, workspace, field, id, instance
 		return nil, err
 	}
 	noRuntime := ""
-	if c.noRuntime != nil {
-		noRuntime = c.noRuntime(instanceType)
+	if a.noRuntime != nil {
+		noRuntime = a.noRuntime(instanceType)
 	}
 	if err := environment.CannotRun(env.Name, env.Definition(), noRuntime); err != nil {
 		return nil, api.Errorf(api.CodeInvalid, field, "%v", err)
