@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/serving"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/metrics"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/router/leanserver"
@@ -51,7 +51,7 @@ func (a *API) GetEndpointToken(ctx context.Context, workspace, name string) (*ap
 }
 
 // SetProber replaces the HTTP probe of endpoint instances.
-func (a *API) SetProber(p endpoints.Prober) { a.endpoints.SetProber(p) }
+func (a *API) SetProber(p serving.Prober) { a.endpoints.SetProber(p) }
 
 // ScoringHandler is the scoring router.
 func (a *API) ScoringHandler() http.Handler { return a.scoring.Handler() }

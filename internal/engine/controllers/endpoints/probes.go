@@ -1,14 +1,13 @@
 package endpoints
 
 import (
-	"context"
 	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/controllers/endpoints/serving"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/model"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/rollout"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/store"
@@ -16,39 +15,12 @@ import (
 )
 
 // Probes of endpoint instances: each is a deadline in the timer queue; when it fires the
-// probe runs on its own goroutine and its result is applied under the controller's lock (see
-// the rules in runtime.go).
-
-// Prober performs one HTTP probe: it reports whether a GET of url answered 2xx or 3xx
-// within timeout.
-type Prober func(ctx context.Context, url string, timeout time.Duration) bool
-
-// httpProbe is the real probe: a GET with no proxy and no keep-alive, so a probe never
-// holds one of the instance's request slots.
-func httpProbe(ctx context.Context, url string, timeout time.Duration) bool {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	req.Close = true
-	res, err := probeClient.Do(req)
-	if err != nil {
-		return false
-	}
-	res.Body.Close()
-	return res.StatusCode >= 200 && res.StatusCode < 400
-}
-
-var probeClient = &http.Client{
-	Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
+// probe (serving.HTTPProbe, or a test's) runs on its own goroutine and its result is applied
+// in the writers' turn (see the rules in runtime.go and rules/rollout).
 
 // SetProber replaces the HTTP probe; tests of the rules use it with a fake driver, whose
 // nodes serve nothing.
-func (c *Controller) SetProber(p Prober) { c.probe.Store(&p) }
+func (c *Controller) SetProber(p serving.Prober) { c.probe.Store(&p) }
 
 // RunProbe starts one probe of an instance's current process.
 func (c *Controller) RunProbe(id, kind string) {

@@ -102,7 +102,7 @@ type Controller struct {
 	ctx context.Context
 
 	scoring Scoring
-	probe   atomic.Pointer[Prober]
+	probe   atomic.Pointer[serving.Prober]
 
 	// turns serialises the endpoints' read-check-write sequences with every other writer
 	// (write.go); the fields below it are guarded by the turn.
@@ -141,7 +141,7 @@ func New(cfg Config) *Controller {
 		scoring:    cfg.Scoring,
 		turns:      cfg.Turns,
 	}
-	c.probe.Store(ptr(Prober(httpProbe)))
+	c.probe.Store(ptr(serving.Prober(serving.HTTPProbe)))
 	return c
 }
 

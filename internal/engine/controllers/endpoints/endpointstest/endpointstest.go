@@ -363,7 +363,7 @@ func NewProbes() *Probes {
 	return &Probes{health: map[string]bool{}, calls: map[string]int{}}
 }
 
-// Probe is the endpoints.Prober that answers from the script.
+// Probe is the serving.Prober that answers from the script.
 func (p *Probes) Probe(_ context.Context, raw string, _ time.Duration) bool {
 	u, _ := url.Parse(raw)
 	p.mu.Lock()
