@@ -88,7 +88,8 @@ type Config struct {
 
 // Controller runs online endpoints: it reconciles each endpoint's instances against its
 // deployments, probes them, moves traffic once a rollout is ready, and keeps the scoring
-// router's table in step with the store. It owns every write of endpoint records.
+// router's table in step with the store. Its writes of endpoint records, and the API's
+// (package endpointapi), take their turns with the computes' writers (write.go).
 type Controller struct {
 	store     *store.Store
 	clock     clock.WithTicker
