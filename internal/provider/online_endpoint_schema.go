@@ -262,13 +262,14 @@ func deploymentAttributes(emptyStringMap types.Map) map[string]schema.Attribute 
 					Validators: []validator.Int64{int64validator.AtLeast(1)},
 				},
 				"max_queue_wait_ms": schema.Int64Attribute{
-					MarkdownDescription: fmt.Sprintf("How long a request may wait for an instance, in milliseconds, from 1 to %d. "+
+					MarkdownDescription: fmt.Sprintf("How long a request may wait for an instance, in milliseconds, from 1 to %d "+
+						"(default: `%d`, Azure's, or `%d` for a deployment with `scale_settings.type = \"%s\"` and `min_instances = 0`). "+
 						"A request that finds every ready instance serving `max_concurrent_requests_per_instance` "+
-						"requests, or no instance ready yet (during a rollout, or while an autoscaled deployment "+
-						"starts one, from zero too), is held up to this wait for one with room, and past it gets 429 "+
+						"requests, or, in an autoscaled deployment, no instance ready yet (while it starts one, "+
+						"from zero too), is held up to this wait for one with room, and past it gets 429 "+
 						"with `Retry-After`. At most 2 x `max_concurrent_requests_per_instance` x the instance count "+
-						"(`max_instances` when autoscaled) are held at once; one more gets 429 at once (default: `%d`, "+
-						"Azure's, or `%d` for a deployment with `scale_settings.type = \"%s\"` and `min_instances = 0`).",
+						"(`max_instances` when autoscaled) are held at once; one more gets 429 at once. A deployment of a "+
+						"fixed count with no ready instance at all answers 503 at once.",
 						api.MaxMaxQueueWaitMS, api.DefaultMaxQueueWaitMS, api.DefaultMaxQueueWaitFromZeroMS, api.ScaleTypeTargetUtilization),
 					Optional:   true,
 					Computed:   true,

@@ -28,7 +28,7 @@ var (
 		"Requests the router has at each deployment's instances now.",
 		[]string{"workspace", "endpoint", "deployment"}, nil)
 	endpointHeldDesc = prometheus.NewDesc(Namespace+"_endpoint_held_requests",
-		"Requests the router holds for an autoscaled deployment now, waiting for an instance with room (the hold queue's depth).",
+		"Requests the router holds for a deployment now, waiting for an instance with room (the hold queue's depth).",
 		[]string{"workspace", "endpoint", "deployment"}, nil)
 )
 
