@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -68,15 +66,6 @@ func servesDestroy(getenv func(string) string, parentArgs func() ([]string, erro
 		return false
 	}
 	return destroyCommand(args[1:], getenv)
-}
-
-// parentCommandLine returns the command line of this process's parent.
-func parentCommandLine() ([]string, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(os.Getppid()) + "/cmdline")
-	if err != nil {
-		return nil, err
-	}
-	return strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), nil
 }
 
 // destroyCommand reports whether terraform's (or OpenTofu's) arguments, without the program
