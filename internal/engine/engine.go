@@ -1,9 +1,10 @@
 // Package engine is the control plane's composition root: it builds the store's users (the
 // compute core and the controllers of workspaces, clusters, instances, attached machines,
-// jobs and online endpoints), wires them to the work loop and the node driver, and hands
-// them to their API (package dispatch, embedded in Engine). It decides nothing itself: every rule lives in a package of rules/, every
-// concern in a package of controllers/. It never imports Terraform packages, so it is used
-// alike by the daemon, the CLI and tests.
+// jobs and online endpoints), wires them to the work loop, the node lifecycle, the tasks
+// and the node driver, and hands them to their API (package dispatch, embedded in Engine).
+// It decides nothing itself: every rule lives in a package of rules/, every concern in a
+// package of controllers/. It never imports Terraform packages, so it is used alike by the
+// daemon, the CLI and tests.
 package engine
 
 import (
