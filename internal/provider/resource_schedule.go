@@ -25,7 +25,6 @@ import (
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/client"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/jobspec"
-	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/trigger"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/validation"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/jobfile"
 )
@@ -82,12 +81,12 @@ func (r *scheduleResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 					"type": schema.StringAttribute{
 						MarkdownDescription: "`cron` or `recurrence`.",
 						Required:            true,
-						Validators:          []validator.String{stringvalidator.OneOf(trigger.Types...)},
+						Validators:          []validator.String{stringvalidator.OneOf(api.TriggerTypes...)},
 					},
 					"expression": optionalString("Type `cron`: five fields (minute, hour, day of month, month, day of week), " +
 						"all honoured, such as `\"0 2 * * 1-5\"`. When both day fields are restricted, a day matching either fires."),
-					"frequency": optionalString("Type `recurrence`: one of `"+strings.Join(trigger.Frequencies, "`, `")+"`.",
-						stringvalidator.OneOf(trigger.Frequencies...)),
+					"frequency": optionalString("Type `recurrence`: one of `"+strings.Join(api.Frequencies, "`, `")+"`.",
+						stringvalidator.OneOf(api.Frequencies...)),
 					"interval": schema.Int64Attribute{
 						MarkdownDescription: "Type `recurrence`: how many `frequency` units between ticks, 1 to 1000.",
 						Optional:            true,
@@ -146,16 +145,16 @@ func (r *scheduleResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 					"running one first (default: `\"forbid\"`).",
 				Optional:   true,
 				Computed:   true,
-				Default:    stringdefault.StaticString(trigger.OverlapForbid),
-				Validators: []validator.String{stringvalidator.OneOf(trigger.Overlaps...)},
+				Default:    stringdefault.StaticString(api.OverlapForbid),
+				Validators: []validator.String{stringvalidator.OneOf(api.Overlaps...)},
 			},
 			"catch_up": schema.StringAttribute{
 				MarkdownDescription: "What happens to ticks missed while the engine was down: `latest` fires exactly " +
 					"one run, for the last missed tick, when it comes back; `none` fires none (default: `\"latest\"`).",
 				Optional:   true,
 				Computed:   true,
-				Default:    stringdefault.StaticString(trigger.CatchUpLatest),
-				Validators: []validator.String{stringvalidator.OneOf(trigger.CatchUps...)},
+				Default:    stringdefault.StaticString(api.CatchUpLatest),
+				Validators: []validator.String{stringvalidator.OneOf(api.CatchUps...)},
 			},
 			"next_run_time": schema.StringAttribute{
 				MarkdownDescription: "The next tick, in RFC 3339 form (UTC); null when the schedule is disabled or " +

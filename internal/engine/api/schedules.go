@@ -5,6 +5,36 @@ import "time"
 // CollectionSchedules is the collection name of schedules in their IDs.
 const CollectionSchedules = "schedules"
 
+// Trigger types, recurrence frequencies, overlap and catch-up policies, as the API and
+// the provider's schema spell them (rules/trigger reads them).
+const (
+	TriggerCron       = "cron"
+	TriggerRecurrence = "recurrence"
+
+	FrequencyMinute = "minute"
+	FrequencyHour   = "hour"
+	FrequencyDay    = "day"
+	FrequencyWeek   = "week"
+	FrequencyMonth  = "month"
+
+	OverlapAllow   = "allow"
+	OverlapForbid  = "forbid"
+	OverlapReplace = "replace"
+
+	CatchUpNone   = "none"
+	CatchUpLatest = "latest"
+)
+
+// TriggerTypes, Frequencies, Overlaps, CatchUps and WeekDays list the allowed values, for
+// validators and docs.
+var (
+	TriggerTypes = []string{TriggerCron, TriggerRecurrence}
+	Frequencies  = []string{FrequencyMinute, FrequencyHour, FrequencyDay, FrequencyWeek, FrequencyMonth}
+	Overlaps     = []string{OverlapAllow, OverlapForbid, OverlapReplace}
+	CatchUps     = []string{CatchUpNone, CatchUpLatest}
+	WeekDays     = []string{"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+)
+
 // JobScheduleTrigger is when a schedule starts a job (rules/trigger): a cron expression or a
 // recurrence, within StartTime and EndTime, in TimeZone.
 type JobScheduleTrigger struct {

@@ -40,37 +40,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/api"
 	"github.com/mlcompute/terraform-provider-mlcompute/internal/engine/rules/schedule"
 )
 
-// Trigger types, recurrence frequencies, overlap and catch-up policies, as the schema
-// spells them.
+// Trigger types, recurrence frequencies, overlap and catch-up policies: the API's values
+// (package api, which the provider's schema spells too), named as the rule reads them.
 const (
-	TypeCron       = "cron"
-	TypeRecurrence = "recurrence"
+	TypeCron       = api.TriggerCron
+	TypeRecurrence = api.TriggerRecurrence
 
-	Minute = "minute"
-	Hour   = "hour"
-	Day    = "day"
-	Week   = "week"
-	Month  = "month"
+	Minute = api.FrequencyMinute
+	Hour   = api.FrequencyHour
+	Day    = api.FrequencyDay
+	Week   = api.FrequencyWeek
+	Month  = api.FrequencyMonth
 
-	OverlapAllow   = "allow"
-	OverlapForbid  = "forbid"
-	OverlapReplace = "replace"
+	OverlapAllow   = api.OverlapAllow
+	OverlapForbid  = api.OverlapForbid
+	OverlapReplace = api.OverlapReplace
 
-	CatchUpNone   = "none"
-	CatchUpLatest = "latest"
+	CatchUpNone   = api.CatchUpNone
+	CatchUpLatest = api.CatchUpLatest
 )
 
-// Types, Frequencies, Overlaps and CatchUps list the allowed values, for validators and
-// docs.
+// Types, Frequencies, Overlaps, CatchUps and WeekDays list the allowed values (package api).
 var (
-	Types       = []string{TypeCron, TypeRecurrence}
-	Frequencies = []string{Minute, Hour, Day, Week, Month}
-	Overlaps    = []string{OverlapAllow, OverlapForbid, OverlapReplace}
-	CatchUps    = []string{CatchUpNone, CatchUpLatest}
-	WeekDays    = []string{"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+	Types       = api.TriggerTypes
+	Frequencies = api.Frequencies
+	Overlaps    = api.Overlaps
+	CatchUps    = api.CatchUps
+	WeekDays    = api.WeekDays
 )
 
 // Trigger is a schedule's trigger, as stored.
