@@ -47,33 +47,10 @@ type Controllers struct {
 }
 
 // API is the engine's API. Its methods are safe for concurrent use.
-type API struct {
-	store       *store.Store
-	clock       clock.Clock
-	core        *computes.Core
-	workspaces  *workspaces.Controller
-	clusters    *clusters.Controller
-	instances   *instances.Controller
-	attached    *attached.Controller
-	jobs        *jobs.Controller
-	pipelines   *pipelines.Controller
-	endpoints   *endpoints.Controller
-	endpointAPI *endpointapi.API
-	scoring     *scoring.Front
-	envs        *environments.Controller
-	schedules   *schedules.Controller
-	history     *history.History
-}
+type API struct{ c Controllers }
 
 // New builds the API over c.
-func New(c Controllers) *API {
-	return &API{
-		store: c.Store, clock: c.Clock, core: c.Core, workspaces: c.Workspaces, clusters: c.Clusters,
-		instances: c.Instances, attached: c.Attached, jobs: c.Jobs, pipelines: c.Pipelines,
-		endpoints: c.Endpoints, endpointAPI: c.EndpointAPI, scoring: c.Scoring, envs: c.Envs,
-		schedules: c.Schedules, history: c.History,
-	}
-}
+func New(c Controllers) *API { return &API{c: c} }
 
 // Sizes lists catalog entries matching f.
 func (a *API) Sizes(f api.SizeFilter) []api.VMSize { return catalog.List(f) }

@@ -12,23 +12,23 @@ import (
 // Workspaces.
 
 func (a *API) CreateWorkspace(ctx context.Context, spec api.WorkspaceSpec, idempotencyKey string) (*api.Workspace, error) {
-	return a.workspaces.CreateWorkspace(ctx, spec, idempotencyKey)
+	return a.c.Workspaces.CreateWorkspace(ctx, spec, idempotencyKey)
 }
 
 func (a *API) GetWorkspace(ctx context.Context, name string) (*api.Workspace, error) {
-	return a.workspaces.GetWorkspace(ctx, name)
+	return a.c.Workspaces.GetWorkspace(ctx, name)
 }
 
 func (a *API) ListWorkspaces(ctx context.Context) ([]api.Workspace, error) {
-	return a.workspaces.ListWorkspaces(ctx)
+	return a.c.Workspaces.ListWorkspaces(ctx)
 }
 
 func (a *API) UpdateWorkspace(ctx context.Context, name string, upd api.WorkspaceUpdate) (*api.Workspace, error) {
-	return a.workspaces.UpdateWorkspace(ctx, name, upd)
+	return a.c.Workspaces.UpdateWorkspace(ctx, name, upd)
 }
 
 func (a *API) DeleteWorkspace(ctx context.Context, name string, force bool) error {
-	return a.workspaces.DeleteWorkspace(ctx, name, force)
+	return a.c.Workspaces.DeleteWorkspace(ctx, name, force)
 }
 
 // Computes: created and updated by the controller of their type, read and deleted by the
@@ -37,86 +37,86 @@ func (a *API) DeleteWorkspace(ctx context.Context, name string, force bool) erro
 func (a *API) CreateCompute(ctx context.Context, workspace string, spec api.ComputeSpec, idempotencyKey string) (*api.Compute, error) {
 	switch spec.Type {
 	case "", api.TypeComputeCluster:
-		return a.clusters.Create(ctx, workspace, spec, idempotencyKey)
+		return a.c.Clusters.Create(ctx, workspace, spec, idempotencyKey)
 	case api.TypeComputeInstance:
-		return a.instances.Create(ctx, workspace, spec, idempotencyKey)
+		return a.c.Instances.Create(ctx, workspace, spec, idempotencyKey)
 	case api.TypeAttached, api.TypeKubernetes:
-		return a.attached.Create(ctx, workspace, spec, idempotencyKey)
+		return a.c.Attached.Create(ctx, workspace, spec, idempotencyKey)
 	}
 	return nil, api.Errorf(api.CodeInvalid, "type", "compute type %q is not supported by this engine; supported: %s, %s, %s, %s",
 		spec.Type, api.TypeComputeCluster, api.TypeComputeInstance, api.TypeAttached, api.TypeKubernetes)
 }
 
 func (a *API) UpdateCompute(ctx context.Context, workspace, name string, upd api.ComputeUpdate) (*api.Compute, error) {
-	typ, err := a.core.Type(workspace, name)
+	typ, err := a.c.Core.Type(workspace, name)
 	if err != nil {
 		return nil, err
 	}
 	switch typ {
 	case api.TypeComputeInstance:
-		return a.instances.Update(ctx, workspace, name, upd)
+		return a.c.Instances.Update(ctx, workspace, name, upd)
 	case api.TypeAttached, api.TypeKubernetes:
-		return a.attached.Update(ctx, workspace, name, upd)
+		return a.c.Attached.Update(ctx, workspace, name, upd)
 	}
-	return a.clusters.Update(ctx, workspace, name, upd)
+	return a.c.Clusters.Update(ctx, workspace, name, upd)
 }
 
 func (a *API) GetCompute(ctx context.Context, workspace, name string) (*api.Compute, error) {
-	return a.core.GetCompute(ctx, workspace, name)
+	return a.c.Core.GetCompute(ctx, workspace, name)
 }
 
 func (a *API) ListComputes(ctx context.Context, workspace string) ([]api.Compute, error) {
-	return a.core.ListComputes(ctx, workspace)
+	return a.c.Core.ListComputes(ctx, workspace)
 }
 
 func (a *API) DeleteCompute(ctx context.Context, workspace, name string) error {
-	return a.core.DeleteCompute(ctx, workspace, name)
+	return a.c.Core.DeleteCompute(ctx, workspace, name)
 }
 
 // Compute instances.
 
 func (a *API) InstanceAction(ctx context.Context, workspace, name, action string) (*api.Compute, error) {
-	return a.instances.InstanceAction(ctx, workspace, name, action)
+	return a.c.Instances.InstanceAction(ctx, workspace, name, action)
 }
 
 // ActivityTokenValid reports whether token may report activity on the instance
 // workspace/name: the token its node's processes get (MLCOMPUTE_TOKEN), which allows
 // nothing else.
 func (a *API) ActivityTokenValid(workspace, name, token string) bool {
-	return a.instances.ActivityTokenValid(workspace, name, token)
+	return a.c.Instances.ActivityTokenValid(workspace, name, token)
 }
 
 func (a *API) ReportActivity(ctx context.Context, workspace, name string) error {
-	return a.instances.ReportActivity(ctx, workspace, name)
+	return a.c.Instances.ReportActivity(ctx, workspace, name)
 }
 
-func (a *API) OpenSession(workspace, name string)  { a.instances.OpenSession(workspace, name) }
-func (a *API) CloseSession(workspace, name string) { a.instances.CloseSession(workspace, name) }
+func (a *API) OpenSession(workspace, name string)  { a.c.Instances.OpenSession(workspace, name) }
+func (a *API) CloseSession(workspace, name string) { a.c.Instances.CloseSession(workspace, name) }
 
 func (a *API) Exec(ctx context.Context, workspace, name string, command []string, stdin io.Reader, output io.Writer) (int, error) {
-	return a.instances.Exec(ctx, workspace, name, command, stdin, output)
+	return a.c.Instances.Exec(ctx, workspace, name, command, stdin, output)
 }
 
 // Environments.
 
 func (a *API) CreateEnvironment(ctx context.Context, workspace string, spec api.EnvironmentSpec, idempotencyKey string) (*api.Environment, error) {
-	return a.envs.Create(ctx, workspace, spec, idempotencyKey)
+	return a.c.Envs.Create(ctx, workspace, spec, idempotencyKey)
 }
 
 func (a *API) GetEnvironment(ctx context.Context, workspace, name string) (*api.Environment, error) {
-	return a.envs.Get(ctx, workspace, name)
+	return a.c.Envs.Get(ctx, workspace, name)
 }
 
 func (a *API) ListEnvironments(ctx context.Context, workspace string) ([]api.Environment, error) {
-	return a.envs.List(ctx, workspace)
+	return a.c.Envs.List(ctx, workspace)
 }
 
 func (a *API) UpdateEnvironment(ctx context.Context, workspace, name string, upd api.EnvironmentUpdate) (*api.Environment, error) {
-	return a.envs.Update(ctx, workspace, name, upd)
+	return a.c.Envs.Update(ctx, workspace, name, upd)
 }
 
 func (a *API) DeleteEnvironment(ctx context.Context, workspace, name string) error {
-	return a.envs.Delete(ctx, workspace, name)
+	return a.c.Envs.Delete(ctx, workspace, name)
 }
 
 // Jobs.
@@ -126,24 +126,24 @@ func (a *API) DeleteEnvironment(ctx context.Context, workspace, name string) err
 
 func (a *API) SubmitJob(ctx context.Context, workspace string, spec api.JobSpec, idempotencyKey string) (*api.Job, error) {
 	if spec.Type == api.JobTypePipeline {
-		return a.pipelines.Submit(ctx, workspace, spec, idempotencyKey)
+		return a.c.Pipelines.Submit(ctx, workspace, spec, idempotencyKey)
 	}
-	return a.jobs.SubmitJob(ctx, workspace, spec, idempotencyKey)
+	return a.c.Jobs.SubmitJob(ctx, workspace, spec, idempotencyKey)
 }
 
 func (a *API) GetJob(ctx context.Context, workspace, id string) (*api.Job, error) {
-	j, err := a.jobs.GetJob(ctx, workspace, id)
+	j, err := a.c.Jobs.GetJob(ctx, workspace, id)
 	if err != nil {
 		return nil, err
 	}
-	return a.pipelines.Describe(ctx, j)
+	return a.c.Pipelines.Describe(ctx, j)
 }
 
 func (a *API) ListJobs(ctx context.Context, workspace string) ([]api.Job, error) {
-	list, err := a.jobs.ListJobs(ctx, workspace)
+	list, err := a.c.Jobs.ListJobs(ctx, workspace)
 	for i := range list {
 		if err == nil && list[i].Type == api.JobTypePipeline {
-			_, err = a.pipelines.Describe(ctx, &list[i])
+			_, err = a.c.Pipelines.Describe(ctx, &list[i])
 		}
 	}
 	return list, err
@@ -151,26 +151,26 @@ func (a *API) ListJobs(ctx context.Context, workspace string) ([]api.Job, error)
 
 func (a *API) CancelJob(ctx context.Context, workspace, id string) (*api.Job, error) {
 	if a.isPipeline(ctx, workspace, id) {
-		return a.pipelines.Cancel(ctx, workspace, id)
+		return a.c.Pipelines.Cancel(ctx, workspace, id)
 	}
-	return a.jobs.CancelJob(ctx, workspace, id)
+	return a.c.Jobs.CancelJob(ctx, workspace, id)
 }
 
 // RerunJob submits a new run of a pipeline job's definition (api.RerunRequest).
 func (a *API) RerunJob(ctx context.Context, workspace, id string, req api.RerunRequest) (*api.Job, error) {
-	return a.pipelines.Rerun(ctx, workspace, id, req)
+	return a.c.Pipelines.Rerun(ctx, workspace, id, req)
 }
 
 func (a *API) JobLogs(ctx context.Context, workspace, id string, rank int, offset int64) ([]byte, int64, bool, error) {
-	return a.jobs.JobLogs(ctx, workspace, id, rank, offset)
+	return a.c.Jobs.JobLogs(ctx, workspace, id, rank, offset)
 }
 
 // FollowJobLogs streams a rank's output as it appears (see controllers/jobs).
 func (a *API) FollowJobLogs(ctx context.Context, workspace, id string, rank int, offset int64, emit func([]byte) error) (int64, error) {
-	return a.jobs.FollowJobLogs(ctx, workspace, id, rank, offset, emit)
+	return a.c.Jobs.FollowJobLogs(ctx, workspace, id, rank, offset, emit)
 }
 
-func (a *API) PutSnapshot(r io.Reader) (string, error) { return a.jobs.PutSnapshot(r) }
+func (a *API) PutSnapshot(r io.Reader) (string, error) { return a.c.Jobs.PutSnapshot(r) }
 
 // Quota.
 
@@ -184,9 +184,9 @@ func (a *API) CheckQuota(ctx context.Context, workspace string, check api.QuotaC
 		if check.Compute.Type != "" && check.Compute.Type != api.TypeComputeCluster {
 			return api.Errorf(api.CodeInvalid, "compute.type", "the quota check takes a planned %s; %s is checked on create", api.TypeComputeCluster, check.Compute.Type)
 		}
-		return a.core.CheckQuota(ctx, workspace, check.Quotas, *check.Compute)
+		return a.c.Core.CheckQuota(ctx, workspace, check.Quotas, *check.Compute)
 	case check.Endpoint != nil:
-		return a.endpointAPI.CheckQuota(ctx, workspace, check.Quotas, *check.Endpoint)
+		return a.c.EndpointAPI.CheckQuota(ctx, workspace, check.Quotas, *check.Endpoint)
 	}
 	return api.Errorf(api.CodeInvalid, "", "a quota check takes a compute or an endpoint")
 }
@@ -194,28 +194,28 @@ func (a *API) CheckQuota(ctx context.Context, workspace string, check api.QuotaC
 // Jobs' outputs.
 
 func (a *API) DeleteJob(ctx context.Context, workspace, id string) error {
-	return a.jobs.DeleteJob(ctx, workspace, id)
+	return a.c.Jobs.DeleteJob(ctx, workspace, id)
 }
 
 // JobOutput returns a Completed job's registered output; WriteJobOutput streams it as
 // a tar archive.
 func (a *API) JobOutput(ctx context.Context, workspace, id, output string) (api.JobOutput, error) {
-	return a.jobs.JobOutput(ctx, workspace, id, output)
+	return a.c.Jobs.JobOutput(ctx, workspace, id, output)
 }
 
 func (a *API) WriteJobOutput(ctx context.Context, w io.Writer, digest string) error {
-	return a.jobs.WriteOutput(ctx, w, digest)
+	return a.c.Jobs.WriteOutput(ctx, w, digest)
 }
 
 // Backup writes the store's records as stateName, the artifacts they reference below
 // artifactsDir and the code snapshots below snapshotsDir, as one tar archive laid out as
 // the data dir (see jobs.Controller.Backup).
 func (a *API) Backup(ctx context.Context, w io.Writer, stateName, artifactsDir, snapshotsDir string) error {
-	return a.jobs.Backup(ctx, w, stateName, artifactsDir, snapshotsDir)
+	return a.c.Jobs.Backup(ctx, w, stateName, artifactsDir, snapshotsDir)
 }
 
 // isPipeline reports whether a job is a pipeline job.
 func (a *API) isPipeline(ctx context.Context, workspace, id string) bool {
-	j, err := a.jobs.GetJob(ctx, workspace, id)
+	j, err := a.c.Jobs.GetJob(ctx, workspace, id)
 	return err == nil && j.Type == api.JobTypePipeline
 }

@@ -16,18 +16,18 @@ func (a *API) History(ctx context.Context, workspace string) (*api.History, erro
 	if _, err := a.GetWorkspace(ctx, workspace); err != nil {
 		return nil, err
 	}
-	return a.history.Workspace(workspace, a.clock.Now()), nil
+	return a.c.History.Workspace(workspace, a.c.Clock.Now()), nil
 }
 
 // SampleHistory takes one sample now. A running engine samples every history.Interval by
 // itself; a manual one (tests) samples only when told.
 func (a *API) SampleHistory(ctx context.Context) error {
-	now := a.clock.Now()
+	now := a.c.Clock.Now()
 	s, err := a.HistorySample(ctx)
 	if err != nil {
 		return err
 	}
-	a.history.Record(now, s)
+	a.c.History.Record(now, s)
 	return nil
 }
 
@@ -48,7 +48,7 @@ func (a *API) HistorySample(ctx context.Context) (history.Snapshot, error) {
 		for _, c := range computes {
 			s.Computes[ws.Name+"/"+c.Name] = history.ComputeCounts{Nodes: int64(len(c.Nodes))}
 		}
-		err = a.store.View(func(tx *store.Tx) error {
+		err = a.c.Store.View(func(tx *store.Tx) error {
 			for _, k := range tx.Keys(store.ActiveJobs, ws.Name+"/") {
 				var key string
 				var j model.Job
